@@ -1,0 +1,66 @@
+# nodelet: two commands for a newcomer.
+#   make run   - install what is missing, then run nodelet on examples/ (needs root)
+#   make test  - install what is missing, then lint, type-check and run the whole test suite
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+APT_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2 iptables gcc libc6-dev make sqlite3
+PROTO := src/nodelet/adapters/cri/api.proto
+GEN := src/nodelet/adapters/cri/gen
+IMAGES := images/out
+
+.PHONY: setup run test lint unit apt venv proto images clean
+
+setup: apt venv proto images
+
+# Debian packages: installed only when one is missing, so `make setup` is cheap when done.
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,lint,gen]'
+	touch $@
+
+# CRI messages and stubs, generated from our own .proto subset.
+proto: $(GEN)/.generated
+$(GEN)/.generated: $(PROTO) $(VENV)/.installed
+	mkdir -p $(GEN)
+	$(PY) -m grpc_tools.protoc -I src/nodelet/adapters/cri --python_out=$(GEN) \
+	  --grpc_python_out=$(GEN) --mypy_out=$(GEN) --mypy_grpc_out=$(GEN) $(PROTO)
+	sed -i 's/^import api_pb2/from . import api_pb2/' $(GEN)/api_pb2_grpc.py $(GEN)/api_pb2_grpc.pyi
+	touch $(GEN)/__init__.py $@
+
+# Local OCI image archives (pause + busybox); nodelet imports them into containerd when missing.
+images: $(IMAGES)/pause.tar $(IMAGES)/busybox.tar
+$(IMAGES)/pause: images/pause.c
+	mkdir -p $(IMAGES)
+	gcc -static -Os -Wall -Werror -o $@ $<
+	strip $@
+$(IMAGES)/pause.tar: $(IMAGES)/pause $(VENV)/.installed images/build.py
+	$(PY) images/build.py pause --binary $(IMAGES)/pause --out $@
+$(IMAGES)/busybox.tar: /bin/busybox $(VENV)/.installed images/build.py
+	$(PY) images/build.py busybox --binary /bin/busybox --out $@
+
+run: setup
+	$(VENV)/bin/nodelet run --manifests examples/
+
+lint: setup
+	$(VENV)/bin/ruff check src tests bench images
+	$(VENV)/bin/mypy src
+	$(VENV)/bin/lint-imports
+
+unit: setup
+	$(VENV)/bin/pytest tests/model -q
+
+test: lint
+	$(VENV)/bin/pytest -q
+
+clean:
+	rm -rf $(GEN) $(IMAGES) $(VENV)

@@ -1,0 +1,143 @@
+"""Typed pods: the subset of the Kubernetes v1 Pod that nodelet acts on.
+
+A `Pod` keeps the object it was parsed from (`raw`) so that the HTTP API can serve the pod as
+the user wrote it (plus the kubelet's defaults and annotations); the typed fields are what the
+pod workers and the status generation read. Parsing and validation live in `manifests.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, NewType
+
+PodUID = NewType("PodUID", str)
+
+RestartPolicy = Literal["Always", "OnFailure", "Never"]
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+
+# Annotations of static pods, as the kubelet sets them.
+ANNOTATION_CONFIG_SOURCE = "kubernetes.io/config.source"
+ANNOTATION_CONFIG_HASH = "kubernetes.io/config.hash"
+ANNOTATION_CONFIG_SEEN = "kubernetes.io/config.seen"
+ANNOTATION_CONFIG_MIRROR = "kubernetes.io/config.mirror"
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class ContainerPort:
+    container_port: int
+    protocol: str = "TCP"
+    host_port: int = 0
+    host_ip: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    name: str
+    mount_path: str
+    read_only: bool = False
+    sub_path: str = ""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Requests and limits in canonical units: CPU in millicores, memory in bytes."""
+
+    cpu_request_milli: int = 0
+    cpu_limit_milli: int = 0
+    memory_request: int = 0
+    memory_limit: int = 0
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    image: str
+    image_pull_policy: PullPolicy = "IfNotPresent"
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    working_dir: str = ""
+    env: tuple[EnvVar, ...] = ()
+    ports: tuple[ContainerPort, ...] = ()
+    volume_mounts: tuple[VolumeMount, ...] = ()
+    resources: Resources = field(default_factory=Resources)
+    # Only for init containers: "Always" makes it a sidecar (restartable init container).
+    restart_policy: str = ""
+    termination_message_path: str = "/dev/termination-log"
+    # The probe/lifecycle sub-objects as written; interpreted by the lifecycle code.
+    readiness_probe: Mapping[str, Any] | None = None
+    liveness_probe: Mapping[str, Any] | None = None
+    startup_probe: Mapping[str, Any] | None = None
+    lifecycle: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A pod volume: its name and its single source, kept as written (`{"emptyDir": {...}}`)."""
+
+    name: str
+    source_type: str
+    source: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PodDNSConfig:
+    nameservers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    containers: tuple[Container, ...]
+    init_containers: tuple[Container, ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    restart_policy: RestartPolicy = "Always"
+    host_network: bool = False
+    hostname: str = ""
+    subdomain: str = ""
+    dns_policy: str = "ClusterFirst"
+    dns_config: PodDNSConfig | None = None
+    termination_grace_period_seconds: int = 30
+    active_deadline_seconds: int | None = None
+    readiness_gates: tuple[str, ...] = ()
+    node_name: str = ""
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A pod nodelet is asked to run.
+
+    `uid` is the API server's UID in cluster mode, or for static pods the config hash (as the
+    kubelet does); a changed manifest therefore yields a new UID and replaces the pod.
+    """
+
+    uid: PodUID
+    name: str
+    namespace: str
+    spec: PodSpec
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    deletion_grace_period_seconds: int | None = None
+    # The object as given (a v1 Pod dict), used to serve it back through the API.
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    # Where it came from: "file" for static pods, "api" for pods bound by the scheduler.
+    source: str = "file"
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_static(self) -> bool:
+        return self.source == "file"

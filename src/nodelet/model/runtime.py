@@ -1,0 +1,201 @@
+"""Plain values describing what the container runtime holds and what nodelet asks of it.
+
+These mirror the parts of CRI v1 that nodelet uses, without any protobuf or gRPC: the CRI
+adapter converts to and from them, and the pure core (sandbox decisions, status generation)
+reads them. Times are integer nanoseconds since the epoch, as CRI reports them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NewType
+
+SandboxID = NewType("SandboxID", str)
+ContainerID = NewType("ContainerID", str)
+
+# The kubelet's CRI labels: how sandboxes and containers are matched back to pods.
+LABEL_POD_NAME = "io.kubernetes.pod.name"
+LABEL_POD_NAMESPACE = "io.kubernetes.pod.namespace"
+LABEL_POD_UID = "io.kubernetes.pod.uid"
+LABEL_CONTAINER_NAME = "io.kubernetes.container.name"
+
+
+class SandboxState(enum.Enum):
+    READY = 0
+    NOTREADY = 1
+
+
+class NamespaceMode(enum.Enum):
+    """CRI NamespaceMode: POD for a pod's own namespace, NODE for the host's."""
+
+    POD = 0
+    CONTAINER = 1
+    NODE = 2
+    TARGET = 3
+
+
+class ContainerState(enum.Enum):
+    CREATED = 0
+    RUNNING = 1
+    EXITED = 2
+    UNKNOWN = 3
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """One pod sandbox as the runtime reports it (ListPodSandbox + PodSandboxStatus)."""
+
+    id: SandboxID
+    name: str
+    namespace: str
+    uid: str
+    attempt: int
+    state: SandboxState
+    created_at: int
+    network_mode: NamespaceMode = NamespaceMode.POD
+    ip: str = ""
+    additional_ips: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    """One container as the runtime reports it (ListContainers + ContainerStatus)."""
+
+    id: ContainerID
+    sandbox_id: SandboxID
+    name: str
+    attempt: int
+    image: str
+    image_ref: str
+    state: ContainerState
+    created_at: int
+    started_at: int = 0
+    finished_at: int = 0
+    exit_code: int = 0
+    reason: str = ""
+    message: str = ""
+    log_path: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RuntimeCondition:
+    type: str
+    status: bool
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class RuntimeStatus:
+    """CRI Status: RuntimeReady and NetworkReady plus anything else the runtime reports."""
+
+    conditions: tuple[RuntimeCondition, ...]
+
+    def condition(self, type_: str) -> RuntimeCondition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+    @property
+    def runtime_ready(self) -> bool:
+        cond = self.condition("RuntimeReady")
+        return cond is not None and cond.status
+
+    @property
+    def network_ready(self) -> bool:
+        cond = self.condition("NetworkReady")
+        return cond is not None and cond.status
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    runtime_name: str
+    runtime_version: str
+    runtime_api_version: str
+
+
+@dataclass(frozen=True)
+class PortMapping:
+    container_port: int
+    host_port: int = 0
+    protocol: str = "TCP"  # TCP, UDP or SCTP
+    host_ip: str = ""
+
+
+@dataclass(frozen=True)
+class DNSConfig:
+    servers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LinuxResources:
+    """CRI LinuxContainerResources subset; 0 means "not set"."""
+
+    cpu_period: int = 0
+    cpu_quota: int = 0
+    cpu_shares: int = 0
+    memory_limit_in_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """What RunPodSandbox is asked to create."""
+
+    name: str
+    namespace: str
+    uid: str
+    attempt: int
+    hostname: str
+    log_directory: str
+    host_network: bool = False
+    dns: DNSConfig = field(default_factory=DNSConfig)
+    port_mappings: tuple[PortMapping, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    cgroup_parent: str = ""
+
+
+@dataclass(frozen=True)
+class Mount:
+    container_path: str
+    host_path: str
+    readonly: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerConfig:
+    """What CreateContainer is asked to create inside a sandbox."""
+
+    name: str
+    attempt: int
+    image: str
+    log_path: str  # relative to the sandbox's log_directory
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    working_dir: str = ""
+    envs: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    resources: LinuxResources | None = None
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    id: str
+    repo_tags: tuple[str, ...]
+    repo_digests: tuple[str, ...] = ()
+    size: int = 0

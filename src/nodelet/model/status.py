@@ -1,0 +1,198 @@
+"""Pod status values: what the status generation produces and the status manager stores.
+
+Times are timezone-aware UTC datetimes with full precision; serialisation to the v1 API
+(RFC 3339, whole seconds, as Kubernetes does) happens in `to_api`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+
+# Condition types.
+POD_SCHEDULED = "PodScheduled"
+POD_READY_TO_START_CONTAINERS = "PodReadyToStartContainers"
+POD_HAS_NETWORK = "PodHasNetwork"  # the condition's name in Kubernetes 1.25-1.27
+INITIALIZED = "Initialized"
+CONTAINERS_READY = "ContainersReady"
+READY = "Ready"
+DISRUPTION_TARGET = "DisruptionTarget"
+
+# Reasons and messages (pkg/kubelet/status/generate.go, pkg/kubelet/types/constants.go).
+REASON_POD_SANDBOX_NOT_READY = "PodSandboxNotReady"
+REASON_CONTAINERS_NOT_READY = "ContainersNotReady"
+REASON_CONTAINERS_NOT_INITIALIZED = "ContainersNotInitialized"
+REASON_READINESS_GATES_NOT_READY = "ReadinessGatesNotReady"
+REASON_UNKNOWN_CONTAINER_STATUSES = "UnknownContainerStatuses"
+REASON_POD_COMPLETED = "PodCompleted"
+REASON_POD_FAILED = "PodFailed"
+
+
+@dataclass(frozen=True)
+class PodCondition:
+    type: str
+    status: ConditionStatus
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime | None = None
+    last_probe_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ContainerStateWaiting:
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ContainerStateRunning:
+    started_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ContainerStateTerminated:
+    exit_code: int
+    reason: str = ""
+    message: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    container_id: str = ""
+    signal: int = 0
+
+
+ContainerStateValue = ContainerStateWaiting | ContainerStateRunning | ContainerStateTerminated
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    name: str
+    image: str
+    state: ContainerStateValue
+    ready: bool = False
+    started: bool | None = None
+    restart_count: int = 0
+    image_id: str = ""
+    container_id: str = ""
+    last_state: ContainerStateValue | None = None
+
+
+@dataclass(frozen=True)
+class PodStatus:
+    phase: PodPhase = "Pending"
+    conditions: tuple[PodCondition, ...] = ()
+    message: str = ""
+    reason: str = ""
+    host_ip: str = ""
+    pod_ips: tuple[str, ...] = ()
+    start_time: datetime | None = None
+    container_statuses: tuple[ContainerStatus, ...] = ()
+    init_container_statuses: tuple[ContainerStatus, ...] = ()
+
+    @property
+    def pod_ip(self) -> str:
+        return self.pod_ips[0] if self.pod_ips else ""
+
+    def condition(self, type_: str) -> PodCondition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+def format_time(value: datetime | None) -> str | None:
+    """RFC 3339 with whole seconds in UTC, as Kubernetes serialises metav1.Time."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_precise(value: datetime | None) -> str | None:
+    """RFC 3339 with microseconds, for nodelet's own precise timelines."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _state_to_api(state: ContainerStateValue | None) -> dict[str, Any]:
+    if state is None:
+        return {}
+    if isinstance(state, ContainerStateWaiting):
+        waiting = {"reason": state.reason, "message": state.message}
+        return {"waiting": {k: v for k, v in waiting.items() if v}}
+    if isinstance(state, ContainerStateRunning):
+        return {"running": {"startedAt": format_time(state.started_at)}}
+    terminated: dict[str, Any] = {
+        "exitCode": state.exit_code,
+        "reason": state.reason,
+        "message": state.message,
+        "startedAt": format_time(state.started_at),
+        "finishedAt": format_time(state.finished_at),
+        "containerID": state.container_id,
+    }
+    if state.signal:
+        terminated["signal"] = state.signal
+    return {"terminated": {k: v for k, v in terminated.items() if v not in ("", None)}}
+
+
+def _container_status_to_api(status: ContainerStatus) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": status.name,
+        "state": _state_to_api(status.state),
+        "lastState": _state_to_api(status.last_state),
+        "ready": status.ready,
+        "restartCount": status.restart_count,
+        "image": status.image,
+        "imageID": status.image_id,
+    }
+    if status.container_id:
+        out["containerID"] = status.container_id
+    if status.started is not None:
+        out["started"] = status.started
+    return out
+
+
+def condition_to_api(cond: PodCondition) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "type": cond.type,
+        "status": cond.status,
+        "lastProbeTime": format_time(cond.last_probe_time),
+        "lastTransitionTime": format_time(cond.last_transition_time),
+    }
+    if cond.reason:
+        out["reason"] = cond.reason
+    if cond.message:
+        out["message"] = cond.message
+    return out
+
+
+def to_api(status: PodStatus) -> dict[str, Any]:
+    """The v1 PodStatus object, as the API server would serialise it."""
+    out: dict[str, Any] = {
+        "phase": status.phase,
+        "conditions": [condition_to_api(c) for c in status.conditions],
+    }
+    if status.message:
+        out["message"] = status.message
+    if status.reason:
+        out["reason"] = status.reason
+    if status.host_ip:
+        out["hostIP"] = status.host_ip
+        out["hostIPs"] = [{"ip": status.host_ip}]
+    if status.pod_ips:
+        out["podIP"] = status.pod_ip
+        out["podIPs"] = [{"ip": ip} for ip in status.pod_ips]
+    if status.start_time is not None:
+        out["startTime"] = format_time(status.start_time)
+    if status.init_container_statuses:
+        out["initContainerStatuses"] = [
+            _container_status_to_api(s) for s in status.init_container_statuses
+        ]
+    out["containerStatuses"] = [_container_status_to_api(s) for s in status.container_statuses]
+    return out

@@ -1,0 +1,100 @@
+"""All of nodelet's settings: one root dataclass of nested, documented dataclasses.
+
+The CLI only maps flags onto these; every other module receives the part it needs.
+Durations are in seconds.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_DATA_DIR = Path("/var/lib/nodelet")
+PAUSE_IMAGE = "localhost/nodelet/pause:1.0"
+BUSYBOX_IMAGE = "localhost/nodelet/busybox:latest"
+
+
+@dataclass(frozen=True)
+class CriTimeouts:
+    """Deadlines of CRI calls."""
+
+    # Ordinary calls (status, list, create, start, stop...). The kubelet uses 2 minutes.
+    default: float = 120.0
+    # RunPodSandbox runs CNI plugins and may take long; the kubelet allows it 4 minutes.
+    run_sandbox: float = 240.0
+    # PullImage: the kubelet has no deadline; we bound it so a stuck pull is reported.
+    pull_image: float = 600.0
+    # Connecting to the socket before the first call.
+    connect: float = 10.0
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """The container runtime: an external CRI endpoint, or the embedded containerd."""
+
+    # `unix:///path/to/socket`; None starts and supervises the embedded containerd.
+    endpoint: str | None = None
+    containerd_binary: str = "containerd"
+    cni_bin_dir: Path = Path("/usr/lib/cni")
+    # Pod CIDRs for the embedded CNI config (one per IP family). Empty: a /24 derived from the
+    # data dir, so several instances on one machine never share a range.
+    pod_cidrs: tuple[str, ...] = ()
+    # How long to wait for CRI Status to report RuntimeReady and NetworkReady.
+    ready_timeout: float = 60.0
+    # Back-off before restarting an embedded containerd that died: initial and cap.
+    restart_backoff: float = 1.0
+    restart_backoff_max: float = 30.0
+    timeouts: CriTimeouts = field(default_factory=CriTimeouts)
+
+
+@dataclass(frozen=True)
+class FeatureGates:
+    # Report the PodReadyToStartContainers condition (KEP-3085). Beta, default on since 1.29.
+    pod_ready_to_start_containers: bool = True
+    # Report it under its 1.25-1.27 name PodHasNetwork instead.
+    pod_has_network: bool = False
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    """Timing of pod workers and the relist."""
+
+    # Retry after a failed sync: base period and jitter fraction (kubelet: 10 s, 0.5).
+    retry_period: float = 10.0
+    retry_jitter: float = 0.5
+    # Retry when the runtime's network is not ready (kubelet: 1 s).
+    network_not_ready_retry: float = 1.0
+    # How often sandboxes and containers are listed from CRI (PLEG relist).
+    relist_period: float = 1.0
+    # Container restart back-off (CrashLoopBackOff): initial and cap.
+    restart_backoff: float = 10.0
+    restart_backoff_max: float = 300.0
+    # Stop a container: grace period used when the pod specifies none.
+    default_grace_period: float = 30.0
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """The local HTTP API."""
+
+    host: str = "127.0.0.1"
+    port: int = 10255
+    # Bearer token file; required when binding anything but loopback.
+    auth_token_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = DEFAULT_DATA_DIR
+    # Directory of static pod manifests; None runs no static pods.
+    manifests_dir: Path | None = None
+    node_name: str = field(default_factory=lambda: socket.gethostname().lower())
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    gates: FeatureGates = field(default_factory=FeatureGates)
+    sync: SyncSettings = field(default_factory=SyncSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
+    # How often the manifest directory is rescanned (changes are noticed within this time).
+    manifest_poll_period: float = 0.5
+    # Events kept in the checkpoint (oldest dropped first).
+    max_events: int = 5000
