@@ -32,7 +32,7 @@ $(VENV)/.installed: pyproject.toml
 proto: $(GEN)/.generated
 $(GEN)/.generated: $(PROTO) $(VENV)/.installed
 	mkdir -p $(GEN)
-	$(PY) -m grpc_tools.protoc -I src/nodelet/adapters/cri --python_out=$(GEN) \
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I src/nodelet/adapters/cri --python_out=$(GEN) \
 	  --grpc_python_out=$(GEN) --mypy_out=$(GEN) --mypy_grpc_out=$(GEN) $(PROTO)
 	sed -i 's/^import api_pb2/from . import api_pb2/' $(GEN)/api_pb2_grpc.py $(GEN)/api_pb2_grpc.pyi
 	touch $(GEN)/__init__.py $@

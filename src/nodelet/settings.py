@@ -46,6 +46,11 @@ class RuntimeSettings:
     restart_backoff: float = 1.0
     restart_backoff_max: float = 30.0
     timeouts: CriTimeouts = field(default_factory=CriTimeouts)
+    # OCI archives of the pause and busybox images (`make images`), imported into the embedded
+    # containerd when missing. Default: `images/out` of the source checkout.
+    images_dir: Path = field(
+        default_factory=lambda: Path(__file__).resolve().parents[2] / "images" / "out"
+    )
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class SyncSettings:
     network_not_ready_retry: float = 1.0
     # How often sandboxes and containers are listed from CRI (PLEG relist).
     relist_period: float = 1.0
+    # A pod with nothing pending is synced again after this long anyway (catches lost wakes).
+    resync_period: float = 10.0
     # Container restart back-off (CrashLoopBackOff): initial and cap.
     restart_backoff: float = 10.0
     restart_backoff_max: float = 300.0
@@ -98,3 +105,27 @@ class Settings:
     manifest_poll_period: float = 0.5
     # Events kept in the checkpoint (oldest dropped first).
     max_events: int = 5000
+
+
+_GATES = {
+    "PodReadyToStartContainersCondition": "pod_ready_to_start_containers",
+    "PodHasNetworkCondition": "pod_has_network",
+}
+
+
+class SettingsError(ValueError):
+    """A setting given on the command line is invalid; the message says which and why."""
+
+
+def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureGates:
+    """`K=V,K=V` as the kubelet's --feature-gates; unknown gates and non-booleans are errors."""
+    values = dict((base or FeatureGates()).__dict__)
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, raw = item.partition("=")
+        if key not in _GATES:
+            known = ", ".join(sorted(_GATES))
+            raise SettingsError(f"unknown feature gate {key!r} (known gates: {known})")
+        if not sep or raw.strip().lower() not in ("true", "false"):
+            raise SettingsError(f"feature gate {key} needs =true or =false, got {item!r}")
+        values[_GATES[key]] = raw.strip().lower() == "true"
+    return FeatureGates(**values)

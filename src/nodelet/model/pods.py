@@ -28,6 +28,8 @@ ANNOTATION_CONFIG_MIRROR = "kubernetes.io/config.mirror"
 class EnvVar:
     name: str
     value: str = ""
+    # `valueFrom` as written (fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef).
+    value_from: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,8 @@ class PodSpec:
     active_deadline_seconds: int | None = None
     readiness_gates: tuple[str, ...] = ()
     node_name: str = ""
+    # Standalone there are no RuntimeClass objects: the name is the CRI runtime handler.
+    runtime_class_name: str = ""
 
 
 @dataclass(frozen=True)

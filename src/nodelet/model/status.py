@@ -6,7 +6,7 @@ Times are timezone-aware UTC datetimes with full precision; serialisation to the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 

@@ -1,0 +1,546 @@
+"""The embedded containerd: one private containerd per nodelet data dir, supervised.
+
+Layout under `<data-dir>/containerd/`: `config.toml`, `root/`, `state/`, `containerd.sock`
+(CRI and containerd API), `containerd.pid`, `containerd.log`. The CNI config comes from
+`nodelet.adapters.cni`.
+
+Lifecycle:
+- `start()` adopts a live containerd named by the pid file whose socket answers, or spawns
+  one in its own session (so that stopping or killing nodelet never takes pods down), then
+  starts a named supervisor task that restarts containerd with back-off when it dies.
+- `wait_ready(client)` waits for CRI RuntimeReady and NetworkReady, then (`ensure_images`)
+  imports the local pause and busybox archives when the runtime lacks them.
+- `detach()` (alias `close()`) only stops supervising: normal nodelet shutdown leaves
+  containerd and its pods running. `stop()` terminates containerd (reset, tests).
+
+Errors: `ContainerdError`, with a message naming the log file to read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodelet import settings as settings_
+from nodelet.adapters import cni
+from nodelet.adapters.cri import client as cri_client
+from nodelet.adapters.cri import errors as cri_errors
+
+logger = logging.getLogger(__name__)
+
+# How often the supervisor checks that containerd is alive, and how long stop() waits after
+# SIGTERM before SIGKILL (containerd 1.6 usually exits within a second).
+_POLL_INTERVAL = 0.1
+_STOP_GRACE = 10.0
+# A run this long counts as healthy: the restart back-off starts again from its initial value.
+_HEALTHY_RUN = 30.0
+# Plugins we never use; skipping them avoids probing (and log noise) at every start.
+_DISABLED_PLUGINS = (
+    "io.containerd.snapshotter.v1.aufs",
+    "io.containerd.snapshotter.v1.btrfs",
+    "io.containerd.snapshotter.v1.devmapper",
+    "io.containerd.snapshotter.v1.zfs",
+    "io.containerd.tracing.processor.v1.otlp",
+    "io.containerd.internal.v1.tracing",
+)
+
+
+class ContainerdError(Exception):
+    """The embedded containerd could not be started, made ready or given its images."""
+
+
+@dataclass(frozen=True)
+class ContainerdPaths:
+    """Where one instance's containerd keeps everything."""
+
+    base: Path
+
+    @classmethod
+    def of(cls, data_dir: Path) -> ContainerdPaths:
+        return cls(base=data_dir / "containerd")
+
+    @property
+    def config(self) -> Path:
+        return self.base / "config.toml"
+
+    @property
+    def root(self) -> Path:
+        return self.base / "root"
+
+    @property
+    def state(self) -> Path:
+        return self.base / "state"
+
+    @property
+    def socket(self) -> Path:
+        return self.base / "containerd.sock"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.base / "containerd.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.base / "containerd.log"
+
+
+def _toml_str(value: str | Path) -> str:
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render_config(data_dir: Path, settings: settings_.RuntimeSettings, snapshotter: str) -> str:
+    """containerd's config.toml (version 2) for this instance.
+
+    Every listener is private to the instance: the gRPC and ttrpc sockets live in the data dir,
+    the debug and metrics listeners are off, and the CRI streaming server takes a random port
+    (its default 10010 would collide between instances).
+    """
+    p = ContainerdPaths.of(data_dir)
+    cri = '[plugins."io.containerd.grpc.v1.cri"'
+    disabled = ", ".join(_toml_str(x) for x in _DISABLED_PLUGINS)
+    return f"""version = 2
+root = {_toml_str(p.root)}
+state = {_toml_str(p.state)}
+disabled_plugins = [{disabled}]
+
+[grpc]
+  address = {_toml_str(p.socket)}
+
+[ttrpc]
+  address = {_toml_str(str(p.socket) + ".ttrpc")}
+
+[debug]
+  address = ""
+  level = "info"
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = {_toml_str(p.base / "opt")}
+
+{cri}]
+  sandbox_image = {_toml_str(settings_.PAUSE_IMAGE)}
+  # These machines lack CAP_SYS_RESOURCE: without this every sandbox fails with
+  # "failed to update /proc/self/oom_score_adj: Permission denied".
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+{cri}.containerd]
+  snapshotter = {_toml_str(snapshotter)}
+  default_runtime_name = "runc"
+
+{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+{cri}.containerd.runtimes.runc.options]
+  # runc's state of this instance's containers stays under the instance's own state dir.
+  Root = {_toml_str(p.state / "runc")}
+
+{cri}.cni]
+  bin_dir = {_toml_str(settings.cni_bin_dir)}
+  conf_dir = {_toml_str(cni.conf_dir(data_dir))}
+  max_conf_num = 1
+"""
+
+
+async def _run(argv: list[str], *, limit: float) -> tuple[int, str]:
+    """Run a short command; returns (exit status, combined output). Kills it after `limit` s."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), limit)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return -1, f"{argv[0]} timed out after {limit:g}s"
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
+async def _wait_until(predicate: Callable[[], bool], limit: float) -> bool:
+    """Poll `predicate` until it holds or `limit` seconds pass; returns its last value."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(_POLL_INTERVAL)
+    return True
+
+
+def _make_dirs(*dirs: Path) -> None:
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+
+
+def _remove_tree(top: Path) -> None:
+    """Remove a small tree of empty directories (the overlay check's scratch space)."""
+    for d in sorted(top.glob("**/"), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
+async def overlay_works(scratch: Path) -> bool:
+    """Whether an overlay mount works on the file system of `scratch` (a fresh directory)."""
+    dirs = {name: scratch / name for name in ("lower", "upper", "work", "merged")}
+    _make_dirs(*dirs.values())
+    options = f"lowerdir={dirs['lower']},upperdir={dirs['upper']},workdir={dirs['work']}"
+    status, _ = await _run(
+        ["mount", "-t", "overlay", "overlay", "-o", options, str(dirs["merged"])], limit=10
+    )
+    if status == 0:
+        await _run(["umount", str(dirs["merged"])], limit=10)
+    _remove_tree(scratch)
+    return status == 0
+
+
+def _is_containerd(pid: int, config: Path) -> bool:
+    """Whether `pid` is a live (not zombie) containerd started with `config`."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    return (
+        state not in ("Z", "X")
+        and Path(cmdline[0].decode()).name == "containerd"
+        and str(config).encode() in cmdline
+    )
+
+
+async def _socket_answers(path: Path) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_unix_connection(str(path)), 1.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+def _check_archive(ref: str, archive: Path) -> None:
+    if not archive.is_file():
+        raise ContainerdError(f"image archive {archive} for {ref} is missing: run `make images`")
+
+
+def _popen(argv: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+    """Start containerd in a session of its own, so that nodelet's death does not reach it.
+
+    Not asyncio's subprocess: its transport kills the child when garbage-collected.
+    """
+    with log_file.open("ab") as log:
+        try:
+            return subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+        except OSError as e:
+            raise ContainerdError(f"cannot run {argv[0]}: {e}") from e
+
+
+class EmbeddedContainerd:
+    """A private containerd for one data dir. See the module docstring for the lifecycle."""
+
+    def __init__(self, data_dir: Path, settings: settings_.RuntimeSettings) -> None:
+        self._data_dir = data_dir
+        self._settings = settings
+        self._paths = ContainerdPaths.of(data_dir)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
+        self._adopted = False
+        self._supervisor: asyncio.Task[None] | None = None
+        self._restarts = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"unix://{self._paths.socket}"
+
+    @property
+    def paths(self) -> ContainerdPaths:
+        return self._paths
+
+    @property
+    def pid(self) -> int | None:
+        """The pid of the containerd being supervised (None before start or after stop)."""
+        return self._pid
+
+    @property
+    def adopted(self) -> bool:
+        """Whether start() found containerd already running rather than spawning it."""
+        return self._adopted
+
+    @property
+    def restarts(self) -> int:
+        """How many times the supervisor restarted containerd."""
+        return self._restarts
+
+    # -- start ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Write the configuration, adopt or spawn containerd, and start supervising it.
+
+        Returns once containerd's socket accepts connections (CRI readiness: wait_ready).
+        """
+        if self._supervisor is not None:
+            raise ContainerdError(f"containerd for {self._data_dir} is already supervised")
+        await self._write_config()
+        pid = await self._adoptable_pid()
+        if pid is not None:
+            self._pid, self._adopted = pid, True
+            logger.info("adopted containerd pid %d for %s", pid, self._data_dir)
+        else:
+            await self._spawn()
+        self._supervisor = asyncio.create_task(
+            self._supervise(), name=f"containerd-supervisor {self._data_dir}"
+        )
+
+    async def _write_config(self) -> None:
+        _make_dirs(self._paths.base, self._paths.root, self._paths.state)
+        cni.write_conflist(self._data_dir, self._settings.pod_cidrs)
+        snapshotter = await self._choose_snapshotter()
+        text = render_config(self._data_dir, self._settings, snapshotter)
+        tmp = self._paths.config.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self._paths.config)
+
+    async def _choose_snapshotter(self) -> str:
+        # overlayfs is much faster than copying (native), but not every file system takes it.
+        if await overlay_works(self._paths.base / "overlay-check"):
+            return "overlayfs"
+        logger.warning("overlay mounts fail under %s; using the native snapshotter", self._data_dir)
+        return "native"
+
+    async def _adoptable_pid(self) -> int | None:
+        try:
+            pid = int(self._paths.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        if _is_containerd(pid, self._paths.config) and await _socket_answers(self._paths.socket):
+            return pid
+        return None
+
+    async def _spawn(self) -> None:
+        """Start containerd in its own session and wait until its socket answers."""
+        with contextlib.suppress(FileNotFoundError):
+            self._paths.socket.unlink()
+        argv = [self._settings.containerd_binary, "--config", str(self._paths.config)]
+        self._proc = _popen(argv, self._paths.log_file)
+        self._pid, self._adopted = self._proc.pid, False
+        self._paths.pid_file.write_text(f"{self._proc.pid}\n")
+        logger.info("started containerd pid %d for %s", self._proc.pid, self._data_dir)
+        await self._wait_socket()
+
+    async def _wait_socket(self) -> None:
+        deadline = time.monotonic() + self._settings.ready_timeout
+        while not await _socket_answers(self._paths.socket):
+            if not self._alive():
+                raise ContainerdError(f"containerd exited at start; see {self._paths.log_file}")
+            if time.monotonic() > deadline:
+                raise ContainerdError(
+                    f"containerd socket {self._paths.socket} did not answer within "
+                    f"{self._settings.ready_timeout:g}s; see {self._paths.log_file}"
+                )
+            await asyncio.sleep(_POLL_INTERVAL)
+
+    def _alive(self) -> bool:
+        """Whether the supervised containerd still runs (reaps our own child when it died)."""
+        if self._proc is not None:
+            return self._proc.poll() is None
+        return self._pid is not None and _is_containerd(self._pid, self._paths.config)
+
+    # -- supervision ---------------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        """Restart containerd with back-off whenever it dies, until detach() or stop()."""
+        backoff = self._settings.restart_backoff
+        try:
+            while True:
+                started = time.monotonic()
+                await _wait_until(lambda: not self._alive(), math.inf)
+                if time.monotonic() - started > _HEALTHY_RUN:
+                    backoff = self._settings.restart_backoff
+                logger.error(
+                    "containerd pid %s for %s died; restarting in %gs (log: %s)",
+                    self._pid, self._data_dir, backoff, self._paths.log_file,
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._settings.restart_backoff_max)
+                await self._respawn()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("containerd supervisor for %s crashed", self._data_dir)
+            raise
+
+    async def _respawn(self) -> None:
+        # An adopted containerd that died is replaced by one of our own: after an agent
+        # restart every containerd is adopted, and a node whose runtime stays dead is useless.
+        try:
+            await self._spawn()
+            self._restarts += 1
+        except ContainerdError as e:
+            logger.error("restarting containerd failed: %s", e)
+
+    async def _cancel_supervisor(self) -> None:
+        task, self._supervisor = self._supervisor, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, _STOP_GRACE)
+
+    async def detach(self) -> None:
+        """Stop supervising and leave containerd (and its pods) running."""
+        await self._cancel_supervisor()
+        self._proc = None
+
+    close = detach
+
+    async def stop(self) -> None:
+        """Terminate containerd: SIGTERM, then SIGKILL after a grace period. Idempotent."""
+        await self._cancel_supervisor()
+        pid = self._pid if self._pid is not None else await self._adoptable_pid()
+        if pid is not None and (self._proc is not None or _is_containerd(pid, self._paths.config)):
+            await self._terminate(pid)
+        self._proc, self._pid = None, None
+        with contextlib.suppress(FileNotFoundError):
+            self._paths.pid_file.unlink()
+
+    async def _terminate(self, pid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if await _wait_until(lambda: not self._alive_pid(pid), _STOP_GRACE):
+            return
+        logger.warning("containerd pid %d ignored SIGTERM; killing it", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        await _wait_until(lambda: not self._alive_pid(pid), _STOP_GRACE)
+
+    def _alive_pid(self, pid: int) -> bool:
+        if self._proc is not None and self._proc.pid == pid:
+            return self._proc.poll() is None
+        return _is_containerd(pid, self._paths.config)
+
+    # -- readiness and images --------------------------------------------------------------
+
+    async def wait_ready(self, client: cri_client.RuntimeClient, *, images: bool = True) -> None:
+        """Wait until CRI Status reports RuntimeReady and NetworkReady (settings.ready_timeout),
+        then (unless `images` is False) import the local images the runtime lacks.
+        """
+        await self._wait_status(client)
+        if images:
+            await self.ensure_images(client)
+
+    async def _wait_status(self, client: cri_client.RuntimeClient) -> None:
+        deadline = time.monotonic() + self._settings.ready_timeout
+        seen = "no answer"
+        while time.monotonic() < deadline:
+            try:
+                status = await client.status()
+            except cri_errors.CriError as e:
+                seen = str(e)
+            else:
+                if status.runtime_ready and status.network_ready:
+                    return
+                seen = ", ".join(f"{c.type}={c.status} {c.message}" for c in status.conditions)
+            await asyncio.sleep(_POLL_INTERVAL)
+        raise ContainerdError(
+            f"containerd at {self.endpoint} not ready after {self._settings.ready_timeout:g}s "
+            f"(last status: {seen}); see {self._paths.log_file}"
+        )
+
+    async def ensure_images(self, client: cri_client.RuntimeClient) -> None:
+        """Import the pause and busybox archives from settings.images_dir when missing."""
+        wanted = {
+            settings_.PAUSE_IMAGE: self._settings.images_dir / "pause.tar",
+            settings_.BUSYBOX_IMAGE: self._settings.images_dir / "busybox.tar",
+        }
+        for ref, archive in wanted.items():
+            if await client.image_status(ref) is None:
+                await self._import(ref, archive)
+                if await client.image_status(ref) is None:
+                    raise ContainerdError(f"{archive} imported, but {ref} is still missing")
+
+    async def _import(self, ref: str, archive: Path) -> None:
+        _check_archive(ref, archive)
+        socket = str(self._paths.socket)
+        argv = ["ctr", "--address", socket, "-n", "k8s.io", "images", "import", str(archive)]
+        status, output = await _run(argv, limit=self._settings.timeouts.pull_image)
+        if status != 0:
+            raise ContainerdError(f"importing {archive} failed ({status}): {output.strip()}")
+        logger.info("imported %s from %s", ref, archive)
+
+
+# -- leftovers of a containerd instance (used by reset and tests) ------------------------------
+
+
+def mounts_under(path: Path) -> list[Path]:
+    """Mount points at or below `path`, deepest first (from /proc/self/mountinfo)."""
+    top = str(path.resolve())
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        # Field 5 is the mount point, with space, tab, newline and backslash octal-escaped.
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4])
+        if point == top or point.startswith(top + "/"):
+            found.append(Path(point))
+    return sorted(set(found), key=lambda p: len(p.parts), reverse=True)
+
+
+async def unmount_all(path: Path) -> list[Path]:
+    """Unmount everything at or below `path` (lazily when busy); returns what was unmounted."""
+    done = []
+    for point in mounts_under(path):
+        status, _ = await _run(["umount", str(point)], limit=10)
+        if status != 0:
+            status, _ = await _run(["umount", "-l", str(point)], limit=10)
+        if status == 0:
+            done.append(point)
+    return done
+
+
+def _shim_pids(socket: Path) -> list[int]:
+    """containerd shims started by the containerd listening on `socket`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"containerd-shim-runc-v2") and str(socket).encode() in argv:
+            pids.append(int(entry.name))
+    return pids
+
+
+async def kill_leftovers(data_dir: Path) -> list[str]:
+    """Kill what a dead containerd left running: its runc containers and shims.
+
+    Only for reset, after CRI removal (the clean way) failed or could not run. Returns the
+    container IDs force-deleted.
+    """
+    paths = ContainerdPaths.of(data_dir)
+    removed = []
+    runc_root = paths.state / "runc" / "k8s.io"
+    status, out = await _run(["runc", "--root", str(runc_root), "list", "-q"], limit=30)
+    for container_id in out.split() if status == 0 else []:
+        status, _ = await _run(
+            ["runc", "--root", str(runc_root), "delete", "--force", container_id], limit=30
+        )
+        if status == 0:
+            removed.append(container_id)
+    for pid in _shim_pids(paths.socket):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return removed

@@ -1,0 +1,202 @@
+"""Translation between CRI v1 protobuf messages and nodelet's plain runtime values.
+
+Pure functions, no I/O. `*_to_pb` builds requests from `nodelet.model.runtime` values;
+`*_from_pb` turns responses back into them. Nothing protobuf leaves the CRI adapter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from nodelet.adapters.cri.gen import api_pb2 as pb
+from nodelet.model import runtime as rt
+
+
+def sandbox_config_to_pb(config: rt.SandboxConfig) -> pb.PodSandboxConfig:
+    """The PodSandboxConfig for RunPodSandbox (and again for CreateContainer)."""
+    # The kubelet asks for a pod-wide IPC namespace and per-container PID namespaces.
+    network = pb.NODE if config.host_network else pb.POD
+    options = pb.NamespaceOption(network=network, pid=pb.CONTAINER, ipc=pb.POD)
+    return pb.PodSandboxConfig(
+        metadata=pb.PodSandboxMetadata(
+            name=config.name, uid=config.uid, namespace=config.namespace, attempt=config.attempt
+        ),
+        hostname=config.hostname,
+        log_directory=config.log_directory,
+        dns_config=pb.DNSConfig(
+            servers=config.dns.servers, searches=config.dns.searches, options=config.dns.options
+        ),
+        port_mappings=[_port_mapping_to_pb(p) for p in config.port_mappings],
+        labels=dict(config.labels),
+        annotations=dict(config.annotations),
+        linux=pb.LinuxPodSandboxConfig(
+            cgroup_parent=config.cgroup_parent,
+            security_context=pb.LinuxSandboxSecurityContext(namespace_options=options),
+        ),
+    )
+
+
+def _port_mapping_to_pb(port: rt.PortMapping) -> pb.PortMapping:
+    return pb.PortMapping(
+        protocol=pb.Protocol.Value(port.protocol.upper()),
+        container_port=port.container_port,
+        host_port=port.host_port,
+        host_ip=port.host_ip,
+    )
+
+
+def container_config_to_pb(config: rt.ContainerConfig) -> pb.ContainerConfig:
+    """The ContainerConfig for CreateContainer."""
+    linux = pb.LinuxContainerConfig()
+    if config.resources is not None:
+        r = config.resources
+        linux.resources.CopyFrom(
+            pb.LinuxContainerResources(
+                cpu_period=r.cpu_period,
+                cpu_quota=r.cpu_quota,
+                cpu_shares=r.cpu_shares,
+                memory_limit_in_bytes=r.memory_limit_in_bytes,
+            )
+        )
+    return pb.ContainerConfig(
+        metadata=pb.ContainerMetadata(name=config.name, attempt=config.attempt),
+        image=pb.ImageSpec(image=config.image),
+        command=config.command,
+        args=config.args,
+        working_dir=config.working_dir,
+        envs=[pb.KeyValue(key=k, value=v) for k, v in config.envs],
+        mounts=[
+            pb.Mount(container_path=m.container_path, host_path=m.host_path, readonly=m.readonly)
+            for m in config.mounts
+        ],
+        labels=dict(config.labels),
+        annotations=dict(config.annotations),
+        log_path=config.log_path,
+        linux=linux,
+    )
+
+
+def sandbox_from_pb(item: pb.PodSandbox) -> rt.SandboxInfo:
+    """A ListPodSandbox item. The list carries no network status: ip is "" and mode POD."""
+    return rt.SandboxInfo(
+        id=rt.SandboxID(item.id),
+        name=item.metadata.name,
+        namespace=item.metadata.namespace,
+        uid=item.metadata.uid,
+        attempt=item.metadata.attempt,
+        state=rt.SandboxState(item.state),
+        created_at=item.created_at,
+        labels=dict(item.labels),
+        annotations=dict(item.annotations),
+    )
+
+
+def sandbox_status_from_pb(status: pb.PodSandboxStatus) -> rt.SandboxInfo:
+    """A PodSandboxStatus, including IPs and the network namespace mode."""
+    return rt.SandboxInfo(
+        id=rt.SandboxID(status.id),
+        name=status.metadata.name,
+        namespace=status.metadata.namespace,
+        uid=status.metadata.uid,
+        attempt=status.metadata.attempt,
+        state=rt.SandboxState(status.state),
+        created_at=status.created_at,
+        network_mode=rt.NamespaceMode(status.linux.namespaces.options.network),
+        ip=status.network.ip,
+        additional_ips=tuple(p.ip for p in status.network.additional_ips),
+        labels=dict(status.labels),
+        annotations=dict(status.annotations),
+    )
+
+
+def netns_path_from_info(info: Mapping[str, str]) -> str:
+    """The network namespace path from containerd's verbose PodSandboxStatus info, or "".
+
+    CRI v1 dropped the namespace path from the status; containerd still reports the OCI
+    runtime spec of the sandbox under info["info"], whose network namespace names the path.
+    """
+    try:
+        spec = json.loads(info.get("info", "{}")).get("runtimeSpec") or {}
+        namespaces = spec.get("linux", {}).get("namespaces", [])
+    except (ValueError, AttributeError):
+        return ""
+    for ns in namespaces:
+        if isinstance(ns, dict) and ns.get("type") == "network":
+            return str(ns.get("path", ""))
+    return ""
+
+
+def container_from_pb(item: pb.Container) -> rt.ContainerInfo:
+    """A ListContainers item: no times beyond creation, no exit code."""
+    return rt.ContainerInfo(
+        id=rt.ContainerID(item.id),
+        sandbox_id=rt.SandboxID(item.pod_sandbox_id),
+        name=item.metadata.name,
+        attempt=item.metadata.attempt,
+        image=item.image.image,
+        image_ref=item.image_ref,
+        state=rt.ContainerState(item.state),
+        created_at=item.created_at,
+        labels=dict(item.labels),
+        annotations=dict(item.annotations),
+    )
+
+
+def container_status_from_pb(status: pb.ContainerStatus, sandbox_id: str) -> rt.ContainerInfo:
+    """A ContainerStatus; CRI does not repeat the sandbox ID there, so the caller passes it."""
+    return rt.ContainerInfo(
+        id=rt.ContainerID(status.id),
+        sandbox_id=rt.SandboxID(sandbox_id),
+        name=status.metadata.name,
+        attempt=status.metadata.attempt,
+        image=status.image.image,
+        image_ref=status.image_ref,
+        state=rt.ContainerState(status.state),
+        created_at=status.created_at,
+        started_at=status.started_at,
+        finished_at=status.finished_at,
+        exit_code=status.exit_code,
+        reason=status.reason,
+        message=status.message,
+        log_path=status.log_path,
+        labels=dict(status.labels),
+        annotations=dict(status.annotations),
+    )
+
+
+def runtime_status_from_pb(status: pb.RuntimeStatus) -> rt.RuntimeStatus:
+    return rt.RuntimeStatus(
+        conditions=tuple(
+            rt.RuntimeCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
+            for c in status.conditions
+        )
+    )
+
+
+def version_from_pb(response: pb.VersionResponse) -> rt.VersionInfo:
+    return rt.VersionInfo(
+        runtime_name=response.runtime_name,
+        runtime_version=response.runtime_version,
+        runtime_api_version=response.runtime_api_version,
+    )
+
+
+def image_from_pb(image: pb.Image) -> rt.ImageInfo:
+    return rt.ImageInfo(
+        id=image.id,
+        repo_tags=tuple(image.repo_tags),
+        repo_digests=tuple(image.repo_digests),
+        size=image.size,
+    )
+
+
+def exec_result_from_pb(response: pb.ExecSyncResponse) -> rt.ExecResult:
+    return rt.ExecResult(
+        stdout=response.stdout, stderr=response.stderr, exit_code=response.exit_code
+    )
+
+
+def label_filter(labels: Mapping[str, str] | None) -> dict[str, str]:
+    """A CRI label selector (match labels only, ANDed)."""
+    return dict(labels or {})

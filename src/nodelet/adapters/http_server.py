@@ -1,0 +1,200 @@
+"""The local, read-only HTTP API (aiohttp), kubelet-compatible where the kubelet has the route.
+
+Routes (all GET):
+
+    /pods        v1 PodList, as the kubelet's read-only port serves it; `?precise=true` writes
+                 condition transition times and startTime with microseconds
+    /events      v1 EventList; `?pod=NAME` and `?namespace=NS` filter by the involved pod
+    /healthz     200 `ok`, or 500 listing the checks (`?verbose` lists them always), as
+                 kube-apiserver does
+    /manifests   JSON list: how each static pod manifest document was read
+    /metrics     Prometheus text exposition
+
+The server only reads through an `AgentView`; the app wires one over the status manager, the
+event recorder and the metrics registry. Binding a non-loopback address requires a bearer token;
+with a token every request must carry `Authorization: Bearer <token>` or gets 401.
+
+Exceptions:
+
+    ServerError              the server cannot start (e.g. address in use)
+        InsecureBindError    a non-loopback address without a token
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from nodelet.model import events as ev
+from nodelet.model import health as hm
+from nodelet.model import podjson
+from nodelet.model import pods as podmodel
+from nodelet.model import status as st
+
+log = logging.getLogger(__name__)
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ServerError(Exception):
+    """The HTTP server cannot start; the message names the address."""
+
+
+class InsecureBindError(ServerError):
+    """A non-loopback address was asked for without an auth token."""
+
+
+class AgentView(Protocol):
+    """What the HTTP API reads. Every method is synchronous and quick (in-memory)."""
+
+    def pods(self) -> list[tuple[podmodel.Pod, st.PodStatus | None]]:
+        """Every pod nodelet runs, with its current status (None: not generated yet)."""
+        ...
+
+    def events(self, pod: str | None, namespace: str | None) -> list[ev.Event]:
+        """Events, optionally only those about pods of that name / namespace."""
+        ...
+
+    def health(self) -> list[hm.HealthCheck]:
+        """The health checks, evaluated now."""
+        ...
+
+    def manifests(self) -> list[hm.ManifestReport]:
+        """How each static pod manifest document was last read."""
+        ...
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        """The Prometheus exposition and its content type."""
+        ...
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class HttpServer:
+    """The API server over `view`. `await start(...)`, then `await stop()` (idempotent)."""
+
+    def __init__(self, view: AgentView) -> None:
+        self._view = view
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful after binding port 0). Raises RuntimeError before `start`."""
+        if self._port is None:
+            raise RuntimeError("HttpServer is not started")
+        return self._port
+
+    async def start(self, host: str, port: int, token: str | None) -> None:
+        """Listen on `host:port` (port 0: any free port, see `port`).
+
+        Raises InsecureBindError for a non-loopback `host` without `token`, ServerError when
+        the address cannot be bound.
+        """
+        if token is None and not is_loopback(host):
+            raise InsecureBindError(
+                f"binding {host} requires --auth-token-file (the API shows every pod and event); "
+                f"bind 127.0.0.1 or pass a token file"
+            )
+        runner = web.AppRunner(_make_app(self._view, token), access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, host, port)
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise ServerError(f"cannot listen on {host}:{port}: {exc}") from exc
+        self._runner = runner
+        self._port = _bound_port(runner)
+        log.info("HTTP API listening on %s:%d (auth: %s)", host, self._port, token is not None)
+
+    async def stop(self) -> None:
+        """Stop listening and close open connections."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+
+def _bound_port(runner: web.AppRunner) -> int:
+    address = runner.addresses[0]
+    return int(address[1])
+
+
+def _make_app(view: AgentView, token: str | None) -> web.Application:
+    middlewares = [_auth_middleware(token)] if token is not None else []
+    app = web.Application(middlewares=middlewares)
+    routes = _Routes(view)
+    app.router.add_get("/pods", routes.pods)
+    app.router.add_get("/events", routes.events)
+    app.router.add_get("/healthz", routes.healthz)
+    app.router.add_get("/manifests", routes.manifests)
+    app.router.add_get("/metrics", routes.metrics)
+    return app
+
+
+def _auth_middleware(token: str) -> Any:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler: _Handler) -> web.StreamResponse:
+        given = request.headers.get("Authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            return web.Response(
+                status=401, text="Unauthorized\n", headers={"WWW-Authenticate": "Bearer"}
+            )
+        return await handler(request)
+
+    return authenticate
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        status=status, text=json.dumps(body, indent=None), content_type="application/json"
+    )
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    """`?name`, `?name=true`, `?name=1` are on; absent or `false`/`0` are off."""
+    if name not in request.query:
+        return False
+    return request.query[name].lower() not in ("false", "0", "no")
+
+
+class _Routes:
+    def __init__(self, view: AgentView) -> None:
+        self._view = view
+
+    async def pods(self, request: web.Request) -> web.Response:
+        precise = _flag(request, "precise")
+        return _json(podjson.pod_list_to_api(self._view.pods(), precise=precise))
+
+    async def events(self, request: web.Request) -> web.Response:
+        pod = request.query.get("pod") or None
+        namespace = request.query.get("namespace") or None
+        return _json(ev.event_list_to_api(self._view.events(pod, namespace)))
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        checks = self._view.health()
+        text = hm.healthz_text(checks, verbose=_flag(request, "verbose"))
+        return web.Response(status=200 if hm.healthy(checks) else 500, text=text)
+
+    async def manifests(self, request: web.Request) -> web.Response:
+        return _json([hm.manifest_report_to_api(r) for r in self._view.manifests()])
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        body, content_type = self._view.metrics_text()
+        return web.Response(body=body, headers={"Content-Type": content_type})

@@ -1,0 +1,189 @@
+"""Wiring: builds the agent from settings and runs it until told to stop.
+
+Start order matters: the checkpoint is restored before anything publishes a status (so a
+restarted agent keeps its lastTransitionTimes); the runtime is listed before any pod worker
+starts (so existing sandboxes are adopted, never duplicated); the manifest directory is read
+once before orphans are judged (so a pod is not killed just because its file was not read yet).
+
+Stopping the agent stops its loops only: containerd and the pods keep running, and the next
+agent for the same data dir adopts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from nodelet import settings as settings_mod
+from nodelet.adapters import checkpoint as checkpoint_mod
+from nodelet.adapters import containerd, host, http_server
+from nodelet.adapters.cri import client as cri
+from nodelet.helpers import tasks
+from nodelet.model import events as ev
+from nodelet.model import health, pods, status
+from nodelet.services import metrics, recording, relisting, sources, statuses, syncing, workers
+
+logger = logging.getLogger(__name__)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Agent:
+    """The node agent; also the read-only view the HTTP API serves."""
+
+    def __init__(self, settings: settings_mod.Settings) -> None:
+        self.settings = settings
+        self._group = tasks.TaskGroup()
+        self._containerd: containerd.EmbeddedContainerd | None = None
+        self._client: cri.RuntimeClient | None = None
+        self._checkpoint: checkpoint_mod.Checkpoint | None = None
+        self._server: http_server.HttpServer | None = None
+        self._source: sources.ManifestSource | None = None
+        self.metrics = metrics.Metrics()
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        s = self.settings
+        s.data_dir.mkdir(parents=True, exist_ok=True)
+        self._checkpoint = checkpoint_mod.Checkpoint.open(s.data_dir / "checkpoint.db")
+        self.statuses = statuses.StatusManager(checkpoint=self._checkpoint, clock=utc_now)
+        self.statuses.restore()
+        self.recorder = recording.EventRecorder(
+            checkpoint=self._checkpoint, node_name=s.node_name, clock=utc_now,
+            max_events=s.max_events,
+        )
+        self.recorder.restore()
+        self.statuses.subscribe(self.metrics.observe_status)
+        self._client = await self._connect_runtime()
+        self.relister = relisting.Relister(client=self._client, on_change=self._wake)
+        await self.relister.relist()
+        self.syncer = syncing.PodSyncer(
+            client=self._client, relister=self.relister, statuses=self.statuses,
+            recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
+            node=syncing.NodeFacts(host_ip=host.host_ip(), host_dns=host.host_dns(),
+                                   logs_root=s.data_dir / "pods"),
+        )
+        self.workers = workers.PodWorkers(
+            syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,
+        )
+        self._start_source()
+        self._terminate_orphans()
+        self._group.spawn("relist", self.relister.run(s.sync.relist_period))
+        await self._start_server()
+        logger.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
+                    self.runtime_endpoint, len(self.workers.uids()))
+
+    async def _connect_runtime(self) -> cri.RuntimeClient:
+        runtime = self.settings.runtime
+        if runtime.endpoint is None:
+            self._containerd = containerd.EmbeddedContainerd(self.settings.data_dir, runtime)
+            await self._containerd.start()
+            endpoint = self._containerd.endpoint
+        else:
+            endpoint = runtime.endpoint
+        client = await cri.RuntimeClient.connect(endpoint, timeouts=runtime.timeouts)
+        if self._containerd is not None:
+            await self._containerd.wait_ready(client)
+        self.runtime_endpoint = endpoint
+        return client
+
+    def _start_source(self) -> None:
+        directory = self.settings.manifests_dir
+        if directory is None:
+            return
+        self._source = sources.ManifestSource(
+            directory=directory, node_name=self.settings.node_name, on_update=self._on_source,
+        )
+        self._source.scan()
+        self._group.spawn("manifest-source", self._source.run(self.settings.manifest_poll_period))
+
+    def _terminate_orphans(self) -> None:
+        for uid in self.relister.uids() - self.workers.uids():
+            state = self.relister.pod(uid)
+            self.workers.terminate_orphan(pods.Pod(
+                uid=uid, name=state.name, namespace=state.namespace,
+                spec=pods.PodSpec(containers=(), termination_grace_period_seconds=int(
+                    self.settings.sync.default_grace_period)),
+            ))
+
+    def _token(self) -> str | None:
+        token_file = self.settings.server.auth_token_file
+        return Path(token_file).read_text().strip() if token_file is not None else None
+
+    async def _start_server(self) -> None:
+        server_settings = self.settings.server
+        token = self._token()
+        self._server = http_server.HttpServer(self)
+        await self._server.start(server_settings.host, server_settings.port, token)
+
+    async def stop(self) -> None:
+        """Stop the agent's loops; the runtime and the pods keep running."""
+        await self._group.close()
+        if self._server is not None:
+            await self._server.stop()
+        if self._client is not None:
+            await self._client.close()
+        if self._containerd is not None:
+            await self._containerd.detach()
+        if self._checkpoint is not None:
+            self._checkpoint.close()
+
+    @property
+    def server_port(self) -> int:
+        assert self._server is not None
+        return self._server.port
+
+    # -- callbacks ----------------------------------------------------------------------------
+
+    def _wake(self, uid: pods.PodUID) -> None:
+        self.workers.wake(uid)
+
+    def _on_source(self, snapshot: sources.SourceSnapshot) -> None:
+        self.workers.update(snapshot.pods)
+
+    def _gone(self, uid: pods.PodUID) -> None:
+        self.statuses.forget(uid)
+
+    # -- the view served over HTTP -----------------------------------------------------------
+
+    def pods(self) -> list[tuple[pods.Pod, status.PodStatus | None]]:
+        listed = []
+        for uid in sorted(self.workers.uids()):
+            pod = self.workers.pod(uid)
+            if pod is not None:
+                listed.append((pod, self.statuses.get(uid)))
+        return listed
+
+    def events(self, pod: str | None = None, namespace: str | None = None) -> list[ev.Event]:
+        return self.recorder.events(pod_name=pod, namespace=namespace)
+
+    def manifests(self) -> list[health.ManifestReport]:
+        return list(self._source.snapshot.reports) if self._source else []
+
+    def health(self) -> list[health.HealthCheck]:
+        period = self.settings.sync.relist_period
+        last = self.relister.last_success
+        fresh = last is not None and time.monotonic() - last < max(10.0, 5 * period)
+        return [
+            health.HealthCheck("runtime", fresh, self.relister.last_error
+                               or ("" if fresh else "no successful relist recently")),
+            health.HealthCheck("pod-workers", self.workers.alive(), ""),
+        ]
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        return self.metrics.render()
+
+
+async def run(settings: settings_mod.Settings, stop: asyncio.Event) -> None:
+    agent = Agent(settings)
+    try:
+        await agent.start()
+        await stop.wait()
+    finally:
+        await agent.stop()

@@ -1,0 +1,194 @@
+"""The `nodelet` command: run the agent, reset an instance, and read a running agent's API.
+
+Flags map onto `settings.Settings`; everything else lives in the layers below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import nodelet
+from nodelet import app, settings
+from nodelet.adapters import api_client
+from nodelet.model import presenting
+from nodelet.services import resetting
+
+DEFAULT_SERVER = "http://127.0.0.1:10255"
+
+
+def _parse_listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"--listen wants HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nodelet",
+        description="A node agent that runs Kubernetes pods on containerd and reports "
+        "PodReadyToStartContainers.",
+    )
+    parser.add_argument("--version", action="version", version=f"nodelet {nodelet.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the node agent (needs root)")
+    run.add_argument("--manifests", type=Path, help="directory of static pod manifests")
+    run.add_argument("--data-dir", type=Path, default=settings.DEFAULT_DATA_DIR,
+                     help="state of this instance (default: %(default)s)")
+    run.add_argument("--listen", type=_parse_listen, default=("127.0.0.1", 10255),
+                     help="HTTP API address HOST:PORT (default: 127.0.0.1:10255)")
+    run.add_argument("--runtime-endpoint",
+                     help="CRI endpoint unix:///path; default: start the embedded containerd")
+    run.add_argument("--pod-cidr", action="append", default=[],
+                     help="pod IP range for the embedded CNI config (repeat for dual-stack)")
+    run.add_argument("--feature-gates", default="",
+                     help="K=V,... (PodReadyToStartContainersCondition, PodHasNetworkCondition)")
+    run.add_argument("--node-name", help="node name (default: the hostname)")
+    run.add_argument("--kubeconfig", type=Path, help="join a Kubernetes cluster")
+    run.add_argument("--auth-token-file", type=Path,
+                     help="bearer token required on every HTTP request")
+    run.add_argument("--log-format", choices=("text", "json"), default="text")
+    run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+    reset = sub.add_parser("reset", help="remove every pod and the runtime state of an instance")
+    reset.add_argument("--data-dir", type=Path, default=settings.DEFAULT_DATA_DIR)
+    reset.add_argument("--runtime-endpoint")
+
+    get = sub.add_parser("get", help="list pods or manifests of a running nodelet")
+    get.add_argument("resource", choices=("pods", "pod", "po", "manifests", "events"))
+    get.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    _add_server_flags(get)
+
+    describe = sub.add_parser("describe", help="show a pod's conditions and events")
+    describe.add_argument("resource", choices=("pod", "pods", "po"))
+    describe.add_argument("name")
+    describe.add_argument("-n", "--namespace", default=None)
+    _add_server_flags(describe)
+    return parser
+
+
+def _add_server_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--server", default=DEFAULT_SERVER,
+                        help="nodelet HTTP API (default: %(default)s)")
+    parser.add_argument("--token-file", type=Path, help="bearer token for the API")
+
+
+def settings_from_args(args: argparse.Namespace) -> settings.Settings:
+    base = settings.Settings(data_dir=args.data_dir.resolve(), manifests_dir=args.manifests)
+    if args.kubeconfig is not None:
+        raise settings.SettingsError(
+            "--kubeconfig: cluster mode is not available in this version of nodelet; "
+            "run without it to serve static pods from --manifests")
+    host, port = args.listen
+    return replace(
+        base,
+        node_name=args.node_name or base.node_name,
+        gates=settings.parse_feature_gates(args.feature_gates),
+        runtime=replace(base.runtime, endpoint=args.runtime_endpoint,
+                        pod_cidrs=tuple(args.pod_cidr)),
+        server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file),
+    )
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def _setup_logging(fmt: str, verbose: bool) -> None:
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+
+
+async def _run(config: settings.Settings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await app.run(config, stop)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    _setup_logging(args.log_format, args.verbose)
+    config = settings_from_args(args)
+    asyncio.run(_run(config))
+    return 0
+
+
+def _cmd_reset(args: argparse.Namespace) -> int:
+    _setup_logging("text", False)
+    config = settings.Settings(data_dir=args.data_dir.resolve())
+    config = replace(config, runtime=replace(config.runtime, endpoint=args.runtime_endpoint))
+    report = asyncio.run(resetting.reset(config))
+    print(report.summary(config.data_dir))
+    return 1 if report.errors else 0
+
+
+def _client(args: argparse.Namespace) -> api_client.ApiClient:
+    token = args.token_file.read_text().strip() if args.token_file else None
+    return api_client.ApiClient(args.server, token=token)
+
+
+def _cmd_get(args: argparse.Namespace) -> int:
+    client = _client(args)
+    if args.resource == "manifests":
+        data: Any = client.manifests()
+        text = presenting.manifests_table(data) if args.output == "table" else None
+    elif args.resource == "events":
+        data = client.events()
+        text = presenting.events_table(data, datetime.now(UTC)) if args.output == "table" \
+            else None
+    else:
+        data = client.pods()
+        text = presenting.pods_table(data, datetime.now(UTC)) if args.output == "table" else None
+    print(text if text is not None else json.dumps(data, indent=2))
+    return 0
+
+
+def _cmd_describe(args: argparse.Namespace) -> int:
+    client = _client(args)
+    pod = presenting.find_pod(client.pods(precise=True), args.name, args.namespace)
+    if pod is None:
+        print(f'Error: pod "{args.name}" not found', file=sys.stderr)
+        return 1
+    meta = pod["metadata"]
+    events = client.events(pod=meta["name"], namespace=meta.get("namespace"))
+    print(presenting.describe_pod(pod, events, datetime.now(UTC)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handlers = {"run": _cmd_run, "reset": _cmd_reset, "get": _cmd_get,
+                "describe": _cmd_describe}
+    try:
+        return handlers[args.command](args)
+    except (settings.SettingsError, api_client.ApiClientError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""A pod's whole status from the runtime's view (pure): the kubelet's generateAPIPodStatus.
+
+Conditions come from `conditions`, the phase and container statuses from `phases`; this module
+only puts them together with the pod's IPs and start time. lastTransitionTime is not set here:
+the status manager sets it when it merges the new status with the old one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from nodelet import settings
+from nodelet.model import conditions, phases, pods, runtime, sandboxes, status
+
+
+def pod_ips(
+    pod: pods.Pod, sandbox_list: Sequence[runtime.SandboxInfo], host_ip: str
+) -> tuple[str, ...]:
+    """hostNetwork pods have the node's IP; others the newest ready sandbox's IPs."""
+    if pod.spec.host_network:
+        return (host_ip,) if host_ip else ()
+    newest = max(sandbox_list, key=lambda s: s.created_at, default=None)
+    if newest is None or newest.state is not runtime.SandboxState.READY:
+        return ()
+    return sandboxes.sandbox_ips(newest)
+
+
+def generate_status(
+    pod: pods.Pod,
+    *,
+    sandboxes: Sequence[runtime.SandboxInfo],
+    containers: Sequence[runtime.ContainerInfo],
+    old: status.PodStatus | None,
+    last_sandbox_error: str | None,
+    waiting: Mapping[str, tuple[str, str]],
+    host_ip: str,
+    now: datetime,
+    gates: settings.FeatureGates,
+    ready: Mapping[str, bool] | None = None,
+) -> status.PodStatus:
+    init_statuses, container_statuses = phases.container_statuses(
+        pod, containers, ready=ready, waiting=waiting
+    )
+    phase = phases.pod_phase(
+        pod, init_statuses, container_statuses, old_phase=old.phase if old else None
+    )
+    pod_conditions = conditions.generate_conditions(
+        pod,
+        old_conditions=old.conditions if old else (),
+        sandboxes=sandboxes,
+        last_sandbox_error=last_sandbox_error,
+        container_statuses=container_statuses,
+        init_statuses=init_statuses,
+        phase=phase,
+        gates=gates,
+    )
+    return status.PodStatus(
+        phase=phase,
+        conditions=pod_conditions,
+        host_ip=host_ip,
+        pod_ips=pod_ips(pod, sandboxes, host_ip),
+        start_time=old.start_time if old and old.start_time else now,
+        container_statuses=container_statuses,
+        init_container_statuses=init_statuses,
+    )

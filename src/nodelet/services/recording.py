@@ -1,0 +1,141 @@
+"""The event recorder: Kubernetes events about pods, aggregated, bounded and checkpointed.
+
+`record()` is what the pod workers call for `FailedCreatePodSandBox`, `Pulling`, `BackOff`...
+(DESIGN.md §3). Identical events — same pod UID, type, reason and message — are aggregated the
+way client-go's correlator does: one event whose `count` grows and whose `lastTimestamp` moves.
+The newest `max_events` events are kept (by `lastTimestamp`), in memory and in the checkpoint,
+and restored on start. Every event is also logged, with the pod and reason as structured fields
+(`extra`), and passed to subscribers (the cluster-mode Event sink).
+
+Exceptions: `restore()` lets `checkpoint.CheckpointError` through; write failures while running
+are logged, not raised (an event must never fail a pod sync). Subscriber exceptions are logged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from nodelet.adapters import checkpoint as cp
+from nodelet.model import events as ev
+from nodelet.model import pods
+
+log = logging.getLogger(__name__)
+
+EventCallback = Callable[[ev.Event], None]
+
+
+class EventRecorder:
+    """Aggregating, bounded event history. Used from one thread; every method is quick."""
+
+    def __init__(
+        self,
+        *,
+        checkpoint: cp.Checkpoint,
+        node_name: str,
+        clock: Callable[[], datetime],
+        max_events: int,
+    ) -> None:
+        self._checkpoint = checkpoint
+        self._node_name = node_name
+        self._clock = clock
+        self._max_events = max_events
+        # Insertion order is last-seen order: a repeated event moves to the end.
+        self._events: dict[ev.EventKey, ev.Event] = {}
+        self._subscribers: list[EventCallback] = []
+
+    def restore(self) -> None:
+        """Reload the event history from the checkpoint. Raises CheckpointError."""
+        for event in self._checkpoint.load_events():
+            self._events[event.key] = event
+        self._evict()
+
+    def record(self, pod: pods.Pod, type_: ev.EventType, reason: str, message: str) -> ev.Event:
+        """Record one occurrence of an event about `pod`; return the (aggregated) event."""
+        now = self._clock()
+        key = ev.event_key(pod.uid, type_, reason, message)
+        previous = self._events.pop(key, None)
+        if previous is not None:
+            event = previous.repeated(now)
+        else:
+            event = ev.new_event(pod, type_, reason, message, at=now, host=self._node_name)
+            event = self._unique_name(event)
+        self._events[key] = event
+        _log_event(pod, event)
+        self._persist(event, evicted=self._evict())
+        self._notify(event)
+        return event
+
+    def _unique_name(self, event: ev.Event) -> ev.Event:
+        # Names are `<pod>.<hex nanoseconds>`; two events in the same microsecond (a fake clock,
+        # or a coarse one) would collide, so bump the suffix until it is free.
+        names = {e.name for e in self._events.values()}
+        nanos = int(event.name.rsplit(".", 1)[1], 16)
+        while event.name in names:
+            nanos += 1
+            event = dataclasses.replace(event, name=f"{event.pod_name}.{nanos:x}")
+        return event
+
+    def _evict(self) -> bool:
+        """Drop the events seen longest ago beyond `max_events`; True if any were dropped."""
+        excess = len(self._events) - self._max_events
+        for key in list(self._events)[: max(excess, 0)]:
+            del self._events[key]
+        return excess > 0
+
+    def _persist(self, event: ev.Event, *, evicted: bool) -> None:
+        try:
+            self._checkpoint.save_event(event)
+            if evicted:
+                self._checkpoint.prune_events(self._max_events)
+        except cp.CheckpointError:
+            log.exception("cannot checkpoint event %s", event.name)
+
+    def _notify(self, event: ev.Event) -> None:
+        for callback in list(self._subscribers):
+            try:
+                callback(event)
+            except Exception:
+                log.exception("event subscriber %r failed for event %s", callback, event.name)
+
+    def events(self, pod_name: str | None = None, namespace: str | None = None) -> list[ev.Event]:
+        """Events, oldest first by first occurrence, optionally of one pod name / namespace."""
+        selected = [
+            e
+            for e in self._events.values()
+            if (pod_name is None or e.pod_name == pod_name)
+            and (namespace is None or e.namespace == namespace)
+        ]
+        return sorted(selected, key=lambda e: (e.first_timestamp, e.last_timestamp))
+
+    def subscribe(self, callback: EventCallback) -> Callable[[], None]:
+        """Call `callback(event)` after every recorded event; returns the unsubscriber."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+
+def _log_event(pod: pods.Pod, event: ev.Event) -> None:
+    level = logging.WARNING if event.type == "Warning" else logging.INFO
+    log.log(
+        level,
+        "event %s %s for pod %s: %s (x%d)",
+        event.type,
+        event.reason,
+        pod.full_name,
+        event.message,
+        event.count,
+        extra={
+            "pod": pod.full_name,
+            "pod_uid": str(pod.uid),
+            "reason": event.reason,
+            "event_type": event.type,
+            "count": event.count,
+        },
+    )

@@ -1,0 +1,197 @@
+"""The relist (the kubelet's PLEG): what the runtime holds, per pod, and who must be woken.
+
+Every `relist_period` the relister lists all sandboxes and containers, groups them by the
+`io.kubernetes.pod.uid` label, and wakes the pod worker of every pod whose runtime state
+changed (a sandbox went NOTREADY, a container exited...). Pod workers do not trust this cache
+for decisions: they call `refresh_pod`, which asks the runtime for that pod's state right then,
+so a decision is never taken on a list that predates the worker's own last action.
+
+Immutable details (a sandbox's IP and namespace mode, a container's exit code once exited) come
+from the per-object status calls and are cached by ID, so a steady relist costs two list calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from nodelet.adapters.cri import client as cri
+from nodelet.model import pods, runtime
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PodRuntime:
+    """One pod's sandboxes (newest first) and containers, as the runtime reports them."""
+
+    uid: pods.PodUID
+    sandboxes: tuple[runtime.SandboxInfo, ...] = ()
+    containers: tuple[runtime.ContainerInfo, ...] = ()
+
+    def _label(self, key: str) -> str:
+        for labels in [s.labels for s in self.sandboxes] + [c.labels for c in self.containers]:
+            return labels.get(key, "")
+        return ""
+
+    @property
+    def name(self) -> str:
+        return self._label(runtime.LABEL_POD_NAME)
+
+    @property
+    def namespace(self) -> str:
+        return self._label(runtime.LABEL_POD_NAMESPACE)
+
+
+def _fingerprint(state: PodRuntime) -> tuple[object, ...]:
+    """What counts as a change worth waking a worker for."""
+    return (
+        tuple((s.id, s.state) for s in state.sandboxes),
+        tuple((c.id, c.state) for c in state.containers),
+    )
+
+
+class Relister:
+    def __init__(
+        self,
+        *,
+        client: cri.RuntimeClient,
+        on_change: Callable[[pods.PodUID], None],
+    ) -> None:
+        self._client = client
+        self._on_change = on_change
+        self._pods: dict[pods.PodUID, PodRuntime] = {}
+        self._sandbox_details: dict[runtime.SandboxID, runtime.SandboxInfo] = {}
+        self._container_details: dict[runtime.ContainerID, runtime.ContainerInfo] = {}
+        self._refresh_counter = itertools.count(1)
+        self._last_refresh: dict[pods.PodUID, int] = {}
+        self.last_success: float | None = None  # monotonic time of the last good relist
+        self.last_error: str = ""
+
+    def pod(self, uid: pods.PodUID) -> PodRuntime:
+        return self._pods.get(uid, PodRuntime(uid))
+
+    def uids(self) -> set[pods.PodUID]:
+        return set(self._pods)
+
+    async def run(self, period: float) -> None:
+        """Relist forever; failures are logged and retried on the next tick."""
+        while True:
+            try:
+                await self.relist()
+            except cri.CriError as exc:
+                self.last_error = str(exc)
+                logger.warning("relist failed: %s", exc)
+            await asyncio.sleep(period)
+
+    async def relist(self) -> None:
+        started = next(self._refresh_counter)
+        sandboxes = await self._client.list_pod_sandboxes()
+        containers = await self._client.list_containers()
+        grouped = await self._assemble(sandboxes, containers)
+        for uid in set(self._pods) | set(grouped):
+            if self._last_refresh.get(uid, 0) > started:
+                continue  # a worker refreshed this pod after our list began: its view is newer
+            self._store(uid, grouped.get(uid, PodRuntime(uid)))
+        self._forget_details(sandboxes, containers)
+        self.last_success = time.monotonic()
+        self.last_error = ""
+
+    async def refresh_pod(self, uid: pods.PodUID) -> PodRuntime:
+        """The pod's state straight from the runtime (for decisions), also updating the cache."""
+        self._last_refresh[uid] = next(self._refresh_counter)
+        labels = {runtime.LABEL_POD_UID: uid}
+        sandboxes = await self._client.list_pod_sandboxes(labels=labels)
+        containers = await self._client.list_containers(labels=labels)
+        state = (await self._assemble(sandboxes, containers)).get(uid, PodRuntime(uid))
+        self._store(uid, state, wake=False)
+        return state
+
+    def _store(self, uid: pods.PodUID, state: PodRuntime, *, wake: bool = True) -> None:
+        old = self._pods.get(uid, PodRuntime(uid))
+        if state.sandboxes or state.containers:
+            self._pods[uid] = state
+        else:
+            self._pods.pop(uid, None)
+            self._last_refresh.pop(uid, None)
+        if wake and _fingerprint(old) != _fingerprint(state):
+            self._on_change(uid)
+
+    async def _assemble(
+        self,
+        sandboxes: Iterable[runtime.SandboxInfo],
+        containers: Iterable[runtime.ContainerInfo],
+    ) -> dict[pods.PodUID, PodRuntime]:
+        detailed_sandboxes = [await self._sandbox_detail(s) for s in sandboxes]
+        detailed_containers = [await self._container_detail(c) for c in containers]
+        return _group(detailed_sandboxes, detailed_containers)
+
+    async def _sandbox_detail(self, listed: runtime.SandboxInfo) -> runtime.SandboxInfo:
+        cached = self._sandbox_details.get(listed.id)
+        if cached is None:
+            try:
+                cached = await self._client.pod_sandbox_status(listed.id)
+            except cri.NotFound:
+                return listed
+            self._sandbox_details[listed.id] = cached
+        # IP and namespace mode never change; the state does.
+        return dataclasses.replace(cached, state=listed.state)
+
+    async def _container_detail(self, listed: runtime.ContainerInfo) -> runtime.ContainerInfo:
+        cached = self._container_details.get(listed.id)
+        if cached is None or cached.state != listed.state:
+            try:
+                cached = await self._client.container_status(listed.id)
+            except cri.NotFound:
+                return listed
+            self._container_details[listed.id] = cached
+        return cached
+
+    def _forget_details(
+        self,
+        sandboxes: Iterable[runtime.SandboxInfo],
+        containers: Iterable[runtime.ContainerInfo],
+    ) -> None:
+        live_sandboxes = {s.id for s in sandboxes}
+        live_containers = {c.id for c in containers}
+        for sid in set(self._sandbox_details) - live_sandboxes:
+            del self._sandbox_details[sid]
+        for cid in set(self._container_details) - live_containers:
+            del self._container_details[cid]
+
+
+def _group(
+    sandboxes: Iterable[runtime.SandboxInfo], containers: Iterable[runtime.ContainerInfo]
+) -> dict[pods.PodUID, PodRuntime]:
+    by_uid_sandboxes: dict[pods.PodUID, list[runtime.SandboxInfo]] = {}
+    by_uid_containers: dict[pods.PodUID, list[runtime.ContainerInfo]] = {}
+    for sandbox in sandboxes:
+        uid = _uid(sandbox.labels)
+        if uid:
+            by_uid_sandboxes.setdefault(uid, []).append(sandbox)
+    for container in containers:
+        uid = _uid(container.labels)
+        if uid:
+            by_uid_containers.setdefault(uid, []).append(container)
+    return {
+        uid: PodRuntime(
+            uid=uid,
+            sandboxes=tuple(
+                sorted(by_uid_sandboxes.get(uid, []), key=lambda s: s.created_at, reverse=True)
+            ),
+            containers=tuple(
+                sorted(by_uid_containers.get(uid, []), key=lambda c: c.created_at, reverse=True)
+            ),
+        )
+        for uid in set(by_uid_sandboxes) | set(by_uid_containers)
+    }
+
+
+def _uid(labels: Mapping[str, str]) -> pods.PodUID | None:
+    value = labels.get(runtime.LABEL_POD_UID)
+    return pods.PodUID(value) if value else None

@@ -1,0 +1,206 @@
+"""`nodelet reset`: remove everything one nodelet instance created on this machine.
+
+`reset(settings)` removes, for the instance owning `settings.data_dir`:
+1. every container and sandbox, through CRI (which also runs the CNI DEL of each sandbox);
+   with the embedded runtime, containerd is adopted or started for this;
+2. the embedded containerd itself (stopped), and whatever it left running (shims, runc
+   containers) when CRI removal could not run;
+3. network leftovers: the sandboxes' network namespaces (recorded before removal, plus any
+   found attached to the instance's bridge), the bridge's veths and the bridge;
+4. mounts under the data dir, then the data dir itself (runtime state, CNI config and IPAM
+   allocations, checkpoint: nothing is kept).
+
+It is idempotent and works when containerd is dead or was never started. Problems that do not
+stop the reset are collected in `ResetReport.errors` rather than raised.
+
+With an external runtime (`settings.runtime.endpoint`), step 1 removes the sandboxes that carry
+the kubelet's pod UID label (all Kubernetes pods of that runtime: it is meant to be dedicated
+to this nodelet), the runtime is left running and no host network cleanup is attempted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from nodelet import settings as settings_
+from nodelet.adapters import cni, containerd
+from nodelet.adapters.cri import client as cri_client
+from nodelet.adapters.cri import errors as cri_errors
+from nodelet.model import runtime as rt
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass
+class ResetReport:
+    """What reset removed, and what went wrong without stopping it."""
+
+    containers: list[str] = field(default_factory=list)
+    sandboxes: list[str] = field(default_factory=list)
+    netns: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    mounts: list[str] = field(default_factory=list)
+    killed: list[str] = field(default_factory=list)
+    removed_data_dir: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    def summary(self, data_dir: Path) -> str:
+        """For humans: what was removed, and what could not be."""
+        lines = [
+            f"reset {data_dir}:",
+            f"  removed {len(self.containers)} containers, {len(self.sandboxes)} sandboxes",
+            f"  removed {len(self.netns)} network namespaces, links: {', '.join(self.links) or '-'}",
+            f"  unmounted {len(self.mounts)} mounts, killed {len(self.killed)} processes",
+            f"  data dir {'removed' if self.removed_data_dir else 'kept'}",
+        ]
+        lines += [f"  error: {error}" for error in self.errors]
+        return "\n".join(lines)
+
+
+async def reset(settings: settings_.Settings) -> ResetReport:
+    """Remove every pod, sandbox, network attachment and runtime state of the instance."""
+    report = ResetReport()
+    data_dir = settings.data_dir
+    if settings.runtime.endpoint is not None:
+        await _reset_external(settings.runtime, report)
+    else:
+        await _reset_embedded(data_dir, settings.runtime, report)
+    await _remove_data_dir(data_dir, report)
+    return report
+
+
+async def _reset_external(runtime: settings_.RuntimeSettings, report: ResetReport) -> None:
+    assert runtime.endpoint is not None
+    try:
+        client = await cri_client.RuntimeClient.connect(runtime.endpoint, timeouts=runtime.timeouts)
+    except cri_errors.CriError as e:
+        report.errors.append(str(e))
+        return
+    try:
+        await _remove_pods(client, set(), report, labelled_only=True)
+    except cri_errors.CriError as e:
+        report.errors.append(str(e))
+    finally:
+        await client.close()
+
+
+async def _reset_embedded(
+    data_dir: Path, runtime: settings_.RuntimeSettings, report: ResetReport
+) -> None:
+    paths = containerd.ContainerdPaths.of(data_dir)
+    netns: set[str] = set()
+    if paths.config.exists():
+        runner = containerd.EmbeddedContainerd(data_dir=data_dir, settings=runtime)
+        try:
+            await _remove_pods_embedded(runner, runtime, netns, report)
+        finally:
+            await runner.stop()
+        report.killed += await containerd.kill_leftovers(data_dir)
+    await _remove_network(data_dir, netns, report)
+
+
+async def _remove_pods_embedded(
+    runner: containerd.EmbeddedContainerd,
+    runtime: settings_.RuntimeSettings,
+    netns: set[str],
+    report: ResetReport,
+) -> None:
+    """Adopt or start the instance's containerd and remove its pods through CRI."""
+    try:
+        await runner.start()
+        client = await cri_client.RuntimeClient.connect(runner.endpoint, timeouts=runtime.timeouts)
+    except (containerd.ContainerdError, cri_errors.CriError) as e:
+        report.errors.append(f"cannot reach the embedded containerd, cleaning up by hand: {e}")
+        return
+    try:
+        await runner.wait_ready(client, images=False)
+        await _remove_pods(client, netns, report, labelled_only=False)
+    except (containerd.ContainerdError, cri_errors.CriError) as e:
+        report.errors.append(str(e))
+    finally:
+        await client.close()
+
+
+async def _remove_pods(
+    client: cri_client.RuntimeClient,
+    netns: set[str],
+    report: ResetReport,
+    *,
+    labelled_only: bool,
+) -> None:
+    """Stop and remove containers, then sandboxes, recording each sandbox's netns first."""
+    for c in await client.list_containers():
+        if labelled_only and rt.LABEL_POD_UID not in c.labels:
+            continue
+        await _quietly(client.stop_container(c.id, 0), report)
+        await _quietly(client.remove_container(c.id), report)
+        report.containers.append(c.id)
+    for s in await client.list_pod_sandboxes():
+        if labelled_only and rt.LABEL_POD_UID not in s.labels:
+            continue
+        path = await _quietly(client.sandbox_netns_path(s.id), report)
+        if path:
+            netns.add(path)
+        await _quietly(client.stop_pod_sandbox(s.id), report)
+        await _quietly(client.remove_pod_sandbox(s.id), report)
+        report.sandboxes.append(s.id)
+
+
+async def _quietly(call: Awaitable[T], report: ResetReport) -> T | None:
+    """Await a CRI call; an object already gone is fine, other failures are recorded."""
+    try:
+        return await call
+    except cri_errors.NotFound:
+        return None
+    except cri_errors.CriError as e:
+        report.errors.append(str(e))
+        return None
+
+
+async def _remove_network(data_dir: Path, recorded: set[str], report: ResetReport) -> None:
+    """Delete the instance's netns, veths and bridge, whatever CNI DEL did or did not do."""
+    names = {Path(p).name for p in recorded} | set(await cni.instance_netns(data_dir))
+    for name in sorted(names):
+        try:
+            if await cni.delete_netns(name):
+                report.netns.append(name)
+        except OSError as e:
+            report.errors.append(str(e))
+    links = [name for _, name in await cni.bridge_ports(data_dir)] + [cni.bridge_name(data_dir)]
+    for link in links:
+        try:
+            if await cni.delete_link(link):
+                report.links.append(link)
+        except OSError as e:
+            report.errors.append(str(e))
+
+
+async def _remove_data_dir(data_dir: Path, report: ResetReport) -> None:
+    """Unmount what is left under the data dir, then delete it (never `/` or a top dir)."""
+    report.mounts += [str(p) for p in await containerd.unmount_all(data_dir)]
+    left = containerd.mounts_under(data_dir)
+    if left:
+        report.errors.append(f"still mounted, {data_dir} kept: {', '.join(map(str, left))}")
+        return
+    try:
+        report.removed_data_dir = await asyncio.to_thread(_delete_tree, data_dir)
+    except OSError as e:
+        report.errors.append(f"cannot delete {data_dir}: {e}")
+
+
+def _delete_tree(data_dir: Path) -> bool:
+    """Delete the data dir; False when there was none. Refuses `/` and top-level dirs."""
+    if len(data_dir.resolve().parts) < 3:
+        raise OSError(f"refusing to delete {data_dir}: too close to /")
+    if not data_dir.exists():
+        return False
+    shutil.rmtree(data_dir)
+    return True

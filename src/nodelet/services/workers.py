@@ -1,0 +1,156 @@
+"""Pod workers: one supervised asyncio task per pod UID.
+
+A worker sleeps until it is woken (the pod changed, its runtime state changed, a timer
+expired), then runs one sync — so the syncs of one pod never overlap, while different pods
+sync concurrently. When the pod leaves the desired set the worker terminates it (grace period,
+sandbox removal, final status) and then ends; the pod is dropped from the status manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from nodelet import settings as settings_mod
+from nodelet.adapters.cri import client as cri
+from nodelet.helpers import backoff, tasks
+from nodelet.model import pods
+from nodelet.services import syncing
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Worker:
+    pod: pods.Pod
+    work: syncing.PodWork = field(default_factory=syncing.PodWork)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    terminating: bool = False
+    task: asyncio.Task[None] | None = None
+    last_sync: float = 0.0
+
+
+class PodWorkers:
+    def __init__(
+        self,
+        *,
+        syncer: syncing.PodSyncer,
+        group: tasks.TaskGroup,
+        sync: settings_mod.SyncSettings,
+        on_gone: Callable[[pods.PodUID], None],
+    ) -> None:
+        self._syncer = syncer
+        self._group = group
+        self._sync = sync
+        self._on_gone = on_gone
+        self._workers: dict[pods.PodUID, _Worker] = {}
+        self._desired: dict[pods.PodUID, pods.Pod] = {}
+
+    # -- what the sources say ----------------------------------------------------------------
+
+    def update(self, desired: Mapping[pods.PodUID, pods.Pod]) -> None:
+        """The complete desired set of pods: start new ones, terminate the ones that left."""
+        self._desired = dict(desired)
+        for uid, pod in desired.items():
+            worker = self._workers.get(uid)
+            if worker is None:
+                self._start(pod)
+            elif not worker.terminating and worker.pod != pod:
+                worker.pod = pod
+                worker.wake.set()
+        for uid, worker in self._workers.items():
+            if uid not in desired and not worker.terminating:
+                self._terminate(worker)
+
+    def terminate_orphan(self, pod: pods.Pod) -> None:
+        """A pod found in the runtime that no source wants (left from an earlier run)."""
+        if pod.uid not in self._workers and pod.uid not in self._desired:
+            logger.info("terminating orphaned pod %s (%s)", pod.full_name, pod.uid)
+            self._terminate(self._start(pod))
+
+    def wake(self, uid: pods.PodUID) -> None:
+        worker = self._workers.get(uid)
+        if worker is not None:
+            worker.wake.set()
+
+    def uids(self) -> set[pods.PodUID]:
+        return set(self._workers)
+
+    def pod(self, uid: pods.PodUID) -> pods.Pod | None:
+        worker = self._workers.get(uid)
+        return worker.pod if worker else None
+
+    def work(self, uid: pods.PodUID) -> syncing.PodWork | None:
+        worker = self._workers.get(uid)
+        return worker.work if worker else None
+
+    # -- the loops ----------------------------------------------------------------------------
+
+    def _start(self, pod: pods.Pod) -> _Worker:
+        worker = _Worker(pod=pod)
+        self._workers[pod.uid] = worker
+        worker.task = self._group.spawn(f"pod-worker:{pod.full_name}:{pod.uid[:8]}",
+                                        self._run(worker))
+        worker.wake.set()
+        return worker
+
+    def _terminate(self, worker: _Worker) -> None:
+        worker.terminating = True
+        worker.wake.set()
+
+    async def _run(self, worker: _Worker) -> None:
+        delay: float | None = None
+        while True:
+            try:
+                await asyncio.wait_for(worker.wake.wait(), timeout=delay)
+            except TimeoutError:
+                pass
+            worker.wake.clear()
+            if worker.terminating:
+                if await self._attempt_termination(worker):
+                    break
+                delay = backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
+                continue
+            delay = await self._attempt_sync(worker)
+        self._workers.pop(worker.pod.uid, None)
+        self._on_gone(worker.pod.uid)
+        # The same pod may have come back while we terminated it.
+        again = self._desired.get(worker.pod.uid)
+        if again is not None:
+            self._start(again)
+
+    async def _attempt_sync(self, worker: _Worker) -> float:
+        pod = worker.pod
+        worker.last_sync = time.monotonic()
+        try:
+            wake_in = await self._syncer.sync(pod, worker.work)
+        except (syncing.SyncError, cri.CriError) as exc:
+            logger.warning("error syncing pod %s (%s), will retry: %s", pod.full_name, pod.uid,
+                           exc)
+            return backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
+        except Exception:
+            logger.exception("unexpected error syncing pod %s (%s)", pod.full_name, pod.uid)
+            return backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
+        resync = self._sync.resync_period
+        return min(wake_in, resync) if wake_in is not None else resync
+
+    async def _attempt_termination(self, worker: _Worker) -> bool:
+        pod = worker.pod
+        try:
+            await self._syncer.terminate(pod, worker.work)
+        except (syncing.SyncError, cri.CriError) as exc:
+            logger.warning("error terminating pod %s (%s), will retry: %s", pod.full_name,
+                           pod.uid, exc)
+            return False
+        except Exception:
+            logger.exception("unexpected error terminating pod %s (%s)", pod.full_name, pod.uid)
+            return False
+        logger.info("pod %s (%s) terminated", pod.full_name, pod.uid)
+        return True
+
+    def alive(self) -> bool:
+        """Every worker's task is running (a crashed worker would be gone from the group)."""
+        return all(w.task is not None and not w.task.done() for w in self._workers.values())

@@ -1,0 +1,82 @@
+"""The embedded containerd: isolation, dual-stack, supervision and adoption."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from conftest import InstanceFactory, eventually, sandbox_config
+from nodelet import settings as settings_
+from nodelet.adapters import cni, containerd
+
+pytestmark = pytest.mark.runtime
+
+
+def test_instances_get_distinct_bridges_and_ranges() -> None:
+    a, b = Path("/tmp/nl-a"), Path("/tmp/nl-b")
+    assert cni.bridge_name(a) != cni.bridge_name(b)
+    assert len(cni.bridge_name(a)) <= 15
+    assert cni.default_pod_cidr(a) != cni.default_pod_cidr(b)
+    network = ipaddress.ip_network(cni.default_pod_cidr(a))
+    assert network.prefixlen == 24 and 100 <= network.network_address.packed[1] <= 199
+
+
+def test_config_keeps_listeners_private_and_restricts_oom_score_adj(tmp_path: Path) -> None:
+    text = containerd.render_config(tmp_path, settings_.RuntimeSettings(), "overlayfs")
+    assert "restrict_oom_score_adj = true" in text
+    assert f'address = "{tmp_path}/containerd/containerd.sock"' in text
+    assert f'sandbox_image = "{settings_.PAUSE_IMAGE}"' in text
+    assert 'stream_server_port = "0"' in text
+
+
+async def test_dual_stack_sandbox_gets_both_families(instances: InstanceFactory) -> None:
+    # A random unique-local /64 and an IPv4 /24 outside the derived 10.100-199 ranges.
+    v6 = f"fd{os.getpid() % 256:02x}:{os.urandom(2).hex()}::/64"
+    instance = await instances(pod_cidrs=(f"10.250.{os.getpid() % 250}.0/24", v6))
+    sandbox_id = await instance.client.run_pod_sandbox(sandbox_config(instance, "dual"))
+    instance.netns_seen.add(await instance.client.sandbox_netns_path(sandbox_id))
+    info = await instance.client.pod_sandbox_status(sandbox_id)
+    addresses = [ipaddress.ip_address(a) for a in (info.ip, *info.additional_ips)]
+    assert sorted(a.version for a in addresses) == [4, 6], info
+    assert any(a in ipaddress.ip_network(v6) for a in addresses)
+    await instance.client.stop_pod_sandbox(sandbox_id)
+    await instance.client.remove_pod_sandbox(sandbox_id)
+
+
+async def test_killed_containerd_is_restarted_and_the_client_recovers(
+    instances: InstanceFactory,
+) -> None:
+    instance = await instances()
+    old_pid = instance.containerd.pid
+    assert old_pid is not None
+    os.kill(old_pid, signal.SIGKILL)
+
+    async def restarted() -> bool:
+        return instance.containerd.restarts >= 1 and instance.containerd.pid != old_pid
+
+    await eventually(restarted, within=20, what="containerd restart")
+    status = await eventually(instance.client.status, within=20, what="CRI status after restart")
+    assert status.runtime_ready
+    sandbox_id = await instance.client.run_pod_sandbox(sandbox_config(instance, "after"))
+    instance.netns_seen.add(await instance.client.sandbox_netns_path(sandbox_id))
+    await instance.client.stop_pod_sandbox(sandbox_id)
+    await instance.client.remove_pod_sandbox(sandbox_id)
+
+
+async def test_second_start_adopts_the_running_containerd(instances: InstanceFactory) -> None:
+    instance = await instances()
+    await instance.containerd.detach()
+    second = containerd.EmbeddedContainerd(
+        data_dir=instance.data_dir, settings=instance.settings.runtime
+    )
+    await second.start()
+    try:
+        assert second.adopted
+        assert second.pid == instance.containerd.pid
+        assert (await instance.client.status()).runtime_ready
+    finally:
+        await second.detach()

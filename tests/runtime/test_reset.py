@@ -1,0 +1,86 @@
+"""`reset` removes everything an instance created, whether containerd is alive or not."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import Instance, InstanceFactory, leftovers, sandbox_config
+from nodelet import settings as settings_
+from nodelet.adapters import cni, containerd
+from nodelet.model import runtime as rt
+from nodelet.services import resetting
+
+pytestmark = pytest.mark.runtime
+
+
+def _exists(path: str) -> bool:
+    return Path(path).exists()
+
+
+async def _run_pod(instance: Instance, name: str) -> rt.SandboxID:
+    """A sandbox with a running busybox container, its netns recorded."""
+    config = sandbox_config(instance, name)
+    sandbox_id = await instance.client.run_pod_sandbox(config)
+    instance.netns_seen.add(await instance.client.sandbox_netns_path(sandbox_id))
+    container = rt.ContainerConfig(
+        name="sleep", attempt=0, image=settings_.BUSYBOX_IMAGE, log_path="sleep.log",
+        command=("sleep", "3600"),
+    )
+    container_id = await instance.client.create_container(sandbox_id, container, config)
+    await instance.client.start_container(container_id)
+    return sandbox_id
+
+
+async def _assert_clean(instance: Instance, report: resetting.ResetReport) -> None:
+    left = await leftovers(instance)
+    assert not any(left.values()), f"left behind: {left}; report: {report}"
+    assert containerd.mounts_under(instance.data_dir) == []
+    pid = instance.containerd.pid
+    assert pid is None or not _exists(f"/proc/{pid}")
+
+
+async def test_reset_leaves_nothing(instances: InstanceFactory) -> None:
+    instance = await instances()
+    await _run_pod(instance, "one")
+    await _run_pod(instance, "two")
+    assert containerd.mounts_under(instance.data_dir)  # rootfs and shm mounts exist
+    await instance.client.close()
+    await instance.containerd.detach()
+
+    report = await resetting.reset(instance.settings)
+
+    assert not report.errors, report.errors
+    assert len(report.sandboxes) == 2 and len(report.containers) == 2
+    assert report.removed_data_dir
+    await _assert_clean(instance, report)
+
+
+async def test_reset_after_containerd_died(instances: InstanceFactory) -> None:
+    instance = await instances()
+    await _run_pod(instance, "orphan")
+    await instance.client.close()
+    await instance.containerd.detach()
+    assert instance.containerd.pid is not None
+    os.kill(instance.containerd.pid, signal.SIGKILL)
+
+    report = await resetting.reset(instance.settings)
+
+    assert not report.errors, report.errors
+    assert report.sandboxes  # reset started containerd again and removed the pod via CRI
+    await _assert_clean(instance, report)
+
+
+async def test_reset_is_idempotent_and_needs_no_runtime() -> None:
+    data_dir = Path(tempfile.mkdtemp(prefix="nl-", dir="/tmp"))
+    settings = settings_.Settings(data_dir=data_dir)
+    first = await resetting.reset(settings)
+    second = await resetting.reset(settings)
+    assert first.errors == second.errors == []
+    assert first.removed_data_dir and not second.removed_data_dir
+    assert not _exists(str(data_dir))
+    assert not await cni.bridge_exists(data_dir)
