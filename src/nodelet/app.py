@@ -67,7 +67,7 @@ class Agent:
             client=self._client, relister=self.relister, statuses=self.statuses,
             recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
             node=syncing.NodeFacts(host_ip=host.host_ip(), host_dns=host.host_dns(),
-                                   logs_root=s.data_dir / "pods"),
+                                   logs_root=s.data_dir / "logs"),
         )
         self.workers = workers.PodWorkers(
             syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,
@@ -99,6 +99,7 @@ class Agent:
             return
         self._source = sources.ManifestSource(
             directory=directory, node_name=self.settings.node_name, on_update=self._on_source,
+            clock=utc_now,
         )
         self._source.scan()
         self._group.spawn("manifest-source", self._source.run(self.settings.manifest_poll_period))

@@ -38,6 +38,8 @@ def _metadata(pod: pods.Pod, raw: Any) -> dict[str, Any]:
     meta["name"] = pod.name
     meta["namespace"] = pod.namespace
     meta["uid"] = str(pod.uid)
+    if pod.annotations:
+        meta["annotations"] = {**meta.get("annotations", {}), **pod.annotations}
     if pod.creation_timestamp is not None:
         meta.setdefault("creationTimestamp", st.format_time(pod.creation_timestamp))
     if pod.deletion_timestamp is not None:

@@ -10,9 +10,11 @@ or end like editor temp files are ignored, as the kubelet does.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +52,14 @@ class ManifestSource:
         directory: Path,
         node_name: str,
         on_update: Callable[[SourceSnapshot], None],
+        clock: Callable[[], datetime],
     ) -> None:
         self._directory = directory
         self._node_name = node_name
         self._on_update = on_update
+        self._clock = clock
+        # When each pod UID was first seen: its creationTimestamp (and config.seen annotation).
+        self._first_seen: dict[pods.PodUID, datetime] = {}
         self._files: dict[Path, tuple[tuple[int, int], _FileResult]] = {}
         self.snapshot = SourceSnapshot()
         self.scans = 0
@@ -148,10 +154,18 @@ class ManifestSource:
                         "; this definition is ignored")))
                     continue
                 names[pod.full_name] = path
-                desired[pod.uid] = pod
+                desired[pod.uid] = self._stamp(pod)
         return SourceSnapshot(pods=desired, objects=objects, reports=tuple(reports))
 
+    def _stamp(self, pod: pods.Pod) -> pods.Pod:
+        seen = self._first_seen.setdefault(pod.uid, self._clock())
+        annotations = {**pod.annotations,
+                       pods.ANNOTATION_CONFIG_SEEN: seen.isoformat().replace("+00:00", "Z")}
+        return dataclasses.replace(pod, creation_timestamp=seen, annotations=annotations)
+
     def _publish(self, snapshot: SourceSnapshot) -> bool:
+        for gone in set(self._first_seen) - set(snapshot.pods):
+            del self._first_seen[gone]
         for report in snapshot.reports:
             if not report.ok:
                 where = report.file if report.document is None else \

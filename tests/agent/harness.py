@@ -1,0 +1,172 @@
+"""Running a real nodelet agent in the test's event loop, against the shared containerd.
+
+`Harness` owns a manifests dir and a data dir, starts `app.Agent` with fast sync settings, and
+offers polling helpers that read the agent's status cache and events. At the end it removes
+every manifest, waits until the agent has terminated every pod, and stops the agent, so no
+sandbox outlives the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodelet import app, settings
+from nodelet.model import events, pods, status
+
+DEFAULT_WITHIN = 30.0
+
+
+def pod_manifest(name: str, *, command: str = "sleep 1000000", extra_spec: str = "",
+                 grace: int = 1, restart_policy: str = "Always", init: str = "") -> str:
+    """A busybox pod manifest; `extra_spec` is YAML appended under `spec:` (2-space indent)."""
+    init_block = ""
+    if init:
+        init_block = textwrap.dedent(f"""\
+          initContainers:
+            - name: init
+              image: localhost/nodelet/busybox:latest
+              imagePullPolicy: IfNotPresent
+              command: ["sh", "-c", {init!r}]
+        """)
+    body = textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          name: {name}
+          labels: {{test: nodelet}}
+        spec:
+          terminationGracePeriodSeconds: {grace}
+          restartPolicy: {restart_policy}
+        """)
+    body += textwrap.indent(init_block, "  ") if init_block else ""
+    body += textwrap.indent(textwrap.dedent(f"""\
+        containers:
+          - name: main
+            image: localhost/nodelet/busybox:latest
+            imagePullPolicy: IfNotPresent
+            command: ["sh", "-c", {command!r}]
+        """), "  ")
+    if extra_spec:
+        body += textwrap.indent(textwrap.dedent(extra_spec), "  ")
+    return body
+
+
+class Harness:
+    def __init__(self, *, endpoint: str, node_name: str = "testnode",
+                 gates: settings.FeatureGates | None = None) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="nla-", dir="/tmp"))
+        self.manifests = self.root / "manifests"
+        self.manifests.mkdir()
+        base = settings.Settings(data_dir=self.root / "data", manifests_dir=self.manifests,
+                                 node_name=node_name)
+        self.settings = replace(
+            base,
+            gates=gates or base.gates,
+            runtime=replace(base.runtime, endpoint=endpoint),
+            # Fast retries so tests that wait for a retry stay short; the behaviour is the same.
+            sync=replace(base.sync, retry_period=1.0, resync_period=2.0),
+            server=replace(base.server, port=0),
+            manifest_poll_period=0.2,
+        )
+        self.agent: app.Agent | None = None
+
+    async def start(self) -> app.Agent:
+        self.agent = app.Agent(self.settings)
+        await self.agent.start()
+        return self.agent
+
+    async def stop(self, *, terminate_pods: bool = True) -> None:
+        if self.agent is None:
+            return
+        if terminate_pods:
+            for path in self.manifests.iterdir():
+                path.unlink()
+            await self.wait(lambda: not self.agent_or_fail().pods(), within=60,
+                            what="all pods terminated")
+        await self.agent.stop()
+        self.agent = None
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def agent_or_fail(self) -> app.Agent:
+        assert self.agent is not None, "agent not started"
+        return self.agent
+
+    # -- manifests ------------------------------------------------------------------------------
+
+    def write(self, filename: str, text: str) -> Path:
+        """Write atomically, so the poller never reads half a file."""
+        path = self.manifests / filename
+        tmp = self.manifests / f".{filename}.tmp"
+        tmp.write_text(text)
+        tmp.rename(path)
+        return path
+
+    def remove(self, filename: str) -> None:
+        (self.manifests / filename).unlink()
+
+    # -- reading the agent ------------------------------------------------------------------------
+
+    def find(self, name: str) -> tuple[pods.Pod, status.PodStatus | None] | None:
+        full = f"{name}-{self.settings.node_name}"
+        for pod, pod_status in self.agent_or_fail().pods():
+            if pod.name == full:
+                return pod, pod_status
+        return None
+
+    def status_of(self, name: str) -> status.PodStatus | None:
+        found = self.find(name)
+        return found[1] if found else None
+
+    def events_of(self, name: str) -> list[events.Event]:
+        return self.agent_or_fail().events(pod=f"{name}-{self.settings.node_name}")
+
+    async def wait(self, check: Callable[[], Any], *, within: float = DEFAULT_WITHIN,
+                   what: str) -> Any:
+        deadline = time.monotonic() + within
+        last: Any = None
+        while time.monotonic() < deadline:
+            last = check()
+            if last:
+                return last
+            await asyncio.sleep(0.05)
+        pytest.fail(f"{what} not seen within {within}s; last: {last!r}")
+
+    async def wait_status(self, name: str, check: Callable[[status.PodStatus], bool], *,
+                          within: float = DEFAULT_WITHIN, what: str) -> status.PodStatus:
+        def probe() -> Any:
+            found = self.status_of(name)
+            return found if found is not None and check(found) else None
+
+        try:
+            result: status.PodStatus = await self.wait(probe, within=within, what=what)
+        except pytest.fail.Exception:
+            pytest.fail(f"{what} not seen within {within}s; status of {name}: "
+                        f"{self.status_of(name)!r}; events: {self.events_of(name)!r}")
+        return result
+
+
+def cond(pod_status: status.PodStatus | None, type_: str) -> status.PodCondition | None:
+    return pod_status.condition(type_) if pod_status is not None else None
+
+
+def is_true(pod_status: status.PodStatus | None, type_: str) -> bool:
+    c = cond(pod_status, type_)
+    return c is not None and c.status == "True"
+
+
+def all_ready(pod_status: status.PodStatus) -> bool:
+    return all(is_true(pod_status, t) for t in (
+        status.POD_SCHEDULED, status.POD_READY_TO_START_CONTAINERS, status.INITIALIZED,
+        status.CONTAINERS_READY, status.READY))
