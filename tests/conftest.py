@@ -2,6 +2,8 @@
 
 - `runtime` (session): ONE embedded containerd in a fresh data dir under /tmp, ready, with the
   local images imported. Tests must remove what they create.
+- `make_agent` / `agent` (function): real nodelet agents (tests/harness.py) on the session's
+  containerd.
 - `instances` (function): a factory for extra, private instances (`await instances(...)`), for
   tests that kill, adopt or reconfigure containerd; each is reset and checked at teardown.
 
@@ -18,11 +20,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import pytest_asyncio
 
+from harness import Harness
 from nodelet import settings as settings_
 from nodelet.adapters import cni, containerd
 from nodelet.adapters.cri import client as cri_client
@@ -112,6 +115,7 @@ async def runtime() -> AsyncIterator[Instance]:
 
 
 InstanceFactory = Callable[..., Awaitable[Instance]]
+AgentFactory = Callable[..., Awaitable[Harness]]
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -161,3 +165,33 @@ async def eventually(check: Callable[[], Awaitable[T]], *, within: float, what: 
                 return last  # type: ignore[return-value]
         await asyncio.sleep(0.05)
     pytest.fail(f"{what} not seen within {within}s; last: {last!r}")
+
+
+# -- agents (tests/agent) -----------------------------------------------------------------------
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def make_agent(runtime: Instance) -> AsyncIterator[AgentFactory]:
+    """Start agents on the shared containerd; each is emptied and stopped at teardown."""
+    started: list[Harness] = []
+
+    async def factory(**kwargs: Any) -> Harness:
+        kwargs.setdefault("endpoint", runtime.containerd.endpoint)
+        harness = Harness(**kwargs)
+        started.append(harness)
+        await harness.start()
+        return harness
+
+    try:
+        yield factory
+    finally:
+        for harness in started:
+            try:
+                await harness.stop()
+            finally:
+                harness.cleanup()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def agent(make_agent: AgentFactory) -> Harness:
+    return await make_agent()

@@ -62,7 +62,6 @@ class Agent:
         self.statuses.subscribe(self.metrics.observe_status)
         self._client = await self._connect_runtime()
         self.relister = relisting.Relister(client=self._client, on_change=self._wake)
-        await self.relister.relist()
         self.syncer = syncing.PodSyncer(
             client=self._client, relister=self.relister, statuses=self.statuses,
             recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
@@ -72,6 +71,7 @@ class Agent:
         self.workers = workers.PodWorkers(
             syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,
         )
+        await self.relister.relist()  # before any worker starts: existing sandboxes are adopted
         self._start_source()
         self._terminate_orphans()
         self._group.spawn("relist", self.relister.run(s.sync.relist_period))

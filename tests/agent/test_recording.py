@@ -197,3 +197,31 @@ def test_event_to_api_shape(checkpoint: cp.Checkpoint, clock: FakeClock) -> None
     )
     assert (body["count"], body["type"], body["reason"]) == (2, "Warning", "FailedCreatePodSandBox")
     assert body["source"] == {"component": "nodelet", "host": "node-a"}
+
+
+def test_similar_events_with_different_messages_are_combined_after_ten() -> None:
+    """client-go's aggregator: the 11th distinct message of one reason joins a combined event."""
+    import tempfile
+    from pathlib import Path
+
+    from nodelet.adapters import checkpoint as cp
+    from nodelet.model import pods as pods_model
+    from nodelet.services import recording as rec
+
+    clock_values = iter(datetime(2026, 1, 1, 0, 0, i, tzinfo=UTC) for i in range(60))
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = cp.Checkpoint.open(Path(tmp) / "c.db")
+        recorder = rec.EventRecorder(checkpoint=checkpoint, node_name="n",
+                                     clock=lambda: next(clock_values), max_events=100)
+        pod = pods_model.Pod(uid=pods_model.PodUID("u1"), name="p", namespace="default",
+                             spec=pods_model.PodSpec(containers=()))
+        for i in range(14):
+            recorder.record(pod, "Warning", "FailedCreatePodSandBox", f"sandbox {i} failed")
+        events = recorder.events()
+        checkpoint.close()
+    plain = [e for e in events if not e.message.startswith(rec.COMBINED_PREFIX)]
+    combined = [e for e in events if e.message.startswith(rec.COMBINED_PREFIX)]
+    assert len(plain) == 10
+    assert len(combined) == 1
+    assert combined[0].count == 4
+    assert combined[0].message == rec.COMBINED_PREFIX + "sandbox 13 failed"

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from harness import Harness, all_ready, cond, is_true, pod_manifest
 
+from harness import Harness, all_ready, cond, is_true, pod_manifest
 from nodelet.adapters import cni
 from nodelet.model import status as st
 

@@ -196,7 +196,8 @@ def _exec(obj: Mapping[str, Any], path: str) -> ExecAction:
     if not command:
         raise ProbeError("required: a non-empty list of strings", path=_join(path, "command"))
     if not isinstance(command, list | tuple) or not all(isinstance(c, str) for c in command):
-        raise ProbeError(f"expected a list of strings, got {command!r}", path=_join(path, "command"))
+        raise ProbeError(f"expected a list of strings, got {command!r}",
+                         path=_join(path, "command"))
     return ExecAction(command=tuple(command))
 
 
@@ -318,6 +319,14 @@ def resolve_port(port: int | str, container: pods.Container) -> int:
         f'container "{container.name}" has no port named "{port}" (named ports: {names})',
         path="port",
     )
+
+
+def http_url(action: HTTPGetAction, *, pod_ip: str, port: int) -> str:
+    """The URL an httpGet probe requests: the probe's host, or the pod IP (IPv6 in brackets)."""
+    host = action.host or pod_ip
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{action.scheme.lower()}://{host}:{port}{action.path}"
 
 
 # --- the result-threshold state machine ------------------------------------------------------

@@ -3,6 +3,10 @@
 `record()` is what the pod workers call for `FailedCreatePodSandBox`, `Pulling`, `BackOff`...
 (DESIGN.md §3). Identical events — same pod UID, type, reason and message — are aggregated the
 way client-go's correlator does: one event whose `count` grows and whose `lastTimestamp` moves.
+Similar events — same pod, type and reason, different messages (a sandbox error names the
+sandbox ID, so every retry's message differs) — are combined like client-go's aggregator does:
+after 10 distinct messages within 10 minutes, further ones update a single event whose message is
+`(combined from similar events): <latest message>`.
 The newest `max_events` events are kept (by `lastTimestamp`), in memory and in the checkpoint,
 and restored on start. Every event is also logged, with the pod and reason as structured fields
 (`extra`), and passed to subscribers (the cluster-mode Event sink).
@@ -16,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from nodelet.adapters import checkpoint as cp
 from nodelet.model import events as ev
@@ -25,6 +29,17 @@ from nodelet.model import pods
 log = logging.getLogger(__name__)
 
 EventCallback = Callable[[ev.Event], None]
+
+# client-go's EventAggregator defaults: distinct messages before combining, and the window.
+SIMILAR_MAX = 10
+SIMILAR_WINDOW = timedelta(minutes=10)
+COMBINED_PREFIX = "(combined from similar events): "
+
+
+@dataclasses.dataclass
+class _Similar:
+    messages: set[str]
+    last: datetime
 
 
 class EventRecorder:
@@ -45,6 +60,7 @@ class EventRecorder:
         # Insertion order is last-seen order: a repeated event moves to the end.
         self._events: dict[ev.EventKey, ev.Event] = {}
         self._subscribers: list[EventCallback] = []
+        self._similar: dict[tuple[str, str, str], _Similar] = {}
 
     def restore(self) -> None:
         """Reload the event history from the checkpoint. Raises CheckpointError."""
@@ -55,10 +71,10 @@ class EventRecorder:
     def record(self, pod: pods.Pod, type_: ev.EventType, reason: str, message: str) -> ev.Event:
         """Record one occurrence of an event about `pod`; return the (aggregated) event."""
         now = self._clock()
-        key = ev.event_key(pod.uid, type_, reason, message)
+        message, key = self._aggregate(pod, type_, reason, message, now)
         previous = self._events.pop(key, None)
         if previous is not None:
-            event = previous.repeated(now)
+            event = dataclasses.replace(previous.repeated(now), message=message)
         else:
             event = ev.new_event(pod, type_, reason, message, at=now, host=self._node_name)
             event = self._unique_name(event)
@@ -67,6 +83,20 @@ class EventRecorder:
         self._persist(event, evicted=self._evict())
         self._notify(event)
         return event
+
+    def _aggregate(
+        self, pod: pods.Pod, type_: ev.EventType, reason: str, message: str, now: datetime
+    ) -> tuple[str, ev.EventKey]:
+        """The message to record and the key to aggregate under (combining similar events)."""
+        similar_key = (str(pod.uid), type_, reason)
+        similar = self._similar.get(similar_key)
+        if similar is None or now - similar.last > SIMILAR_WINDOW:
+            similar = self._similar[similar_key] = _Similar(set(), now)
+        similar.last = now
+        if message in similar.messages or len(similar.messages) < SIMILAR_MAX:
+            similar.messages.add(message)
+            return message, ev.event_key(pod.uid, type_, reason, message)
+        return COMBINED_PREFIX + message, ev.event_key(pod.uid, type_, reason, COMBINED_PREFIX)
 
     def _unique_name(self, event: ev.Event) -> ev.Event:
         # Names are `<pod>.<hex nanoseconds>`; two events in the same microsecond (a fake clock,

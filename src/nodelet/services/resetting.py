@@ -57,7 +57,8 @@ class ResetReport:
         lines = [
             f"reset {data_dir}:",
             f"  removed {len(self.containers)} containers, {len(self.sandboxes)} sandboxes",
-            f"  removed {len(self.netns)} network namespaces, links: {', '.join(self.links) or '-'}",
+            f"  removed {len(self.netns)} network namespaces, "
+            f"links: {', '.join(self.links) or '-'}",
             f"  unmounted {len(self.mounts)} mounts, killed {len(self.killed)} processes",
             f"  data dir {'removed' if self.removed_data_dir else 'kept'}",
         ]

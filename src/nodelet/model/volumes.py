@@ -1,0 +1,442 @@
+"""Volume contents as plain values: which files a configMap, secret, downwardAPI or projected
+volume holds, with which modes, and which paths a pod may mount. No I/O.
+
+Everything here follows the kubelet's volume plugins, message for message where the kubelet has
+one (`configmap "X" not found`, `configmap references non-existent config key: K`); the
+service (`services.volumes`) writes the files and turns `SourceError` into a FailedMount.
+
+Exceptions::
+
+    SourceError     a volume whose source cannot be turned into files (missing object or key,
+                    bad path or mode, unsupported field); `.message` is the FailedMount text
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from nodelet.model import manifests, pods
+
+# The kubelet's defaultMode for configMap, secret, downwardAPI and projected volumes.
+DEFAULT_MODE = 0o644
+
+# Volume types whose files nodelet writes (the kubelet's AtomicWriter volumes); they are
+# always mounted read-only, as the kubelet does.
+CONTENT_TYPES = frozenset({"configMap", "secret", "downwardAPI", "projected"})
+
+# The kubelet's plugin directory names under <pod dir>/volumes.
+PLUGIN_DIRS: Mapping[str, str] = {
+    "emptyDir": "kubernetes.io~empty-dir",
+    "configMap": "kubernetes.io~configmap",
+    "secret": "kubernetes.io~secret",
+    "downwardAPI": "kubernetes.io~downward-api",
+    "projected": "kubernetes.io~projected",
+}
+
+HOST_PATH_TYPES = (
+    "", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice",
+    "BlockDevice",
+)  # fmt: skip
+
+ConfigObject = manifests.ConfigMap | manifests.Secret
+Lookup = Callable[[str, str, str], ConfigObject | None]
+
+
+class SourceError(ValueError):
+    """A volume source that cannot be turned into files; `message` is the FailedMount text."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One file of a volume: its contents and permission bits."""
+
+    data: bytes
+    mode: int = DEFAULT_MODE
+
+
+# Relative path inside the volume -> file.
+Payload = dict[str, FileSpec]
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    """What the downward API can expose besides the pod object itself.
+
+    `node_cpu_milli` and `node_memory` (bytes) stand in for unset limits in resourceFieldRef,
+    as the kubelet uses the node's allocatable resources.
+    """
+
+    pod: pods.Pod
+    node_name: str
+    pod_ip: str = ""
+    host_ip: str = ""
+    node_cpu_milli: int = 0
+    node_memory: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+
+
+def check_file_path(path: str) -> None:
+    """A path inside an AtomicWriter volume, checked like the kubelet's validatePath."""
+    if not path:
+        raise SourceError("invalid path: must not be empty")
+    if path.startswith("/"):
+        raise SourceError(f"invalid path: must not be absolute path: {path}")
+    if ".." in PurePosixPath(path).parts:
+        raise SourceError(f"invalid path: must not contain '..': {path}")
+    if path.startswith(".."):
+        # `..data` and `..<timestamp>` belong to the atomic writer.
+        raise SourceError(f"invalid path: must not start with '..': {path}")
+    if len(path) > 4096 or any(len(part) > 255 for part in PurePosixPath(path).parts):
+        raise SourceError(f"invalid path: too long: {path}")
+
+
+def check_sub_path(sub_path: str) -> None:
+    """A volumeMount's subPath must stay inside its volume (symlinks are checked on disk)."""
+    if sub_path.startswith("/"):
+        raise SourceError(f'subPath "{sub_path}" must not be an absolute path')
+    if ".." in PurePosixPath(sub_path).parts:
+        raise SourceError(f"subPath \"{sub_path}\" must not contain '..'")
+
+
+def _check_payload(payload: Payload) -> Payload:
+    files = set(payload)
+    for path in payload:
+        check_file_path(path)
+        for parent in PurePosixPath(path).parents:
+            if str(parent) in files:
+                raise SourceError(f"conflicting paths: {parent} is both a file and a directory")
+    return payload
+
+
+# ---------------------------------------------------------------------------------------------
+# Field access (the API server validated the pod; these only guard against surprises)
+
+
+def _mode(obj: Mapping[str, Any], key: str, default: int) -> int:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0o777:
+        raise SourceError(f"{key} {value!r} is not valid: a file mode between 0 and 0777")
+    return value
+
+
+def _items(obj: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    items = obj.get("items") or ()
+    if not isinstance(items, list | tuple) or not all(isinstance(i, Mapping) for i in items):
+        raise SourceError("items must be a list of mappings")
+    return items
+
+
+# ---------------------------------------------------------------------------------------------
+# configMap and secret
+
+
+def _config_values(obj: ConfigObject) -> dict[str, bytes]:
+    if isinstance(obj, manifests.Secret):
+        return dict(obj.data)
+    return {**{k: v.encode() for k, v in obj.data.items()}, **obj.binary_data}
+
+
+def _keyed_payload(
+    source: Mapping[str, Any],
+    obj: ConfigObject | None,
+    *,
+    kind: str,
+    name: str,
+    default_mode: int,
+) -> Payload:
+    """Files of one configMap or secret (a volume or a projected source); the kubelet's
+    MakePayload."""
+    optional = bool(source.get("optional"))
+    if obj is None:
+        if optional:
+            return {}
+        raise SourceError(f'{kind} "{name}" not found')
+    values = _config_values(obj)
+    items = _items(source)
+    if not items:
+        return {key: FileSpec(data, default_mode) for key, data in values.items()}
+    payload: Payload = {}
+    for item in items:
+        key = str(item.get("key", ""))
+        if key not in values:
+            if optional:
+                continue
+            what = "config" if kind == "configmap" else "secret"
+            raise SourceError(f"{kind} references non-existent {what} key: {key}")
+        path = str(item.get("path") or "")
+        payload[path] = FileSpec(values[key], _mode(item, "mode", default_mode))
+    return payload
+
+
+def config_map_payload(
+    source: Mapping[str, Any], obj: ConfigObject | None, *, default_mode: int | None = None
+) -> Payload:
+    """Files of a configMap volume (or projected source when `default_mode` is given)."""
+    mode = _mode(source, "defaultMode", DEFAULT_MODE) if default_mode is None else default_mode
+    name = str(source.get("name", ""))
+    found = obj if isinstance(obj, manifests.ConfigMap) else None
+    return _check_payload(
+        _keyed_payload(source, found, kind="configmap", name=name, default_mode=mode)
+    )
+
+
+def secret_payload(
+    source: Mapping[str, Any], obj: ConfigObject | None, *, default_mode: int | None = None
+) -> Payload:
+    """Files of a secret volume (`secretName`) or a projected secret source (`name`)."""
+    mode = _mode(source, "defaultMode", DEFAULT_MODE) if default_mode is None else default_mode
+    name = str(source.get("secretName") or source.get("name") or "")
+    found = obj if isinstance(obj, manifests.Secret) else None
+    return _check_payload(
+        _keyed_payload(source, found, kind="secret", name=name, default_mode=mode)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# downwardAPI
+
+
+def go_quote(value: str) -> str:
+    """`value` quoted like Go's strconv.Quote (the kubelet writes label values with %q)."""
+    escapes = {'"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b", "\f": "\\f",
+               "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}  # fmt: skip
+    out = []
+    for char in value:
+        code = ord(char)
+        if char in escapes:
+            out.append(escapes[char])
+        elif char.isprintable():
+            out.append(char)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
+
+
+def format_map(values: Mapping[str, str]) -> str:
+    """The kubelet's fieldpath.FormatMap: `key="value"` lines, sorted by key, no final newline."""
+    return "\n".join(f"{key}={go_quote(values[key])}" for key in sorted(values))
+
+
+def _subscript(field_path: str, prefix: str) -> str | None:
+    """`metadata.labels['app']` -> "app" (for prefix `metadata.labels`), else None."""
+    head = prefix + "['"
+    if field_path.startswith(head) and field_path.endswith("']"):
+        return field_path[len(head) : -2]
+    return None
+
+
+def field_value(field_path: str, facts: PodFacts) -> str:
+    """The value of a downward API fieldRef, as the kubelet's ExtractFieldPathAsString."""
+    pod = facts.pod
+    simple = {
+        "metadata.name": pod.name,
+        "metadata.namespace": pod.namespace,
+        "metadata.uid": str(pod.uid),
+        "metadata.labels": format_map(pod.labels),
+        "metadata.annotations": format_map(pod.annotations),
+        "spec.nodeName": pod.spec.node_name or facts.node_name,
+        "spec.serviceAccountName": str(pod.raw.get("spec", {}).get("serviceAccountName") or ""),
+        "status.podIP": facts.pod_ip,
+        "status.hostIP": facts.host_ip,
+    }
+    if field_path in simple:
+        return simple[field_path]
+    for prefix, values in (("metadata.labels", pod.labels),
+                           ("metadata.annotations", pod.annotations)):  # fmt: skip
+        key = _subscript(field_path, prefix)
+        if key is not None:
+            return values.get(key, "")
+    raise SourceError(
+        f'unsupported fieldPath "{field_path}": use one of {", ".join(sorted(simple))}, '
+        "metadata.labels['KEY'] or metadata.annotations['KEY']"
+    )
+
+
+_RESOURCES = ("limits.cpu", "limits.memory", "requests.cpu", "requests.memory")
+
+
+def resource_value(ref: Mapping[str, Any], facts: PodFacts) -> str:
+    """A downward API resourceFieldRef, as the kubelet's ExtractContainerResourceValue: unset
+    limits are the node's capacity, values are divided by `divisor` and rounded up."""
+    name = str(ref.get("containerName") or "")
+    resource = str(ref.get("resource") or "")
+    every = (*facts.pod.spec.init_containers, *facts.pod.spec.containers)
+    container = next((c for c in every if c.name == name), None)
+    if container is None:
+        raise SourceError(f'resourceFieldRef: container "{name}" not found in the pod')
+    if resource not in _RESOURCES:
+        raise SourceError(
+            f'resourceFieldRef: unsupported resource "{resource}": use one of '
+            + ", ".join(_RESOURCES)
+        )
+    try:
+        divisor = manifests.parse_quantity(ref.get("divisor") or "1")
+    except manifests.ManifestError as exc:
+        raise SourceError(f"resourceFieldRef: divisor: {exc.message}") from exc
+    res = container.resources
+    value = {
+        "limits.cpu": res.cpu_limit_milli or facts.node_cpu_milli,
+        "requests.cpu": res.cpu_request_milli,
+        "limits.memory": res.memory_limit or facts.node_memory,
+        "requests.memory": res.memory_request,
+    }[resource]
+    # CPU in millicores against the divisor's MilliValue, memory in bytes against its Value.
+    unit = math.ceil(divisor * 1000) if resource.endswith(".cpu") else math.ceil(divisor)
+    if unit <= 0:
+        raise SourceError(f"resourceFieldRef: divisor {ref.get('divisor')!r} must be positive")
+    return str(-(-value // unit))
+
+
+def downward_payload(
+    source: Mapping[str, Any], facts: PodFacts, *, default_mode: int | None = None
+) -> Payload:
+    """Files of a downwardAPI volume or projected source."""
+    mode = _mode(source, "defaultMode", DEFAULT_MODE) if default_mode is None else default_mode
+    payload: Payload = {}
+    for item in _items(source):
+        path = str(item.get("path") or "")
+        field_ref, resource_ref = item.get("fieldRef"), item.get("resourceFieldRef")
+        if isinstance(field_ref, Mapping) and not resource_ref:
+            text = field_value(str(field_ref.get("fieldPath", "")), facts)
+        elif isinstance(resource_ref, Mapping) and not field_ref:
+            text = resource_value(resource_ref, facts)
+        else:
+            raise SourceError(f'downwardAPI item "{path}": needs exactly one of fieldRef, '
+                              "resourceFieldRef")
+        payload[path] = FileSpec(text.encode(), _mode(item, "mode", mode))
+    return _check_payload(payload)
+
+
+# ---------------------------------------------------------------------------------------------
+# projected and the dispatcher
+
+
+def _projected_source(
+    source: Mapping[str, Any], lookup: Lookup, facts: PodFacts, mode: int
+) -> Payload:
+    namespace = facts.pod.namespace
+    kinds = [k for k, v in source.items() if v is not None]
+    kind = kinds[0] if len(kinds) == 1 else ""
+    sub = source.get(kind)
+    if not isinstance(sub, Mapping):
+        raise SourceError(f"projected source needs exactly one type, got {sorted(kinds)}")
+    if kind == "configMap":
+        obj = lookup("ConfigMap", namespace, str(sub.get("name", "")))
+        return config_map_payload(sub, obj, default_mode=mode)
+    if kind == "secret":
+        obj = lookup("Secret", namespace, str(sub.get("name", "")))
+        return secret_payload(sub, obj, default_mode=mode)
+    if kind == "downwardAPI":
+        return downward_payload(sub, facts, default_mode=mode)
+    if kind == "serviceAccountToken":
+        # Nodelet mints no tokens. Every pod from an API server carries a projected
+        # kube-api-access volume with one, so refusing it would stop every such pod: the
+        # other sources of the volume are still written.
+        return {}
+    raise SourceError(
+        f'unsupported projected source "{kind}": nodelet supports configMap, secret, '
+        "downwardAPI (serviceAccountToken is skipped)"
+    )
+
+
+def projected_payload(source: Mapping[str, Any], lookup: Lookup, facts: PodFacts) -> Payload:
+    """Files of a projected volume: its sources merged in order (a later path wins)."""
+    mode = _mode(source, "defaultMode", DEFAULT_MODE)
+    sources = source.get("sources") or ()
+    if not isinstance(sources, list | tuple):
+        raise SourceError("projected sources must be a list")
+    payload: Payload = {}
+    for item in sources:
+        if not isinstance(item, Mapping):
+            raise SourceError("projected sources must be mappings")
+        payload.update(_projected_source(item, lookup, facts, mode))
+    return _check_payload(payload)
+
+
+def content_payload(volume: pods.Volume, lookup: Lookup, facts: PodFacts) -> Payload:
+    """The files of a configMap, secret, downwardAPI or projected volume."""
+    source, namespace = volume.source, facts.pod.namespace
+    if volume.source_type == "configMap":
+        obj = lookup("ConfigMap", namespace, str(source.get("name", "")))
+        return config_map_payload(source, obj)
+    if volume.source_type == "secret":
+        obj = lookup("Secret", namespace, str(source.get("secretName", "")))
+        return secret_payload(source, obj)
+    if volume.source_type == "downwardAPI":
+        return downward_payload(source, facts)
+    if volume.source_type == "projected":
+        return projected_payload(source, lookup, facts)
+    raise SourceError(f'volume type "{volume.source_type}" has no files')
+
+
+def referenced_objects(pod: pods.Pod) -> set[tuple[str, str, str]]:
+    """(kind, namespace, name) of every ConfigMap and Secret the pod's volumes read."""
+    refs: set[tuple[str, str, str]] = set()
+    for volume in pod.spec.volumes:
+        if volume.source_type == "configMap":
+            refs.add(("ConfigMap", pod.namespace, str(volume.source.get("name", ""))))
+        elif volume.source_type == "secret":
+            refs.add(("Secret", pod.namespace, str(volume.source.get("secretName", ""))))
+        elif volume.source_type == "projected":
+            for item in volume.source.get("sources") or ():
+                if not isinstance(item, Mapping):
+                    continue
+                for key, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
+                    if isinstance(item.get(key), Mapping):
+                        refs.add((kind, pod.namespace, str(item[key].get("name", ""))))
+    return refs
+
+
+# ---------------------------------------------------------------------------------------------
+# emptyDir and hostPath parameters
+
+
+def empty_dir_medium(source: Mapping[str, Any]) -> str:
+    """"" (the node's disk) or "Memory" (tmpfs); HugePages is not supported."""
+    medium = str(source.get("medium") or "")
+    if medium not in ("", "Memory"):
+        raise SourceError(f'emptyDir medium "{medium}" is not supported: use "" or "Memory"')
+    return medium
+
+
+def tmpfs_size(source: Mapping[str, Any]) -> int | None:
+    """The tmpfs size in bytes from sizeLimit; None leaves the kernel's default (half of RAM)."""
+    limit = source.get("sizeLimit")
+    if limit is None or limit == "":
+        return None
+    try:
+        size = manifests.memory_bytes(limit)
+    except manifests.ManifestError as exc:
+        raise SourceError(f"emptyDir sizeLimit: {exc.message}") from exc
+    return size if size > 0 else None
+
+
+def host_path(source: Mapping[str, Any]) -> tuple[str, str]:
+    """(path, type) of a hostPath volume, with the type checked."""
+    path = str(source.get("path") or "")
+    type_ = str(source.get("type") or "")
+    if not path.startswith("/"):
+        raise SourceError(f'hostPath path "{path}" must be absolute')
+    if type_ not in HOST_PATH_TYPES:
+        raise SourceError(
+            f'hostPath type "{type_}" is not valid: use one of '
+            + ", ".join(t or '""' for t in HOST_PATH_TYPES)
+        )
+    return path, type_
