@@ -77,11 +77,11 @@ class Metrics(syncing.SyncObserver):
         self.started_pods.inc()
 
     def sandbox_created(self, pod: pods.Pod, seconds: float) -> None:
-        self.run_sandbox_duration.labels(runtime_handler="").observe(seconds)
+        self.run_sandbox_duration.labels(runtime_handler=pod.spec.runtime_class_name).observe(seconds)
 
     def sandbox_failed(self, pod: pods.Pod, error: cri.CriError, seconds: float) -> None:
-        self.run_sandbox_duration.labels(runtime_handler="").observe(seconds)
-        self.run_sandbox_errors.labels(runtime_handler="").inc()
+        self.run_sandbox_duration.labels(runtime_handler=pod.spec.runtime_class_name).observe(seconds)
+        self.run_sandbox_errors.labels(runtime_handler=pod.spec.runtime_class_name).inc()
         self.started_pods_errors.inc()
         self.sandbox_failures.labels(error_class=classify_sandbox_error(str(error))).inc()
 
