@@ -27,8 +27,10 @@ DEFAULT_WITHIN = 30.0
 
 
 def pod_manifest(name: str, *, command: str = "sleep 1000000", extra_spec: str = "",
-                 grace: int = 1, restart_policy: str = "Always", init: str = "") -> str:
-    """A busybox pod manifest; `extra_spec` is YAML appended under `spec:` (2-space indent)."""
+                 grace: int = 1, restart_policy: str = "Always", init: str = "",
+                 container_extra: str = "") -> str:
+    """A busybox pod manifest; `extra_spec` is YAML appended under `spec:`, `container_extra`
+    under the container `main` (both written without indentation)."""
     init_block = ""
     if init:
         init_block = textwrap.dedent(f"""\
@@ -56,6 +58,8 @@ def pod_manifest(name: str, *, command: str = "sleep 1000000", extra_spec: str =
             imagePullPolicy: IfNotPresent
             command: ["sh", "-c", {command!r}]
         """), "  ")
+    if container_extra:
+        body += textwrap.indent(textwrap.dedent(container_extra), "      ")
     if extra_spec:
         body += textwrap.indent(textwrap.dedent(extra_spec), "  ")
     return body
@@ -74,7 +78,8 @@ class Harness:
             gates=gates or base.gates,
             runtime=replace(base.runtime, endpoint=endpoint),
             # Fast retries so tests that wait for a retry stay short; the behaviour is the same.
-            sync=replace(base.sync, retry_period=1.0, resync_period=2.0),
+            sync=replace(base.sync, retry_period=1.0, resync_period=2.0,
+                         restart_backoff=1.0, restart_backoff_max=8.0),
             server=replace(base.server, port=0),
             manifest_poll_period=0.2,
         )

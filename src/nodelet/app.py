@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from nodelet import settings as settings_mod
 from nodelet.adapters import checkpoint as checkpoint_mod
@@ -24,7 +26,17 @@ from nodelet.adapters.cri import client as cri
 from nodelet.helpers import tasks
 from nodelet.model import events as ev
 from nodelet.model import health, pods, status
-from nodelet.services import metrics, recording, relisting, sources, statuses, syncing, workers
+from nodelet.services import (
+    metrics,
+    probing,
+    recording,
+    relisting,
+    sources,
+    statuses,
+    syncing,
+    volumes,
+    workers,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +56,7 @@ class Agent:
         self._checkpoint: checkpoint_mod.Checkpoint | None = None
         self._server: http_server.HttpServer | None = None
         self._source: sources.ManifestSource | None = None
+        self._objects: Mapping[tuple[str, str, str], Any] = {}
         self.metrics = metrics.Metrics()
 
     # -- life cycle -------------------------------------------------------------------------
@@ -62,8 +75,15 @@ class Agent:
         self.statuses.subscribe(self.metrics.observe_status)
         self._client = await self._connect_runtime()
         self.relister = relisting.Relister(client=self._client, on_change=self._wake)
+        self.volumes = volumes.VolumeManager(
+            root=s.data_dir / "pods", lookup=self._lookup_object, node_name=s.node_name,
+        )
+        self.probes = probing.ProbeManager(
+            client=self._client, group=self._group, recorder=self.recorder, on_change=self._wake,
+        )
         self.syncer = syncing.PodSyncer(
             client=self._client, relister=self.relister, statuses=self.statuses,
+            volumes=self.volumes, probes=self.probes,
             recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
             node=syncing.NodeFacts(host_ip=host.host_ip(), host_dns=host.host_dns(),
                                    logs_root=s.data_dir / "logs"),
@@ -146,7 +166,19 @@ class Agent:
         self.workers.wake(uid)
 
     def _on_source(self, snapshot: sources.SourceSnapshot) -> None:
+        previous, self._objects = self._objects, snapshot.objects
         self.workers.update(snapshot.pods)
+        # Pods waiting for a ConfigMap or Secret go on as soon as it appears, and updates
+        # reach mounted files without waiting for the periodic resync.
+        changed = {key for key in set(previous) | set(self._objects)
+                   if previous.get(key) != self._objects.get(key)}
+        if changed:
+            for uid, pod in snapshot.pods.items():
+                if self.volumes.referenced_objects(pod) & changed:
+                    self.workers.wake(uid)
+
+    def _lookup_object(self, kind: str, namespace: str, name: str) -> Any:
+        return self._objects.get((kind, namespace, name))
 
     def _gone(self, uid: pods.PodUID) -> None:
         self.statuses.forget(uid)

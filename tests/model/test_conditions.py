@@ -85,7 +85,8 @@ def cond(
         ),
         (
             [],
-            "plugin type=bridge failed (add): no IP addresses available in range set",
+            "failed to create pod sandbox: plugin type=bridge failed (add): no IP addresses "
+            "available in range set",
             cond(
                 status.POD_READY_TO_START_CONTAINERS,
                 "False",

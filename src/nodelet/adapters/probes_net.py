@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 
 import aiohttp
@@ -86,7 +87,8 @@ async def tcp_socket(host: str, port: int, *, timeout_s: float) -> probes.Attemp
     except TimeoutError:
         return _failure(f"dial tcp {address}: i/o timeout")
     except OSError as exc:
-        reason = (exc.strerror or str(exc)).lower()
+        # asyncio words it "Connect call failed (addr)"; the errno's text is what Go prints.
+        reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
         return _failure(f"dial tcp {address}: connect: {reason}")
     writer.close()
     with contextlib.suppress(OSError):

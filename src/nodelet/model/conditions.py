@@ -45,15 +45,17 @@ def ready_to_start_containers(
 ) -> status.PodCondition:
     """True when the pod's sandbox is usable, else False/PodSandboxNotReady saying why.
 
-    Beyond the kubelet: `last_sandbox_error` (the runtime/CNI error of the last failed
-    creation) is appended as `<reason>: failed to create pod sandbox: <error>`.
+    Beyond the kubelet: `last_sandbox_error` (why the last attempt to set the sandbox up
+    failed: the runtime/CNI error, or the volume that could not be mounted, already phrased as
+    "failed to create pod sandbox: ..." or "MountVolume.SetUp failed ...") is appended as
+    `<reason>: <error>`.
     """
     change = sandbox_rules.sandbox_change(pod, sandboxes)
     if not change.needed:
         return status.PodCondition(type=condition_type, status="True")
     message = change.reason
     if last_sandbox_error:
-        message = f"{message}: failed to create pod sandbox: {last_sandbox_error}"
+        message = f"{message}: {last_sandbox_error}"
     return status.PodCondition(
         type=condition_type,
         status="False",

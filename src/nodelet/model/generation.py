@@ -38,9 +38,11 @@ def generate_status(
     now: datetime,
     gates: settings.FeatureGates,
     ready: Mapping[str, bool] | None = None,
+    started: Mapping[str, bool] | None = None,
 ) -> status.PodStatus:
+    """`ready`/`started`: readiness and startup probe results by container name."""
     init_statuses, container_statuses = phases.container_statuses(
-        pod, containers, ready=ready, waiting=waiting
+        pod, containers, ready=ready, waiting=waiting, started=started
     )
     phase = phases.pod_phase(
         pod, init_statuses, container_statuses, old_phase=old.phase if old else None

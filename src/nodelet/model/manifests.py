@@ -36,7 +36,7 @@ from typing import Any, TypeVar, cast
 
 import yaml
 
-from nodelet.model import pods, status
+from nodelet.model import pods, probes, status
 
 T = TypeVar("T")
 
@@ -797,7 +797,7 @@ def _container(obj: Mapping[str, Any], path: str, *, init: bool, strict: bool) -
     for key in ("stdin", "stdinOnce", "tty"):
         _bool(obj, key, path)
     _map(obj, "securityContext", path)
-    return pods.Container(
+    container = pods.Container(
         name=_dns_label(_str(obj, "name", path, required=True), f"{path}.name"),
         image=image,
         image_pull_policy=cast(
@@ -818,6 +818,20 @@ def _container(obj: Mapping[str, Any], path: str, *, init: bool, strict: bool) -
         startup_probe=_probe(obj, "startupProbe", path),
         lifecycle=_probe(obj, "lifecycle", path),
     )
+    _check_probes(container, path, init=init)
+    return container
+
+
+def _check_probes(container: pods.Container, path: str, *, init: bool) -> None:
+    """Probes are validated when the manifest is read, not when a prober first runs them."""
+    try:
+        parsed = probes.container_probes(container, path=path)
+    except probes.ProbeError as exc:
+        raise InvalidValueError(exc.message, path=exc.path) from exc
+    has_probe = parsed.startup or parsed.liveness or parsed.readiness
+    if init and has_probe and container.restart_policy != "Always":
+        raise InvalidValueError("init containers may not have probes (only sidecars may)",
+                                path=path)
 
 
 def _containers(spec: Mapping[str, Any], key: str, *, strict: bool) -> tuple[pods.Container, ...]:

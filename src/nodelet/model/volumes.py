@@ -110,13 +110,19 @@ def check_sub_path(sub_path: str) -> None:
 
 
 def _check_payload(payload: Payload) -> Payload:
-    files = set(payload)
-    for path in payload:
+    """The payload with its paths checked and made clean (`./a//b` -> `a/b`)."""
+    clean: Payload = {}
+    for path, spec in payload.items():
         check_file_path(path)
+        normal = PurePosixPath(path).as_posix()
+        if normal == ".":
+            raise SourceError(f"invalid path: must name a file: {path}")
+        clean[normal] = spec
+    for path in clean:
         for parent in PurePosixPath(path).parents:
-            if str(parent) in files:
+            if str(parent) in clean:
                 raise SourceError(f"conflicting paths: {parent} is both a file and a directory")
-    return payload
+    return clean
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import prometheus_client as prom
 
 from nodelet.adapters.cri import client as cri
 from nodelet.model import pods, status
-from nodelet.services import syncing
+from nodelet.services import syncing, volumes
 
 # Sandbox creation is 0.1-0.5 s here, slower under load; the kubelet's buckets start at 5 ms.
 _SANDBOX_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -101,7 +101,7 @@ class Metrics(syncing.SyncObserver):
             elapsed = ready.last_transition_time - scheduled.last_transition_time
             self.sandbox_ready_latency.observe(max(elapsed.total_seconds(), 0.0))
 
-    def count_volume_failure(self) -> None:
+    def volume_failed(self, pod: pods.Pod, error: volumes.VolumeError) -> None:
         self.sandbox_failures.labels(error_class="volume_missing").inc()
 
     def render(self) -> tuple[bytes, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,12 +24,15 @@ from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
 from nodelet.model import events as ev
 from nodelet.model import generation, pods, runtime, sandboxes, specs
-from nodelet.services import recording, relisting, statuses
+from nodelet.services import probing, recording, relisting, statuses, volumes
 
 logger = logging.getLogger(__name__)
 
 # How long a container must run before its restart back-off starts over (kubelet: 10 min).
 BACKOFF_RESET_AFTER = 600.0
+
+
+Mounts = Mapping[str, tuple[runtime.Mount, ...]]
 
 
 class SyncError(Exception):
@@ -67,6 +70,8 @@ class PodSyncer:
         client: cri.RuntimeClient,
         relister: relisting.Relister,
         statuses: statuses.StatusManager,
+        volumes: volumes.VolumeManager,
+        probes: probing.ProbeManager,
         recorder: recording.EventRecorder,
         settings: settings_mod.Settings,
         node: NodeFacts,
@@ -76,6 +81,8 @@ class PodSyncer:
         self._client = client
         self._relister = relister
         self._statuses = statuses
+        self._volumes = volumes
+        self._probes = probes
         self._recorder = recorder
         self._settings = settings
         self._node = node
@@ -96,6 +103,8 @@ class PodSyncer:
             host_ip=self._node.host_ip,
             now=self._clock(),
             gates=self._settings.gates,
+            ready=self._probes.readiness(pod.uid),
+            started=self._probes.started(pod.uid),
         )
         self._statuses.set_status(pod, status)
 
@@ -106,17 +115,40 @@ class PodSyncer:
         state = await self._relister.refresh_pod(pod.uid)
         self.publish(pod, state, work)
         change = sandboxes.sandbox_change(pod, state.sandboxes)
+        if change.needed and not sandboxes.should_create_sandbox(
+            pod, change, has_container_history=bool(state.containers)
+        ):
+            return None
+        # Volumes come first, as in the kubelet: a missing ConfigMap keeps the sandbox from
+        # being created, so PodReadyToStartContainers stays False and says why.
+        mounts = await self._prepare_volumes(pod, state, work)
         if change.needed:
-            if not sandboxes.should_create_sandbox(
-                pod, change, has_container_history=bool(state.containers)
-            ):
-                return None
             state = await self._replace_sandbox(pod, state, change, work)
+            # Downward API files may carry the pod IP, which only the new sandbox knows.
+            mounts = await self._prepare_volumes(pod, state, work)
         sandbox = state.sandboxes[0]
-        wake_in = await self._sync_containers(pod, sandbox, state, work)
+        wake_in = await self._sync_containers(pod, sandbox, state, work, mounts)
         state = await self._relister.refresh_pod(pod.uid)
         self.publish(pod, state, work)
         return wake_in
+
+    async def _prepare_volumes(
+        self, pod: pods.Pod, state: relisting.PodRuntime, work: PodWork
+    ) -> Mounts:
+        ips = generation.pod_ips(pod, state.sandboxes, self._node.host_ip)
+        try:
+            mounts = await self._volumes.prepare(
+                pod, pod_ip=ips[0] if ips else "", host_ip=self._node.host_ip
+            )
+        except volumes.VolumeError as exc:
+            self._observer.volume_failed(pod, exc)
+            work.last_sandbox_error = exc.event_message
+            self._recorder.record(pod, "Warning", ev.FAILED_MOUNT, exc.event_message)
+            self.publish(pod, state, work)
+            raise SyncError(f"volumes of {pod.full_name}: {exc}") from exc
+        if work.last_sandbox_error and work.last_sandbox_error.startswith("MountVolume"):
+            work.last_sandbox_error = None
+        return mounts
 
     async def _replace_sandbox(
         self,
@@ -161,7 +193,7 @@ class PodSyncer:
             )
         except cri.CriError as exc:
             self._observer.sandbox_failed(pod, exc, time.monotonic() - started)
-            work.last_sandbox_error = exc.detail
+            work.last_sandbox_error = f"failed to create pod sandbox: {exc.detail}"
             self._recorder.record(
                 pod, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
                 f"Failed to create pod sandbox: {exc.detail}",
@@ -195,25 +227,26 @@ class PodSyncer:
         sandbox: runtime.SandboxInfo,
         state: relisting.PodRuntime,
         work: PodWork,
+        mounts: Mounts,
     ) -> float | None:
         wake_in: list[float] = []
         for container in pod.spec.init_containers:
             latest = _latest(state, sandbox.id, container.name)
             if container.restart_policy == "Always":  # a sidecar: started, then kept running
                 delay = await self._keep_running(pod, sandbox, container, latest, state, work,
-                                                 kind="init")
+                                                 mounts, kind="init")
                 wake_in += [delay] if delay is not None else []
                 continue
             if latest is not None and latest.state is runtime.ContainerState.EXITED \
                     and latest.exit_code == 0:
                 continue
             delay = await self._keep_running(pod, sandbox, container, latest, state, work,
-                                             kind="init")
+                                             mounts, kind="init")
             return delay  # init containers run one at a time, in order
         for container in pod.spec.containers:
             latest = _latest(state, sandbox.id, container.name)
             delay = await self._keep_running(pod, sandbox, container, latest, state, work,
-                                             kind="regular")
+                                             mounts, kind="regular")
             wake_in += [delay] if delay is not None else []
         return min(wake_in) if wake_in else None
 
@@ -225,22 +258,45 @@ class PodSyncer:
         latest: runtime.ContainerInfo | None,
         state: relisting.PodRuntime,
         work: PodWork,
+        mounts: Mounts,
         *,
         kind: str,
     ) -> float | None:
-        """Start the container if it is missing or exited and should restart."""
+        """Start the container if it is missing or exited and should restart; keep it probed."""
         if latest is not None and latest.state is runtime.ContainerState.RUNNING:
-            self._maybe_reset_backoff(container.name, latest, work)
-            return None
+            if container.name not in self._probes.liveness_failed(pod.uid):
+                self._maybe_reset_backoff(container.name, latest, work)
+                self._probes.ensure(pod, container, latest.id, pod_ip=sandbox.ip or
+                                    self._node.host_ip, started_at=latest.started_at / 1e9)
+                return None
+            latest = await self._kill_unhealthy(pod, container, latest)
         if latest is not None and latest.state is runtime.ContainerState.EXITED:
             if not _should_restart(pod, container, latest, kind):
+                self._probes.forget_container(pod.uid, container.name)
                 return None
             wait = self._restart_wait(pod, container.name, work)
             if wait > 0:
                 return wait
         attempt = _next_attempt(state, container.name)
-        await self._start_container(pod, sandbox, container, attempt, work, kind=kind)
+        await self._start_container(pod, sandbox, container, attempt, work,
+                                    mounts.get(container.name, ()), kind=kind)
         return None
+
+    async def _kill_unhealthy(
+        self, pod: pods.Pod, container: pods.Container, latest: runtime.ContainerInfo
+    ) -> runtime.ContainerInfo:
+        """A liveness (or startup) probe gave up on the container: stop it, to be restarted."""
+        probe = container.liveness_probe or container.startup_probe or {}
+        grace = probe.get("terminationGracePeriodSeconds")
+        self._recorder.record(
+            pod, "Normal", ev.KILLING,
+            f"Container {container.name} failed liveness probe, will be restarted",
+        )
+        self._probes.forget_container(pod.uid, container.name)
+        await self._client.stop_container(
+            latest.id, int(grace) if isinstance(grace, int) else int(self._grace(pod))
+        )
+        return await self._client.container_status(latest.id)
 
     def _restart_wait(self, pod: pods.Pod, name: str, work: PodWork) -> float:
         """Seconds left in the container's back-off (CrashLoopBackOff), or 0 to restart now."""
@@ -275,12 +331,14 @@ class PodSyncer:
         container: pods.Container,
         attempt: int,
         work: PodWork,
+        mounts: tuple[runtime.Mount, ...],
         *,
         kind: str,
     ) -> None:
         if not await self._ensure_image(pod, container, work):
             return
-        config = specs.container_config(pod, container, attempt=attempt, kind=kind)
+        config = specs.container_config(pod, container, attempt=attempt, kind=kind,
+                                        mounts=mounts)
         sandbox_config = self._sandbox_config(pod, sandbox.attempt)
         try:
             container_id = await self._client.create_container(sandbox.id, config, sandbox_config)
@@ -350,6 +408,8 @@ class PodSyncer:
 
     async def terminate(self, pod: pods.Pod, work: PodWork) -> None:
         """Stop containers (grace period), stop and remove the sandbox; publish the last status."""
+        # No liveness kill or Unhealthy event while the pod shuts down.
+        self._probes.forget_pod(pod.uid)
         state = await self._relister.refresh_pod(pod.uid)
         try:
             await self._kill(pod, state, grace=self._grace(pod))
@@ -359,7 +419,8 @@ class PodSyncer:
                 await self._client.remove_container(container.id)
             for sandbox in state.sandboxes:
                 await self._client.remove_pod_sandbox(sandbox.id)
-        except cri.CriError as exc:
+            await self._volumes.cleanup(pod.uid)
+        except (cri.CriError, volumes.VolumeError) as exc:
             self._recorder.record(pod, "Warning", ev.FAILED_KILL_POD, f"error killing pod: {exc}")
             raise SyncError(f"kill pod {pod.full_name}: {exc}") from exc
         self.publish(pod, await self._relister.refresh_pod(pod.uid), work)
@@ -390,6 +451,9 @@ class SyncObserver:
         return None
 
     def sandbox_ready(self, pod: pods.Pod, work: PodWork) -> None:
+        return None
+
+    def volume_failed(self, pod: pods.Pod, error: volumes.VolumeError) -> None:
         return None
 
 

@@ -1,0 +1,466 @@
+"""VolumeManager on the real file system: directories, tmpfs mounts, hostPath checks, the atomic
+`..data` swap, subPath resolution and cleanup (runs as root for the tmpfs mounts)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import stat
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from conftest import Instance, sandbox_config
+from nodelet import settings as settings_
+from nodelet.adapters import mounts
+from nodelet.model import manifests, pods, runtime
+from nodelet.model import volumes as vol
+from nodelet.services import volumes
+
+
+@dataclass
+class Env:
+    root: Path
+    manager: volumes.VolumeManager
+    objects: dict[tuple[str, str, str], vol.ConfigObject] = field(default_factory=dict)
+    refresh_errors: list[str] = field(default_factory=list)
+
+    def put(self, obj: vol.ConfigObject) -> None:
+        kind = "Secret" if isinstance(obj, manifests.Secret) else "ConfigMap"
+        self.objects[(kind, obj.namespace, obj.name)] = obj
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    if os.geteuid() != 0:
+        pytest.fail("volume tests mount tmpfs: run as root")
+    objects: dict[tuple[str, str, str], vol.ConfigObject] = {}
+    errors: list[str] = []
+    manager = volumes.VolumeManager(
+        root=tmp_path / "pods",
+        lookup=lambda kind, ns, name: objects.get((kind, ns, name)),
+        node_name="node-1",
+        on_refresh_error=lambda pod, exc: errors.append(exc.event_message),
+    )
+    env = Env(tmp_path / "pods", manager, objects, errors)
+    try:
+        yield env
+    finally:
+        for uid_dir in list(env.root.iterdir()) if env.root.exists() else ():
+            await manager.cleanup(pods.PodUID(uid_dir.name))
+        assert not mounts.mount_points(tmp_path), "tmpfs left mounted"
+
+
+def make_pod(
+    *volume_specs: tuple[str, str, dict[str, Any]],
+    mounts_: tuple[pods.VolumeMount, ...] = (),
+    init_mounts: tuple[pods.VolumeMount, ...] | None = None,
+    uid: str = "uid-1",
+    labels: dict[str, str] | None = None,
+) -> pods.Pod:
+    app = pods.Container(name="app", image="busybox", volume_mounts=mounts_)
+    inits = () if init_mounts is None else (
+        pods.Container(name="init", image="busybox", volume_mounts=init_mounts),
+    )
+    spec = pods.PodSpec(
+        containers=(app,), init_containers=inits,
+        volumes=tuple(pods.Volume(n, t, s) for n, t, s in volume_specs),
+    )
+    return pods.Pod(uid=pods.PodUID(uid), name="web", namespace="default", spec=spec,
+                    labels=labels or {})
+
+
+def mount(name: str, path: str, **kw: Any) -> pods.VolumeMount:
+    return pods.VolumeMount(name=name, mount_path=path, **kw)
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def tmpfs_at(path: Path) -> list[str]:
+    return [fs for point, fs in mounts.mount_points(path) if point == path.resolve()]
+
+
+async def expect_error(env: Env, pod: pods.Pod, volume: str, message: str) -> None:
+    with pytest.raises(volumes.VolumeError) as caught:
+        await env.manager.prepare(pod)
+    assert (caught.value.volume, caught.value.message) == (volume, message)
+
+
+# -- emptyDir ------------------------------------------------------------------------------
+
+
+async def test_empty_dir_on_disk(env: Env) -> None:
+    pod = make_pod(("cache", "emptyDir", {}), mounts_=(mount("cache", "/cache"),),
+                   init_mounts=(mount("cache", "/work", read_only=True),))
+    result = await env.manager.prepare(pod)
+    path = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
+    assert result == {
+        "init": (runtime.Mount("/work", str(path), readonly=True),),
+        "app": (runtime.Mount("/cache", str(path), readonly=False),),
+    }
+    assert path.is_dir() and mode_of(path) == 0o777 and not tmpfs_at(path)
+    (path / "kept").write_text("data")
+    assert await env.manager.prepare(pod) == result  # idempotent, contents survive
+    assert (path / "kept").read_text() == "data"
+
+
+async def test_memory_empty_dir_is_a_sized_tmpfs(env: Env) -> None:
+    pod = make_pod(("shm", "emptyDir", {"medium": "Memory", "sizeLimit": "8Mi"}),
+                   ("big", "emptyDir", {"medium": "Memory"}))
+    await env.manager.prepare(pod)
+    await env.manager.prepare(pod)  # no second mount on top
+    base = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir"
+    assert tmpfs_at(base / "shm") == ["tmpfs"] and tmpfs_at(base / "big") == ["tmpfs"]
+    assert os.statvfs(base / "shm").f_blocks * os.statvfs(base / "shm").f_frsize == 8 * 2**20
+    half_ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    big = os.statvfs(base / "big")
+    assert abs(big.f_blocks * big.f_frsize - half_ram) < 2**22
+    assert mode_of(base / "shm") == 0o777
+    await env.manager.cleanup(pod.uid)
+    assert not mounts.mount_points(env.root)
+    assert not (env.root / "uid-1").exists()
+    await env.manager.cleanup(pod.uid)  # idempotent
+
+
+async def test_unsupported_medium(env: Env) -> None:
+    pod = make_pod(("huge", "emptyDir", {"medium": "HugePages"}))
+    await expect_error(env, pod, "huge",
+                       'emptyDir medium "HugePages" is not supported: use "" or "Memory"')
+
+
+# -- hostPath ------------------------------------------------------------------------------
+
+
+def host_pod(path: Path | str, type_: str) -> pods.Pod:
+    return make_pod(("host", "hostPath", {"path": str(path), "type": type_}),
+                    mounts_=(mount("host", "/host"),))
+
+
+async def test_host_path_or_create(env: Env, tmp_path: Path) -> None:
+    target = tmp_path / "host" / "a" / "b"
+    result = await env.manager.prepare(host_pod(target, "DirectoryOrCreate"))
+    assert target.is_dir() and mode_of(target) == 0o755
+    assert result["app"] == (runtime.Mount("/host", str(target)),)
+    file = tmp_path / "host" / "f.txt"
+    await env.manager.prepare(host_pod(file, "FileOrCreate"))
+    assert file.is_file() and file.read_bytes() == b"" and mode_of(file) == 0o644
+    await expect_error(env, host_pod(tmp_path / "nope" / "f", "FileOrCreate"), "host",
+                       f"open {tmp_path}/nope/f: no such file or directory")
+
+
+@pytest.fixture
+def host_things(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    things = {"dir": tmp_path / "d", "file": tmp_path / "f", "socket": tmp_path / "s",
+              "chardev": Path("/dev/null"), "blockdev": tmp_path / "b"}
+    things["dir"].mkdir()
+    things["file"].write_text("x")
+    os.mknod(things["blockdev"], 0o600 | stat.S_IFBLK, os.makedev(7, 200))
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(things["socket"]))
+        yield things
+
+
+HOST_PATH_CASES = [
+    ("Directory", "dir", None), ("Directory", "file", "is not a directory"),
+    ("Directory", "missing", "is not a directory"),
+    ("DirectoryOrCreate", "file", "is not a directory"),
+    ("File", "file", None), ("File", "dir", "is not a file"),
+    ("File", "missing", "is not a file"), ("FileOrCreate", "dir", "is not a file"),
+    ("Socket", "socket", None), ("Socket", "file", "is not a socket file"),
+    ("CharDevice", "chardev", None), ("CharDevice", "blockdev", "is not a character device"),
+    ("BlockDevice", "blockdev", None), ("BlockDevice", "chardev", "is not a block device"),
+    ("", "missing", None),
+]
+
+
+@pytest.mark.parametrize(("type_", "thing", "problem"), HOST_PATH_CASES)
+async def test_host_path_types(
+    env: Env, host_things: dict[str, Path], tmp_path: Path,
+    type_: str, thing: str, problem: str | None,
+) -> None:
+    path = host_things.get(thing, tmp_path / "missing")
+    pod = host_pod(path, type_)
+    if problem is None:
+        assert (await env.manager.prepare(pod))["app"][0].host_path == str(path)
+    else:
+        await expect_error(env, pod, "host", f"hostPath type check failed: {path} {problem}")
+
+
+# -- configMap and secret ------------------------------------------------------------------
+
+
+def config_volume(name: str = "cfg", **source: Any) -> tuple[str, str, dict[str, Any]]:
+    return ("config", "configMap", {"name": name, **source})
+
+
+def data_files(volume_dir: Path) -> dict[str, tuple[str, int]]:
+    """What a container sees: user-visible names (through the symlinks), content and mode."""
+    out = {}
+    for top, dirs, files in os.walk(volume_dir, followlinks=True):
+        dirs[:] = [d for d in dirs if not d.startswith("..") or top != str(volume_dir)]
+        for name in files:
+            path = Path(top) / name
+            out[path.relative_to(volume_dir).as_posix()] = (path.read_text(), mode_of(path))
+    return out
+
+
+async def test_config_map_items_modes_and_read_only(env: Env) -> None:
+    env.put(manifests.ConfigMap("cfg", "default", data={"a": "alpha", "b": "beta"}))
+    pod = make_pod(config_volume(defaultMode=0o440, items=[
+        {"key": "a", "path": "conf/a.txt"}, {"key": "b", "path": "b", "mode": 0o600}]),
+        mounts_=(mount("config", "/etc/config"),))
+    result = await env.manager.prepare(pod)
+    directory = env.root / "uid-1" / "volumes" / "kubernetes.io~configmap" / "config"
+    assert result["app"] == (runtime.Mount("/etc/config", str(directory), readonly=True),)
+    assert data_files(directory) == {"b": ("beta", 0o600), "conf/a.txt": ("alpha", 0o440)}
+    assert (directory / "..data").is_symlink() and (directory / "b").is_symlink()
+    assert os.readlink(directory / "b") == "..data/b"
+    assert not tmpfs_at(directory)  # configMaps live on disk, as in the kubelet
+
+
+async def test_secret_is_on_tmpfs_with_default_mode(env: Env) -> None:
+    env.put(manifests.Secret("creds", "default", data={"user": b"admin", "pw": b"\xff\x00"}))
+    pod = make_pod(("sec", "secret", {"secretName": "creds"}), mounts_=(mount("sec", "/s"),))
+    await env.manager.prepare(pod)
+    directory = env.root / "uid-1" / "volumes" / "kubernetes.io~secret" / "sec"
+    assert tmpfs_at(directory) == ["tmpfs"]
+    assert (directory / "pw").read_bytes() == b"\xff\x00"
+    assert mode_of(directory / "user") == 0o644
+
+
+async def test_missing_sources(env: Env) -> None:
+    await expect_error(env, make_pod(config_volume("x")), "config", 'configmap "x" not found')
+    secret = make_pod(("s", "secret", {"secretName": "y"}), uid="uid-2")
+    await expect_error(env, secret, "s", 'secret "y" not found')
+    env.put(manifests.ConfigMap("cfg", "default", data={"a": "1"}))
+    await expect_error(env, make_pod(config_volume(items=[{"key": "k", "path": "k"}])),
+                       "config", "configmap references non-existent config key: k")
+    error = volumes.VolumeError("config", 'configmap "x" not found')
+    assert error.event_message == \
+        'MountVolume.SetUp failed for volume "config" : configmap "x" not found'
+
+
+async def test_first_failing_volume_is_reported(env: Env) -> None:
+    pod = make_pod(("ok", "emptyDir", {}), ("first", "configMap", {"name": "a"}),
+                   ("second", "secret", {"secretName": "b"}))
+    await expect_error(env, pod, "first", 'configmap "a" not found')
+
+
+async def test_optional_missing_source_is_an_empty_volume(env: Env) -> None:
+    pod = make_pod(config_volume("x", optional=True), mounts_=(mount("config", "/c"),))
+    await env.manager.prepare(pod)
+    directory = env.root / "uid-1" / "volumes" / "kubernetes.io~configmap" / "config"
+    assert data_files(directory) == {}
+    env.put(manifests.ConfigMap("x", "default", data={"late": "arrival"}))
+    await env.manager.prepare(pod)
+    assert data_files(directory) == {"late": ("arrival", 0o644)}
+
+
+async def test_update_reaches_files_with_an_atomic_swap(env: Env) -> None:
+    env.put(manifests.ConfigMap("cfg", "default", data={"a": "v1", "old": "x"}))
+    pod = make_pod(config_volume(), mounts_=(
+        mount("config", "/c"), mount("config", "/a.txt", sub_path="a")))
+    first = await env.manager.prepare(pod)
+    directory = env.root / "uid-1" / "volumes" / "kubernetes.io~configmap" / "config"
+    data_before = os.readlink(directory / "..data")
+    sub_before = first["app"][1].host_path
+    assert Path(sub_before).read_text() == "v1"
+    assert Path(sub_before).parent == directory / data_before  # resolved, not via ..data
+
+    assert await env.manager.prepare(pod) == first  # unchanged: no new ..data target
+    assert os.readlink(directory / "..data") == data_before
+
+    # A running container's subPath bind mount holds the old inode, like this open file.
+    with open(sub_before) as held:
+        env.put(manifests.ConfigMap("cfg", "default", data={"a": "v2", "new": "y"}))
+        second = await env.manager.prepare(pod)
+        assert held.read() == "v1"
+    assert data_files(directory) == {"a": ("v2", 0o644), "new": ("y", 0o644)}
+    assert not (directory / "old").exists() and not os.path.lexists(directory / "old")
+    dotted = sorted(p.name for p in directory.iterdir() if p.name.startswith(".."))
+    assert dotted == sorted(["..data", os.readlink(directory / "..data")])  # old dir removed
+    # A restarted container mounts the new file; the main mount never changed its path.
+    assert Path(second["app"][1].host_path).read_text() == "v2"
+    assert second["app"][0] == first["app"][0]
+
+
+async def test_source_gone_after_set_up_keeps_files(env: Env) -> None:
+    env.put(manifests.ConfigMap("cfg", "default", data={"a": "v1"}))
+    pod = make_pod(config_volume())
+    await env.manager.prepare(pod)
+    del env.objects[("ConfigMap", "default", "cfg")]
+    await env.manager.prepare(pod)  # no error: the pod keeps running on the old files
+    directory = env.root / "uid-1" / "volumes" / "kubernetes.io~configmap" / "config"
+    assert data_files(directory) == {"a": ("v1", 0o644)}
+    assert env.refresh_errors == [
+        'MountVolume.SetUp failed for volume "config" : configmap "cfg" not found'
+    ]
+
+
+# -- subPath -------------------------------------------------------------------------------
+
+
+async def test_sub_path(env: Env, tmp_path: Path) -> None:
+    pod = make_pod(("cache", "emptyDir", {}), mounts_=(
+        mount("cache", "/logs", sub_path="app/logs"), mount("cache", "/ro", sub_path="app",
+                                                            read_only=True)))
+    result = await env.manager.prepare(pod)
+    base = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
+    assert result["app"] == (
+        runtime.Mount("/logs", str(base / "app" / "logs")),
+        runtime.Mount("/ro", str(base / "app"), readonly=True),
+    )
+    assert (base / "app" / "logs").is_dir()  # created, as the kubelet does
+
+
+@pytest.mark.parametrize(("sub_path", "message"), [
+    ("/etc", 'subPath "/etc" must not be an absolute path'),
+    ("a/../..", "subPath \"a/../..\" must not contain '..'"),
+])
+async def test_sub_path_must_stay_inside(env: Env, sub_path: str, message: str) -> None:
+    pod = make_pod(("cache", "emptyDir", {}), mounts_=(mount("cache", "/x", sub_path=sub_path),))
+    await expect_error(env, pod, "cache", message)
+
+
+async def test_sub_path_symlink_escape_is_refused(env: Env, tmp_path: Path) -> None:
+    pod = make_pod(("cache", "emptyDir", {}), mounts_=(mount("cache", "/x", sub_path="evil"),))
+    await env.manager.prepare(make_pod(("cache", "emptyDir", {})))
+    base = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
+    (base / "evil").symlink_to("/etc")  # what a container could plant in its emptyDir
+    with pytest.raises(volumes.VolumeError, match="resolves outside the volume: /etc"):
+        await env.manager.prepare(pod)
+
+
+# -- projected and downwardAPI -------------------------------------------------------------
+
+
+async def test_projected(env: Env) -> None:
+    env.put(manifests.ConfigMap("ca", "default", data={"ca.crt": "CERT"}))
+    env.put(manifests.Secret("creds", "default", data={"token": b"t0k"}))
+    pod = make_pod(("api", "projected", {"defaultMode": 0o420, "sources": [
+        {"serviceAccountToken": {"path": "sa-token"}},
+        {"configMap": {"name": "ca"}},
+        {"secret": {"name": "creds", "items": [{"key": "token", "path": "auth/token"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+                                    "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+    ]}), mounts_=(mount("api", "/var/run/secrets/kubernetes.io/serviceaccount"),))
+    result = await env.manager.prepare(pod)
+    directory = env.root / "uid-1" / "volumes" / "kubernetes.io~projected" / "api"
+    assert result["app"][0].readonly and tmpfs_at(directory) == ["tmpfs"]
+    assert data_files(directory) == {
+        "auth/token": ("t0k", 0o420), "ca.crt": ("CERT", 0o420), "namespace": ("default", 0o420),
+    }
+
+
+async def test_downward_api_follows_pod_ip(env: Env) -> None:
+    pod = make_pod(("info", "downwardAPI", {"items": [
+        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+        {"path": "ip", "fieldRef": {"fieldPath": "status.podIP"}},
+        {"path": "node", "fieldRef": {"fieldPath": "spec.nodeName"}},
+    ]}), labels={"b": "2", "a": 'q"uote'})
+    await env.manager.prepare(pod, host_ip="192.168.0.1")
+    directory = env.root / "uid-1" / "volumes" / "kubernetes.io~downward-api" / "info"
+    assert data_files(directory) == {
+        "labels": ('a="q\\"uote"\nb="2"', 0o644), "ip": ("", 0o644), "node": ("node-1", 0o644),
+    }
+    await env.manager.prepare(pod, pod_ip="10.1.0.5")
+    assert (directory / "ip").read_text() == "10.1.0.5"
+
+
+async def test_downward_api_unsupported_field(env: Env) -> None:
+    pod = make_pod(("info", "downwardAPI", {"items": [
+        {"path": "p", "fieldRef": {"fieldPath": "status.phase"}}]}))
+    message = re.escape('unsupported fieldPath "status.phase"')
+    with pytest.raises(volumes.VolumeError, match=message):
+        await env.manager.prepare(pod)
+
+
+# -- cleanup -------------------------------------------------------------------------------
+
+
+async def test_cleanup_leaves_nothing(env: Env, tmp_path: Path) -> None:
+    env.put(manifests.Secret("creds", "default", data={"k": b"v"}))
+    env.put(manifests.ConfigMap("cfg", "default", data={"k": "v"}))
+    host = tmp_path / "hostdir"
+    pod = make_pod(
+        ("mem", "emptyDir", {"medium": "Memory"}), ("disk", "emptyDir", {}),
+        ("sec", "secret", {"secretName": "creds"}), config_volume(),
+        ("host", "hostPath", {"path": str(host), "type": "DirectoryOrCreate"}),
+        mounts_=(mount("disk", "/d", sub_path="sub"),),
+    )
+    await env.manager.prepare(pod)
+    (host / "keep").write_text("mine")
+    assert len(mounts.mount_points(env.root)) == 2
+    await env.manager.cleanup(pod.uid)
+    assert not mounts.mount_points(tmp_path)
+    assert not (env.root / "uid-1").exists()
+    assert (host / "keep").read_text() == "mine"  # hostPath contents are never touched
+    await env.manager.cleanup(pod.uid)
+    await env.manager.cleanup(pods.PodUID("never-seen"))
+
+
+def test_referenced_objects(env: Env) -> None:
+    pod = make_pod(config_volume(), ("s", "secret", {"secretName": "creds"}))
+    assert env.manager.referenced_objects(pod) == {
+        ("ConfigMap", "default", "cfg"), ("Secret", "default", "creds"),
+    }
+
+
+# -- end to end: a busybox container on the real runtime sees the files --------------------
+
+
+@pytest.mark.runtime
+async def test_container_sees_volumes_and_updates(runtime: Instance, env: Env) -> None:
+    env.put(manifests.ConfigMap("cfg", "default", data={"a": "v1"}))
+    env.put(manifests.Secret("creds", "default", data={"pw": b"hunter2"}))
+    pod = make_pod(
+        config_volume(), ("sec", "secret", {"secretName": "creds"}),
+        ("mem", "emptyDir", {"medium": "Memory", "sizeLimit": "4Mi"}),
+        mounts_=(mount("config", "/etc/config"), mount("config", "/a.txt", sub_path="a"),
+                 mount("sec", "/secret"), mount("mem", "/mem")),
+        uid="uid-e2e",
+    )
+    container_mounts = await env.manager.prepare(pod)
+    config = sandbox_config(runtime, "volumes")
+    sandbox_id = await runtime.client.run_pod_sandbox(config)
+    try:
+        container = runtime_model_config(container_mounts["app"])
+        container_id = await runtime.client.create_container(sandbox_id, container, config)
+        await runtime.client.start_container(container_id)
+
+        async def run(script: str) -> str:
+            result = await runtime.client.exec_sync(container_id, ["sh", "-c", script], 10)
+            assert result.exit_code == 0, result
+            return result.stdout.decode()
+
+        assert await run("cat /etc/config/a /a.txt /secret/pw") == "v1v1hunter2"
+        assert await run("grep -E ' /(mem|secret) ' /proc/mounts | cut -d' ' -f2,3 | sort") \
+            == "/mem tmpfs\n/secret tmpfs\n"
+        assert await run("touch /etc/config/x 2>/dev/null || echo read-only") == "read-only\n"
+        assert await run("echo w > /mem/f && cat /mem/f") == "w\n"
+
+        env.put(manifests.ConfigMap("cfg", "default", data={"a": "v2"}))
+        await env.manager.prepare(pod)
+        # The directory mount follows the ..data swap; the subPath mount keeps the old file.
+        assert await run("cat /etc/config/a /a.txt") == "v2v1"
+        await runtime.client.stop_container(container_id, 0)
+        await runtime.client.remove_container(container_id)
+    finally:
+        await runtime.client.stop_pod_sandbox(sandbox_id)
+        await runtime.client.remove_pod_sandbox(sandbox_id)
+    await env.manager.cleanup(pod.uid)
+    assert not mounts.mount_points(env.root)
+
+
+def runtime_model_config(container_mounts: tuple[runtime.Mount, ...]) -> runtime.ContainerConfig:
+    return runtime.ContainerConfig(
+        name="app", attempt=0, image=settings_.BUSYBOX_IMAGE, log_path="app/0.log",
+        command=("sleep", "3600"), mounts=container_mounts,
+    )
