@@ -79,7 +79,8 @@ class Harness:
             runtime=replace(base.runtime, endpoint=endpoint),
             # Fast retries so tests that wait for a retry stay short; the behaviour is the same.
             sync=replace(base.sync, retry_period=1.0, resync_period=2.0,
-                         restart_backoff=1.0, restart_backoff_max=8.0),
+                         restart_backoff=1.0, restart_backoff_max=8.0,
+                         image_backoff=1.0, image_backoff_max=8.0),
             server=replace(base.server, port=0),
             manifest_poll_period=0.2,
         )

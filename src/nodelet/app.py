@@ -86,7 +86,8 @@ class Agent:
             volumes=self.volumes, probes=self.probes,
             recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
             node=syncing.NodeFacts(host_ip=host.host_ip(), host_dns=host.host_dns(),
-                                   logs_root=s.data_dir / "logs"),
+                                   logs_root=s.data_dir / "logs",
+                                   pods_root=s.data_dir / "pods"),
         )
         self.workers = workers.PodWorkers(
             syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,

@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from dataclasses import replace
@@ -19,8 +20,8 @@ from typing import Any
 import nodelet
 from nodelet import app, settings
 from nodelet.adapters import api_client
-from nodelet.model import presenting
-from nodelet.services import resetting
+from nodelet.model import crilogs, presenting
+from nodelet.services import logs, resetting
 
 DEFAULT_SERVER = "http://127.0.0.1:10255"
 
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     describe.add_argument("name")
     describe.add_argument("-n", "--namespace", default=None)
     _add_server_flags(describe)
+    _add_logs_parser(sub)
     return parser
 
 
@@ -179,10 +181,45 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_logs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("logs", help="print (and follow) a container's logs")
+    parser.add_argument("name", metavar="POD", help="pod name (or its manifest's name)")
+    parser.add_argument("-c", "--container", help="container (required if the pod has several)")
+    parser.add_argument("-f", "--follow", action="store_true", help="stream new lines")
+    parser.add_argument("-p", "--previous", action="store_true",
+                        help="the run before the current one (after a restart)")
+    parser.add_argument("--timestamps", action="store_true", help="prefix each line's CRI time")
+    parser.add_argument("--tail", type=int, default=-1,
+                        help="only the last N lines (default: all)")
+    parser.add_argument("-n", "--namespace", default=None)
+    parser.add_argument("--data-dir", type=Path, default=settings.DEFAULT_DATA_DIR,
+                        help="the agent's data dir, which holds the logs (default: %(default)s)")
+    _add_server_flags(parser)
+
+
+def _cmd_logs(args: argparse.Namespace) -> int:
+    try:
+        pod = logs.find_pod(_client(args).pods(), args.name, args.namespace)
+        target = logs.locate(pod, container=args.container, previous=args.previous,
+                             data_dir=args.data_dir)
+        logs.write_logs(target, sys.stdout.buffer, tail=args.tail if args.tail >= 0 else None,
+                        timestamps=args.timestamps, follow=args.follow)
+    except crilogs.LogsError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep the interpreter's final
+        # flush of stdout from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {"run": _cmd_run, "reset": _cmd_reset, "get": _cmd_get,
-                "describe": _cmd_describe}
+                "describe": _cmd_describe, "logs": _cmd_logs}
     try:
         return handlers[args.command](args)
     except (settings.SettingsError, api_client.ApiClientError) as exc:

@@ -77,6 +77,12 @@ class SyncSettings:
     # Container restart back-off (CrashLoopBackOff): initial and cap.
     restart_backoff: float = 10.0
     restart_backoff_max: float = 300.0
+    # RunPodSandbox calls in flight at once; more wait for a slot. containerd on 2 cores
+    # peaks at 4-8 concurrent sandbox creations and slows down beyond.
+    max_parallel_sandboxes: int = 6
+    # Image pull back-off (ImagePullBackOff): initial and cap.
+    image_backoff: float = 10.0
+    image_backoff_max: float = 300.0
     # Stop a container: grace period used when the pod specifies none.
     default_grace_period: float = 30.0
 
@@ -102,7 +108,7 @@ class Settings:
     sync: SyncSettings = field(default_factory=SyncSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     # How often the manifest directory is rescanned (changes are noticed within this time).
-    manifest_poll_period: float = 0.5
+    manifest_poll_period: float = 0.2
     # Events kept in the checkpoint (oldest dropped first).
     max_events: int = 5000
 

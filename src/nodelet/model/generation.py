@@ -13,6 +13,9 @@ from datetime import datetime
 from nodelet import settings
 from nodelet.model import conditions, phases, pods, runtime, sandboxes, status
 
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+
 
 def pod_ips(
     pod: pods.Pod, sandbox_list: Sequence[runtime.SandboxInfo], host_ip: str
@@ -39,14 +42,21 @@ def generate_status(
     gates: settings.FeatureGates,
     ready: Mapping[str, bool] | None = None,
     started: Mapping[str, bool] | None = None,
+    deadline_exceeded: bool = False,
 ) -> status.PodStatus:
-    """`ready`/`started`: readiness and startup probe results by container name."""
+    """`ready`/`started`: readiness and startup probe results by container name;
+    `deadline_exceeded`: activeDeadlineSeconds passed, so the pod is Failed for good."""
     init_statuses, container_statuses = phases.container_statuses(
         pod, containers, ready=ready, waiting=waiting, started=started
     )
     phase = phases.pod_phase(
         pod, init_statuses, container_statuses, old_phase=old.phase if old else None
     )
+    reason = message = ""
+    if deadline_exceeded:
+        phase, reason, message = "Failed", DEADLINE_EXCEEDED, DEADLINE_MESSAGE
+    elif old is not None and old.reason == DEADLINE_EXCEEDED:
+        reason, message = old.reason, old.message
     pod_conditions = conditions.generate_conditions(
         pod,
         old_conditions=old.conditions if old else (),
@@ -59,6 +69,8 @@ def generate_status(
     )
     return status.PodStatus(
         phase=phase,
+        reason=reason,
+        message=message,
         conditions=pod_conditions,
         host_ip=host_ip,
         pod_ips=pod_ips(pod, sandboxes, host_ip),

@@ -813,6 +813,7 @@ def _container(obj: Mapping[str, Any], path: str, *, init: bool, strict: bool) -
         restart_policy=_container_restart_policy(obj, path, init),
         termination_message_path=_str(obj, "terminationMessagePath", path)
         or "/dev/termination-log",
+        termination_message_policy=message_policy,
         readiness_probe=_probe(obj, "readinessProbe", path),
         liveness_probe=_probe(obj, "livenessProbe", path),
         startup_probe=_probe(obj, "startupProbe", path),

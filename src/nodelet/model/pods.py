@@ -74,6 +74,7 @@ class Container:
     # Only for init containers: "Always" makes it a sidecar (restartable init container).
     restart_policy: str = ""
     termination_message_path: str = "/dev/termination-log"
+    termination_message_policy: str = "File"  # or FallbackToLogsOnError
     # The probe/lifecycle sub-objects as written; interpreted by the lifecycle code.
     readiness_probe: Mapping[str, Any] | None = None
     liveness_probe: Mapping[str, Any] | None = None

@@ -256,6 +256,11 @@ def _handler(raw: Mapping[str, Any], path: str) -> Handler:
     return GRPCAction(port=port, service=_str(obj, "service", sub))
 
 
+def parse_handler(raw: Mapping[str, Any], *, path: str = "") -> Handler:
+    """One handler (exec, httpGet, tcpSocket, grpc) as in probes and lifecycle hooks."""
+    return _handler(raw, path)
+
+
 def _grace(raw: Mapping[str, Any], kind: ProbeKind, path: str) -> int | None:
     key = "terminationGracePeriodSeconds"
     if raw.get(key) is None:

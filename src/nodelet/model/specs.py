@@ -74,8 +74,34 @@ def dns_config(pod: pods.Pod, host: runtime.DNSConfig) -> runtime.DNSConfig:
     )
 
 
+def qos_class(pod: pods.Pod) -> str:
+    """Guaranteed, Burstable or BestEffort, by the kubelet's rules on requests and limits."""
+    everything = (*pod.spec.init_containers, *pod.spec.containers)
+    if all(c.resources == pods.Resources() for c in everything):
+        return "BestEffort"
+    guaranteed = all(
+        r.cpu_limit_milli and r.memory_limit
+        and r.cpu_request_milli in (0, r.cpu_limit_milli)
+        and r.memory_request in (0, r.memory_limit)
+        for r in (c.resources for c in everything)
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def pod_cgroup_parent(pod: pods.Pod) -> str:
+    """The pod-level cgroup (cgroupfs layout): /kubepods[/burstable|/besteffort]/pod<uid>."""
+    qos = qos_class(pod)
+    middle = "" if qos == "Guaranteed" else f"/{qos.lower()}"
+    return f"/kubepods{middle}/pod{pod.uid}"
+
+
 def sandbox_config(
-    pod: pods.Pod, *, attempt: int, logs_root: Path, host_dns: runtime.DNSConfig
+    pod: pods.Pod,
+    *,
+    attempt: int,
+    logs_root: Path,
+    host_dns: runtime.DNSConfig,
+    cgroup_parent: str = "",
 ) -> runtime.SandboxConfig:
     return runtime.SandboxConfig(
         name=pod.name,
@@ -89,6 +115,7 @@ def sandbox_config(
         port_mappings=port_mappings(pod),
         labels=pod_labels(pod),
         annotations=dict(pod.annotations),
+        cgroup_parent=cgroup_parent,
     )
 
 

@@ -112,6 +112,19 @@ class Relister:
         self._store(uid, state, wake=False)
         return state
 
+    def note_sandbox(self, uid: pods.PodUID, info: runtime.SandboxInfo) -> PodRuntime:
+        """The pod's state with a sandbox the caller just created and read the status of.
+
+        Only for a pod that had no sandbox and no container: then the state is exactly this
+        sandbox, and no list call is needed to know it (it saves three runtime round trips
+        between RunPodSandbox returning and the condition turning True).
+        """
+        self._last_refresh[uid] = next(self._refresh_counter)
+        self._sandbox_details[info.id] = info
+        state = PodRuntime(uid, sandboxes=(info,))
+        self._store(uid, state, wake=False)
+        return state
+
     def _store(self, uid: pods.PodUID, state: PodRuntime, *, wake: bool = True) -> None:
         old = self._pods.get(uid, PodRuntime(uid))
         if state.sandboxes or state.containers:

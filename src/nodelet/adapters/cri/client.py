@@ -9,13 +9,18 @@ Runtime restarts: gRPC reconnects a channel by itself, but a call made while the
 still reconnecting fails at once with UNAVAILABLE. Idempotent calls therefore wait (up to
 `CriTimeouts.connect`) for the channel to come back and are retried once; RunPodSandbox,
 CreateContainer and ExecSync are never retried, as they may have taken effect.
+
+Measurements: an optional `OperationObserver` is told about every RPC (its kubelet operation
+name, e.g. `run_podsandbox`, its duration including a retry, and the CriError if it failed), so
+the metrics service can count them without this adapter knowing about Prometheus.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import grpc
@@ -43,6 +48,7 @@ __all__ = [
     "DeadlineExceeded",
     "InvalidArgument",
     "NotFound",
+    "OperationObserver",
     "RuntimeClient",
     "RuntimeUnavailable",
 ]
@@ -51,6 +57,33 @@ logger = logging.getLogger(__name__)
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
+
+# Called after every CRI call with (operation, seconds, error or None). It runs on the event
+# loop inside the call, so it must be quick; an exception it raises is logged and swallowed.
+OperationObserver = Callable[[str, float, CriError | None], None]
+
+# The kubelet's `operation_type` label values (pkg/kubelet/kuberuntime/instrumented_services.go),
+# by request message name.
+OPERATION_TYPES = {
+    "Version": "version",
+    "Status": "status",
+    "RunPodSandbox": "run_podsandbox",
+    "StopPodSandbox": "stop_podsandbox",
+    "RemovePodSandbox": "remove_podsandbox",
+    "PodSandboxStatus": "podsandbox_status",
+    "ListPodSandbox": "list_podsandbox",
+    "CreateContainer": "create_container",
+    "StartContainer": "start_container",
+    "StopContainer": "stop_container",
+    "RemoveContainer": "remove_container",
+    "ListContainers": "list_containers",
+    "ContainerStatus": "container_status",
+    "ExecSync": "exec_sync",
+    "PullImage": "pull_image",
+    "ImageStatus": "image_status",
+    "ListImages": "list_images",
+    "RemoveImage": "remove_image",
+}
 
 # A local socket: reconnect quickly after a runtime restart instead of gRPC's default
 # back-off of up to 120 s. The kubelet allows 16 MiB messages (big ListContainers answers).
@@ -71,17 +104,31 @@ class RuntimeClient:
     """One gRPC channel to a CRI runtime. Create with `connect`, release with `close`."""
 
     def __init__(
-        self, *, channel: grpc.aio.Channel, endpoint: str, timeouts: settings_.CriTimeouts
+        self,
+        *,
+        channel: grpc.aio.Channel,
+        endpoint: str,
+        timeouts: settings_.CriTimeouts,
+        observer: OperationObserver | None = None,
     ) -> None:
         self._channel = channel
         self._endpoint = endpoint
         self._timeouts = timeouts
+        self._observer = observer
         self._runtime = pb_grpc.RuntimeServiceStub(channel)
         self._images = pb_grpc.ImageServiceStub(channel)
 
     @classmethod
-    async def connect(cls, endpoint: str, *, timeouts: settings_.CriTimeouts) -> RuntimeClient:
+    async def connect(
+        cls,
+        endpoint: str,
+        *,
+        timeouts: settings_.CriTimeouts,
+        observer: OperationObserver | None = None,
+    ) -> RuntimeClient:
         """Open a channel and wait until it is connected, at most `timeouts.connect` seconds.
+
+        `observer`, if given, is told about every later call (not about connecting).
 
         Raises RuntimeUnavailable (naming the endpoint) when nothing answers in time.
         """
@@ -96,7 +143,7 @@ class RuntimeClient:
                 operation="connect",
                 endpoint=endpoint,
             ) from e
-        return cls(channel=channel, endpoint=endpoint, timeouts=timeouts)
+        return cls(channel=channel, endpoint=endpoint, timeouts=timeouts, observer=observer)
 
     @property
     def endpoint(self) -> str:
@@ -122,8 +169,38 @@ class RuntimeClient:
         deadline: float | None = None,
         retry: bool = True,
     ) -> Resp:
-        """Run one unary call with a deadline; map failures onto CriError."""
+        """Run one unary call with a deadline; map failures onto CriError; tell the observer."""
         operation = type(request).__name__.removesuffix("Request")
+        started = time.monotonic()
+        try:
+            response = await self._call_mapped(
+                method, request, operation=operation, target=target, deadline=deadline,
+                retry=retry,
+            )
+        except CriError as e:
+            self._observe(operation, time.monotonic() - started, e)
+            raise
+        self._observe(operation, time.monotonic() - started, None)
+        return response
+
+    def _observe(self, operation: str, seconds: float, error: CriError | None) -> None:
+        if self._observer is None:
+            return
+        try:
+            self._observer(OPERATION_TYPES.get(operation, operation.lower()), seconds, error)
+        except Exception:
+            logger.exception("CRI operation observer failed for %s", operation)
+
+    async def _call_mapped(
+        self,
+        method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp],
+        request: Req,
+        *,
+        operation: str,
+        target: str,
+        deadline: float | None,
+        retry: bool,
+    ) -> Resp:
         if deadline is None:
             deadline = self._timeouts.default
         try:

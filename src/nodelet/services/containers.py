@@ -1,0 +1,171 @@
+"""Starting and stopping one container, with everything the kubelet does around it.
+
+Start: the image (policy, pull, back-off), the termination-message file mounted at
+`terminationMessagePath`, CreateContainer + StartContainer with the kubelet's events, the
+postStart hook (a failed hook kills the container), and removal of instances older than the
+previous one. Stop: the preStop hook within the grace period, then StopContainer with what is
+left of it (SIGTERM, then SIGKILL). And the terminated container's message: the file's contents,
+or with `FallbackToLogsOnError` the end of its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, MutableMapping
+from pathlib import Path
+
+from nodelet.adapters.cri import client as cri
+from nodelet.model import crilog_tail, pods, runtime, specs
+from nodelet.model import events as ev
+from nodelet.services import hooks, images, recording
+
+logger = logging.getLogger(__name__)
+
+# The kubelet's limits on termination messages: 4 KiB from the file, 80 lines / 2 KiB of logs.
+MAX_MESSAGE_BYTES = 4096
+FALLBACK_LOG_LINES = 80
+FALLBACK_LOG_BYTES = 2048
+
+
+class ContainerError(Exception):
+    """Creating or starting a container failed; the message is the runtime's words."""
+
+
+class ContainerRunner:
+    def __init__(
+        self,
+        *,
+        client: cri.RuntimeClient,
+        recorder: recording.EventRecorder,
+        puller: images.ImagePuller,
+        hooks: hooks.HookRunner,
+        pods_root: Path,
+    ) -> None:
+        self._client = client
+        self._recorder = recorder
+        self._puller = puller
+        self._hooks = hooks
+        self._pods_root = pods_root
+
+    def message_file(self, uid: str, name: str, attempt: int) -> Path:
+        return self._pods_root / uid / "containers" / name / str(attempt)
+
+    async def start(
+        self,
+        pod: pods.Pod,
+        sandbox: runtime.SandboxInfo,
+        sandbox_config: runtime.SandboxConfig,
+        container: pods.Container,
+        *,
+        attempt: int,
+        kind: str,
+        mounts: tuple[runtime.Mount, ...],
+        waiting: MutableMapping[str, tuple[str, str]],
+        pod_ip: str,
+    ) -> float | None:
+        """Start one instance; None when started, else seconds until an image retry."""
+        wait = await self._puller.ensure(pod, container, waiting)
+        if wait is not None:
+            return wait
+        message_file = self.message_file(pod.uid, container.name, attempt)
+        await asyncio.to_thread(_touch, message_file)
+        mounts = (*mounts, runtime.Mount(container.termination_message_path, str(message_file)))
+        config = specs.container_config(pod, container, attempt=attempt, kind=kind, mounts=mounts)
+        container_id = await self._create_and_start(pod, container, sandbox, sandbox_config,
+                                                    config, waiting)
+        failure = await self._hooks.run(container, container_id, "postStart", pod_ip=pod_ip,
+                                        budget=float(pod.spec.termination_grace_period_seconds
+                                                     or 30))
+        if failure is not None:
+            self._recorder.record(pod, "Warning", "FailedPostStartHook",
+                                  f"PostStartHook failed: {failure}")
+            await self._client.stop_container(container_id, 0)
+        return None
+
+    async def _create_and_start(
+        self,
+        pod: pods.Pod,
+        container: pods.Container,
+        sandbox: runtime.SandboxInfo,
+        sandbox_config: runtime.SandboxConfig,
+        config: runtime.ContainerConfig,
+        waiting: MutableMapping[str, tuple[str, str]],
+    ) -> runtime.ContainerID:
+        try:
+            container_id = await self._client.create_container(sandbox.id, config, sandbox_config)
+        except cri.CriError as exc:
+            waiting[container.name] = ("CreateContainerError", exc.detail)
+            self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {exc.detail}")
+            raise ContainerError(f"create container {container.name}: {exc.detail}") from exc
+        self._recorder.record(pod, "Normal", ev.CREATED, f"Created container {container.name}")
+        try:
+            await self._client.start_container(container_id)
+        except cri.CriError as exc:
+            waiting[container.name] = ("RunContainerError", exc.detail)
+            self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {exc.detail}")
+            raise ContainerError(f"start container {container.name}: {exc.detail}") from exc
+        waiting.pop(container.name, None)
+        self._recorder.record(pod, "Normal", ev.STARTED, f"Started container {container.name}")
+        return container_id
+
+    async def remove_older(
+        self, instances: Iterable[runtime.ContainerInfo], *, keep: int = 1
+    ) -> None:
+        """Remove exited instances beyond the newest `keep` (their state is the lastState)."""
+        for old in list(instances)[keep:]:
+            if old.state is runtime.ContainerState.EXITED:
+                await self._client.remove_container(old.id)
+
+    async def stop(
+        self,
+        pod: pods.Pod,
+        spec: pods.Container | None,
+        info: runtime.ContainerInfo,
+        *,
+        grace: float,
+        pod_ip: str,
+    ) -> None:
+        """preStop within the grace period, then SIGTERM and SIGKILL after what is left."""
+        started = time.monotonic()
+        if spec is not None and grace > 0:
+            failure = await self._hooks.run(spec, info.id, "preStop", pod_ip=pod_ip,
+                                            budget=grace)
+            if failure is not None:
+                self._recorder.record(pod, "Warning", "FailedPreStopHook",
+                                      f"PreStopHook failed: {failure}")
+        left = max(grace - (time.monotonic() - started), 0.0)
+        await self._client.stop_container(info.id, int(left))
+
+    def with_message(self, pod: pods.Pod, info: runtime.ContainerInfo) -> runtime.ContainerInfo:
+        """The exited container with its termination message (file, or logs on error)."""
+        if info.state is not runtime.ContainerState.EXITED or info.message:
+            return info
+        message = _read_tail(self.message_file(pod.uid, info.name, info.attempt),
+                             MAX_MESSAGE_BYTES)
+        spec = next((c for c in (*pod.spec.init_containers, *pod.spec.containers)
+                     if c.name == info.name), None)
+        fallback = spec is not None and spec.termination_message_policy == "FallbackToLogsOnError"
+        if not message and fallback and info.exit_code != 0 and info.log_path:
+            raw = _read_tail(Path(info.log_path), 64 * 1024)
+            message = crilog_tail.last_lines(raw, FALLBACK_LOG_LINES, FALLBACK_LOG_BYTES)
+        if not message:
+            return info
+        return runtime.ContainerInfo(**{**info.__dict__, "message": message})
+
+
+def _touch(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+def _read_tail(path: Path, limit: int) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(size - limit, 0))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
