@@ -195,3 +195,19 @@ async def make_agent(runtime: Instance) -> AsyncIterator[AgentFactory]:
 @pytest_asyncio.fixture(loop_scope="session")
 async def agent(make_agent: AgentFactory) -> Harness:
     return await make_agent()
+
+
+# -- local image registry (tests/registry.py) ---------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def registry() -> Any:
+    """Debian's docker-registry on 127.0.0.1 (plain HTTP, no auth, storage in a temp dir).
+
+    `.host` ("127.0.0.1:PORT"), `.push(repo, tag)` → a pullable reference to a fresh busybox
+    variant, `async with .slow_proxy(delay_s) as proxy:` → `proxy.host` holds blob GETs.
+    """
+    import registry as registry_  # tests/registry.py
+
+    with registry_.Registry.started() as running:
+        yield running

@@ -4,8 +4,8 @@ keeps the sandbox from being created; once it appears in the manifest dir the po
 from __future__ import annotations
 
 import pytest
-from harness import Harness, all_ready, is_true, pod_manifest
 
+from harness import Harness, all_ready, is_true, pod_manifest
 from nodelet.model import status as st
 
 pytestmark = pytest.mark.runtime
@@ -22,9 +22,9 @@ def volume_pod(name: str, kind: str, *, init: bool) -> str:
     field, ref, obj, path, _ = SOURCES[kind]
     extra = f"volumes:\n  - name: vol\n    {field}:\n      {ref}: {obj}\n"
     mounts = f"volumeMounts:\n  - name: vol\n    mountPath: {path}\n"
+    # The value has no newline: echo one, or the CRI logger holds the partial line back.
     return pod_manifest(name, init="sleep 1" if init else "", extra_spec=extra,
-                        container_extra=mounts, # The value has no newline: echo one, or the CRI logger holds the partial line back.
-                        command=f"cat {path}/key && echo && sleep 1000000")
+                        container_extra=mounts, command=f"cat {path}/key && echo && sleep 1000000")
 
 
 def source_object(kind: str) -> str:

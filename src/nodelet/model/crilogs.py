@@ -170,3 +170,15 @@ def _dict(value: Any) -> JSON:
 
 def _dicts(value: Any) -> list[JSON]:
     return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def last_lines(raw: bytes, max_lines: int, max_bytes: int) -> str:
+    """The last `max_lines` logged lines of a CRI log (fragments joined), cut to the last
+    `max_bytes` bytes: the kubelet's FallbackToLogsOnError termination message."""
+    joiner = PartialJoiner()
+    lines: list[bytes] = []
+    for record in raw.splitlines():
+        lines += [line.content for line in joiner.push(parse_line(record))]
+    lines += [line.content for line in joiner.flush()]
+    text = b"\n".join(lines[-max_lines:]) if max_lines > 0 else b""
+    return text[-max_bytes:].decode(errors="ignore")

@@ -17,7 +17,7 @@ from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 
 from nodelet.adapters.cri import client as cri
-from nodelet.model import crilog_tail, pods, runtime, specs
+from nodelet.model import crilogs, pods, runtime, specs
 from nodelet.model import events as ev
 from nodelet.services import hooks, images, recording
 
@@ -143,13 +143,13 @@ class ContainerRunner:
         if info.state is not runtime.ContainerState.EXITED or info.message:
             return info
         message = _read_tail(self.message_file(pod.uid, info.name, info.attempt),
-                             MAX_MESSAGE_BYTES)
+                             MAX_MESSAGE_BYTES).decode(errors="replace")
         spec = next((c for c in (*pod.spec.init_containers, *pod.spec.containers)
                      if c.name == info.name), None)
         fallback = spec is not None and spec.termination_message_policy == "FallbackToLogsOnError"
         if not message and fallback and info.exit_code != 0 and info.log_path:
             raw = _read_tail(Path(info.log_path), 64 * 1024)
-            message = crilog_tail.last_lines(raw, FALLBACK_LOG_LINES, FALLBACK_LOG_BYTES)
+            message = crilogs.last_lines(raw, FALLBACK_LOG_LINES, FALLBACK_LOG_BYTES)
         if not message:
             return info
         return runtime.ContainerInfo(**{**info.__dict__, "message": message})
@@ -160,12 +160,12 @@ def _touch(path: Path) -> None:
     path.touch()
 
 
-def _read_tail(path: Path, limit: int) -> str:
+def _read_tail(path: Path, limit: int) -> bytes:
     try:
         with path.open("rb") as handle:
             handle.seek(0, 2)
             size = handle.tell()
             handle.seek(max(size - limit, 0))
-            return handle.read().decode(errors="replace")
+            return handle.read()
     except OSError:
-        return ""
+        return b""

@@ -47,7 +47,7 @@ class ImagePuller:
             message = f'Container image "{image}" is not present with pull policy of Never'
             waiting[container.name] = ("ErrImageNeverPull", message)
             self._recorder.record(pod, "Warning", "ErrImageNeverPull", message)
-            return self._sync.image_backoff_max
+            return self._sync.image_backoff  # look again soon: the image may be imported
         key = (str(pod.uid), image)
         left = self._backoff_left(key)
         if left > 0:

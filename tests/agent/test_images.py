@@ -1,0 +1,178 @@
+"""Image pulls under a real agent, from a real local registry (tests/registry.py).
+
+Every test pushes its own busybox variant (fresh layer digests), so containerd never has the
+blobs in advance and a pull really transfers them; pulled images are removed at the end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+import pytest_asyncio
+
+from conftest import Instance
+from harness import Harness, all_ready, cond, is_true, pod_manifest
+from nodelet.adapters.cri import errors as cri_errors
+from nodelet.model import events as ev
+from nodelet.model import status as st
+from registry import BLOB_GETS_PER_PULL, PULL_15S_DELAY, Registry
+
+pytestmark = pytest.mark.runtime
+
+REPO = "nodelet/busybox"
+_DEFAULT_IMAGE = "image: localhost/nodelet/busybox:latest\n      imagePullPolicy: IfNotPresent"
+
+
+def image_pod(name: str, image: str, policy: str, **kwargs: object) -> str:
+    """`pod_manifest` with the app container's image and imagePullPolicy replaced."""
+    text = pod_manifest(name, **kwargs)  # type: ignore[arg-type]
+    assert text.count(_DEFAULT_IMAGE) == 1, text
+    return text.replace(_DEFAULT_IMAGE, f"image: {image}\n      imagePullPolicy: {policy}")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def pulled(runtime: Instance) -> AsyncIterator[list[str]]:
+    """References to remove from containerd at the end. Request it before `agent`, so that
+    it is torn down after the agent has removed its pods."""
+    refs: list[str] = []
+    yield refs
+    for ref in refs:
+        try:
+            await runtime.client.remove_image(ref)
+        except cri_errors.NotFound:
+            pass
+
+
+def waiting(pod_status: st.PodStatus) -> st.ContainerStateWaiting | None:
+    state = pod_status.container_statuses[0].state if pod_status.container_statuses else None
+    return state if isinstance(state, st.ContainerStateWaiting) else None
+
+
+def waiting_reason(pod_status: st.PodStatus) -> str:
+    state = waiting(pod_status)
+    return state.reason if state is not None else ""
+
+
+def events_by(agent: Harness, name: str, reason: str) -> list[ev.Event]:
+    return [e for e in agent.events_of(name) if e.reason == reason]
+
+
+def pull_seconds(event: ev.Event, ref: str) -> float:
+    """The time taken from `Successfully pulled image "REF" in 1.234s`."""
+    found = re.fullmatch(rf'Successfully pulled image "{re.escape(ref)}" in (\d+\.\d+)s',
+                         event.message)
+    assert found is not None, event.message
+    return float(found.group(1))
+
+
+async def test_always_policy_pulls_through_cri_with_events(
+    pulled: list[str], agent: Harness, runtime: Instance, registry: Registry
+) -> None:
+    ref = registry.push(REPO, "always")
+    pulled.append(ref)
+    agent.write("always.yaml", image_pod("always", ref, "Always"))
+    pod_status = await agent.wait_status("always", all_ready, what="pod of a pulled image Ready")
+    assert pod_status.phase == "Running"
+    assert pod_status.container_statuses[0].image == ref
+    pulling = events_by(agent, "always", ev.PULLING)
+    done = events_by(agent, "always", ev.PULLED)
+    assert [(e.type, e.message) for e in pulling] == [("Normal", f'Pulling image "{ref}"')]
+    assert len(done) == 1 and done[0].type == "Normal", done
+    pull_seconds(done[0], ref)
+    assert pulling[0].first_timestamp <= done[0].first_timestamp
+    assert await runtime.client.image_status(ref) is not None
+
+
+async def test_if_not_present_policy_uses_the_present_image_without_pulling(
+    pulled: list[str], agent: Harness, runtime: Instance, registry: Registry
+) -> None:
+    ref = registry.push(REPO, "present")
+    pulled.append(ref)
+    await runtime.client.pull_image(ref)
+    agent.write("present.yaml", image_pod("present", ref, "IfNotPresent"))
+    await agent.wait_status("present", all_ready, what="pod of a present image Ready")
+    reasons = [e.reason for e in agent.events_of("present")]
+    assert ev.PULLING not in reasons and ev.PULLED not in reasons, agent.events_of("present")
+
+
+async def test_never_policy_with_a_missing_image_waits_with_err_image_never_pull(
+    agent: Harness, runtime: Instance, registry: Registry
+) -> None:
+    ref = registry.ref(REPO, "never-pulled")
+    assert await runtime.client.image_status(ref) is None
+    agent.write("never.yaml", image_pod("never", ref, "Never"))
+    pod_status = await agent.wait_status(
+        "never", lambda s: waiting_reason(s) == "ErrImageNeverPull",
+        what="waiting reason ErrImageNeverPull")
+    message = f'Container image "{ref}" is not present with pull policy of Never'
+    assert waiting(pod_status) == st.ContainerStateWaiting("ErrImageNeverPull", message)
+    assert pod_status.phase == "Pending"
+    # The sandbox does not wait for images (KEP-3085): its condition is True all the same.
+    assert is_true(pod_status, st.POD_READY_TO_START_CONTAINERS)
+    assert not is_true(pod_status, st.CONTAINERS_READY)
+    never = events_by(agent, "never", "ErrImageNeverPull")
+    assert never and never[0].type == "Warning" and never[0].message == message
+    assert not events_by(agent, "never", ev.PULLING)
+
+
+async def test_missing_image_goes_from_err_image_pull_to_image_pull_back_off(
+    pulled: list[str], agent: Harness, registry: Registry
+) -> None:
+    ref = registry.ref(REPO, "not-pushed-yet")
+    pulled.append(ref)
+    agent.write("missing.yaml", image_pod("missing", ref, "IfNotPresent"))
+    first = await agent.wait_status("missing", lambda s: waiting_reason(s) == "ErrImagePull",
+                                    what="waiting reason ErrImagePull after the first pull")
+    assert first.phase == "Pending" and is_true(first, st.POD_READY_TO_START_CONTAINERS)
+    failed = events_by(agent, "missing", ev.FAILED)
+    assert failed and failed[0].type == "Warning", agent.events_of("missing")
+    assert failed[0].message.startswith(f'Failed to pull image "{ref}": '), failed[0].message
+
+    backing_off = await agent.wait_status(
+        "missing", lambda s: waiting_reason(s) == "ImagePullBackOff"
+        and bool(events_by(agent, "missing", ev.BACK_OFF)),
+        what="waiting reason ImagePullBackOff with a BackOff event")
+    assert is_true(backing_off, st.POD_READY_TO_START_CONTAINERS)
+    back_off = events_by(agent, "missing", ev.BACK_OFF)
+    assert [(e.type, e.message) for e in back_off] == [
+        ("Normal", f'Back-off pulling image "{ref}"')]
+
+    # Once the tag exists, the next attempt after the back-off pulls it.
+    registry.push(REPO, "not-pushed-yet")
+    await agent.wait_status("missing", all_ready, what="Ready once the image can be pulled")
+    assert events_by(agent, "missing", ev.PULLED)
+
+
+async def test_slow_image_pull_does_not_delay_pod_ready_to_start_containers(
+    pulled: list[str], agent: Harness, registry: Registry
+) -> None:
+    """The KEP-3085 node e2e case: an image pull of about 15 s (registry behind a slow proxy)."""
+    registry.push(REPO, "slow")
+    async with registry.slow_proxy(PULL_15S_DELAY) as proxy:
+        ref = registry.ref(REPO, "slow", host=proxy.host)
+        pulled.append(ref)
+        agent.write("slow.yaml", image_pod("slow", ref, "IfNotPresent"))
+        early = await agent.wait_status(
+            "slow", lambda s: is_true(s, st.POD_READY_TO_START_CONTAINERS), within=10,
+            what="PodReadyToStartContainers True within 10 s of the manifest")
+        assert not is_true(early, st.READY)
+        final = await agent.wait_status("slow", all_ready, within=90,
+                                        what="Ready after the slow pull")
+    held = [r for r in proxy.requests if r.delayed]
+    assert len(held) == BLOB_GETS_PER_PULL, proxy.requests
+    [done] = events_by(agent, "slow", ev.PULLED)
+    assert pull_seconds(done, ref) >= PULL_15S_DELAY, done.message
+
+    sandbox = cond(final, st.POD_READY_TO_START_CONTAINERS)
+    ready = cond(final, st.READY)
+    assert sandbox is not None and ready is not None
+    assert sandbox.last_transition_time is not None and ready.last_transition_time is not None
+    assert sandbox.last_transition_time < ready.last_transition_time
+    # Also as the API serialises them (whole seconds), which is what the node e2e test compares.
+    assert sandbox.last_transition_time.replace(microsecond=0) \
+        < ready.last_transition_time.replace(microsecond=0)
+    assert ready.last_transition_time - sandbox.last_transition_time >= timedelta(
+        seconds=PULL_15S_DELAY)

@@ -1,0 +1,99 @@
+"""Container lifecycle details on real containerd: termination messages, hooks, deadlines,
+pod-level cgroups with resource limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import Harness, all_ready, cond, pod_manifest
+from nodelet.model import status as st
+
+pytestmark = pytest.mark.runtime
+
+
+def terminated(pod_status: st.PodStatus) -> st.ContainerStateTerminated | None:
+    state = pod_status.container_statuses[0].state if pod_status.container_statuses else None
+    return state if isinstance(state, st.ContainerStateTerminated) else None
+
+
+@pytest.mark.parametrize(
+    ("command", "extra", "message"),
+    [
+        ("printf bye > /dev/termination-log; exit 1", "", "bye"),
+        ("echo oops; exit 2", "terminationMessagePolicy: FallbackToLogsOnError\n", "oops"),
+        ("printf custom > /tmp/msg; exit 3", "terminationMessagePath: /tmp/msg\n", "custom"),
+    ],
+    ids=["file", "fallback-to-logs", "custom-path"],
+)
+async def test_termination_message(agent: Harness, command: str, extra: str,
+                                   message: str) -> None:
+    agent.write("msg.yaml", pod_manifest("msg", command=command, restart_policy="Never",
+                                         container_extra=extra))
+    pod_status = await agent.wait_status("msg", lambda s: terminated(s) is not None,
+                                         what="container terminated")
+    state = terminated(pod_status)
+    assert state is not None and state.message == message
+
+
+async def test_post_start_and_pre_stop_hooks_run(agent: Harness) -> None:
+    shared = agent.root / "hook-marks"  # a hostPath the hooks write into
+    hooks = ("lifecycle:\n"
+             "  postStart:\n    exec: {command: [sh, -c, 'date > /marks/post-start']}\n"
+             "  preStop:\n    exec: {command: [sh, -c, 'date > /marks/pre-stop']}\n"
+             "volumeMounts:\n  - {name: marks, mountPath: /marks}\n")
+    volume = (f"volumes:\n  - name: marks\n    hostPath: {{path: {shared}, "
+              "type: DirectoryOrCreate}\n")
+    agent.write("hooks.yaml", pod_manifest("hooks", container_extra=hooks, extra_spec=volume,
+                                           grace=5))
+    await agent.wait_status("hooks", all_ready, what="hooks Ready")
+    await agent.wait(lambda: (shared / "post-start").exists(), what="postStart ran")
+    assert not (shared / "pre-stop").exists()
+    agent.remove("hooks.yaml")
+    await agent.wait(lambda: agent.find("hooks") is None, what="hooks pod gone")
+    assert (shared / "pre-stop").exists(), "preStop ran before the container was stopped"
+
+
+async def test_failed_post_start_hook_kills_the_container(agent: Harness) -> None:
+    hooks = "lifecycle:\n  postStart:\n    exec: {command: [sh, -c, 'exit 7']}\n"
+    agent.write("badhook.yaml", pod_manifest("badhook", container_extra=hooks))
+    await agent.wait(lambda: any(e.reason == "FailedPostStartHook"
+                                 for e in agent.events_of("badhook")),
+                     what="FailedPostStartHook event")
+    await agent.wait_status("badhook", lambda s: bool(s.container_statuses)
+                            and s.container_statuses[0].restart_count >= 1,
+                            what="the container restarted after its hook failed")
+
+
+async def test_active_deadline_fails_the_pod_and_stops_its_sandbox(agent: Harness) -> None:
+    agent.write("deadline.yaml", pod_manifest("deadline", extra_spec="activeDeadlineSeconds: 2\n"))
+    await agent.wait_status("deadline", all_ready, what="deadline Ready")
+    pod_status = await agent.wait_status(
+        "deadline", lambda s: s.phase == "Failed" and
+        cond(s, st.POD_READY_TO_START_CONTAINERS).status == "False",  # type: ignore[union-attr]
+        what="Failed after its deadline, sandbox stopped")
+    assert pod_status.reason == "DeadlineExceeded"
+    assert pod_status.message == "Pod was active on the node longer than the specified deadline"
+
+
+def _cgroup(relative: str) -> Path:
+    return Path("/sys/fs/cgroup/memory") / relative.lstrip("/")
+
+
+async def test_resources_map_to_a_pod_cgroup_that_is_removed_with_the_pod(
+    agent: Harness,
+) -> None:
+    resources = ("resources:\n  requests: {cpu: 100m, memory: 32Mi}\n"
+                 "  limits: {cpu: 100m, memory: 32Mi}\n")
+    agent.write("limited.yaml", pod_manifest("limited", container_extra=resources))
+    await agent.wait_status("limited", all_ready, what="limited Ready")
+    pod, _ = agent.find("limited")  # type: ignore[misc]
+    pod_cgroup = _cgroup(f"/kubepods/pod{pod.uid}")  # Guaranteed: no QoS level
+    assert pod_cgroup.is_dir()
+    limits = [int((d / "memory.limit_in_bytes").read_text())
+              for d in pod_cgroup.iterdir() if d.is_dir()]
+    assert 32 * 1024 * 1024 in limits, limits
+    agent.remove("limited.yaml")
+    await agent.wait(lambda: agent.find("limited") is None, what="limited gone")
+    assert not pod_cgroup.exists()
