@@ -97,3 +97,41 @@ async def test_resources_map_to_a_pod_cgroup_that_is_removed_with_the_pod(
     agent.remove("limited.yaml")
     await agent.wait(lambda: agent.find("limited") is None, what="limited gone")
     assert not pod_cgroup.exists()
+
+
+async def test_removed_pods_leave_nothing_behind(agent: Harness, runtime: object) -> None:
+    from nodelet.adapters import cni, containerd
+
+    volumes = ("volumes:\n  - name: scratch\n    emptyDir: {}\n"
+               "  - name: ram\n    emptyDir: {medium: Memory, sizeLimit: 8Mi}\n"
+               "  - name: cfg\n    configMap: {name: leftovers}\n")
+    mounts = ("volumeMounts:\n  - {name: scratch, mountPath: /scratch}\n"
+              "  - {name: ram, mountPath: /ram}\n  - {name: cfg, mountPath: /cfg}\n")
+    agent.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: leftovers}\n"
+                           "data: {a: b}\n")
+    for name in ("tidy-a", "tidy-b"):
+        agent.write(f"{name}.yaml", pod_manifest(
+            name, command="echo x > /scratch/f; echo y > /ram/f; sleep 1000000",
+            extra_spec=volumes, container_extra=mounts))
+    for name in ("tidy-a", "tidy-b"):
+        await agent.wait_status(name, all_ready, what=f"{name} Ready")
+    agent_ = agent.agent_or_fail()
+    uids = [agent.find(n)[0].uid for n in ("tidy-a", "tidy-b")]  # type: ignore[index]
+    sandboxes = [(await agent_.relister.refresh_pod(u)).sandboxes[0].id for u in uids]
+    netns = [await agent_.syncer._client.sandbox_netns_path(s) for s in sandboxes]
+    data_dir = agent.settings.data_dir
+    assert containerd.mounts_under(data_dir / "pods"), "the Memory emptyDir is a real tmpfs"
+
+    for name in ("tidy-a", "tidy-b"):
+        agent.remove(f"{name}.yaml")
+    await agent.wait(lambda: not agent_.pods(), what="all pods gone")
+    for uid in uids:
+        state = await agent_.relister.refresh_pod(uid)
+        assert state.sandboxes == () and state.containers == ()
+        assert not (data_dir / "pods" / uid).exists(), "volumes and pod dirs removed"
+    assert containerd.mounts_under(data_dir) == []
+    assert not any(Path(n).exists() for n in netns)
+    runtime_dir = runtime.data_dir  # type: ignore[attr-defined]
+    held = [p for p in cni.ipam_allocations(runtime_dir)
+            if any(s in p.read_text() for s in sandboxes)]
+    assert held == []
