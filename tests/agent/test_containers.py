@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from harness import Harness, all_ready, cond, is_true, pod_manifest
 
+from harness import Harness, all_ready, cond, is_true, pod_manifest
 from nodelet.model import status as st
 
 pytestmark = pytest.mark.runtime
@@ -105,3 +105,29 @@ async def test_run_to_completion_pods_end_in_a_terminal_phase(
     pod, _ = agent.find(name)  # type: ignore[misc]
     state = await agent.agent_or_fail().relister.refresh_pod(pod.uid)
     assert len([c for c in state.containers if c.name == "main"]) == 1, "never restarted"
+
+
+async def test_failing_init_container_is_retried_until_it_succeeds(agent: Harness) -> None:
+    marks = agent.root / "init-marks"
+    volume = (f"volumes:\n  - name: marks\n    hostPath: {{path: {marks}, "
+              "type: DirectoryOrCreate}\n")
+    text = pod_manifest("retry", init="test -f /marks/ok || { touch /marks/ok; exit 1; }",
+                        extra_spec=volume)
+    text = text.replace("      command: [\"sh\", \"-c\", 'test -f",
+                        "      volumeMounts: [{name: marks, mountPath: /marks}]\n"
+                        "      command: [\"sh\", \"-c\", 'test -f")
+    agent.write("retry.yaml", text)
+    pod_status = await agent.wait_status("retry", all_ready, what="Ready after an init retry")
+    init = pod_status.init_container_statuses[0]
+    assert init.restart_count >= 1
+    assert isinstance(init.state, st.ContainerStateTerminated) and init.state.exit_code == 0
+
+
+async def test_sidecar_init_container_keeps_running(agent: Harness) -> None:
+    text = pod_manifest("sidecar", init="sleep 1000000")
+    text = text.replace("    - name: init\n", "    - name: init\n      restartPolicy: Always\n")
+    agent.write("sidecar.yaml", text)
+    pod_status = await agent.wait_status("sidecar", all_ready, what="Ready with a sidecar")
+    sidecar = pod_status.init_container_statuses[0]
+    assert isinstance(sidecar.state, st.ContainerStateRunning) and sidecar.started
+    assert is_true(pod_status, st.INITIALIZED)
