@@ -251,7 +251,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
         print(f'Error: pod "{args.name}" not found', file=sys.stderr)
         return 1
     meta = pod["metadata"]
-    events = client.events(pod=meta["name"], namespace=meta.get("namespace"))
+    events = client.events(pod=meta["name"], namespace=meta.get("namespace"), precise=True)
     print(timeline.render_text(timeline.build(pod, events, datetime.now(UTC))), end="")
     return 0
 

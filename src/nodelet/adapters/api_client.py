@@ -39,9 +39,14 @@ class ApiClient:
         """The v1 PodList (`precise`: transition times with microseconds)."""
         return self._get_json_object("/pods", {"precise": "true"} if precise else {})
 
-    def events(self, *, pod: str | None = None, namespace: str | None = None) -> dict[str, Any]:
-        """The v1 EventList, optionally of one pod name / namespace."""
+    def events(
+        self, *, pod: str | None = None, namespace: str | None = None, precise: bool = False
+    ) -> dict[str, Any]:
+        """The v1 EventList, optionally of one pod name / namespace (`precise`: times with
+        microseconds)."""
         query = {k: v for k, v in (("pod", pod), ("namespace", namespace)) if v}
+        if precise:
+            query["precise"] = "true"
         return self._get_json_object("/events", query)
 
     def manifests(self) -> list[dict[str, Any]]:

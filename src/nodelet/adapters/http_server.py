@@ -4,15 +4,23 @@ Routes (all GET):
 
     /pods        v1 PodList, as the kubelet's read-only port serves it; `?precise=true` writes
                  condition transition times and startTime with microseconds
-    /events      v1 EventList; `?pod=NAME` and `?namespace=NS` filter by the involved pod
+    /events      v1 EventList; `?pod=NAME` and `?namespace=NS` filter by the involved pod;
+                 `?precise=true` writes firstTimestamp/lastTimestamp with microseconds
     /healthz     200 `ok`, or 500 listing the checks (`?verbose` lists them always), as
                  kube-apiserver does
     /manifests   JSON list: how each static pod manifest document was read
     /metrics     Prometheus text exposition
+    /ui          the web UI (HTML, `adapters/web`): the pods with their condition badges;
+    /ui/pods/NAMESPACE/NAME   one pod: start-up timeline, sandbox error, conditions, events;
+    /ui/node     sandbox-ready latency histogram and sandbox failures by error class;
+    /ui/static/FILE           its stylesheet and script
 
 The server only reads through an `AgentView`; the app wires one over the status manager, the
-event recorder and the metrics registry. Binding a non-loopback address requires a bearer token;
-with a token every request must carry `Authorization: Bearer <token>` or gets 401.
+event recorder and the metrics registry; the UI renders the same JSON and `/metrics` text.
+The UI pages are sent with a Content-Security-Policy that allows only this origin's script and
+stylesheet, so an unescaped value could not run code. Binding a non-loopback address requires a
+bearer token; with a token every request, the UI's included, must carry
+`Authorization: Bearer <token>` or gets 401.
 
 Exceptions:
 
@@ -27,10 +35,12 @@ import ipaddress
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aiohttp import web
 
+from nodelet.adapters.web import pages
 from nodelet.model import events as ev
 from nodelet.model import health as hm
 from nodelet.model import podjson
@@ -143,6 +153,11 @@ def _make_app(view: AgentView, token: str | None) -> web.Application:
     app.router.add_get("/healthz", routes.healthz)
     app.router.add_get("/manifests", routes.manifests)
     app.router.add_get("/metrics", routes.metrics)
+    app.router.add_get("/ui", routes.ui_pods)
+    app.router.add_get("/ui/", routes.ui_pods)
+    app.router.add_get("/ui/node", routes.ui_node)
+    app.router.add_get("/ui/pods/{namespace}/{name}", routes.ui_pod)
+    app.router.add_get("/ui/static/{file}", routes.ui_static)
     return app
 
 
@@ -167,6 +182,28 @@ def _json(body: Any, status: int = 200) -> web.Response:
     )
 
 
+# Only this origin's stylesheet and script; inline SVG needs nothing more.
+_CSP = ("default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    return web.Response(status=status, text=text, content_type="text/html", charset="utf-8",
+                        headers={"Content-Security-Policy": _CSP,
+                                 "X-Content-Type-Options": "nosniff",
+                                 "Cache-Control": "no-store"})
+
+
+def _events_to_api(events: list[ev.Event], *, precise: bool) -> dict[str, Any]:
+    """The EventList; `precise` keeps microseconds in first/lastTimestamp, as `/pods?precise`."""
+    out = ev.event_list_to_api(events)
+    if precise:
+        for item, event in zip(out["items"], events, strict=True):
+            item["firstTimestamp"] = st.format_precise(event.first_timestamp)
+            item["lastTimestamp"] = st.format_precise(event.last_timestamp)
+    return out
+
+
 def _flag(request: web.Request, name: str) -> bool:
     """`?name`, `?name=true`, `?name=1` are on; absent or `false`/`0` are off."""
     if name not in request.query:
@@ -177,6 +214,7 @@ def _flag(request: web.Request, name: str) -> bool:
 class _Routes:
     def __init__(self, view: AgentView) -> None:
         self._view = view
+        self._ui = pages.Ui()
 
     async def pods(self, request: web.Request) -> web.Response:
         precise = _flag(request, "precise")
@@ -185,7 +223,8 @@ class _Routes:
     async def events(self, request: web.Request) -> web.Response:
         pod = request.query.get("pod") or None
         namespace = request.query.get("namespace") or None
-        return _json(ev.event_list_to_api(self._view.events(pod, namespace)))
+        events = self._view.events(pod, namespace)
+        return _json(_events_to_api(events, precise=_flag(request, "precise")))
 
     async def healthz(self, request: web.Request) -> web.Response:
         checks = self._view.health()
@@ -198,3 +237,34 @@ class _Routes:
     async def metrics(self, request: web.Request) -> web.Response:
         body, content_type = self._view.metrics_text()
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+    # -- web UI ------------------------------------------------------------------------------
+
+    def _pods_json(self) -> list[dict[str, Any]]:
+        return [podjson.pod_to_api(pod, status, precise=True) for pod, status in self._view.pods()]
+
+    async def ui_pods(self, request: web.Request) -> web.Response:
+        return _html(self._ui.pods_page(self._pods_json(), datetime.now(UTC)))
+
+    async def ui_pod(self, request: web.Request) -> web.Response:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        now = datetime.now(UTC)
+        found = [(p, s) for p, s in self._view.pods() if (p.namespace, p.name) == (namespace, name)]
+        if not found:
+            return _html(self._ui.not_found_page(namespace, name, now), status=404)
+        pod = podjson.pod_to_api(*found[0], precise=True)
+        events = _events_to_api(self._view.events(name, namespace), precise=True)
+        return _html(self._ui.pod_page(pod, events, now))
+
+    async def ui_node(self, request: web.Request) -> web.Response:
+        body, _ = self._view.metrics_text()
+        text = body.decode("utf-8", "replace")
+        return _html(self._ui.node_page(text, self._pods_json(), datetime.now(UTC)))
+
+    async def ui_static(self, request: web.Request) -> web.Response:
+        found = self._ui.static(request.match_info["file"])
+        if found is None:
+            raise web.HTTPNotFound()
+        body, content_type = found
+        return web.Response(body=body, content_type=content_type, charset="utf-8",
+                            headers={"Cache-Control": "max-age=300"})

@@ -254,11 +254,23 @@ def bar(timeline: Timeline, milestone: Milestone) -> tuple[float, float]:
     if milestone.reached_at is not None:
         begin = milestone.reached_at - (milestone.step or timedelta(0))
         return offset(timeline, begin), offset(timeline, milestone.reached_at)
-    reached = [m.reached_at for m in timeline.milestones if m.reached_at is not None]
-    since = max(reached, default=timeline.start)
+    since = _last_reached(timeline)
     if since is None:
         return 0.0, 0.0
     return offset(timeline, since), 1.0
+
+
+def _last_reached(timeline: Timeline) -> datetime | None:
+    reached = [m.reached_at for m in timeline.milestones if m.reached_at is not None]
+    return max(reached, default=timeline.start)
+
+
+def waiting(timeline: Timeline) -> timedelta | None:
+    """How long the pod has waited for its next milestone (None once all are reached)."""
+    since = _last_reached(timeline)
+    if all(m.reached for m in timeline.milestones) or since is None or timeline.end is None:
+        return None
+    return timeline.end - since
 
 
 _BAR_WIDTH = 32
@@ -284,12 +296,16 @@ def render_text(timeline: Timeline, *, width: int = _BAR_WIDTH) -> str:
 
 def _text_row(timeline: Timeline, m: Milestone, width: int) -> list[str]:
     begin, end = bar(timeline, m)
-    left, right = round(begin * width), max(round(end * width), round(begin * width) + 1)
+    left = min(round(begin * width), width - 1)  # a zero-length step still shows one cell
+    right = max(round(end * width), left + 1)
     fill = "█" if m.reached else "░"
     cells = ("·" * left + fill * (right - left)).ljust(width, "·")[:width]
-    return [m.type, m.status or "-", format_time(m.reached_at), f"|{cells}|",
-            format_duration(m.since_start) if m.reached else "",
-            format_duration(m.step) if m.step is not None else ""]
+    since = format_duration(m.since_start) if m.reached else ""
+    if m.step is not None:
+        step = format_duration(m.step)
+    else:
+        step = f"waiting {format_duration(waiting(timeline))}" if m.status and not m.reached else ""
+    return [m.type, m.status or "-", format_time(m.reached_at), f"|{cells}|", since, step]
 
 
 def _attempt_lines(timeline: Timeline) -> list[str]:

@@ -8,7 +8,6 @@ that comes from a pod or an event is escaped here.
 from __future__ import annotations
 
 import math
-from datetime import timedelta
 from html import escape
 
 from nodelet.adapters.web import exposition
@@ -37,8 +36,17 @@ def _nice_step(span: float, ticks: int = 8) -> float:
     if span <= 0:
         return 1.0
     raw = span / ticks
-    magnitude = 10 ** math.floor(math.log10(raw))
-    return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    return next(m * magnitude for m in (1.0, 2.0, 5.0, 10.0) if m * magnitude >= raw)
+
+
+def compact(seconds: float) -> str:
+    """`0`, `250ms`, `2.5s`, `120s`, `+Inf`: short labels for ticks and buckets."""
+    if math.isinf(seconds):
+        return "+Inf"
+    if seconds == 0:
+        return "0"
+    return f"{seconds * 1000:.4g}ms" if seconds < 1 else f"{seconds:.4g}s"
 
 
 def _axis(t: tl.Timeline, height: int) -> list[str]:
@@ -48,8 +56,7 @@ def _axis(t: tl.Timeline, height: int) -> list[str]:
     for i in range(int(span / step) + 1 if span > 0 else 1):
         x = _x(i * step / span if span > 0 else 0)
         parts.append(f'<line x1="{x}" y1="{_TOP - 10}" x2="{x}" y2="{height - 4}" class="grid"/>')
-        parts.append(_text(x, _TOP - 14, "+" + tl.format_duration(timedelta(seconds=i * step)),
-                           "tick", "middle"))
+        parts.append(_text(x, _TOP - 14, "+" + compact(i * step), "tick", "middle"))
     return parts
 
 
@@ -92,7 +99,7 @@ def _milestone_row(t: tl.Timeline, m: tl.Milestone, y: int) -> list[str]:
 
 def _bar_label(t: tl.Timeline, m: tl.Milestone) -> str:
     if m.reached:
-        step = f" (step {tl.format_duration(m.step)})" if m.step else ""
+        step = f" (step {tl.format_duration(m.step)})" if m.step else ""  # 0: nothing to add
         return f"+{tl.format_duration(m.since_start)}{step}"
     waited = t.end - m.last_transition if t.end and m.last_transition else None
     return f"{m.status} for {tl.format_duration(waited)}"
@@ -133,12 +140,6 @@ _H_WIDTH, _H_HEIGHT = 960, 300
 _H_LEFT, _H_BOTTOM, _H_TOP = 50, 40, 16
 
 
-def _bound(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf"
-    return tl.format_duration(timedelta(seconds=value)).replace(" ", "")
-
-
 def histogram(h: exposition.Histogram, element_id: str) -> str:
     """Bars per bucket (observations in (previous le, le]), labelled `<=le`."""
     buckets = h.buckets()
@@ -156,12 +157,12 @@ def histogram(h: exposition.Histogram, element_id: str) -> str:
         x = round(_H_LEFT + i * slot + 3, 1)
         height = round(plot_h * b.count / top, 1)
         y = round(_H_TOP + plot_h - height, 1)
-        parts.append(f'<rect class="hbar" data-le="{_bound(b.upper)}" data-count="{b.count:g}" '
+        parts.append(f'<rect class="hbar" data-le="{compact(b.upper)}" data-count="{b.count:g}" '
                      f'x="{x}" y="{y}" width="{round(slot - 6, 1)}" height="{height}">'
-                     f"<title>{_bound(b.lower)} .. {_bound(b.upper)}: {b.count:g}</title></rect>")
+                     f"<title>{compact(b.lower)} .. {compact(b.upper)}: {b.count:g}</title></rect>")
         if b.count:
             parts.append(_text(x + (slot - 6) / 2, y - 4, f"{b.count:g}", "count", "middle"))
-        parts.append(_text(x + (slot - 6) / 2, _H_TOP + plot_h + 16, "≤" + _bound(b.upper),
+        parts.append(_text(x + (slot - 6) / 2, _H_TOP + plot_h + 16, "≤" + compact(b.upper),
                            "tick", "middle"))
     parts.append("</svg>")
     return "\n".join(parts)

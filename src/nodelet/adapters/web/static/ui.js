@@ -3,6 +3,7 @@
   "use strict";
   var KEY = "nodelet.autorefresh";
   var PERIOD_MS = 3000;
+  document.documentElement.setAttribute("data-js", "on");  // tests: the script ran
   var box = document.getElementById("autorefresh");
   if (!box) { return; }
   var timer = null;
