@@ -27,8 +27,10 @@ from nodelet.helpers import tasks
 from nodelet.model import events as ev
 from nodelet.model import health, pods, status
 from nodelet.services import (
+    cluster,
     metrics,
     probing,
+    progress,
     recording,
     relisting,
     sources,
@@ -48,8 +50,13 @@ def utc_now() -> datetime:
 class Agent:
     """The node agent; also the read-only view the HTTP API serves."""
 
-    def __init__(self, settings: settings_mod.Settings) -> None:
+    def __init__(
+        self, settings: settings_mod.Settings, *, console: progress.Console | None = None
+    ) -> None:
         self.settings = settings
+        # The terminal for live progress lines (None: no progress display, logs only).
+        self._console = console
+        self._progress: progress.ProgressService | None = None
         self._group = tasks.TaskGroup()
         self._containerd: containerd.EmbeddedContainerd | None = None
         self._client: cri.RuntimeClient | None = None
@@ -57,6 +64,9 @@ class Agent:
         self._server: http_server.HttpServer | None = None
         self._source: sources.ManifestSource | None = None
         self._objects: Mapping[tuple[str, str, str], Any] = {}
+        self._static_pods: dict[pods.PodUID, pods.Pod] = {}
+        self._api_pods: dict[pods.PodUID, pods.Pod] = {}
+        self.cluster: cluster.ClusterMode | None = None
         self.metrics = metrics.Metrics()
 
     # -- life cycle -------------------------------------------------------------------------
@@ -73,8 +83,12 @@ class Agent:
         )
         self.recorder.restore()
         self.statuses.subscribe(self.metrics.observe_status)
+        self.recorder.subscribe(self.metrics.observe_event)
+        self._start_progress()
         self._client = await self._connect_runtime()
-        self.relister = relisting.Relister(client=self._client, on_change=self._wake)
+        self._host_ip = host.host_ip()
+        self.relister = relisting.Relister(client=self._client, on_change=self._runtime_changed)
+        self.metrics.watch_runtime(self.relister.pod)
         self.volumes = volumes.VolumeManager(
             root=s.data_dir / "pods", lookup=self._lookup_object, node_name=s.node_name,
         )
@@ -85,7 +99,7 @@ class Agent:
             client=self._client, relister=self.relister, statuses=self.statuses,
             volumes=self.volumes, probes=self.probes,
             recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
-            node=syncing.NodeFacts(host_ip=host.host_ip(), host_dns=host.host_dns(),
+            node=syncing.NodeFacts(host_ip=self._host_ip, host_dns=host.host_dns(),
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods"),
         )
@@ -94,6 +108,7 @@ class Agent:
         )
         await self.relister.relist()  # before any worker starts: existing sandboxes are adopted
         self._start_source()
+        await self._join_cluster()
         self._terminate_orphans()
         self._group.spawn("relist", self.relister.run(s.sync.relist_period))
         await self._start_server()
@@ -108,11 +123,26 @@ class Agent:
             endpoint = self._containerd.endpoint
         else:
             endpoint = runtime.endpoint
-        client = await cri.RuntimeClient.connect(endpoint, timeouts=runtime.timeouts)
+        client = await cri.RuntimeClient.connect(
+            endpoint, timeouts=runtime.timeouts, observer=self.metrics.observe_operation)
         if self._containerd is not None:
             await self._containerd.wait_ready(client)
         self.runtime_endpoint = endpoint
         return client
+
+    async def _join_cluster(self) -> None:
+        """With --kubeconfig: register the Node, keep its Lease, run the pods bound to it."""
+        s = self.settings
+        if s.cluster is None:
+            return
+        assert self._client is not None
+        self.cluster = cluster.ClusterMode(
+            settings=s.cluster, node_name=s.node_name, host_ip=self._host_ip,
+            pod_cidrs=s.runtime.pod_cidrs, statuses=self.statuses, recorder=self.recorder,
+            runtime=self._client, on_pods=self._on_api_pods, on_objects=self._wake_readers,
+            clock=utc_now,
+        )
+        await self.cluster.start()  # lists the pods once (→ on_pods) before returning
 
     def _start_source(self) -> None:
         directory = self.settings.manifests_dir
@@ -134,6 +164,13 @@ class Agent:
                     self.settings.sync.default_grace_period)),
             ))
 
+    def _start_progress(self) -> None:
+        if self._console is not None:
+            self._progress = progress.ProgressService(
+                statuses=self.statuses, recorder=self.recorder, console=self._console,
+                clock=utc_now)
+            self._progress.start(self._group)
+
     def _token(self) -> str | None:
         token_file = self.settings.server.auth_token_file
         return Path(token_file).read_text().strip() if token_file is not None else None
@@ -146,7 +183,11 @@ class Agent:
 
     async def stop(self) -> None:
         """Stop the agent's loops; the runtime and the pods keep running."""
+        if self.cluster is not None:
+            await self.cluster.stop()
         await self._group.close()
+        if self._progress is not None:
+            self._progress.stop()
         if self._server is not None:
             await self._server.stop()
         if self._client is not None:
@@ -163,26 +204,46 @@ class Agent:
 
     # -- callbacks ----------------------------------------------------------------------------
 
+    def _runtime_changed(self, uid: pods.PodUID) -> None:
+        self.metrics.runtime_changed(uid)  # before the wake: it starts the status update clock
+        self._wake(uid)
+
     def _wake(self, uid: pods.PodUID) -> None:
         self.workers.wake(uid)
 
     def _on_source(self, snapshot: sources.SourceSnapshot) -> None:
         previous, self._objects = self._objects, snapshot.objects
-        self.workers.update(snapshot.pods)
-        # Pods waiting for a ConfigMap or Secret go on as soon as it appears, and updates
-        # reach mounted files without waiting for the periodic resync.
-        changed = {key for key in set(previous) | set(self._objects)
-                   if previous.get(key) != self._objects.get(key)}
-        if changed:
-            for uid, pod in snapshot.pods.items():
-                if self.volumes.referenced_objects(pod) & changed:
-                    self.workers.wake(uid)
+        self._static_pods = dict(snapshot.pods)
+        self.workers.update({**self._static_pods, **self._api_pods})
+        self._wake_readers({key for key in set(previous) | set(self._objects)
+                            if previous.get(key) != self._objects.get(key)})
+
+    def _on_api_pods(self, desired: Mapping[pods.PodUID, pods.Pod]) -> None:
+        self._api_pods = dict(desired)
+        self.workers.update({**self._static_pods, **self._api_pods})
+
+    def _wake_readers(self, changed: set[tuple[str, str, str]]) -> None:
+        """Pods waiting for a ConfigMap or Secret go on as soon as it appears, and updates
+        reach mounted files without waiting for the periodic resync."""
+        if not changed:
+            return
+        for uid in self.workers.uids():
+            pod = self.workers.pod(uid)
+            if pod is not None and self.volumes.referenced_objects(pod) & changed:
+                self.workers.wake(uid)
 
     def _lookup_object(self, kind: str, namespace: str, name: str) -> Any:
+        if self.cluster is not None:
+            found = self.cluster.lookup_object(kind, namespace, name)
+            if found is not None:
+                return found
         return self._objects.get((kind, namespace, name))
 
     def _gone(self, uid: pods.PodUID) -> None:
         self.statuses.forget(uid)
+        if self.cluster is not None:
+            self.cluster.pod_gone(uid)  # the final DELETE (grace 0, UID precondition)
+        self.metrics.forget(uid)
 
     # -- the view served over HTTP -----------------------------------------------------------
 
@@ -208,14 +269,18 @@ class Agent:
             health.HealthCheck("runtime", fresh, self.relister.last_error
                                or ("" if fresh else "no successful relist recently")),
             health.HealthCheck("pod-workers", self.workers.alive(), ""),
+            *(self.cluster.health() if self.cluster is not None else ()),
         ]
 
     def metrics_text(self) -> tuple[bytes, str]:
         return self.metrics.render()
 
 
-async def run(settings: settings_mod.Settings, stop: asyncio.Event) -> None:
-    agent = Agent(settings)
+async def run(
+    settings: settings_mod.Settings, stop: asyncio.Event, *, console: progress.Console | None = None
+) -> None:
+    """Run the agent until `stop` is set; with `console`, draw live progress lines on it."""
+    agent = Agent(settings, console=console)
     try:
         await agent.start()
         await stop.wait()

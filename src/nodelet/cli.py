@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="K=V,... (PodReadyToStartContainersCondition, PodHasNetworkCondition)")
     run.add_argument("--node-name", help="node name (default: the hostname)")
     run.add_argument("--kubeconfig", type=Path, help="join a Kubernetes cluster")
+    run.add_argument("--kube-api-qps", type=float, default=50.0,
+                     help="API requests per second (default: %(default)s)")
+    run.add_argument("--kube-api-burst", type=int, default=100,
+                     help="API request burst (default: %(default)s)")
     run.add_argument("--auth-token-file", type=Path,
                      help="bearer token required on every HTTP request")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
@@ -95,10 +99,10 @@ def _add_server_flags(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> settings.Settings:
     base = settings.Settings(data_dir=args.data_dir.resolve(), manifests_dir=args.manifests)
+    cluster = None
     if args.kubeconfig is not None:
-        raise settings.SettingsError(
-            "--kubeconfig: cluster mode is not available in this version of nodelet; "
-            "run without it to serve static pods from --manifests")
+        cluster = settings.ClusterSettings(kubeconfig=args.kubeconfig.resolve(),
+                                           qps=args.kube_api_qps, burst=args.kube_api_burst)
     host, port = args.listen
     return replace(
         base,
@@ -107,6 +111,7 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
         runtime=replace(base.runtime, endpoint=args.runtime_endpoint,
                         pod_cidrs=tuple(args.pod_cidr)),
         server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file),
+        cluster=cluster,
     )
 
 
@@ -133,10 +138,11 @@ def _progress_console(args: argparse.Namespace) -> progress.Console | None:
 def _setup_logging(fmt: str, verbose: bool, console: progress.Console | None = None) -> None:
     handler: logging.Handler = logging.StreamHandler()
     if console is not None and fmt == "text":
-        # Records go above the live progress lines; routine INFO lines (every event) would
-        # only repeat what the lines show, so without -v only warnings and errors are printed.
+        # Records go above the live progress lines. Events and sync retries (INFO, WARNING)
+        # only repeat what the lines show, every retry, so without -v only errors are printed.
         handler = rich_logging.RichHandler(console=console, show_path=False)
-        handler.setLevel(logging.DEBUG if verbose else logging.WARNING)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        handler.setLevel(logging.DEBUG if verbose else logging.ERROR)
     elif fmt == "json":
         handler.setFormatter(_JsonFormatter())
     else:

@@ -98,6 +98,46 @@ class ServerSettings:
 
 
 @dataclass(frozen=True)
+class ClusterSettings:
+    """Cluster mode. Durations in seconds."""
+
+    kubeconfig: Path
+    # Requests per second and burst towards the API server (kubelet: 50 / 100).
+    qps: float = 50.0
+    burst: int = 100
+    # The same for Events, on their own client (kubelet: eventRecordQPS 50, eventBurst 100).
+    event_qps: float = 50.0
+    event_burst: int = 100
+    # Pod statuses: compare with the API and resend drifted ones (kubelet: 10 s).
+    status_resync_period: float = 10.0
+    status_retry: float = 0.5
+    status_retry_max: float = 30.0
+    status_senders: int = 4
+    # Node status: computed every `node_status_period`, sent when changed or every
+    # `node_report_period` (kubelet: 10 s and 5 min).
+    node_status_period: float = 10.0
+    node_report_period: float = 300.0
+    max_pods: int = 110
+    # Lease (kubelet: 40 s duration, renewed every 10 s with 4 % jitter).
+    lease_duration: int = 40
+    lease_renew_period: float = 10.0
+    # ConfigMaps/Secrets for volumes are read again after this long.
+    object_ttl: float = 30.0
+    # Request deadline; watch length and inactivity timeout; watch reconnect back-off.
+    request_timeout: float = 10.0
+    watch_timeout: int = 300
+    watch_inactivity: float = 120.0
+    watch_backoff: float = 0.5
+    watch_backoff_max: float = 30.0
+    # Final pod delete retry back-off: initial and cap; how long it waits for the last status.
+    delete_retry: float = 0.5
+    delete_retry_max: float = 30.0
+    delete_status_wait: float = 30.0
+    # How long `start()` waits for the node registration and the first pod list.
+    start_timeout: float = 30.0
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = DEFAULT_DATA_DIR
     # Directory of static pod manifests; None runs no static pods.
@@ -107,6 +147,8 @@ class Settings:
     gates: FeatureGates = field(default_factory=FeatureGates)
     sync: SyncSettings = field(default_factory=SyncSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
+    cluster: ClusterSettings | None = None
     # How often the manifest directory is rescanned (changes are noticed within this time).
     manifest_poll_period: float = 0.2
     # Events kept in the checkpoint (oldest dropped first).

@@ -125,6 +125,9 @@ class TimeParser:
 
     def __init__(self) -> None:
         self._cache: dict[str, float] = {}
+        # The hot path: the value of a text parsed before, else None; a bound C method, so
+        # no Python frame per lookup (480 000 per 100 000-pod dump).
+        self.cached = self._cache.get
         self._days: dict[str, int] = {}
         self.saw_fraction = False
 
@@ -180,12 +183,13 @@ def decode(data: bytes, source: str, what: str) -> Any:
 
 def list_items(doc: Any, source: str, kinds: Sequence[str], what: str) -> list[Any]:
     """The `items` of a list document whose kind is one of `kinds`."""
+    a_what = f"an {what}" if what[0] in "AEIOU" else f"a {what}"
     if not isinstance(doc, dict):
-        raise AnalysisError(f"{source}: not a {what}: the document is {_describe(doc)}, "
+        raise AnalysisError(f"{source}: not {a_what}: the document is {_describe(doc)}, "
                             "not an object")
     kind = doc.get("kind")
     if kind not in kinds:
-        raise AnalysisError(f"{source}: not a {what}: kind is {kind!r}; expected "
+        raise AnalysisError(f"{source}: not {a_what}: kind is {kind!r}; expected "
                             f"{' or '.join(repr(k) for k in kinds)}")
     items = doc.get("items")
     if items is None:
@@ -227,17 +231,12 @@ def _pod_record(item: Any, index: int, source: str, parse: TimeParser) -> PodRec
         raise AnalysisError(f"{where}: kind is {kind!r}; only Pods can be analysed")
     spec, status = _object(item, "spec", where), _object(item, "status", where)
     times, raw_times, sandbox = _condition_times(status, where, parse)
+    # Positional: this runs 100 000 times per dump (field order as in PodRecord).
     return PodRecord(
-        namespace=namespace,
-        name=name,
-        uid=str(meta.get("uid") or ""),
-        node=str(spec.get("nodeName") or NO_NODE),
-        runtime_class=str(spec.get("runtimeClassName") or DEFAULT_RUNTIME_CLASS),
-        phase=str(status.get("phase") or ""),
-        terminating=bool(meta.get("deletionTimestamp")),
-        sandbox=sandbox,
-        times=times,
-        raw_times=raw_times,
+        namespace, name, str(meta.get("uid") or ""), str(spec.get("nodeName") or NO_NODE),
+        str(spec.get("runtimeClassName") or DEFAULT_RUNTIME_CLASS),
+        str(status.get("phase") or ""), bool(meta.get("deletionTimestamp")), sandbox,
+        times, raw_times,
     )
 
 
@@ -253,8 +252,11 @@ def _object(item: dict[str, Any], field: str, where: str) -> dict[str, Any]:
 def _condition_times(
     status: dict[str, Any], where: str, parse: TimeParser
 ) -> tuple[tuple[float | None, ...], tuple[str | None, ...], SandboxCondition | None]:
-    conditions = status.get("conditions") or ()
-    if type(conditions) is not list:
+    """Hot loop (500 000 conditions per dump): dict lookups only, error text built on error."""
+    conditions = status.get("conditions")
+    if conditions is None:
+        conditions = []
+    elif type(conditions) is not list:
         raise AnalysisError(f"{where}: status.conditions is {_describe(conditions)}, not a list")
     times: list[float | None] = [None] * len(PHASES)
     raw: list[str | None] = [None] * len(PHASES)
@@ -264,14 +266,18 @@ def _condition_times(
             raise AnalysisError(f"{where}: status.conditions[{j}] is {_describe(cond)}, "
                                 "not an object")
         ctype = cond.get("type")
-        phase = _PHASE_OF_CONDITION.get(ctype)  # type: ignore[arg-type]
+        phase = _PHASE_OF_CONDITION.get(ctype) if type(ctype) is str else None
         if phase is None:
             continue  # not kubelet-owned (readiness gates, DisruptionTarget...)
         ltt = cond.get("lastTransitionTime")
-        at = _time(ltt, parse, f"{where}: status.conditions[{j}] ({ctype}).lastTransitionTime")
+        at = parse.cached(ltt) if type(ltt) is str else None
+        if at is None and ltt is not None:
+            at = _time(ltt, parse, f"{where}: status.conditions[{j}] ({ctype})"
+                       ".lastTransitionTime")
         if phase == READY_TO_START and (sandbox is None or ctype == SANDBOX_CONDITIONS[0]):
-            sandbox = SandboxCondition(ctype, str(cond.get("status")), str(cond.get("reason")
-                                       or ""), str(cond.get("message") or ""), ltt)
+            sandbox = SandboxCondition(str(ctype), str(cond.get("status")),
+                                       str(cond.get("reason") or ""),
+                                       str(cond.get("message") or ""), ltt)
         if at is not None and cond.get("status") == "True":
             times[phase], raw[phase] = at, ltt
     return tuple(times), tuple(raw), sandbox
@@ -315,8 +321,10 @@ def _event_record(item: Any, where: str, parse: TimeParser) -> EventRecord | Non
                             "about")
     if item.get("reason") not in SANDBOX_EVENT_REASONS or involved.get("kind", "Pod") != "Pod":
         return None
-    raw = _event_time(item)
-    count = item.get("count") or (item.get("series") or {}).get("count") or 1
+    series = item.get("series")
+    series = series if type(series) is dict else {}  # events/v1 repeats live in `series`
+    raw = _event_time(item, series)
+    count = item.get("count") or series.get("count") or 1
     if type(count) is not int:
         raise AnalysisError(f"{where}: count is {_describe(count)}, not an integer")
     return EventRecord(
@@ -331,9 +339,8 @@ def _event_record(item: Any, where: str, parse: TimeParser) -> EventRecord | Non
     )
 
 
-def _event_time(item: dict[str, Any]) -> str | None:
+def _event_time(item: dict[str, Any], series: dict[str, Any]) -> str | None:
     """The last time the event was seen, in the order kubectl's `LAST SEEN` uses."""
-    series = item.get("series") if type(item.get("series")) is dict else {}
     for value in (item.get("lastTimestamp"), series.get("lastObservedTime"),
                   item.get("eventTime"), item.get("firstTimestamp"),
                   (item.get("metadata") or {}).get("creationTimestamp")):

@@ -1,34 +1,72 @@
 """Prometheus metrics: the kubelet's names where the meaning is the same, plus nodelet's own.
 
-Labels are bounded: no pod names or UIDs. Sandbox failures are counted by an error class
-derived from the runtime's message (`classify_sandbox_error`).
+One `CollectorRegistry` per agent (no global registry), served at `/metrics`. Labels are
+bounded: no pod names or UIDs. Sandbox failures are counted by an error class derived from the
+runtime's error (`classify_sandbox_error`).
+
+What feeds it:
+- `observe_operation`: the CRI client's `OperationObserver` (every RPC, kubelet operation names);
+- the `syncing.SyncObserver` hooks (sandbox creation, volume failures);
+- `observe_status`: a status manager subscriber (condition latencies, pod start SLI, status
+  update latency);
+- `observe_event`: an event recorder subscriber (image pull times and failures);
+- `runtime_changed`: the relist saw a pod's runtime state change (status update latency);
+- `forget`: the pod is gone (per-pod bookkeeping is dropped).
+
+Latencies measured from condition transition times only count transitions made while this
+agent runs: a pod adopted after a restart is not observed again with its old times.
 """
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import prometheus_client as prom
 
 from nodelet.adapters.cri import client as cri
+from nodelet.model import events as ev
 from nodelet.model import pods, status
-from nodelet.services import syncing, volumes
+from nodelet.services import relisting, syncing, volumes
 
 # Sandbox creation is 0.1-0.5 s here, slower under load; the kubelet's buckets start at 5 ms.
 _SANDBOX_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 _DETECTION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+# The kubelet's runtime operation buckets: exponential from 5 ms by 2.5, 14 of them.
+_OPERATION_BUCKETS = tuple(0.005 * 2.5**i for i in range(14))
+# The kubelet's pod start SLI buckets, with two below 0.5 s: pods here start in well under 1 s.
+_POD_START_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240,
+                      300, 360, 480, 600, 900, 1200, 1800, 2700, 3600)
+_STATUS_UPDATE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 ERROR_CLASSES = ("ip_exhausted", "cni_plugin", "runtime_unavailable", "volume_missing",
                  "image_pull", "other")
 
+_CNI = re.compile(r"\bcni\b|plugin type=|failed to (setup|set up|destroy) network", re.I)
 
-def classify_sandbox_error(message: str) -> str:
+
+def classify_sandbox_error(message: str, *, code: str = "") -> str:
+    """The error class of a failed RunPodSandbox, from its message and gRPC code name.
+
+    Matched against containerd 1.6's own wording, e.g. `plugin type="bridge" failed (add):
+    failed to allocate for range 0: no IP addresses available in range set: ...` (ip_exhausted),
+    `failed to get sandbox image "...": failed to pull image ...` (image_pull), `failed to find
+    plugin "bridge" in path [...]` or `cni plugin not initialized` (cni_plugin). A missing
+    runtime handler (`no runtime for "gvisor" is configured`) is `other`. A runtime that does
+    not answer (UNAVAILABLE, or no answer before the deadline) is `runtime_unavailable`.
+    """
     text = message.lower()
     if "no ip addresses available" in text or "range is full" in text:
         return "ip_exhausted"
-    if "cni" in text or "plugin type=" in text or "failed to setup network" in text:
+    if "failed to get sandbox image" in text or "failed to pull image" in text:
+        return "image_pull"
+    if _CNI.search(text):
         return "cni_plugin"
-    if "unavailable" in text or "connection refused" in text or "no such file" in text:
+    if code in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or "connection refused" in text \
+            or "error while dialing" in text:
         return "runtime_unavailable"
     return "other"
 
@@ -41,9 +79,49 @@ def _condition_true(pod_status: status.PodStatus) -> status.PodCondition | None:
     return None
 
 
+def _all_running(pod: pods.Pod, pod_status: status.PodStatus) -> bool:
+    """Every app container is running (the kubelet's "pod started" for its SLI)."""
+    wanted = {c.name for c in pod.spec.containers}
+    running = {c.name for c in pod_status.container_statuses
+               if isinstance(c.state, status.ContainerStateRunning)}
+    return bool(wanted) and wanted <= running
+
+
+def status_inputs(state: relisting.PodRuntime) -> tuple[object, ...]:
+    """The part of a pod's runtime state its status shows: the newest sandbox's state and the
+    newest instance of each container. Removing an old exited instance changes none of it."""
+    sandbox = (state.sandboxes[0].id, state.sandboxes[0].state) if state.sandboxes else None
+    newest: dict[str, tuple[object, ...]] = {}
+    for container in state.containers:  # newest first
+        newest.setdefault(container.name, (container.id, container.state))
+    return sandbox, tuple(sorted(newest.items()))
+
+
+@dataclass
+class _PodTrack:
+    """Per-pod bookkeeping (dropped by `forget`)."""
+
+    status_seen: bool = False
+    sandbox_ready_seen: bool = False
+    ready_seen: bool = False
+    started_seen: bool = False  # all containers running, already measured (or adopted so)
+    pull_started: datetime | None = None  # first Pulling event
+    pull_finished: datetime | None = None  # last Pulled event
+    change_seen: float | None = None  # monotonic time the relist saw an unreflected change
+    reflected: tuple[object, ...] | None = None  # status_inputs behind the last stored status
+
+
 class Metrics(syncing.SyncObserver):
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], datetime] | None = None) -> None:
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._since = self._clock()
+        self._pods: dict[pods.PodUID, _PodTrack] = {}
+        self._runtime: Callable[[pods.PodUID], relisting.PodRuntime] | None = None
         self.registry = prom.CollectorRegistry()
+        self._kubelet_metrics()
+        self._nodelet_metrics()
+
+    def _kubelet_metrics(self) -> None:
         r = self.registry
         self.run_sandbox_duration = prom.Histogram(
             "kubelet_run_podsandbox_duration_seconds",
@@ -58,18 +136,70 @@ class Metrics(syncing.SyncObserver):
         self.started_pods_errors = prom.Counter(
             "kubelet_started_pods_errors_total",
             "Cumulative number of errors when starting pods", registry=r)
+        self.operations = prom.Counter(
+            "kubelet_runtime_operations_total",
+            "Cumulative number of runtime operations by operation type.",
+            ["operation_type"], registry=r)
+        self.operation_duration = prom.Histogram(
+            "kubelet_runtime_operations_duration_seconds",
+            "Duration in seconds of runtime operations. Broken down by operation type.",
+            ["operation_type"], buckets=_OPERATION_BUCKETS, registry=r)
+        self.operation_errors = prom.Counter(
+            "kubelet_runtime_operations_errors_total",
+            "Cumulative number of runtime operation errors by operation type.",
+            ["operation_type"], registry=r)
+        self.pod_start_sli = prom.Histogram(
+            "kubelet_pod_start_sli_duration_seconds",
+            "Duration in seconds to start a pod, excluding time to pull images, measured from "
+            "the pod being first seen (its creationTimestamp) to the first status in which all "
+            "its containers are running. Pull time is the span from the pod's first Pulling to "
+            "its last Pulled event, as the kubelet's pod startup latency tracker measures it.",
+            buckets=_POD_START_BUCKETS, registry=r)
+
+    def _nodelet_metrics(self) -> None:
+        r = self.registry
         self.sandbox_failures = prom.Counter(
             "nodelet_sandbox_failures_total",
-            "Failed sandbox creations by error class.", ["error_class"], registry=r)
+            "Failures that keep a pod's sandbox or containers from starting, by error class: "
+            "RunPodSandbox errors, volume setup errors (volume_missing) and image pull errors "
+            "(image_pull).", ["error_class"], registry=r)
         self.sandbox_ready_latency = prom.Histogram(
             "nodelet_pod_sandbox_ready_duration_seconds",
             "Time from PodScheduled to the first PodReadyToStartContainers=True.",
             buckets=_SANDBOX_BUCKETS, registry=r)
+        self.ready_after_sandbox = prom.Histogram(
+            "nodelet_pod_ready_after_sandbox_seconds",
+            "Time from PodReadyToStartContainers=True to the first Ready=True of a pod "
+            "(image pulls, init containers, container starts and readiness probes).",
+            buckets=_POD_START_BUCKETS, registry=r)
+        self.status_update = prom.Histogram(
+            "nodelet_pod_status_update_duration_seconds",
+            "Time from the relist seeing a change in a pod's runtime state that its status "
+            "shows (the newest sandbox's state, or the newest instance of a container changing "
+            "state or being replaced) to the status manager storing the pod's next status.",
+            buckets=_STATUS_UPDATE_BUCKETS, registry=r)
         self.detection = prom.Histogram(
             "nodelet_sandbox_ready_detection_seconds",
             "Time from RunPodSandbox returning to the condition being True in the status cache.",
             buckets=_DETECTION_BUCKETS, registry=r)
-        self._seen_ready: set[pods.PodUID] = set()
+
+    def _track(self, uid: pods.PodUID) -> _PodTrack:
+        return self._pods.setdefault(uid, _PodTrack())
+
+    def watch_runtime(self, lookup: Callable[[pods.PodUID], relisting.PodRuntime]) -> None:
+        """Where to read a pod's cached runtime state (the relister's), for status updates."""
+        self._runtime = lookup
+
+    def forget(self, uid: pods.PodUID) -> None:
+        self._pods.pop(uid, None)
+
+    # -- CRI client observer ----------------------------------------------------------------
+
+    def observe_operation(self, operation: str, seconds: float, error: cri.CriError | None) -> None:
+        self.operations.labels(operation_type=operation).inc()
+        self.operation_duration.labels(operation_type=operation).observe(seconds)
+        if error is not None:
+            self.operation_errors.labels(operation_type=operation).inc()
 
     # -- SyncObserver -----------------------------------------------------------------------
 
@@ -83,26 +213,93 @@ class Metrics(syncing.SyncObserver):
         self.run_sandbox_duration.labels(runtime_handler=pod.spec.runtime_class_name).observe(seconds)
         self.run_sandbox_errors.labels(runtime_handler=pod.spec.runtime_class_name).inc()
         self.started_pods_errors.inc()
-        self.sandbox_failures.labels(error_class=classify_sandbox_error(str(error))).inc()
+        error_class = classify_sandbox_error(str(error), code=error.code)
+        self.sandbox_failures.labels(error_class=error_class).inc()
 
     def sandbox_ready(self, pod: pods.Pod, work: syncing.PodWork) -> None:
         if work.sandbox_returned_at is not None:
             self.detection.observe(time.monotonic() - work.sandbox_returned_at)
 
+    def volume_failed(self, pod: pods.Pod, error: volumes.VolumeError) -> None:
+        self.sandbox_failures.labels(error_class="volume_missing").inc()
+
+    # -- relist -----------------------------------------------------------------------------
+
+    def runtime_changed(self, uid: pods.PodUID) -> None:
+        """The relist saw the pod's runtime state change (before its worker is woken)."""
+        track = self._pods.get(uid)
+        if self._runtime is None or track is None or track.reflected is None:
+            return  # no status stored yet: the first one is not an update
+        if status_inputs(self._runtime(uid)) == track.reflected:
+            return  # nothing the status shows: no new status will follow
+        if track.change_seen is None:
+            track.change_seen = time.monotonic()
+
     # -- status subscriber ------------------------------------------------------------------
 
     def observe_status(self, pod: pods.Pod, pod_status: status.PodStatus) -> None:
+        track = self._track(pod.uid)
+        first, track.status_seen = not track.status_seen, True
+        if track.change_seen is not None:
+            self.status_update.observe(time.monotonic() - track.change_seen)
+            track.change_seen = None
+        if self._runtime is not None:
+            track.reflected = status_inputs(self._runtime(pod.uid))
+        self._observe_sandbox_ready(pod_status, track)
+        self._observe_ready(pod_status, track)
+        self._observe_started(pod, pod_status, track, adopted=first)
+
+    def _recent(self, when: datetime | None) -> bool:
+        return when is not None and when >= self._since
+
+    def _observe_sandbox_ready(self, pod_status: status.PodStatus, track: _PodTrack) -> None:
         ready = _condition_true(pod_status)
-        if ready is None or pod.uid in self._seen_ready:
+        if ready is None or track.sandbox_ready_seen:
             return
-        self._seen_ready.add(pod.uid)
+        track.sandbox_ready_seen = True
         scheduled = pod_status.condition(status.POD_SCHEDULED)
-        if ready.last_transition_time and scheduled and scheduled.last_transition_time:
+        if self._recent(ready.last_transition_time) and scheduled \
+                and scheduled.last_transition_time and ready.last_transition_time:
             elapsed = ready.last_transition_time - scheduled.last_transition_time
             self.sandbox_ready_latency.observe(max(elapsed.total_seconds(), 0.0))
 
-    def volume_failed(self, pod: pods.Pod, error: volumes.VolumeError) -> None:
-        self.sandbox_failures.labels(error_class="volume_missing").inc()
+    def _observe_ready(self, pod_status: status.PodStatus, track: _PodTrack) -> None:
+        ready = pod_status.condition(status.READY)
+        if ready is None or ready.status != "True" or track.ready_seen:
+            return
+        track.ready_seen = True
+        sandbox = _condition_true(pod_status)
+        if sandbox is not None and sandbox.last_transition_time \
+                and self._recent(ready.last_transition_time) and ready.last_transition_time:
+            elapsed = ready.last_transition_time - sandbox.last_transition_time
+            self.ready_after_sandbox.observe(max(elapsed.total_seconds(), 0.0))
+
+    def _observe_started(
+        self, pod: pods.Pod, pod_status: status.PodStatus, track: _PodTrack, *, adopted: bool
+    ) -> None:
+        if track.started_seen or not _all_running(pod, pod_status):
+            return
+        track.started_seen = True
+        created = pod.creation_timestamp
+        # Running at first sight: adopted from an earlier run, its start was not watched.
+        if adopted or not self._recent(created) or created is None:
+            return
+        elapsed = (self._clock() - created).total_seconds()
+        if track.pull_started is not None and track.pull_finished is not None:
+            elapsed -= max((track.pull_finished - track.pull_started).total_seconds(), 0.0)
+        self.pod_start_sli.observe(max(elapsed, 0.0))
+
+    # -- event subscriber -------------------------------------------------------------------
+
+    def observe_event(self, event: ev.Event) -> None:
+        if event.reason == ev.PULLING:
+            track = self._track(event.pod_uid)
+            track.pull_started = track.pull_started or event.last_timestamp
+        elif event.reason == ev.PULLED:
+            self._track(event.pod_uid).pull_finished = event.last_timestamp
+        elif event.reason == "ErrImageNeverPull" or (
+                event.reason == ev.FAILED and "Failed to pull image" in event.message):
+            self.sandbox_failures.labels(error_class="image_pull").inc()
 
     def render(self) -> tuple[bytes, str]:
         return prom.generate_latest(self.registry), prom.CONTENT_TYPE_LATEST

@@ -1,0 +1,322 @@
+"""Cluster mode: nodelet as a node of a Kubernetes cluster (`--kubeconfig`).
+
+`ClusterMode` is the one entry point the agent wires in. It owns two API clients (one for
+everything, rate-limited by `qps`/`burst` like the kubelet's `--kube-api-qps/--kube-api-burst`,
+and one for events with its own limit, as the kubelet's event client) and these loops, each a
+named, supervised task:
+
+- `node-status`: registers the Node and keeps its status (`nodestatus.NodeReporter`);
+- `node-lease`: renews the Lease (`leases.LeaseKeeper`);
+- `pod-watch`: the desired pods bound to this node (`apisource.ApiPodSource` → `on_pods`);
+- `status-sync`: API pod statuses from the status manager (`statussync.StatusSync`);
+- `event-sink`: the recorder's events as v1 Events (`EventSink`);
+- `api-objects`: ConfigMaps and Secrets for volumes (`apisource.ObjectCache`);
+- `pod-delete`: the final delete (grace 0, UID precondition) of pods deleted in the API, once
+  their worker is done (`pod_gone`) and their last status reached the API.
+
+Exceptions: `start()` raises `kubeconfig.KubeconfigError` for an unusable kubeconfig and
+`ClusterError` when the API server cannot be reached within `start_timeout`; afterwards API
+errors are logged and retried, never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from nodelet import settings as settings_mod
+from nodelet.adapters import kube, kubeconfig
+from nodelet.helpers import backoff, ratelimit, tasks
+from nodelet.model import events as ev
+from nodelet.model import health, pods
+from nodelet.model import volumes as vol
+from nodelet.services import apisource, leases, nodestatus, recording, statuses, statussync
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+class ClusterError(Exception):
+    """Cluster mode could not start; the message says what to check."""
+
+
+ClusterSettings = settings_mod.ClusterSettings
+
+
+class EventSink:
+    """Sends recorded events to the API: a first occurrence is created (POST), a repeat patches
+    `count`, `lastTimestamp` and `message`, as client-go's event broadcaster does. Updates of
+    one event coalesce while it waits for its turn; at most `max_pending` events wait (the
+    oldest are dropped, like client-go's bounded queue)."""
+
+    def __init__(self, *, client: kube.KubeClient, max_pending: int = 1000,
+                 retry: float = 0.5, retry_max: float = 30.0, attempts: int = 12) -> None:
+        self._client = client
+        self._max_pending = max_pending
+        self._pending: dict[str, ev.Event] = {}
+        self._created: set[str] = set()
+        self._wake = asyncio.Event()
+        self._retry = backoff.Backoff(retry, retry_max)
+        self._attempts = attempts
+        self.sent = 0
+        self.dropped = 0
+
+    def on_event(self, event: ev.Event) -> None:
+        self._pending.pop(event.name, None)
+        self._pending[event.name] = event
+        while len(self._pending) > self._max_pending:
+            self._pending.pop(next(iter(self._pending)))
+            self.dropped += 1
+        self._wake.set()
+
+    def idle(self) -> bool:
+        return not self._pending
+
+    async def run(self) -> None:
+        while True:
+            self._wake.clear()
+            while self._pending:
+                name = next(iter(self._pending))
+                event = self._pending.pop(name)
+                await self._deliver(event)
+            await self._wake.wait()
+
+    async def _deliver(self, event: ev.Event) -> None:
+        for _ in range(self._attempts):
+            try:
+                await self._send(event)
+            except kube.KubeError as exc:
+                delay = self._retry.next_delay()
+                log.warning("cannot send event %s, retrying in %.1fs: %s", event.name, delay, exc)
+                await asyncio.sleep(delay)
+                newer = self._pending.pop(event.name, None)
+                event = newer or event
+                continue
+            self._retry.reset()
+            self.sent += 1
+            return
+        log.error("dropping event %s after %d attempts", event.name, self._attempts)
+        self.dropped += 1
+
+    async def _send(self, event: ev.Event) -> None:
+        if event.name not in self._created and event.count == 1:
+            try:
+                await self._client.create_event(event.namespace, ev.event_to_api(event))
+            except kube.AlreadyExists:
+                await self._patch(event)
+        else:
+            try:
+                await self._patch(event)
+            except kube.NotFound:
+                await self._client.create_event(event.namespace, ev.event_to_api(event))
+        self._created.add(event.name)
+
+    async def _patch(self, event: ev.Event) -> None:
+        body = ev.event_to_api(event)
+        patch = {k: body[k] for k in ("count", "lastTimestamp", "message")}
+        await self._client.patch_event(event.namespace, event.name, patch)
+
+
+class ClusterMode:
+    """Nodelet's part of a cluster. `await start()`, later `await stop()`.
+
+    Callbacks into the agent:
+    - `on_pods(desired)`: the complete set of API pods to run (see `apisource`); called from
+      the event loop, synchronously, after every change;
+    - `on_objects(keys)`: ConfigMaps/Secrets (kind, namespace, name) whose content changed;
+      wake the pods whose volumes read them.
+    Calls from the agent:
+    - `lookup_object(kind, namespace, name)`: the volume manager's lookup;
+    - `pod_gone(uid)`: a pod worker finished terminating `uid` (after `statuses.forget`).
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: ClusterSettings,
+        node_name: str,
+        host_ip: str,
+        pod_cidrs: tuple[str, ...],
+        statuses: statuses.StatusManager,
+        recorder: recording.EventRecorder,
+        runtime: nodestatus.RuntimeInfo,
+        on_pods: Callable[[Mapping[pods.PodUID, pods.Pod]], None],
+        on_objects: Callable[[set[apisource.ObjectKey]], None] = lambda keys: None,
+        clock: Callable[[], datetime],
+        machine: nodestatus.MachineFacts | None = None,
+    ) -> None:
+        self.settings = settings
+        self._node_name = node_name
+        self._host_ip = host_ip
+        self._pod_cidrs = pod_cidrs
+        self._statuses = statuses
+        self._recorder = recorder
+        self._runtime = runtime
+        self._on_pods = on_pods
+        self._on_objects = on_objects
+        self._clock = clock
+        self._machine = machine
+        self._group = tasks.TaskGroup()
+        self._unsubscribe: list[Callable[[], None]] = []
+        self._deleting: set[pods.PodUID] = set()
+        self._clients: list[kube.KubeClient] = []
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        s = self.settings
+        config = kubeconfig.load(s.kubeconfig)
+        client_settings = kube.ClientSettings(
+            request_timeout=s.request_timeout, watch_timeout=s.watch_timeout,
+            watch_inactivity=s.watch_inactivity, watch_backoff=s.watch_backoff,
+            watch_backoff_max=s.watch_backoff_max)
+        self.client = kube.KubeClient(config, limiter=ratelimit.TokenBucket(s.qps, s.burst),
+                                      settings=client_settings)
+        self.event_client = kube.KubeClient(
+            config, limiter=ratelimit.TokenBucket(s.event_qps, s.event_burst),
+            settings=client_settings)
+        self._clients = [self.client, self.event_client]
+        self._build()
+        try:
+            await asyncio.wait_for(self._first_contact(), s.start_timeout)
+        except (TimeoutError, kube.KubeError) as exc:
+            await self.stop()
+            raise ClusterError(
+                f"cannot join the cluster at {config.server} as node {self._node_name} "
+                f"within {s.start_timeout:.0f}s: {exc or 'timed out'}; check --kubeconfig and "
+                "that the API server is reachable") from exc
+        self._start_loops()
+
+    def _build(self) -> None:
+        s = self.settings
+        spec = nodestatus.NodeSpec(
+            name=self._node_name, host_ip=self._host_ip,
+            machine=self._machine or nodestatus.machine_facts(), max_pods=s.max_pods,
+            pod_cidrs=self._pod_cidrs)
+        self.node = nodestatus.NodeReporter(
+            client=self.client, spec=spec, runtime=self._runtime, clock=self._clock,
+            monotonic=time.monotonic, update_period=s.node_status_period,
+            report_period=s.node_report_period)
+        self.lease = leases.LeaseKeeper(
+            client=self.client, node_name=self._node_name, node_uid=lambda: self.node.uid,
+            clock=self._clock, duration=s.lease_duration, renew_period=s.lease_renew_period)
+        self.source = apisource.ApiPodSource(
+            client=self.client, node_name=self._node_name, on_pods=self._on_pods)
+        self.source.on_removed = self._removed
+        self.status_sync = statussync.StatusSync(
+            client=self.client, api_object=self.source.api_object,
+            settings=statussync.StatusSyncSettings(
+                resync_period=s.status_resync_period, retry=s.status_retry,
+                retry_max=s.status_retry_max, senders=s.status_senders))
+        self.events = EventSink(client=self.event_client)
+        self.objects = apisource.ObjectCache(
+            client=self.client, on_change=self._on_objects, ttl=s.object_ttl)
+
+    async def _first_contact(self) -> None:
+        """Register the node, and list the pods once, so that the first desired set is known
+        before the agent judges orphans (as the manifest dir is read once before)."""
+        await self.node.register()
+        await self.lease.renew()
+        self._group.spawn("pod-watch", self.source.run())
+        await self.source.reflector.listed.wait()
+
+    def _start_loops(self) -> None:
+        self._unsubscribe = [
+            self._statuses.subscribe(self.status_sync.on_status),
+            self._recorder.subscribe(self.events.on_event),
+        ]
+        self._group.spawn("node-status", self._node_loop())
+        self._group.spawn("node-lease", self._lease_loop())
+        self._group.spawn("status-sync", self.status_sync.run())
+        self._group.spawn("event-sink", self.events.run())
+        self._group.spawn("api-objects", self.objects.run())
+
+    async def _node_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.node.update_period)
+            try:
+                await self.node.update()
+            except kube.KubeError as exc:
+                log.warning("cannot update the status of node %s: %s", self._node_name, exc)
+
+    async def _lease_loop(self) -> None:
+        await asyncio.sleep(backoff.jittered(self.settings.lease_renew_period, 0.04))
+        await self.lease.run()
+
+    async def stop(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        await self._group.close()
+        for client in self._clients:
+            await client.close()
+        self._clients = []
+
+    # -- calls from the agent ---------------------------------------------------------------------
+
+    def lookup_object(self, kind: str, namespace: str, name: str) -> vol.ConfigObject | None:
+        return self.objects.lookup(kind, namespace, name)
+
+    def pod_gone(self, uid: pods.PodUID) -> None:
+        """The worker of `uid` is done. A pod deleted in the API is now deleted for good."""
+        obj = self.source.api_object(uid)
+        if obj is None or not obj.get("metadata", {}).get("deletionTimestamp"):
+            return
+        if uid in self._deleting:
+            return
+        self._deleting.add(uid)
+        meta = obj["metadata"]
+        self._group.spawn(f"pod-delete:{meta.get('namespace')}/{meta.get('name')}",
+                          self._delete(uid, meta["namespace"], meta["name"]))
+
+    async def _delete(self, uid: pods.PodUID, namespace: str, name: str) -> None:
+        s = self.settings
+        # The last status (containers terminated, condition False) goes first, as the kubelet
+        # deletes only after its final status PATCH.
+        try:
+            async with asyncio.timeout(s.delete_status_wait):
+                await self.status_sync.wait_in_sync(uid)
+        except TimeoutError:
+            log.warning("deleting pod %s/%s before its last status reached the API", namespace,
+                        name)
+        retry = backoff.Backoff(s.delete_retry, s.delete_retry_max)
+        try:
+            while True:
+                try:
+                    await self.client.delete_pod(namespace, name, uid=uid, grace=0)
+                    log.info("deleted pod %s/%s (%s) from the API", namespace, name, uid)
+                    return
+                except (kube.NotFound, kube.Conflict):
+                    return  # gone already, or replaced by a new pod of the same name
+                except kube.KubeError as exc:
+                    delay = retry.next_delay()
+                    log.warning("cannot delete pod %s/%s, retrying in %.1fs: %s", namespace,
+                                name, delay, exc)
+                    await asyncio.sleep(delay)
+        finally:
+            self._deleting.discard(uid)
+
+    def _removed(self, uids: set[pods.PodUID]) -> None:
+        for uid in uids:
+            self.status_sync.forget(uid)
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def api_pod(self, uid: pods.PodUID) -> Obj | None:
+        return self.source.api_object(uid)
+
+    def health(self) -> list[health.HealthCheck]:
+        reflector = self.source.reflector
+        return [
+            health.HealthCheck("api-watch", reflector.last_error is None,
+                               reflector.last_error or ""),
+            health.HealthCheck("node-lease", self.lease.last_error is None,
+                               self.lease.last_error or ""),
+        ]

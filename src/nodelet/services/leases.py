@@ -1,0 +1,116 @@
+"""The node Lease: nodelet's heartbeat (`kube-node-lease/<node>`, coordination.k8s.io/v1).
+
+As the kubelet's lease controller (`k8s.io/component-helpers/apimachinery/lease`): duration
+40 s, renewed every 10 s with a small jitter (`wait.JitterUntil(..., 0.04)`); the first renewal
+GETs the Lease (creating it on NotFound, owned by the Node so it goes with it); later renewals
+PUT the cached copy with a new `renewTime`, falling back to a GET after a conflict. A failed
+renewal is retried after 0.2 s doubling up to 7 s, as the kubelet does, before the next period.
+
+Exceptions: `renew()` raises `kube.KubeError`; `run()` logs and retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from nodelet.adapters import kube
+from nodelet.helpers import backoff
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+NAMESPACE = "kube-node-lease"
+
+
+def micro_time(value: datetime) -> str:
+    """metav1.MicroTime: RFC 3339 with microseconds."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaseKeeper:
+    def __init__(
+        self,
+        *,
+        client: kube.KubeClient,
+        node_name: str,
+        node_uid: Callable[[], str | None],
+        clock: Callable[[], datetime],
+        duration: int = 40,
+        renew_period: float = 10.0,
+        jitter: float = 0.04,
+        retry: float = 0.2,
+        retry_max: float = 7.0,
+    ) -> None:
+        self._client = client
+        self._node_name = node_name
+        self._node_uid = node_uid
+        self._clock = clock
+        self.duration = duration
+        self.renew_period = renew_period
+        self._jitter = jitter
+        self._retry = backoff.Backoff(retry, retry_max)
+        self.lease: Obj | None = None
+        self.renewals = 0
+        self.last_error: str | None = None
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.renew()
+            except kube.KubeError as exc:
+                self.last_error = str(exc)
+                delay = self._retry.next_delay()
+                log.warning("cannot renew lease of node %s, retrying in %.1fs: %s",
+                            self._node_name, delay, exc)
+                await asyncio.sleep(delay)
+                continue
+            self._retry.reset()
+            self.last_error = None
+            await asyncio.sleep(backoff.jittered(self.renew_period, self._jitter))
+
+    async def renew(self) -> Obj:
+        if self.lease is None:
+            self.lease = await self._get_or_create()
+            return self.lease
+        lease = copy.deepcopy(self.lease)
+        lease["spec"]["renewTime"] = micro_time(self._clock())
+        lease["spec"]["holderIdentity"] = self._node_name
+        lease["spec"]["leaseDurationSeconds"] = self.duration
+        try:
+            self.lease = await self._client.replace_lease(NAMESPACE, self._node_name, lease)
+        except (kube.Conflict, kube.NotFound):
+            self.lease = None  # someone else wrote it: start from the API's copy next time
+            raise
+        self.renewals += 1
+        return self.lease
+
+    async def _get_or_create(self) -> Obj:
+        try:
+            lease = await self._client.get_lease(NAMESPACE, self._node_name)
+        except kube.NotFound:
+            created = await self._client.create_lease(NAMESPACE, self._new_lease())
+            self.renewals += 1
+            return created
+        lease.setdefault("spec", {})
+        lease["spec"].update(holderIdentity=self._node_name, leaseDurationSeconds=self.duration,
+                             renewTime=micro_time(self._clock()))
+        updated = await self._client.replace_lease(NAMESPACE, self._node_name, lease)
+        self.renewals += 1
+        return updated
+
+    def _new_lease(self) -> Obj:
+        meta: Obj = {"name": self._node_name, "namespace": NAMESPACE}
+        uid = self._node_uid()
+        if uid:
+            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node",
+                                        "name": self._node_name, "uid": uid}]
+        return {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+            "spec": {"holderIdentity": self._node_name, "leaseDurationSeconds": self.duration,
+                     "renewTime": micro_time(self._clock())},
+        }

@@ -1,0 +1,333 @@
+"""Status sync: keeps the API copy of every API pod's status equal to the status manager's.
+
+It subscribes to the status manager and works like the kubelet's status manager sync
+(`pkg/kubelet/status/status_manager.go`), with fewer calls:
+
+- **coalescing**: per pod only the newest status is kept; a newer one replaces an unsent one.
+  A sender first takes a rate-limiter token (`KubeClient.reserve`) and only then reads the
+  newest status, so the time spent waiting for QPS is time in which updates merge;
+- **no GET when the cache is current**: the API copy is the newer (by resourceVersion) of the
+  pod watch's object and the last PATCH answer; a GET only happens when there is none or after
+  a conflict;
+- **only what changed**: `status_patch` builds a strategic merge patch of the fields that differ
+  from the API copy, and no call at all when nothing does;
+- **others' conditions are kept**: only the conditions nodelet owns are written (merged by
+  `type`); conditions nodelet does not generate (readiness gates, DisruptionTarget, anything
+  else) are never in a patch. An owned condition that nodelet no longer reports (feature gate
+  switched off) is removed with a `$patch: delete` entry. A condition whose `status` equals the
+  API's keeps the API's `lastTransitionTime` (PodScheduled keeps the scheduler's time);
+- **retries** after failures with a per-pod doubling back-off (429: the server's Retry-After);
+  a 409 (UID precondition) re-reads the pod and drops it when it was replaced;
+- **reconciliation**: every `resync_period` the API copies are compared with the statuses sent
+  and pods that drifted (someone else wrote them) are sent again;
+- a pod whose API phase is terminal (Succeeded/Failed) is never moved back to a running phase.
+
+Exceptions: none escape; API errors are logged and retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodelet.adapters import kube
+from nodelet.helpers import backoff
+from nodelet.model import pods
+from nodelet.model import status as st
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+# Conditions nodelet generates and may also remove; PodScheduled is written by the scheduler
+# too, so nodelet sets it (as the kubelet does) but never deletes it.
+REMOVABLE_CONDITIONS = frozenset({
+    st.POD_READY_TO_START_CONTAINERS, st.POD_HAS_NETWORK, st.INITIALIZED,
+    st.CONTAINERS_READY, st.READY,
+})
+OWNED_CONDITIONS = REMOVABLE_CONDITIONS | {st.POD_SCHEDULED}
+# Status fields nodelet owns outright (conditions are merged per type instead).
+_OWNED_FIELDS = ("phase", "message", "reason", "hostIP", "podIP", "startTime",
+                 "initContainerStatuses", "containerStatuses")
+# Lists the API merges by `ip`: sent whole, with `$patch: replace`, when they differ.
+_IP_LISTS = ("hostIPs", "podIPs")
+TERMINAL = ("Succeeded", "Failed")
+
+
+def status_patch(api: Mapping[str, Any], desired: Mapping[str, Any]) -> Obj | None:
+    """The strategic merge patch that turns API status `api` into `desired` for the fields
+    nodelet owns; None when nothing differs. Pure."""
+    patch: Obj = {}
+    for key in _OWNED_FIELDS:
+        if api.get(key) != desired.get(key) and not (key not in desired and not api.get(key)):
+            patch[key] = desired.get(key)  # None removes it
+    for key in _IP_LISTS:
+        if (api.get(key) or []) != (desired.get(key) or []):
+            patch[key] = [{"$patch": "replace"}, *(desired.get(key) or [])]
+    conditions = _conditions_patch(api.get("conditions") or [], desired.get("conditions") or [])
+    if conditions:
+        patch["conditions"] = conditions
+    return patch or None
+
+
+def _conditions_patch(api: list[Any], desired: list[Any]) -> list[Obj]:
+    current = {c.get("type"): c for c in api if isinstance(c, dict)}
+    out: list[Obj] = []
+    for cond in desired:
+        if cond["type"] not in OWNED_CONDITIONS:
+            continue
+        old = current.get(cond["type"])
+        if old is not None and old.get("status") == cond["status"]:
+            # Same status: the API's transition time stands (the kubelet seeds its cache from
+            # the API status, so it keeps it too).
+            cond = {**cond, "lastTransitionTime": old.get("lastTransitionTime")}
+        if old is None or _differs(old, cond):
+            out.append(cond)
+    wanted = {c["type"] for c in desired}
+    for type_ in current:
+        if type_ in REMOVABLE_CONDITIONS and type_ not in wanted:
+            out.append({"type": type_, "$patch": "delete"})
+    return out
+
+
+def _differs(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    keys = ("status", "reason", "message", "lastTransitionTime")
+    return any((old.get(k) or None) != (new.get(k) or None) for k in keys)
+
+
+def _rv(obj: Obj | None) -> int:
+    raw = kube.resource_version(obj) if obj is not None else ""
+    # resourceVersions are opaque to clients, but every server we talk to (etcd revisions and
+    # the test server) uses integers; a non-integer never counts as newer.
+    return int(raw) if raw.isdigit() else -1
+
+
+@dataclass(frozen=True)
+class StatusSyncSettings:
+    """Timing of the status sync (seconds)."""
+
+    # Compare API copies with what was sent and resend drifted ones (kubelet: 10 s).
+    resync_period: float = 10.0
+    # Per-pod retry back-off after a failed PATCH: initial and cap.
+    retry: float = 0.5
+    retry_max: float = 30.0
+    # PATCHes in flight at once (one per pod at most).
+    senders: int = 4
+
+
+@dataclass
+class _PodState:
+    pod: pods.Pod
+    status: st.PodStatus
+    version: int = 0
+    sent: int = 0  # version last confirmed by the API
+    retry: backoff.Backoff = field(default_factory=lambda: backoff.Backoff(0.5, 30.0))
+    not_before: float = 0.0  # monotonic
+
+
+class StatusSync:
+    """Subscribe `on_status` to the status manager; run `run()` as a supervised task."""
+
+    def __init__(
+        self,
+        *,
+        client: kube.KubeClient,
+        api_object: Callable[[pods.PodUID], Obj | None],
+        settings: StatusSyncSettings | None = None,
+    ) -> None:
+        self._client = client
+        self._api_object = api_object
+        self._settings = settings or StatusSyncSettings()
+        self._pods: dict[pods.PodUID, _PodState] = {}
+        self._answers: dict[pods.PodUID, Obj] = {}  # last PATCH/GET answer per pod
+        self._dirty: dict[pods.PodUID, None] = {}  # ordered set: oldest first
+        self._inflight: set[pods.PodUID] = set()
+        self._wake = asyncio.Event()
+        self._progress = asyncio.Event()  # set whenever a send ends or a pod is forgotten
+        self.patches = 0
+        self.gets = 0
+        self.dropped = 0  # statuses replaced before they were sent (coalesced)
+
+    # -- inputs -----------------------------------------------------------------------------
+
+    def on_status(self, pod: pods.Pod, status: st.PodStatus) -> None:
+        """Status manager subscriber: remember the newest status of an API pod."""
+        if pod.source != "api":
+            return
+        state = self._pods.get(pod.uid)
+        if state is None:
+            s = self._settings
+            state = self._pods[pod.uid] = _PodState(
+                pod, status, retry=backoff.Backoff(s.retry, s.retry_max))
+        elif state.version > state.sent and pod.uid not in self._inflight:
+            self.dropped += 1
+        state.pod, state.status = pod, status
+        state.version += 1
+        self._mark(pod.uid)
+
+    def forget(self, uid: pods.PodUID) -> None:
+        """The pod is gone from the API: stop syncing it."""
+        self._pods.pop(uid, None)
+        self._answers.pop(uid, None)
+        self._dirty.pop(uid, None)
+        self._progress.set()
+
+    def in_sync(self, uid: pods.PodUID) -> bool:
+        """True when the newest status of `uid` reached the API (or there is none)."""
+        state = self._pods.get(uid)
+        return state is None or (state.sent >= state.version and uid not in self._inflight)
+
+    async def wait_in_sync(self, uid: pods.PodUID) -> None:
+        """Return once `in_sync(uid)` (bound it with `asyncio.timeout`)."""
+        while not self.in_sync(uid):
+            self._progress.clear()
+            await self._progress.wait()
+
+    def pending(self) -> int:
+        return sum(1 for s in self._pods.values() if s.sent < s.version)
+
+    def _mark(self, uid: pods.PodUID) -> None:
+        self._dirty[uid] = None
+        self._wake.set()
+
+    # -- the loops --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        senders = [loop.create_task(self._sender(), name=f"status-sender-{n}")
+                   for n in range(self._settings.senders)]
+        try:
+            while True:
+                await asyncio.sleep(self._settings.resync_period)
+                self.reconcile()
+        finally:
+            for task in senders:
+                task.cancel()
+            await asyncio.gather(*senders, return_exceptions=True)
+
+    def reconcile(self) -> int:
+        """Mark pods whose API copy differs from the last status sent; returns how many."""
+        drifted = 0
+        for uid, state in self._pods.items():
+            if uid in self._dirty or uid in self._inflight:
+                continue
+            api = self._api_copy(uid)
+            if api is not None and self._patch_for(state, api) is not None:
+                log.info("status of pod %s drifted in the API; sending it again",
+                         state.pod.full_name)
+                state.sent = min(state.sent, state.version - 1)
+                self._mark(uid)
+                drifted += 1
+        return drifted
+
+    async def _sender(self) -> None:
+        while True:
+            uid = await self._next()
+            # Token first, then the newest status: the wait is when updates coalesce.
+            await self._client.reserve()
+            state = self._pods.get(uid)
+            if state is None:
+                continue
+            self._inflight.add(uid)
+            try:
+                await self._send(uid, state)
+            except Exception:  # a sender must outlive any one pod's trouble
+                log.exception("unexpected error syncing the status of pod %s", state.pod.full_name)
+                self._retry_later(state, state.retry.next_delay())
+            finally:
+                self._inflight.discard(uid)
+                self._progress.set()
+                if uid in self._pods and self._pods[uid].sent < self._pods[uid].version:
+                    self._mark(uid)
+
+    async def _next(self) -> pods.PodUID:
+        while True:
+            now = time.monotonic()
+            soonest: float | None = None
+            for uid in list(self._dirty):
+                state = self._pods.get(uid)
+                if state is None or state.sent >= state.version:
+                    self._dirty.pop(uid, None)
+                    continue
+                if uid in self._inflight:
+                    continue
+                if state.not_before <= now:
+                    self._dirty.pop(uid, None)
+                    return uid
+                soonest = min(soonest or state.not_before, state.not_before)
+            self._wake.clear()
+            try:
+                timeout = None if soonest is None else max(0.0, soonest - now)
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    def _api_copy(self, uid: pods.PodUID) -> Obj | None:
+        watched, answered = self._api_object(uid), self._answers.get(uid)
+        return answered if _rv(answered) > _rv(watched) else watched
+
+    def _patch_for(self, state: _PodState, api: Obj) -> Obj | None:
+        api_status = api.get("status") or {}
+        desired = st.to_api(state.status)
+        if api_status.get("phase") in TERMINAL and desired["phase"] not in TERMINAL:
+            return None  # a terminal phase is final (the kubelet refuses this transition)
+        return status_patch(api_status, desired)
+
+    async def _send(self, uid: pods.PodUID, state: _PodState) -> None:
+        version, pod = state.version, state.pod
+        try:
+            api = self._api_copy(uid)
+            if api is None or api.get("metadata", {}).get("uid") != uid:
+                api = await self._get(pod)
+                if api is None:
+                    return
+            patch = self._patch_for(state, api)
+            if patch is not None:
+                answer = await self._client.patch_pod_status(pod.namespace, pod.name, uid, patch)
+                self.patches += 1
+                self._answers[uid] = answer
+        except kube.Conflict:
+            # The UID precondition failed or the object moved: read it again and retry.
+            self._answers.pop(uid, None)
+            try:
+                if await self._get(pod) is not None:
+                    self._retry_later(state, 0.0)
+            except kube.KubeError as exc:
+                self._retry_later(state, state.retry.next_delay())
+                log.warning("cannot read pod %s after a conflict: %s", pod.full_name, exc)
+            return
+        except kube.NotFound:
+            log.info("pod %s is gone from the API; dropping its status", pod.full_name)
+            self.forget(uid)
+            return
+        except kube.KubeError as exc:
+            delay = exc.retry_after if isinstance(exc, kube.TooManyRequests) and \
+                exc.retry_after else state.retry.next_delay()
+            log.warning("cannot update status of pod %s, retrying in %.1fs: %s",
+                        pod.full_name, delay, exc)
+            self._retry_later(state, delay)
+            return
+        state.sent = max(state.sent, version)
+        state.retry.reset()
+
+    def _retry_later(self, state: _PodState, delay: float) -> None:
+        state.not_before = time.monotonic() + delay
+
+    async def _get(self, pod: pods.Pod) -> Obj | None:
+        """The pod as the API has it now; None (and forgotten) when it is gone or replaced."""
+        self.gets += 1
+        try:
+            current = await self._client.get_pod(pod.namespace, pod.name)
+        except kube.NotFound:
+            current = None
+        if current is None or current.get("metadata", {}).get("uid") != pod.uid:
+            log.info("pod %s (%s) was deleted or replaced in the API; dropping its status",
+                     pod.full_name, pod.uid)
+            self.forget(pod.uid)
+            return None
+        self._answers[pod.uid] = current
+        return current

@@ -1,0 +1,822 @@
+"""A small kube-apiserver for tests: real HTTP on 127.0.0.1, aiohttp, in the test's event loop.
+
+It behaves like kube-apiserver wherever nodelet depends on it (and says so where it does not):
+
+- resources: pods, nodes, events, configmaps, secrets (core/v1) and leases
+  (coordination.k8s.io/v1); `status` subresource of pods and nodes;
+- server-assigned `metadata.uid`, `resourceVersion` (one global counter, as etcd's revision) and
+  `creationTimestamp`; 201 on create, 409 `AlreadyExists`, 404 `NotFound` as `Status` objects;
+- GET, LIST (`fieldSelector` with `=`, `==`, `!=` on `spec.nodeName`, `metadata.name`,
+  `metadata.namespace`, `status.phase`), WATCH (`?watch=1&resourceVersion=N`, chunked JSON lines
+  ADDED/MODIFIED/DELETED, BOOKMARK with `allowWatchBookmarks`, `timeoutSeconds`; an object
+  leaving the selector is a DELETED event, entering it an ADDED one; a resourceVersion older than
+  the compacted one gets HTTP 200 and an ERROR event with a 410 `Expired` Status, as the real
+  server does);
+- PUT: 409 `Conflict` when `metadata.resourceVersion` is stale or `metadata.uid` differs;
+- PATCH: `application/merge-patch+json` (RFC 7386) and `application/strategic-merge-patch+json`
+  with the merge keys of the real types (`_MERGE_KEYS`: pod `status.conditions` by `type`,
+  `podIPs`/`hostIPs` by `ip`; `containerStatuses` is `listType=atomic` in k8s.io/api and is
+  replaced, as there) and the `$patch: delete|replace` directives; `metadata.uid` and
+  `metadata.resourceVersion` in a patch are preconditions (409); a patch that changes nothing
+  does not bump the resourceVersion;
+- DELETE with `DeleteOptions` (`gracePeriodSeconds`, `preconditions.uid|resourceVersion`): a
+  scheduled, non-terminal pod with a grace period gets `deletionTimestamp` and
+  `deletionGracePeriodSeconds` first and is removed on a delete with grace 0.
+
+Not modelled: admission, defaulting beyond a few pod fields, label selectors, finalizers,
+JSON patch, server-side apply, list pagination.
+
+Tests steer it with `inject()` (per-route faults: status codes with `Retry-After`, delays,
+watch disconnects), `drop_watches()`, `compact()` (forces 410 for older resourceVersions) and
+read `requests` (method, path, verb, status) to count API calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from aiohttp import web
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Resource:
+    plural: str
+    kind: str
+    group_version: str  # "v1" or "coordination.k8s.io/v1"
+    namespaced: bool
+    subresources: tuple[str, ...] = ()
+
+
+RESOURCES = {
+    r.plural: r
+    for r in (
+        Resource("pods", "Pod", "v1", True, ("status",)),
+        Resource("nodes", "Node", "v1", False, ("status",)),
+        Resource("events", "Event", "v1", True),
+        Resource("configmaps", "ConfigMap", "v1", True),
+        Resource("secrets", "Secret", "v1", True),
+        Resource("leases", "Lease", "coordination.k8s.io/v1", True),
+    )
+}
+
+# Strategic merge keys (patchMergeKey in k8s.io/api) of the lists nodelet patches.
+_MERGE_KEYS: dict[tuple[str, ...], str] = {
+    ("pods", "status", "conditions"): "type",
+    ("pods", "status", "podIPs"): "ip",
+    ("pods", "status", "hostIPs"): "ip",
+    ("pods", "metadata", "ownerReferences"): "uid",
+    ("nodes", "status", "conditions"): "type",
+    ("nodes", "status", "addresses"): "type",
+    ("nodes", "metadata", "ownerReferences"): "uid",
+    ("leases", "metadata", "ownerReferences"): "uid",
+}
+
+_PATH = re.compile(
+    r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
+)
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status_object(code: int, reason: str, message: str, **details: Any) -> Obj:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "details": details, "code": code}
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.body = status_object(code, reason, message, **details)
+
+
+@dataclass
+class Fault:
+    """An injected fault: requests matching `method`, `path` (regex, searched) and `verb`."""
+
+    method: str | None = None
+    path: str = ""
+    verb: str | None = None
+    status: int = 500
+    times: int | None = 1  # None: forever
+    retry_after: int | None = None
+    delay: float = 0.0  # seconds to stall before answering (or failing)
+    fail: bool = True  # False: only the delay
+    hits: int = 0
+
+    def matches(self, method: str, path: str, verb: str) -> bool:
+        if self.times is not None and self.hits >= self.times:
+            return False
+        return ((self.method is None or self.method == method)
+                and (self.verb is None or self.verb == verb)
+                and re.search(self.path, path) is not None)
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    verb: str  # get, list, watch, create, update, patch, delete
+    resource: str
+    subresource: str
+    status: int
+    query: str = ""
+
+
+@dataclass
+class _Change:
+    rv: int
+    type: str  # ADDED, MODIFIED, DELETED
+    plural: str
+    old: Obj | None
+    new: Obj
+
+
+@dataclass(eq=False)
+class _Watcher:
+    plural: str
+    namespace: str | None
+    selector: list[tuple[str, str, str]]
+    queue: asyncio.Queue[_Change | None] = field(default_factory=asyncio.Queue)
+
+
+class KubeApiServer:
+    """The test API server. `await start()`, then `url`; `await stop()` at the end."""
+
+    def __init__(self, *, token: str = "test-token", bookmark_interval: float = 1.0) -> None:
+        self.token = token
+        self.bookmark_interval = bookmark_interval
+        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.rv = 0
+        self.compacted = 0
+        self.history: list[_Change] = []
+        self.requests: list[Request] = []
+        self.faults: list[Fault] = []
+        self._watchers: set[_Watcher] = set()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- life cycle -----------------------------------------------------------------------------
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self.url
+
+    async def stop(self) -> None:
+        self.drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.url}}],
+            "users": [{"name": "test", "user": {"token": self.token}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+        }))
+        return path
+
+    # -- test steering ----------------------------------------------------------------------------
+
+    def inject(self, **kwargs: Any) -> Fault:
+        fault = Fault(**kwargs)
+        self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
+
+    def drop_watches(self) -> None:
+        """Close every open watch stream (the client sees the connection end)."""
+        for watcher in list(self._watchers):
+            watcher.queue.put_nowait(None)
+
+    def compact(self) -> int:
+        """Forget history up to now: watches from an older resourceVersion get 410 Gone."""
+        self.compacted = self.rv
+        self.history.clear()
+        return self.rv
+
+    def count(self, *, verb: str | None = None, resource: str | None = None,
+              subresource: str | None = None, method: str | None = None) -> int:
+        return sum(1 for r in self.requests
+                   if (verb is None or r.verb == verb)
+                   and (resource is None or r.resource == resource)
+                   and (subresource is None or r.subresource == subresource)
+                   and (method is None or r.method == method))
+
+    # Direct access for tests (no HTTP, no request log), with the same semantics.
+
+    def get(self, plural: str, namespace: str, name: str) -> Obj | None:
+        found = self.objects.get((plural, namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def list_objects(self, plural: str) -> list[Obj]:
+        return [copy.deepcopy(o) for (p, _, _), o in self.objects.items() if p == plural]
+
+    def create(self, plural: str, obj: Obj) -> Obj:
+        namespace = obj.get("metadata", {}).get("namespace", "default") \
+            if RESOURCES[plural].namespaced else ""
+        return copy.deepcopy(self._create(plural, namespace, copy.deepcopy(obj)))
+
+    def update(self, plural: str, obj: Obj) -> Obj:
+        meta = obj["metadata"]
+        namespace = meta.get("namespace", "") if RESOURCES[plural].namespaced else ""
+        return copy.deepcopy(self._replace(plural, namespace, meta["name"], copy.deepcopy(obj),
+                                           subresource=""))
+
+    def update_status(self, plural: str, obj: Obj) -> Obj:
+        """Write `obj`'s status as another controller would (PUT .../status)."""
+        meta = obj["metadata"]
+        namespace = meta.get("namespace", "") if RESOURCES[plural].namespaced else ""
+        return copy.deepcopy(self._replace(plural, namespace, meta["name"], copy.deepcopy(obj),
+                                           subresource="status"))
+
+    def delete(self, plural: str, namespace: str, name: str, grace: int | None = None) -> Obj:
+        options: Obj = {} if grace is None else {"gracePeriodSeconds": grace}
+        return self._delete(plural, namespace, name, options)
+
+    # -- HTTP ---------------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        match = _PATH.match(request.path)
+        query = {k: v[-1] for k, v in parse_qs(request.query_string).items()}
+        if match is None or match["plural"] not in RESOURCES:
+            return self._log(request, "", "", "", _error(404, "NotFound", "no such path"))
+        plural, name, sub = match["plural"], match["name"] or "", match["sub"] or ""
+        verb = _verb(request.method, bool(name), query.get("watch") in ("1", "true"))
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return self._log(request, verb, plural, sub, _error(401, "Unauthorized",
+                                                                 "Unauthorized"))
+        fault = next((f for f in self.faults
+                      if f.matches(request.method, request.path, verb)), None)
+        if fault is not None:
+            fault.hits += 1
+            if fault.delay:
+                await asyncio.sleep(fault.delay)
+            if fault.fail:
+                if verb == "watch" and fault.status == 410:
+                    return await self._watch_gone(request, plural)
+                return self._log(request, verb, plural, sub, _fault_response(fault))
+        try:
+            if verb == "watch":
+                self._log(request, verb, plural, sub, web.Response(status=200))
+                return await self._watch(request, plural, match["ns"], query)
+            response = await self._dispatch(request, verb, plural, match["ns"] or "", name,
+                                            sub, query)
+        except ApiError as exc:
+            response = web.json_response(exc.body, status=exc.code)
+        return self._log(request, verb, plural, sub, response)
+
+    def _log(self, request: web.Request, verb: str, plural: str, sub: str,
+             response: web.StreamResponse) -> web.StreamResponse:
+        self.requests.append(Request(request.method, request.path, verb, plural, sub,
+                                     response.status, request.query_string))
+        return response
+
+    async def _dispatch(self, request: web.Request, verb: str, plural: str, namespace: str,
+                        name: str, sub: str, query: dict[str, str]) -> web.Response:
+        resource = RESOURCES[plural]
+        if sub and sub not in resource.subresources:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource "
+                           f"({plural}/{sub})")
+        if verb == "list":
+            return web.json_response(self._list(plural, namespace or None, query))
+        if verb == "get":
+            return web.json_response(self._get(plural, namespace, name))
+        body = await _body(request)
+        if verb == "create":
+            return web.json_response(self._create(plural, namespace, body), status=201)
+        if verb == "update":
+            return web.json_response(self._replace(plural, namespace, name, body, subresource=sub))
+        if verb == "patch":
+            ctype = request.content_type
+            return web.json_response(self._patch(plural, namespace, name, body, ctype, sub))
+        if verb == "delete":
+            options = dict(body) if isinstance(body, dict) else {}
+            if "gracePeriodSeconds" in query:
+                options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+            return web.json_response(self._delete(plural, namespace, name, options))
+        raise ApiError(405, "MethodNotAllowed", f"{request.method} is not supported")
+
+    # -- storage --------------------------------------------------------------------------------
+
+    def _key(self, plural: str, namespace: str, name: str) -> tuple[str, str, str]:
+        return (plural, namespace if RESOURCES[plural].namespaced else "", name)
+
+    def _get(self, plural: str, namespace: str, name: str) -> Obj:
+        found = self.objects.get(self._key(plural, namespace, name))
+        if found is None:
+            raise ApiError(404, "NotFound", f'{plural} "{name}" not found', name=name,
+                           kind=plural)
+        return _with_kind(plural, found)
+
+    def _list(self, plural: str, namespace: str | None, query: dict[str, str]) -> Obj:
+        selector = _parse_selector(query.get("fieldSelector", ""))
+        items = [copy.deepcopy(o) for (p, ns, _), o in sorted(self.objects.items())
+                 if p == plural and (namespace is None or ns == namespace)
+                 and _selected(o, selector)]
+        resource = RESOURCES[plural]
+        return {"kind": f"{resource.kind}List", "apiVersion": resource.group_version,
+                "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+
+    def _commit(self, plural: str, type_: str, old: Obj | None, new: Obj) -> Obj:
+        self.rv += 1
+        if type_ != "DELETED":
+            new["metadata"]["resourceVersion"] = str(self.rv)
+        key = self._key(plural, new["metadata"].get("namespace", ""), new["metadata"]["name"])
+        if type_ == "DELETED":
+            self.objects.pop(key, None)
+        else:
+            self.objects[key] = new
+        change = _Change(self.rv, type_, plural, copy.deepcopy(old), copy.deepcopy(new))
+        self.history.append(change)
+        for watcher in list(self._watchers):
+            if watcher.plural == plural:
+                watcher.queue.put_nowait(change)
+        return _with_kind(plural, new)
+
+    def _create(self, plural: str, namespace: str, body: Any) -> Obj:
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the body must be an object")
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        name = meta.get("name")
+        if not name:
+            raise ApiError(422, "Invalid", "metadata.name: Required value")
+        if RESOURCES[plural].namespaced:
+            meta["namespace"] = namespace or meta.get("namespace") or "default"
+        else:
+            meta.pop("namespace", None)
+        if self._key(plural, meta.get("namespace", ""), name) in self.objects:
+            raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists', name=name,
+                           kind=plural)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        meta.pop("resourceVersion", None)
+        meta.pop("deletionTimestamp", None)
+        body.pop("kind", None)
+        body.pop("apiVersion", None)
+        if plural == "pods":
+            _default_pod(body)
+        return self._commit(plural, "ADDED", None, body)
+
+    def _current(self, plural: str, namespace: str, name: str) -> Obj:
+        found = self.objects.get(self._key(plural, namespace, name))
+        if found is None:
+            raise ApiError(404, "NotFound", f'{plural} "{name}" not found', name=name,
+                           kind=plural)
+        return found
+
+    def _replace(self, plural: str, namespace: str, name: str, body: Any, *,
+                 subresource: str) -> Obj:
+        old = self._current(plural, namespace, name)
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the body must be an object")
+        meta = body.get("metadata") or {}
+        _check_preconditions(plural, name, old, meta.get("uid"), meta.get("resourceVersion"))
+        new = _restrict(plural, old, body, subresource)
+        return self._store_update(plural, old, new)
+
+    def _patch(self, plural: str, namespace: str, name: str, patch: Any, ctype: str,
+               subresource: str) -> Obj:
+        old = self._current(plural, namespace, name)
+        if not isinstance(patch, dict):
+            raise ApiError(400, "BadRequest", "the patch must be an object")
+        meta = patch.get("metadata") or {}
+        _check_preconditions(plural, name, old, meta.get("uid"), meta.get("resourceVersion"))
+        if ctype == "application/merge-patch+json":
+            merged = _merge_patch(copy.deepcopy(old), patch)
+        elif ctype == "application/strategic-merge-patch+json":
+            merged = _strategic(copy.deepcopy(old), patch, (plural,))
+        else:
+            raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {ctype!r}")
+        new = _restrict(plural, old, merged, subresource)
+        return self._store_update(plural, old, new)
+
+    def _store_update(self, plural: str, old: Obj, new: Obj) -> Obj:
+        for frozen in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
+                       "deletionGracePeriodSeconds"):
+            if frozen in old["metadata"]:
+                new["metadata"][frozen] = old["metadata"][frozen]
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if new == old:  # a no-op write: no new resourceVersion, no watch event
+            return _with_kind(plural, old)
+        return self._commit(plural, "MODIFIED", old, new)
+
+    def _delete(self, plural: str, namespace: str, name: str, options: Obj) -> Obj:
+        old = self._current(plural, namespace, name)
+        pre = options.get("preconditions") or {}
+        _check_preconditions(plural, name, old, pre.get("uid"), pre.get("resourceVersion"))
+        grace = options.get("gracePeriodSeconds")
+        if plural == "pods" and not _deletes_now(old, grace):
+            return self._mark_deleting(old, grace)
+        return self._commit(plural, "DELETED", old, copy.deepcopy(old))
+
+    def _mark_deleting(self, old: Obj, grace: int | None) -> Obj:
+        spec_grace = old.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+        period = spec_grace if grace is None else grace
+        meta = old["metadata"]
+        current = meta.get("deletionGracePeriodSeconds")
+        if current is not None and current <= period:
+            return _with_kind("pods", old)  # a grace period can only shrink
+        new = copy.deepcopy(old)
+        new["metadata"]["deletionGracePeriodSeconds"] = period
+        new["metadata"]["deletionTimestamp"] = datetime.fromtimestamp(
+            time.time() + period, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self._commit("pods", "MODIFIED", old, new)
+
+    # -- watch ----------------------------------------------------------------------------------
+
+    async def _watch(self, request: web.Request, plural: str, namespace: str | None,
+                     query: dict[str, str]) -> web.StreamResponse:
+        selector = _parse_selector(query.get("fieldSelector", ""))
+        raw_rv = query.get("resourceVersion", "")
+        timeout = float(query.get("timeoutSeconds", "1800"))
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        since = int(raw_rv) if raw_rv.isdigit() else 0
+        if raw_rv not in ("", "0") and since < self.compacted:
+            return await self._watch_gone(request, plural, since)
+        watcher = _Watcher(plural, namespace, selector)
+        # Replay and subscribe with no await in between, so no change falls in the gap.
+        if raw_rv in ("", "0"):
+            backlog = [_Change(self.rv, "ADDED", plural, None, copy.deepcopy(o))
+                       for (p, _, _), o in sorted(self.objects.items()) if p == plural]
+        else:
+            backlog = [c for c in self.history if c.rv > since and c.plural == plural]
+        for change in backlog:
+            watcher.queue.put_nowait(change)
+        self._watchers.add(watcher)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        try:
+            await self._stream(response, watcher, timeout, bookmarks)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self._watchers.discard(watcher)
+        return response
+
+    async def _stream(self, response: web.StreamResponse, watcher: _Watcher, timeout: float,
+                      bookmarks: bool) -> None:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            wait = min(left, self.bookmark_interval) if bookmarks else left
+            try:
+                change = await asyncio.wait_for(watcher.queue.get(), wait)
+            except TimeoutError:
+                if bookmarks:
+                    await _send(response, _bookmark(watcher.plural, self.rv))
+                continue
+            if change is None:
+                return  # dropped by the test
+            event = _filtered(change, watcher)
+            if event is not None:
+                await _send(response, event)
+
+    async def _watch_gone(self, request: web.Request, plural: str,
+                          since: int = 0) -> web.StreamResponse:
+        self._log(request, "watch", plural, "", web.Response(status=200))
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await _send(response, {"type": "ERROR", "object": status_object(
+            410, "Expired", f"too old resource version: {since} ({self.compacted})")})
+        return response
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def _verb(method: str, named: bool, watch: bool) -> str:
+    if method == "GET":
+        return "watch" if watch else ("get" if named else "list")
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+        method, method.lower())
+
+
+def _error(code: int, reason: str, message: str) -> web.Response:
+    return web.json_response(status_object(code, reason, message), status=code)
+
+
+def _fault_response(fault: Fault) -> web.Response:
+    reasons = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError",
+               503: "ServiceUnavailable", 504: "Timeout", 404: "NotFound"}
+    reason = reasons.get(fault.status, "InternalError")
+    headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+    return web.json_response(status_object(fault.status, reason, f"injected {reason}"),
+                             status=fault.status, headers=headers)
+
+
+async def _body(request: web.Request) -> Any:
+    if not request.can_read_body:
+        return None
+    text = await request.text()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, "BadRequest", f"invalid JSON: {exc}") from exc
+
+
+async def _send(response: web.StreamResponse, event: Obj) -> None:
+    await response.write(json.dumps(event).encode() + b"\n")
+
+
+def _with_kind(plural: str, obj: Obj) -> Obj:
+    resource = RESOURCES[plural]
+    return {"kind": resource.kind, "apiVersion": resource.group_version, **copy.deepcopy(obj)}
+
+
+def _bookmark(plural: str, rv: int) -> Obj:
+    resource = RESOURCES[plural]
+    return {"type": "BOOKMARK", "object": {"kind": resource.kind,
+                                           "apiVersion": resource.group_version,
+                                           "metadata": {"resourceVersion": str(rv)}}}
+
+
+def _field(obj: Obj, path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def _parse_selector(text: str) -> list[tuple[str, str, str]]:
+    out = []
+    for term in filter(None, text.split(",")):
+        for op in ("!=", "==", "="):
+            if op in term:
+                key, _, value = term.partition(op)
+                out.append((key.strip(), "!=" if op == "!=" else "=", value.strip()))
+                break
+        else:
+            raise ApiError(400, "BadRequest", f"invalid field selector {term!r}")
+    return out
+
+
+def _selected(obj: Obj | None, selector: list[tuple[str, str, str]]) -> bool:
+    if obj is None:
+        return False
+    return all((_field(obj, key) == value) == (op == "=") for key, op, value in selector)
+
+
+def _filtered(change: _Change, watcher: _Watcher) -> Obj | None:
+    def visible(obj: Obj | None) -> bool:
+        if obj is None:
+            return False
+        ns = obj.get("metadata", {}).get("namespace", "")
+        return (watcher.namespace is None or ns == watcher.namespace) and \
+            _selected(obj, watcher.selector)
+
+    was, now = visible(change.old), visible(change.new)
+    if change.type == "DELETED":
+        type_ = "DELETED" if was or now else None
+    elif now:
+        type_ = "MODIFIED" if was else "ADDED"
+    else:
+        type_ = "DELETED" if was else None
+    if type_ is None:
+        return None
+    obj = dict(change.new)
+    obj["metadata"] = {**obj["metadata"], "resourceVersion": str(change.rv)}
+    return {"type": type_, "object": _with_kind(change.plural, obj)}
+
+
+def _check_preconditions(plural: str, name: str, old: Obj, uid: Any, rv: Any) -> None:
+    meta = old["metadata"]
+    if uid and uid != meta["uid"]:
+        raise ApiError(409, "Conflict", (
+            f'Operation cannot be fulfilled on {plural} "{name}": the UID in the precondition '
+            f"({uid}) does not match the UID in record ({meta['uid']}). The object might have "
+            "been deleted and then recreated"), name=name, kind=plural)
+    if rv and rv != meta["resourceVersion"]:
+        raise ApiError(409, "Conflict", (
+            f'Operation cannot be fulfilled on {plural} "{name}": the object has been modified; '
+            "please apply your changes to the latest version and try again"),
+            name=name, kind=plural)
+
+
+def _restrict(plural: str, old: Obj, new: Obj, subresource: str) -> Obj:
+    """What a write may change: only `status` through /status; never status of pods/nodes
+    through the main resource (their status has its own subresource)."""
+    new = copy.deepcopy(new)
+    new.pop("kind", None)
+    new.pop("apiVersion", None)
+    if subresource == "status":
+        out = copy.deepcopy(old)
+        out["status"] = new.get("status", {})
+        return out
+    if "status" in RESOURCES[plural].subresources:
+        if "status" in old:
+            new["status"] = copy.deepcopy(old["status"])
+        else:
+            new.pop("status", None)
+    new.setdefault("metadata", {})
+    return new
+
+
+def _deletes_now(pod: Obj, grace: int | None) -> bool:
+    phase = pod.get("status", {}).get("phase")
+    unscheduled = not pod.get("spec", {}).get("nodeName")
+    return grace == 0 or unscheduled or phase in ("Succeeded", "Failed")
+
+
+def _default_pod(pod: Obj) -> None:
+    spec = pod.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    for container in spec.get("containers", []) + spec.get("initContainers", []):
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("terminationMessagePolicy", "File")
+    pod.setdefault("status", {"phase": "Pending", "qosClass": "BestEffort"})
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge_patch(out.get(key), value)
+    return out
+
+
+def _strategic(target: Any, patch: Any, path: tuple[str, ...]) -> Any:
+    """A strategic merge patch: maps merge, lists with a merge key merge by it, others replace."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if patch.get("$patch") == "replace":
+        return {k: v for k, v in patch.items() if k != "$patch"}
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith(("$setElementOrder/", "$retainKeys", "$deleteFromPrimitiveList/")):
+            continue
+        sub = (*path, key)
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, list) and sub in _MERGE_KEYS:
+            out[key] = _merge_list(out.get(key) or [], value, _MERGE_KEYS[sub], sub)
+        elif isinstance(value, dict):
+            out[key] = _strategic(out.get(key), value, sub)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _merge_list(old: list[Any], patch: list[Any], key: str, path: tuple[str, ...]) -> list[Any]:
+    if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
+        return [copy.deepcopy(i) for i in patch
+                if not (isinstance(i, dict) and i.get("$patch") == "replace")]
+    out = [copy.deepcopy(i) for i in old]
+    for item in patch:
+        if not isinstance(item, dict) or key not in item:
+            raise ApiError(422, "Invalid", f"{'.'.join(path[1:])}: merge key {key!r} missing")
+        index = next((n for n, i in enumerate(out) if i.get(key) == item[key]), None)
+        if item.get("$patch") == "delete":
+            if index is not None:
+                out.pop(index)
+        elif index is None:
+            out.append(copy.deepcopy(item))
+        else:
+            out[index] = _strategic(out[index], item, path)
+    return out
+
+
+
+# -- objects and a cluster-mode rig for tests ------------------------------------------------
+
+
+def pod_object(name: str, *, node: str, namespace: str = "default", grace: int = 1,
+               command: str = "sleep 1000000", scheduled: bool = True, **spec: Any) -> Obj:
+    """A busybox pod bound to `node`, with the scheduler's PodScheduled condition."""
+    obj: Obj = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"test": "nodelet"}},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": grace,
+                 "containers": [{"name": "main", "image": "localhost/nodelet/busybox:latest",
+                                 "imagePullPolicy": "IfNotPresent",
+                                 "command": ["sh", "-c", command]}], **spec},
+    }
+    if scheduled:
+        obj["status"] = {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+             "lastTransitionTime": now_rfc3339()}]}
+    return obj
+
+
+async def poll(check: Any, *, within: float = 10.0, what: str) -> Any:
+    """Poll `check()` (sync) until truthy; fail with the last value."""
+    import pytest
+
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        await asyncio.sleep(0.02)
+    pytest.fail(f"{what} not seen within {within}s; last: {last!r}")
+
+
+class StubRuntime:
+    """The CRI Version/Status a node reports, for node tests that need no containers (the real
+    runtime is used by the end-to-end test); same Protocol as `cri.RuntimeClient`."""
+
+    def __init__(self) -> None:
+        from nodelet.model import runtime as rt
+
+        self.rt = rt
+        self.network_ready = True
+
+    async def version(self) -> Any:
+        return self.rt.VersionInfo("containerd", "1.6.20", "v1")
+
+    async def status(self) -> Any:
+        rt = self.rt
+        return rt.RuntimeStatus((
+            rt.RuntimeCondition("RuntimeReady", True),
+            rt.RuntimeCondition("NetworkReady", self.network_ready,
+                                "" if self.network_ready else "NetworkPluginNotReady",
+                                "" if self.network_ready else "cni config uninitialized"),
+        ))
+
+
+class ClusterRig:
+    """`ClusterMode` against a `KubeApiServer`, with a real status manager and event recorder
+    (checkpoint in `root`), fast timings, and the desired pods it announces in `desired`."""
+
+    def __init__(self, server: KubeApiServer, root: Path, *, node: str = "n1",
+                 **overrides: Any) -> None:
+        from nodelet.adapters import checkpoint
+        from nodelet.services import cluster, recording, statuses
+
+        self.server, self.node = server, node
+        self.checkpoint = checkpoint.Checkpoint.open(root / "checkpoint.db")
+        clock = lambda: datetime.now(UTC)  # noqa: E731
+        self.statuses = statuses.StatusManager(checkpoint=self.checkpoint, clock=clock)
+        self.recorder = recording.EventRecorder(checkpoint=self.checkpoint, node_name=node,
+                                                clock=clock, max_events=1000)
+        self.runtime = StubRuntime()
+        self.announced: list[dict[Any, Any]] = []
+        self.objects_changed: list[set[Any]] = []
+        defaults: dict[str, Any] = dict(
+            kubeconfig=server.write_kubeconfig(root / "kubeconfig"),
+            status_resync_period=0.5, status_retry=0.05, status_retry_max=0.5,
+            node_status_period=0.2, lease_renew_period=0.2, object_ttl=0.3,
+            watch_backoff=0.05, watch_backoff_max=0.2, watch_inactivity=5.0, watch_timeout=30,
+            delete_retry=0.05, delete_retry_max=0.2, start_timeout=5.0)
+        self.mode = cluster.ClusterMode(
+            settings=cluster.ClusterSettings(**(defaults | overrides)), node_name=node,
+            host_ip="192.0.2.10", pod_cidrs=("10.77.0.0/24",), statuses=self.statuses,
+            recorder=self.recorder, runtime=self.runtime, on_pods=self._on_pods,
+            on_objects=self.objects_changed.append, clock=clock)
+
+    def _on_pods(self, desired: Any) -> None:
+        self.announced.append(dict(desired))
+
+    @property
+    def desired(self) -> dict[Any, Any]:
+        return self.announced[-1] if self.announced else {}
+
+    async def __aenter__(self) -> ClusterRig:
+        await self.mode.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.mode.stop()
+        self.checkpoint.close()
