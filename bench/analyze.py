@@ -20,6 +20,7 @@ Run from the checkout:  .venv/bin/python bench/analyze.py [--pods 100000] [--rep
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -206,7 +207,8 @@ class Generator:
         }
 
 
-def generate(directory: Path, pods: int, seed: int) -> tuple[Path, Path]:
+def generate(directory: Path, pods: int, seed: int,
+             indent: int | None = 4) -> tuple[Path, Path]:
     gen = Generator(seed)
     items, events = [], []
     for i in range(pods):
@@ -215,9 +217,9 @@ def generate(directory: Path, pods: int, seed: int) -> tuple[Path, Path]:
         events += pod_events
     pod_path, event_path = directory / "pods.json", directory / "events.json"
     pod_path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {
-        "resourceVersion": ""}, "items": items}, indent=4))  # kubectl's indentation
+        "resourceVersion": ""}, "items": items}, indent=indent))
     event_path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {
-        "resourceVersion": ""}, "items": events}, indent=4))
+        "resourceVersion": ""}, "items": events}, indent=indent))
     return pod_path, event_path
 
 
@@ -252,12 +254,15 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--indent", type=int, default=4,
+                        help="JSON indentation of the dump: 4 as kubectl writes it, 0 compact "
+                        "as the API server sends it")
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="nodelet-analyze-bench-"))
     try:
         start = time.perf_counter()
-        pods, events = generate(work, args.pods, args.seed)
+        pods, events = generate(work, args.pods, args.seed, args.indent or None)
         print(f"generated {args.pods} pods ({pods.stat().st_size / 1e6:.0f} MB) and "
               f"{events.stat().st_size / 1e6:.1f} MB of events in "
               f"{time.perf_counter() - start:.1f}s under {work}")
@@ -275,8 +280,8 @@ def run(args: argparse.Namespace, pods: Path, events: Path, work: Path) -> None:
                  best_of(args.repeat, lambda: json_load(pods, pause_gc=True))))
     for output in ("table", "json", "html"):
         out = work / f"report.{output}"
-        rows.append((f"nodelet analyze -o {output}",
-                     best_of(args.repeat, lambda o=output, p=out: analyze(pods, events, o, p))))
+        run_once = functools.partial(analyze, pods, events, output, out)
+        rows.append((f"nodelet analyze -o {output}", best_of(args.repeat, run_once)))
         print(f"  -o {output}: {out.stat().st_size / 1e6:.2f} MB")
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "nodelet.cli", "analyze", str(pods), "--events",
@@ -284,8 +289,9 @@ def run(args: argparse.Namespace, pods: Path, events: Path, work: Path) -> None:
     rows.append(("process: nodelet analyze -o table (1 run, incl. start-up)",
                  time.perf_counter() - start))
     base = rows[0][1]
-    print(f"\n{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"{datetime.now(UTC):%Y-%m-%d}, best of {args.repeat}")
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"\n{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"{datetime.now(UTC):%Y-%m-%d}, best of {args.repeat}, load average {load}")
     width = max(len(r[0]) for r in rows)
     for label, seconds in rows:
         print(f"{label.ljust(width)}   {seconds:7.2f}s   {seconds / base:5.2f}x")

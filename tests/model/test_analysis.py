@@ -386,7 +386,7 @@ def _bad_time(value: Any) -> dict[str, Any]:
         ({"kind": "Pod", "metadata": {"name": "web"}},
          "pods: not a PodList: kind is 'Pod'; expected 'PodList' or 'List'"),
         ({"kind": "PodList", "items": {}}, "pods: PodList.items is an object, not a list"),
-        (pod_list("web"), "pods: items[0]: str 'web', not a Pod object"),
+        ({"kind": "PodList", "items": ["web"]}, "pods: items[0]: str 'web', not a Pod object"),
         (pod_list({"spec": {}}), "pods: items[0]: no metadata; every item must be a Pod"),
         (pod_list({"metadata": {"namespace": "x"}}), "pods: items[0]: metadata.name and "
          "metadata.namespace must be non-empty strings"),
