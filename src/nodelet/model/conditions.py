@@ -19,6 +19,9 @@ Statuses = Sequence[status.ContainerStatus]
 _ALWAYS_OWNED = frozenset(
     {status.POD_SCHEDULED, status.READY, status.INITIALIZED, status.CONTAINERS_READY}
 )
+# Every type nodelet may write to the API, whatever the gates (the ready-to-start condition
+# under both of its names). Everything else in an API pod's status belongs to someone else.
+WRITTEN_TYPES = _ALWAYS_OWNED | {status.POD_READY_TO_START_CONTAINERS, status.POD_HAS_NETWORK}
 
 
 def ready_to_start_type(gates: settings.FeatureGates) -> str | None:

@@ -29,6 +29,22 @@ def pod_ips(
     return sandboxes.sandbox_ips(newest)
 
 
+def with_api_conditions(
+    pod: pods.Pod, old_conditions: Sequence[status.PodCondition]
+) -> tuple[status.PodCondition, ...]:
+    """`old_conditions` with the API's conditions of an API pod merged in: for types nodelet
+    does not write, the API's copy wins, and one the API no longer has is dropped (the API is
+    the only place others write to). Static pods keep `old_conditions` as they are."""
+    if pod.source != "api":
+        return tuple(old_conditions)
+    api = [c for c in map(status.condition_from_api, pod.api_conditions)
+           if c is not None and c.type not in conditions.WRITTEN_TYPES]
+    by_type = {c.type: c for c in api}
+    out = [by_type.pop(c.type, c) for c in old_conditions
+           if c.type in conditions.WRITTEN_TYPES or c.type in by_type]
+    return (*out, *by_type.values())
+
+
 def generate_status(
     pod: pods.Pod,
     *,
@@ -59,7 +75,7 @@ def generate_status(
         reason, message = old.reason, old.message
     pod_conditions = conditions.generate_conditions(
         pod,
-        old_conditions=old.conditions if old else (),
+        old_conditions=with_api_conditions(pod, old.conditions if old else ()),
         sandboxes=sandboxes,
         last_sandbox_error=last_sandbox_error,
         container_statuses=container_statuses,

@@ -138,6 +138,10 @@ class Pod:
     raw: Mapping[str, Any] = field(default_factory=dict)
     # Where it came from: "file" for static pods, "api" for pods bound by the scheduler.
     source: str = "file"
+    # Pods from the API: the conditions of the API object's status that nodelet does not write
+    # (readiness gates, DisruptionTarget, anything written by others), as v1 JSON. Only those:
+    # nodelet's own status PATCHes then leave the Pod value equal, so they wake no worker.
+    api_conditions: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def full_name(self) -> str:

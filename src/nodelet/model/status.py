@@ -6,6 +6,7 @@ Times are timezone-aware UTC datetimes with full precision; serialisation to the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -170,6 +171,29 @@ def condition_to_api(cond: PodCondition) -> dict[str, Any]:
     if cond.message:
         out["message"] = cond.message
     return out
+
+
+def condition_from_api(obj: Mapping[str, Any]) -> PodCondition | None:
+    """A v1 PodCondition as a value; None when it has no type. Unparsable times and statuses
+    other than True/False are read leniently (None, "Unknown"): they were written by others."""
+    type_ = obj.get("type")
+    if not isinstance(type_, str) or not type_:
+        return None
+    raw_status = obj.get("status")
+    value: ConditionStatus = raw_status if raw_status in ("True", "False") else "Unknown"
+    return PodCondition(
+        type=type_, status=value, reason=str(obj.get("reason") or ""),
+        message=str(obj.get("message") or ""),
+        last_transition_time=_lenient_time(obj.get("lastTransitionTime")),
+        last_probe_time=_lenient_time(obj.get("lastProbeTime")),
+    )
+
+
+def _lenient_time(value: Any) -> datetime | None:
+    try:
+        return parse_time(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def to_api(status: PodStatus) -> dict[str, Any]:

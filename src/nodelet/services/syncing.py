@@ -349,9 +349,10 @@ class PodSyncer:
         except containers.ContainerError as exc:
             raise SyncError(str(exc)) from exc
         if wait_image is None:
-            fresh = await self._relister.refresh_pod(pod.uid)
+            # Keep the new instance and the one before it (the pod's lastState); `state` lists
+            # the instances that existed before this start, newest first.
             await self._containers.remove_older(
-                [c for c in fresh.containers if c.name == container.name], keep=2)
+                [c for c in state.containers if c.name == container.name], keep=1)
         return wait_image
 
     async def _kill_unhealthy(
