@@ -41,7 +41,7 @@ from typing import Any
 
 from nodelet import app
 from nodelet import settings as settings_
-from nodelet.adapters import cni, containerd, host
+from nodelet.adapters import cni, containerd, host, mounts
 from nodelet.adapters.cri import client as cri
 from nodelet.model import pods as pods_
 from nodelet.model import runtime as rt
@@ -182,7 +182,7 @@ async def leftovers(runtime: Runtime, extra_dirs: Sequence[Path]) -> dict[str, o
         "netns": netns,
         "veths": await cni.bridge_ports(runtime.data_dir),
         "bridge": await cni.bridge_exists(runtime.data_dir),
-        "mounts": containerd.mounts_under(runtime.data_dir),
+        "mounts": mounts.mounts_under(runtime.data_dir),
         "processes": processes_mentioning(runtime.data_dir),
         "dirs": [str(d) for d in (runtime.data_dir, *extra_dirs) if d.exists()],
     }

@@ -27,7 +27,7 @@ import pytest_asyncio
 
 from harness import Harness
 from nodelet import settings as settings_
-from nodelet.adapters import cni, containerd
+from nodelet.adapters import cni, containerd, mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.model import runtime as runtime_model
 from nodelet.services import resetting
@@ -89,7 +89,7 @@ async def leftovers(instance: Instance) -> dict[str, object]:
         "netns": netns,
         "veths": await cni.bridge_ports(instance.data_dir),
         "bridge": await cni.bridge_exists(instance.data_dir),
-        "mounts": containerd.mounts_under(instance.data_dir),
+        "mounts": mounts.mounts_under(instance.data_dir),
         "data_dir": instance.data_dir.exists(),
     }
 

@@ -196,15 +196,22 @@ def _cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_describe(args: argparse.Namespace) -> int:
+def _pod_and_events(args: argparse.Namespace) -> tuple[Any, Any] | None:
+    """The pod named on the command line and its events (precise times), or None."""
     client = _client(args)
     pod = presenting.find_pod(client.pods(precise=True), args.name, args.namespace)
     if pod is None:
         print(f'Error: pod "{args.name}" not found', file=sys.stderr)
-        return 1
+        return None
     meta = pod["metadata"]
-    events = client.events(pod=meta["name"], namespace=meta.get("namespace"))
-    print(presenting.describe_pod(pod, events, datetime.now(UTC)))
+    return pod, client.events(pod=meta["name"], namespace=meta.get("namespace"), precise=True)
+
+
+def _cmd_describe(args: argparse.Namespace) -> int:
+    found = _pod_and_events(args)
+    if found is None:
+        return 1
+    print(presenting.describe_pod(*found, datetime.now(UTC)))
     return 0
 
 
@@ -251,14 +258,10 @@ def _add_timeline_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _cmd_timeline(args: argparse.Namespace) -> int:
-    client = _client(args)
-    pod = presenting.find_pod(client.pods(precise=True), args.name, args.namespace)
-    if pod is None:
-        print(f'Error: pod "{args.name}" not found', file=sys.stderr)
+    found = _pod_and_events(args)
+    if found is None:
         return 1
-    meta = pod["metadata"]
-    events = client.events(pod=meta["name"], namespace=meta.get("namespace"), precise=True)
-    print(timeline.render_text(timeline.build(pod, events, datetime.now(UTC))), end="")
+    print(timeline.render_text(timeline.build(*found, datetime.now(UTC))), end="")
     return 0
 
 

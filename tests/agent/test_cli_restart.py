@@ -21,7 +21,7 @@ import pytest
 
 from conftest import eventually
 from harness import pod_manifest
-from nodelet.adapters import api_client, cni, containerd
+from nodelet.adapters import api_client, cni, mounts
 
 pytestmark = pytest.mark.runtime
 
@@ -123,7 +123,7 @@ async def test_kill_9_and_restart_adopts_runtime_and_pods() -> None:
     assert not (root / "data").exists()
     assert await cni.instance_netns(root / "data") == []
     assert not await cni.bridge_exists(root / "data")
-    assert containerd.mounts_under(root / "data") == []
+    assert mounts.mounts_under(root / "data") == []
     for path in root.iterdir():
         path.unlink() if path.is_file() else None
     (root / "manifests" / "web.yaml").unlink()

@@ -100,19 +100,19 @@ async def test_resources_map_to_a_pod_cgroup_that_is_removed_with_the_pod(
 
 
 async def test_removed_pods_leave_nothing_behind(agent: Harness, runtime: object) -> None:
-    from nodelet.adapters import cni, containerd
+    from nodelet.adapters import cni, mounts
 
-    volumes = ("volumes:\n  - name: scratch\n    emptyDir: {}\n"
+    volume_spec = ("volumes:\n  - name: scratch\n    emptyDir: {}\n"
                "  - name: ram\n    emptyDir: {medium: Memory, sizeLimit: 8Mi}\n"
                "  - name: cfg\n    configMap: {name: leftovers}\n")
-    mounts = ("volumeMounts:\n  - {name: scratch, mountPath: /scratch}\n"
-              "  - {name: ram, mountPath: /ram}\n  - {name: cfg, mountPath: /cfg}\n")
+    mount_spec = ("volumeMounts:\n  - {name: scratch, mountPath: /scratch}\n"
+                  "  - {name: ram, mountPath: /ram}\n  - {name: cfg, mountPath: /cfg}\n")
     agent.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: leftovers}\n"
                            "data: {a: b}\n")
     for name in ("tidy-a", "tidy-b"):
         agent.write(f"{name}.yaml", pod_manifest(
             name, command="echo x > /scratch/f; echo y > /ram/f; sleep 1000000",
-            extra_spec=volumes, container_extra=mounts))
+            extra_spec=volume_spec, container_extra=mount_spec))
     for name in ("tidy-a", "tidy-b"):
         await agent.wait_status(name, all_ready, what=f"{name} Ready")
     agent_ = agent.agent_or_fail()
@@ -120,7 +120,7 @@ async def test_removed_pods_leave_nothing_behind(agent: Harness, runtime: object
     sandboxes = [(await agent_.relister.refresh_pod(u)).sandboxes[0].id for u in uids]
     netns = [await agent_.syncer._client.sandbox_netns_path(s) for s in sandboxes]
     data_dir = agent.settings.data_dir
-    assert containerd.mounts_under(data_dir / "pods"), "the Memory emptyDir is a real tmpfs"
+    assert mounts.mounts_under(data_dir / "pods"), "the Memory emptyDir is a real tmpfs"
 
     for name in ("tidy-a", "tidy-b"):
         agent.remove(f"{name}.yaml")
@@ -129,7 +129,7 @@ async def test_removed_pods_leave_nothing_behind(agent: Harness, runtime: object
         state = await agent_.relister.refresh_pod(uid)
         assert state.sandboxes == () and state.containers == ()
         assert not (data_dir / "pods" / uid).exists(), "volumes and pod dirs removed"
-    assert containerd.mounts_under(data_dir) == []
+    assert mounts.mounts_under(data_dir) == []
     assert not any(Path(n).exists() for n in netns)
     runtime_dir = runtime.data_dir  # type: ignore[attr-defined]
     held = [p for p in cni.ipam_allocations(runtime_dir)

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import Instance, InstanceFactory, leftovers, sandbox_config
 from nodelet import settings as settings_
-from nodelet.adapters import cni, containerd
+from nodelet.adapters import cni, mounts
 from nodelet.model import runtime as rt
 from nodelet.services import resetting
 
@@ -39,7 +39,7 @@ async def _run_pod(instance: Instance, name: str) -> rt.SandboxID:
 async def _assert_clean(instance: Instance, report: resetting.ResetReport) -> None:
     left = await leftovers(instance)
     assert not any(left.values()), f"left behind: {left}; report: {report}"
-    assert containerd.mounts_under(instance.data_dir) == []
+    assert mounts.mounts_under(instance.data_dir) == []
     pid = instance.containerd.pid
     assert pid is None or not _exists(f"/proc/{pid}")
 
@@ -48,7 +48,7 @@ async def test_reset_leaves_nothing(instances: InstanceFactory) -> None:
     instance = await instances()
     await _run_pod(instance, "one")
     await _run_pod(instance, "two")
-    assert containerd.mounts_under(instance.data_dir)  # rootfs and shm mounts exist
+    assert mounts.mounts_under(instance.data_dir)  # rootfs and shm mounts exist
     await instance.client.close()
     await instance.containerd.detach()
 

@@ -23,7 +23,6 @@ import contextlib
 import logging
 import math
 import os
-import re
 import signal
 import subprocess
 import time
@@ -32,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodelet import settings as settings_
-from nodelet.adapters import cni
+from nodelet.adapters import cni, commands
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 
@@ -155,20 +154,6 @@ disabled_plugins = [{disabled}]
 """
 
 
-async def _run(argv: list[str], *, limit: float) -> tuple[int, str]:
-    """Run a short command; returns (exit status, combined output). Kills it after `limit` s."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), limit)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return -1, f"{argv[0]} timed out after {limit:g}s"
-    return proc.returncode or 0, out.decode(errors="replace")
-
-
 async def _wait_until(predicate: Callable[[], bool], limit: float) -> bool:
     """Poll `predicate` until it holds or `limit` seconds pass; returns its last value."""
     deadline = time.monotonic() + limit
@@ -196,11 +181,11 @@ async def overlay_works(scratch: Path) -> bool:
     dirs = {name: scratch / name for name in ("lower", "upper", "work", "merged")}
     _make_dirs(*dirs.values())
     options = f"lowerdir={dirs['lower']},upperdir={dirs['upper']},workdir={dirs['work']}"
-    status, _ = await _run(
+    status, _ = await commands.run(
         ["mount", "-t", "overlay", "overlay", "-o", options, str(dirs["merged"])], limit=10
     )
     if status == 0:
-        await _run(["umount", str(dirs["merged"])], limit=10)
+        await commands.run(["umount", str(dirs["merged"])], limit=10)
     _remove_tree(scratch)
     return status == 0
 
@@ -476,37 +461,13 @@ class EmbeddedContainerd:
         _check_archive(ref, archive)
         socket = str(self._paths.socket)
         argv = ["ctr", "--address", socket, "-n", "k8s.io", "images", "import", str(archive)]
-        status, output = await _run(argv, limit=self._settings.timeouts.pull_image)
+        status, output = await commands.run(argv, limit=self._settings.timeouts.pull_image)
         if status != 0:
             raise ContainerdError(f"importing {archive} failed ({status}): {output.strip()}")
         logger.info("imported %s from %s", ref, archive)
 
 
 # -- leftovers of a containerd instance (used by reset and tests) ------------------------------
-
-
-def mounts_under(path: Path) -> list[Path]:
-    """Mount points at or below `path`, deepest first (from /proc/self/mountinfo)."""
-    top = str(path.resolve())
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        # Field 5 is the mount point, with space, tab, newline and backslash octal-escaped.
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4])
-        if point == top or point.startswith(top + "/"):
-            found.append(Path(point))
-    return sorted(set(found), key=lambda p: len(p.parts), reverse=True)
-
-
-async def unmount_all(path: Path) -> list[Path]:
-    """Unmount everything at or below `path` (lazily when busy); returns what was unmounted."""
-    done = []
-    for point in mounts_under(path):
-        status, _ = await _run(["umount", str(point)], limit=10)
-        if status != 0:
-            status, _ = await _run(["umount", "-l", str(point)], limit=10)
-        if status == 0:
-            done.append(point)
-    return done
 
 
 def _shim_pids(socket: Path) -> list[int]:
@@ -533,9 +494,9 @@ async def kill_leftovers(data_dir: Path) -> list[str]:
     paths = ContainerdPaths.of(data_dir)
     removed = []
     runc_root = paths.state / "runc" / "k8s.io"
-    status, out = await _run(["runc", "--root", str(runc_root), "list", "-q"], limit=30)
+    status, out = await commands.run(["runc", "--root", str(runc_root), "list", "-q"], limit=30)
     for container_id in out.split() if status == 0 else []:
-        status, _ = await _run(
+        status, _ = await commands.run(
             ["runc", "--root", str(runc_root), "delete", "--force", container_id], limit=30
         )
         if status == 0:

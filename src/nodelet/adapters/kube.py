@@ -7,7 +7,7 @@ the kubelet's `--kube-api-qps/--kube-api-burst`) unless the caller took one ahea
 Requests are not retried here: callers own their retry policy (back-off, coalescing); only
 `Reflector`, the list+watch loop, retries by itself.
 
-Calls: pods (list, watch, get, PATCH status as a strategic merge patch with the pod UID as
+Calls: pods (list, watch, get, create, PATCH status as a strategic merge patch with the pod UID as
 precondition, DELETE with grace period and UID precondition), events (create, patch), nodes
 (get, create, patch, patch status), leases (get, create, replace), configmaps and secrets (get).
 
@@ -265,6 +265,10 @@ class KubeClient:
 
     async def get_pod(self, namespace: str, name: str) -> Obj:
         return await self.request("GET", pod_path(namespace, name))
+
+    async def create_pod(self, namespace: str, pod: Obj) -> Obj:
+        """POST a pod (mirror pods); AlreadyExists when one of that name exists."""
+        return await self.request("POST", pod_path(namespace), body=pod)
 
     async def patch_pod_status(self, namespace: str, name: str, uid: str, status: Obj) -> Obj:
         """Strategic-merge `status` into the pod's status, only if the pod still has `uid`

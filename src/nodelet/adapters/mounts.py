@@ -9,7 +9,6 @@ Exceptions::
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
@@ -19,6 +18,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from nodelet.adapters import commands
 from nodelet.model import volumes
 
 # The atomic writer's names inside a volume directory (the kubelet's AtomicWriter).
@@ -54,33 +54,38 @@ def is_tmpfs(path: Path) -> bool:
     return any(point == top and fstype == "tmpfs" for point, fstype in mount_points(path))
 
 
-async def _run(argv: list[str], limit: float) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), limit)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return -1, f"{argv[0]} timed out after {limit:g}s"
-    return proc.returncode or 0, out.decode(errors="replace").strip()
-
-
 async def mount_tmpfs(target: Path, *, size: int | None, mode: int, limit: float) -> None:
     """Mount a tmpfs on `target` with the given root mode; no size: the kernel's half of RAM."""
     options = f"mode={mode:04o}" + (f",size={size}" if size is not None else "")
-    status, output = await _run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)],
-                                limit)
+    status, output = await commands.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)], limit=limit
+    )
     if status != 0:
         raise MountError(f"mount tmpfs on {target} failed ({status}): {output}")
 
 
+def mounts_under(path: Path) -> list[Path]:
+    """Mount points at or below `path`, deepest first."""
+    return [point for point, _ in mount_points(path)]
+
+
+async def unmount_all(path: Path, *, limit: float = 10.0) -> list[Path]:
+    """Unmount everything at or below `path` (lazily when busy); returns what was unmounted."""
+    done = []
+    for point in mounts_under(path):
+        try:
+            await unmount(point, limit=limit)
+        except MountError:
+            continue
+        done.append(point)
+    return done
+
+
 async def unmount(target: Path, *, limit: float) -> None:
     """Unmount `target`, lazily when it is busy (a container may still hold it)."""
-    status, output = await _run(["umount", str(target)], limit)
+    status, output = await commands.run(["umount", str(target)], limit=limit)
     if status != 0:
-        status, output = await _run(["umount", "-l", str(target)], limit)
+        status, output = await commands.run(["umount", "-l", str(target)], limit=limit)
     if status != 0:
         raise MountError(f"unmount {target} failed ({status}): {output}")
 

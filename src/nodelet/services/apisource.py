@@ -10,7 +10,14 @@ rejected for a field nodelet does not know). What is desired:
   the same breath left out: pod workers take the updated pod and then terminate it with
   `deletionGracePeriodSeconds` — no change to the workers is needed — and it stays out of the
   desired set until the API removes it. `ClusterMode.pod_gone` then issues the final delete;
-- a pod that cannot be converted is logged once per resourceVersion and left out.
+- a pod that cannot be converted is logged once per resourceVersion and left out;
+- mirror pods (annotation `kubernetes.io/config.mirror`: the API's copies of this node's
+  static pods) are never run; `on_mirrors` hears them, by full name, after every change.
+
+A converted pod carries no `status` and no `resourceVersion`/`managedFields` in `Pod.raw`, and
+only the conditions of others in `Pod.api_conditions`: a status PATCH of nodelet's own yields an
+equal Pod, so it does not wake the pod's worker, while a readiness gate flipped by a controller
+does (and Ready is generated again).
 
 `ObjectCache` answers the volume manager's synchronous `lookup(kind, namespace, name)` from a
 cache: a miss returns None (the pod reports FailedMount and is retried) and fetches the object
@@ -23,13 +30,14 @@ Exceptions: none escape; API errors are logged and retried by the loops.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from nodelet.adapters import kube
-from nodelet.model import manifests, pods
+from nodelet.model import conditions, manifests, pods
 from nodelet.model import volumes as vol
 
 log = logging.getLogger(__name__)
@@ -57,6 +65,7 @@ class ApiPodSource:
             on_change=self._changed, name="pod-watch",
         )
         self.on_removed: Callable[[set[pods.PodUID]], None] = lambda uids: None
+        self.on_mirrors: Callable[[Mapping[str, Obj]], None] = lambda mirrors: None
         self.desired: Mapping[pods.PodUID, pods.Pod] = {}
 
     async def run(self) -> None:
@@ -73,8 +82,13 @@ class ApiPodSource:
     def _changed(self, store: Mapping[str, Obj]) -> None:
         desired: dict[pods.PodUID, pods.Pod] = {}
         deleting: dict[pods.PodUID, pods.Pod] = {}
+        mirrors: dict[str, Obj] = {}
         for raw_uid, obj in store.items():
             uid = pods.PodUID(raw_uid)
+            if is_mirror(obj):
+                meta = obj.get("metadata", {})
+                mirrors[f"{meta.get('namespace')}/{meta.get('name')}"] = obj
+                continue
             pod = self._convert(uid, obj)
             if pod is None or (obj.get("status") or {}).get("phase") in _TERMINAL:
                 continue
@@ -90,6 +104,7 @@ class ApiPodSource:
             self._handed_off |= set(fresh)
         self.desired = desired
         self._on_pods(desired)
+        self.on_mirrors(mirrors)
         if removed:
             self.on_removed(removed)
 
@@ -99,10 +114,10 @@ class ApiPodSource:
         if cached is not None and cached[0] == rv:
             return cached[1]
         try:
-            # Items of a list carry no kind/apiVersion (the list has them).
-            pod: pods.Pod | None = manifests.pod_from_object(
-                {**obj, "apiVersion": "v1", "kind": "Pod"}, node_name=self._node_name,
-                source="api", strict=False)
+            pod: pods.Pod | None = dataclasses.replace(
+                manifests.pod_from_object(_without_status(obj), node_name=self._node_name,
+                                          source="api", strict=False),
+                api_conditions=others_conditions(obj))
         except manifests.ManifestError as exc:
             meta = obj.get("metadata", {})
             log.error("cannot run pod %s/%s (%s) from the API: %s", meta.get("namespace"),
@@ -110,6 +125,27 @@ class ApiPodSource:
             pod = None
         self._converted[uid] = (rv, pod)
         return pod
+
+
+def is_mirror(obj: Mapping[str, Any]) -> bool:
+    annotations = obj.get("metadata", {}).get("annotations") or {}
+    return pods.ANNOTATION_CONFIG_MIRROR in annotations
+
+
+def others_conditions(obj: Mapping[str, Any]) -> tuple[Obj, ...]:
+    """The conditions of the pod's API status that nodelet does not write."""
+    found = (obj.get("status") or {}).get("conditions") or ()
+    return tuple(c for c in found
+                 if isinstance(c, dict) and c.get("type") not in conditions.WRITTEN_TYPES)
+
+
+def _without_status(obj: Obj) -> Obj:
+    """What nodelet runs from: the object minus what every status write changes. Items of a
+    list carry no kind/apiVersion (the list has them)."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items()
+            if k not in ("resourceVersion", "managedFields")}
+    body = {k: v for k, v in obj.items() if k != "status"}
+    return {**body, "metadata": meta, "apiVersion": "v1", "kind": "Pod"}
 
 
 class ObjectCache:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from nodelet import settings as settings_
-from nodelet.adapters import cni, containerd
+from nodelet.adapters import cni, containerd, mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model import runtime as rt
@@ -186,8 +186,8 @@ async def _remove_network(data_dir: Path, recorded: set[str], report: ResetRepor
 
 async def _remove_data_dir(data_dir: Path, report: ResetReport) -> None:
     """Unmount what is left under the data dir, then delete it (never `/` or a top dir)."""
-    report.mounts += [str(p) for p in await containerd.unmount_all(data_dir)]
-    left = containerd.mounts_under(data_dir)
+    report.mounts += [str(p) for p in await mounts.unmount_all(data_dir)]
+    left = mounts.mounts_under(data_dir)
     if left:
         report.errors.append(f"still mounted, {data_dir} kept: {', '.join(map(str, left))}")
         return

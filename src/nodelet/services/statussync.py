@@ -20,7 +20,10 @@ It subscribes to the status manager and works like the kubelet's status manager 
   a 409 (UID precondition) re-reads the pod and drops it when it was replaced;
 - **reconciliation**: every `resync_period` the API copies are compared with the statuses sent
   and pods that drifted (someone else wrote them) are sent again;
-- a pod whose API phase is terminal (Succeeded/Failed) is never moved back to a running phase.
+- a pod whose API phase is terminal (Succeeded/Failed) is never moved back to a running phase;
+- **static pods** go to their mirror pod, as the kubelet's status manager translates a static
+  pod's UID to its mirror pod's (`mirror_uid`); without a mirror pod the status waits, and
+  `retarget(uid)` (the mirror pod was created or replaced) sends it again in full.
 
 Exceptions: none escape; API errors are logged and retried.
 """
@@ -36,7 +39,7 @@ from typing import Any
 
 from nodelet.adapters import kube
 from nodelet.helpers import backoff
-from nodelet.model import pods
+from nodelet.model import conditions, pods
 from nodelet.model import status as st
 
 log = logging.getLogger(__name__)
@@ -45,11 +48,8 @@ Obj = dict[str, Any]
 
 # Conditions nodelet generates and may also remove; PodScheduled is written by the scheduler
 # too, so nodelet sets it (as the kubelet does) but never deletes it.
-REMOVABLE_CONDITIONS = frozenset({
-    st.POD_READY_TO_START_CONTAINERS, st.POD_HAS_NETWORK, st.INITIALIZED,
-    st.CONTAINERS_READY, st.READY,
-})
-OWNED_CONDITIONS = REMOVABLE_CONDITIONS | {st.POD_SCHEDULED}
+OWNED_CONDITIONS = conditions.WRITTEN_TYPES
+REMOVABLE_CONDITIONS = OWNED_CONDITIONS - {st.POD_SCHEDULED}
 # Status fields nodelet owns outright (conditions are merged per type instead).
 _OWNED_FIELDS = ("phase", "message", "reason", "hostIP", "podIP", "startTime",
                  "initContainerStatuses", "containerStatuses")
@@ -138,9 +138,14 @@ class StatusSync:
         client: kube.KubeClient,
         api_object: Callable[[pods.PodUID], Obj | None],
         settings: StatusSyncSettings | None = None,
+        mirror_uid: Callable[[pods.Pod], str | None] | None = None,
     ) -> None:
+        """`api_object(uid)`: the pod as the watch saw it; `mirror_uid(pod)`: the API UID of
+        a static pod's mirror pod, None while it has none (without `mirror_uid` static pods
+        are not synced at all)."""
         self._client = client
         self._api_object = api_object
+        self._mirror_uid = mirror_uid
         self._settings = settings or StatusSyncSettings()
         self._pods: dict[pods.PodUID, _PodState] = {}
         self._answers: dict[pods.PodUID, Obj] = {}  # last PATCH/GET answer per pod
@@ -155,8 +160,8 @@ class StatusSync:
     # -- inputs -----------------------------------------------------------------------------
 
     def on_status(self, pod: pods.Pod, status: st.PodStatus) -> None:
-        """Status manager subscriber: remember the newest status of an API pod."""
-        if pod.source != "api":
+        """Status manager subscriber: remember the newest status of an API or static pod."""
+        if pod.source != "api" and (self._mirror_uid is None or not pod.is_static):
             return
         state = self._pods.get(pod.uid)
         if state is None:
@@ -175,6 +180,18 @@ class StatusSync:
         self._answers.pop(uid, None)
         self._dirty.pop(uid, None)
         self._progress.set()
+
+    def retarget(self, uid: pods.PodUID) -> None:
+        """The API object that pod `uid`'s status goes to was created or replaced (a mirror
+        pod): send the newest status again, whole and at once."""
+        state = self._pods.get(uid)
+        if state is None:
+            return
+        self._answers.pop(uid, None)
+        state.sent = min(state.sent, state.version - 1)
+        state.not_before = 0.0
+        state.retry.reset()
+        self._mark(uid)
 
     def in_sync(self, uid: pods.PodUID) -> bool:
         """True when the newest status of `uid` reached the API (or there is none)."""
@@ -213,9 +230,10 @@ class StatusSync:
         """Mark pods whose API copy differs from the last status sent; returns how many."""
         drifted = 0
         for uid, state in self._pods.items():
-            if uid in self._dirty or uid in self._inflight:
+            target = self._target(state.pod)
+            if uid in self._dirty or uid in self._inflight or target is None:
                 continue
-            api = self._api_copy(uid)
+            api = self._api_copy(uid, target)
             if api is not None and self._patch_for(state, api) is not None:
                 log.info("status of pod %s drifted in the API; sending it again",
                          state.pod.full_name)
@@ -250,8 +268,8 @@ class StatusSync:
             soonest: float | None = None
             for uid in list(self._dirty):
                 state = self._pods.get(uid)
-                if state is None or state.sent >= state.version:
-                    self._dirty.pop(uid, None)
+                if state is None or state.sent >= state.version or self._target(state.pod) is None:
+                    self._dirty.pop(uid, None)  # (no mirror pod yet: `retarget` marks it again)
                     continue
                 if uid in self._inflight:
                     continue
@@ -266,8 +284,16 @@ class StatusSync:
             except TimeoutError:
                 pass
 
-    def _api_copy(self, uid: pods.PodUID) -> Obj | None:
-        watched, answered = self._api_object(uid), self._answers.get(uid)
+    def _target(self, pod: pods.Pod) -> str | None:
+        """The API UID that `pod`'s status is written to: its own, or its mirror pod's."""
+        if pod.source == "api":
+            return pod.uid
+        return self._mirror_uid(pod) if self._mirror_uid is not None else None
+
+    def _api_copy(self, uid: pods.PodUID, target: str) -> Obj | None:
+        watched, answered = self._api_object(pods.PodUID(target)), self._answers.get(uid)
+        if answered is not None and answered.get("metadata", {}).get("uid") != target:
+            answered = None
         return answered if _rv(answered) > _rv(watched) else watched
 
     def _patch_for(self, state: _PodState, api: Obj) -> Obj | None:
@@ -279,30 +305,33 @@ class StatusSync:
 
     async def _send(self, uid: pods.PodUID, state: _PodState) -> None:
         version, pod = state.version, state.pod
+        target = self._target(pod)
+        if target is None:
+            return  # a static pod without a mirror pod yet
         try:
-            api = self._api_copy(uid)
-            if api is None or api.get("metadata", {}).get("uid") != uid:
-                api = await self._get(pod)
+            api = self._api_copy(uid, target)
+            if api is None or api.get("metadata", {}).get("uid") != target:
+                api = await self._get(state, target)
                 if api is None:
                     return
             patch = self._patch_for(state, api)
             if patch is not None:
-                answer = await self._client.patch_pod_status(pod.namespace, pod.name, uid, patch)
+                answer = await self._client.patch_pod_status(pod.namespace, pod.name, target,
+                                                             patch)
                 self.patches += 1
                 self._answers[uid] = answer
         except kube.Conflict:
             # The UID precondition failed or the object moved: read it again and retry.
             self._answers.pop(uid, None)
             try:
-                if await self._get(pod) is not None:
+                if await self._get(state, target) is not None:
                     self._retry_later(state, 0.0)
             except kube.KubeError as exc:
                 self._retry_later(state, state.retry.next_delay())
                 log.warning("cannot read pod %s after a conflict: %s", pod.full_name, exc)
             return
         except kube.NotFound:
-            log.info("pod %s is gone from the API; dropping its status", pod.full_name)
-            self.forget(uid)
+            self._lost(state)
             return
         except kube.KubeError as exc:
             delay = exc.retry_after if isinstance(exc, kube.TooManyRequests) and \
@@ -317,17 +346,30 @@ class StatusSync:
     def _retry_later(self, state: _PodState, delay: float) -> None:
         state.not_before = time.monotonic() + delay
 
-    async def _get(self, pod: pods.Pod) -> Obj | None:
-        """The pod as the API has it now; None (and forgotten) when it is gone or replaced."""
+    async def _get(self, state: _PodState, target: str) -> Obj | None:
+        """The pod as the API has it now; None when it is gone or replaced (`_lost`)."""
+        pod = state.pod
         self.gets += 1
         try:
             current = await self._client.get_pod(pod.namespace, pod.name)
         except kube.NotFound:
             current = None
-        if current is None or current.get("metadata", {}).get("uid") != pod.uid:
-            log.info("pod %s (%s) was deleted or replaced in the API; dropping its status",
-                     pod.full_name, pod.uid)
-            self.forget(pod.uid)
+        if current is None or current.get("metadata", {}).get("uid") != target:
+            self._lost(state)
             return None
         self._answers[pod.uid] = current
         return current
+
+    def _lost(self, state: _PodState) -> None:
+        """The API object is gone or replaced. An API pod's status is dropped for good; a
+        static pod's waits for its new mirror pod (`retarget`), re-checked after a back-off."""
+        pod = state.pod
+        self._answers.pop(pod.uid, None)
+        if pod.source == "api":
+            log.info("pod %s (%s) was deleted or replaced in the API; dropping its status",
+                     pod.full_name, pod.uid)
+            self.forget(pod.uid)
+            return
+        log.info("the mirror pod of static pod %s is gone or replaced; its status waits for "
+                 "the new one", pod.full_name)
+        self._retry_later(state, state.retry.next_delay())
