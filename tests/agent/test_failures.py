@@ -157,3 +157,36 @@ async def test_feature_gates(make_agent: object, gates: settings.FeatureGates,
     assert not types & set(absent), types
     if present is not None:
         assert is_true(pod_status, present)
+
+
+async def test_network_not_ready_holds_sandboxes_until_cni_is_configured(
+    instances: object, make_agent: object
+) -> None:
+    from nodelet.adapters import cni
+
+    instance = await instances()  # type: ignore[operator]
+    conf = cni.conf_dir(instance.data_dir)
+    saved = {p.name: p.read_bytes() for p in conf.iterdir()}
+    for path in conf.iterdir():
+        path.unlink()
+
+    async def network_down() -> bool:
+        return not (await instance.client.status()).network_ready
+
+    from conftest import eventually
+    await eventually(network_down, within=30, what="containerd reporting NetworkReady=false")
+    agent: Harness = await make_agent(endpoint=instance.containerd.endpoint)  # type: ignore[operator]
+    agent.write("waiting.yaml", pod_manifest("waiting"))
+    agent.write("hostnet.yaml", pod_manifest("hostnet", extra_spec="hostNetwork: true\n"))
+    await agent.wait(lambda: any(e.reason == "NetworkNotReady" and "network is not ready" in
+                                 e.message for e in agent.events_of("waiting")),
+                     what="NetworkNotReady event")
+    pod_status = agent.status_of("waiting")
+    assert pod_status is not None and not is_true(pod_status, st.POD_READY_TO_START_CONTAINERS)
+    # hostNetwork pods do not need the pod network.
+    await agent.wait_status("hostnet", all_ready, what="hostNetwork pod Ready meanwhile")
+
+    for name, data in saved.items():
+        (conf / name).write_bytes(data)
+    await agent.wait_status("waiting", all_ready, within=40,
+                            what="pod Ready once the CNI config is back")

@@ -72,6 +72,8 @@ class Relister:
         self._last_refresh: dict[pods.PodUID, int] = {}
         self.last_success: float | None = None  # monotonic time of the last good relist
         self.last_error: str = ""
+        # The runtime's NetworkReady condition, read with every relist ("" when ready).
+        self.network_problem: str = ""
 
     def pod(self, uid: pods.PodUID) -> PodRuntime:
         return self._pods.get(uid, PodRuntime(uid))
@@ -99,6 +101,7 @@ class Relister:
                 continue  # a worker refreshed this pod after our list began: its view is newer
             self._store(uid, grouped.get(uid, PodRuntime(uid)))
         self._forget_details(sandboxes, containers)
+        self.network_problem = _network_problem(await self._client.status())
         self.last_success = time.monotonic()
         self.last_error = ""
 
@@ -203,6 +206,14 @@ def _group(
         )
         for uid in set(by_uid_sandboxes) | set(by_uid_containers)
     }
+
+
+def _network_problem(status: runtime.RuntimeStatus) -> str:
+    if status.network_ready:
+        return ""
+    cond = status.condition("NetworkReady")
+    detail = f"{cond.reason}: {cond.message}" if cond is not None else "no NetworkReady condition"
+    return f"network is not ready: {detail}"
 
 
 def _uid(labels: Mapping[str, str]) -> pods.PodUID | None:

@@ -50,6 +50,10 @@ class SyncError(Exception):
     """A sync step failed; the pod is retried after the sync back-off."""
 
 
+class NetworkNotReady(SyncError):
+    """The runtime's network is not ready; the pod is retried soon (kubelet: after 1 s)."""
+
+
 @dataclass
 class _Restart:
     backoff: backoff.Backoff
@@ -143,6 +147,11 @@ class PodSyncer:
         if current is not None and current.phase in ("Succeeded", "Failed"):
             await self._stop_terminal(pod, state, work)
             return None
+        problem = self._relister.network_problem
+        if problem and not pod.spec.host_network:
+            # As the kubelet: no sandbox is attempted for a pod network that cannot be set up.
+            self._recorder.record(pod, "Warning", "NetworkNotReady", problem)
+            raise NetworkNotReady(problem)
         change = sandboxes.sandbox_change(pod, state.sandboxes)
         if change.needed and not sandboxes.should_create_sandbox(
             pod, change, has_container_history=bool(state.containers)

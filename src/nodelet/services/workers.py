@@ -127,6 +127,9 @@ class PodWorkers:
         worker.last_sync = time.monotonic()
         try:
             wake_in = await self._syncer.sync(pod, worker.work)
+        except syncing.NetworkNotReady as exc:
+            logger.warning("pod %s (%s) waits: %s", pod.full_name, pod.uid, exc)
+            return self._sync.network_not_ready_retry
         except (syncing.SyncError, cri.CriError) as exc:
             logger.warning("error syncing pod %s (%s), will retry: %s", pod.full_name, pod.uid,
                            exc)
