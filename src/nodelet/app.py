@@ -142,6 +142,7 @@ class Agent:
             runtime=self._client, on_pods=self._on_api_pods, on_objects=self._wake_readers,
             clock=utc_now,
         )
+        self.cluster.set_static_pods(self._static_pods)  # read before: their mirror pods
         await self.cluster.start()  # lists the pods once (→ on_pods) before returning
 
     def _start_source(self) -> None:
@@ -215,6 +216,8 @@ class Agent:
         previous, self._objects = self._objects, snapshot.objects
         self._static_pods = dict(snapshot.pods)
         self.workers.update({**self._static_pods, **self._api_pods})
+        if self.cluster is not None:
+            self.cluster.set_static_pods(self._static_pods)  # their mirror pods follow
         self._wake_readers({key for key in set(previous) | set(self._objects)
                             if previous.get(key) != self._objects.get(key)})
 

@@ -1,18 +1,24 @@
 """End to end on real containerd: nodelet joins the test API server, runs a bound pod, reports
-its five conditions in the API and removes it when it is deleted.
+its five conditions in the API and removes it when it is deleted; Ready follows a readiness gate a
+controller writes; a static pod has a mirror pod carrying its status.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conftest import Instance
-from harness import Harness
-from kubeapi import KubeApiServer, pod_object, poll
+from harness import Harness, pod_manifest
+from kubeapi import KubeApiServer, now_rfc3339, pod_object, poll
+from nodelet.adapters import kube, kubeconfig
+from nodelet.model import pods
 from nodelet.services import cluster
 
 pytestmark = pytest.mark.runtime
@@ -32,7 +38,7 @@ async def test_bound_pod_runs_reports_five_conditions_and_is_deleted(
     config = cluster.ClusterSettings(
         kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"), node_status_period=1.0,
         lease_renew_period=1.0, status_resync_period=2.0)
-    harness.settings = dataclasses.replace(harness.settings, cluster=config)  # type: ignore[call-arg]
+    harness.settings = dataclasses.replace(harness.settings, cluster=config)
     try:
         await harness.start()
         node = server.get("nodes", "", "e2e-node")
@@ -52,6 +58,8 @@ async def test_bound_pod_runs_reports_five_conditions_and_is_deleted(
             return None
 
         conds = await poll(running, within=60, what="five conditions True in the API")
+        # A condition that turned True carries no reason or message left from when it was False.
+        assert not any(conds[t].get("reason") or conds[t].get("message") for t in ORDER), conds
         times = [_time(conds[t]["lastTransitionTime"]) for t in ORDER]
         assert times == sorted(times), conds
         status = server.get("pods", "default", "web")["status"]
@@ -70,3 +78,101 @@ async def test_bound_pod_runs_reports_five_conditions_and_is_deleted(
         await harness.stop()
         harness.cleanup()
         await server.stop()
+
+
+@asynccontextmanager
+async def joined(runtime: Instance, tmp_path: Path) -> AsyncIterator[tuple[KubeApiServer,
+                                                                          Harness]]:
+    """An agent on the session's containerd, joined to a fresh test API server as node
+    `e2e-node`; API pods must be deleted by the test (static ones are removed here)."""
+    server = KubeApiServer(bookmark_interval=1.0)
+    await server.start()
+    harness = Harness(endpoint=runtime.containerd.endpoint, node_name="e2e-node")
+    config = cluster.ClusterSettings(
+        kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"), node_status_period=1.0,
+        lease_renew_period=1.0, status_resync_period=2.0)
+    harness.settings = dataclasses.replace(harness.settings, cluster=config)
+    try:
+        await harness.start()
+        yield server, harness
+    finally:
+        for pod in server.list_objects("pods"):  # what the test left: removed, so terminated
+            server.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], grace=0)
+        await harness.stop()
+        harness.cleanup()
+        await server.stop()
+
+
+def api_conditions(server: KubeApiServer, name: str) -> dict[str, dict[str, Any]]:
+    pod = server.get("pods", "default", name) or {}
+    return {c["type"]: c for c in pod.get("status", {}).get("conditions", [])}
+
+
+async def test_ready_follows_a_readiness_gate_written_by_a_controller(
+        runtime: Instance, tmp_path: Path) -> None:
+    async with joined(runtime, tmp_path) as (server, _harness):
+        gate = "example.com/lb"
+        server.create("pods", pod_object("gated", node="e2e-node", grace=1,
+                                         readinessGates=[{"conditionType": gate}]))
+
+        def ready_is(value: str, reason: str = "") -> dict[str, Any] | None:
+            conds = api_conditions(server, "gated")
+            ready = conds.get("Ready", {})
+            if conds.get("ContainersReady", {}).get("status") == "True" and \
+                    ready.get("status") == value and (ready.get("reason") or "") == reason:
+                return conds
+            return None
+
+        await poll(lambda: ready_is("False", "ReadinessGatesNotReady"), within=60,
+                   what="containers ready, Ready False for the missing gate")
+        # The controller: a strategic merge patch of pods/status, as a real one would send.
+        controller = kube.KubeClient(kubeconfig.load(tmp_path / "kubeconfig"))
+        try:
+            for value in ("True", "False"):
+                await controller.request(
+                    "PATCH", kube.pod_path("default", "gated", "status"),
+                    body={"status": {"conditions": [{"type": gate, "status": value,
+                                                     "lastTransitionTime": now_rfc3339()}]}},
+                    content_type=kube.STRATEGIC)
+                reason = "" if value == "True" else "ReadinessGatesNotReady"
+                conds = await poll(lambda v=value, r=reason: ready_is(v, r), within=20,
+                                   what=f"Ready {value} after the gate turned {value}")
+                assert conds[gate]["status"] == value  # the gate itself is left alone
+        finally:
+            await controller.close()
+        server.delete("pods", "default", "gated")
+        await poll(lambda: server.get("pods", "default", "gated") is None, within=60,
+                   what="gated pod removed")
+
+
+def mirror_ready(server: KubeApiServer, name: str) -> str | None:
+    """The mirror pod's UID once all five conditions are True in its API status."""
+    pod = server.get("pods", "default", name) or {}
+    annotations = pod.get("metadata", {}).get("annotations", {})
+    conds = api_conditions(server, name)
+    if pods.ANNOTATION_CONFIG_MIRROR in annotations and \
+            all(conds.get(t, {}).get("status") == "True" for t in ORDER):
+        return str(pod["metadata"]["uid"])
+    return None
+
+
+async def test_static_pod_has_a_mirror_pod_with_its_status(
+        runtime: Instance, tmp_path: Path) -> None:
+    async with joined(runtime, tmp_path) as (server, harness):
+        harness.write("static.yaml", pod_manifest("static"))
+        name = "static-e2e-node"
+        first = await poll(lambda: mirror_ready(server, name), within=60,
+                           what="mirror pod with five True conditions")
+        found = harness.find("static")
+        assert found is not None
+        mirror = server.get("pods", "default", name)
+        assert mirror is not None
+        assert mirror["metadata"]["annotations"][pods.ANNOTATION_CONFIG_MIRROR] == found[0].uid
+        assert found[1] is not None and mirror["status"]["podIP"] == found[1].pod_ip
+        server.delete("pods", "default", name, grace=0)  # someone deletes the mirror pod
+        await poll(lambda: (uid := mirror_ready(server, name)) not in (None, first) and uid,
+                   within=30, what="mirror pod recreated with the status")
+        assert harness.find("static") is not None  # the static pod itself kept running
+        harness.remove("static.yaml")
+        await poll(lambda: server.get("pods", "default", name) is None, within=60,
+                   what="mirror pod deleted with its static pod")

@@ -10,7 +10,7 @@ import pytest
 import pytest_asyncio
 
 from kubeapi import ClusterRig, KubeApiServer, poll
-from nodelet.adapters import kubeconfig
+from nodelet.adapters import host, kubeconfig
 from nodelet.services import cluster
 
 
@@ -112,3 +112,18 @@ def test_kubeconfig_errors_name_the_problem(tmp_path: Path) -> None:
                     "users: [{name: u, user: {exec: {command: aws}}}]\n")
     with pytest.raises(kubeconfig.KubeconfigError, match="exec/auth-provider"):
         kubeconfig.load(path)
+
+
+def test_machine_facts_are_read_from_proc_and_etc(tmp_path: Path) -> None:
+    (tmp_path / "proc/sys/kernel/random").mkdir(parents=True)
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "proc/meminfo").write_text("MemFree: 12 kB\nMemTotal:  2048 kB\n")
+    (tmp_path / "proc/sys/kernel/random/boot_id").write_text("boot-1\n")
+    (tmp_path / "etc/machine-id").write_text("machine-1\n")
+    (tmp_path / "etc/os-release").write_text('NAME=Debian\nPRETTY_NAME="Debian 12"\n')
+    facts = host.machine_facts(tmp_path)
+    assert (facts.memory_bytes, facts.boot_id, facts.machine_id, facts.os_image) == (
+        2048 * 1024, "boot-1", "machine-1", "Debian 12")
+    assert facts.cpus >= 1
+    empty = host.machine_facts(tmp_path / "missing")  # unreadable files: empty values
+    assert (empty.memory_bytes, empty.machine_id, empty.os_image) == (0, "", "")

@@ -202,3 +202,13 @@ def test_terminal_api_phase_is_never_reverted(tmp_path: Path) -> None:
         status=dataclasses.replace(status(False), phase="Running"))
     sync = statussync.StatusSync(client=None, api_object=lambda uid: None)  # type: ignore[arg-type]
     assert sync._patch_for(state, {"status": {"phase": "Succeeded"}}) is None
+
+
+def test_a_reason_that_went_away_is_cleared_in_the_patch() -> None:
+    api = {"conditions": [{"type": st.READY, "status": "False", "reason": "ContainersNotReady",
+                           "message": "containers with unready status: [main]"}]}
+    desired = {"conditions": [{"type": st.READY, "status": "True"}]}
+    patch = statussync.status_patch(api, desired)
+    assert patch is not None
+    assert patch["conditions"] == [{"type": st.READY, "status": "True", "reason": None,
+                                    "message": None}]

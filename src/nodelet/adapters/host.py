@@ -1,8 +1,15 @@
-"""Facts about the machine nodelet runs on: its IP address and DNS resolver configuration."""
+"""Facts about the machine nodelet runs on: its IP address, DNS resolver configuration, and what
+the Node reports (CPUs, memory, IDs, OS) from /proc and /etc.
+
+Reading never fails: a file that cannot be read gives an empty value.
+"""
 
 from __future__ import annotations
 
+import os
+import platform
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from nodelet.model import runtime
@@ -47,3 +54,54 @@ def host_dns(resolv_conf: Path = Path("/etc/resolv.conf")) -> runtime.DNSConfig:
         elif fields[0] == "options":
             options.extend(fields[1:])
     return runtime.DNSConfig(tuple(servers), tuple(searches), tuple(options))
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """What the Node says about the machine (capacity and nodeInfo)."""
+
+    cpus: int
+    memory_bytes: int
+    machine_id: str = ""
+    boot_id: str = ""
+    kernel_version: str = ""
+    os_image: str = ""
+    architecture: str = "amd64"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def memory_total(meminfo: str) -> int:
+    """Bytes of `MemTotal` in a /proc/meminfo text (0: not found)."""
+    for line in meminfo.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == "MemTotal:" and fields[1].isdigit():
+            return int(fields[1]) * 1024
+    return 0
+
+
+def os_image(os_release: str) -> str:
+    """`PRETTY_NAME` of an /etc/os-release text ("" when missing)."""
+    for line in os_release.splitlines():
+        if line.startswith("PRETTY_NAME="):
+            return line.partition("=")[2].strip().strip('"')
+    return ""
+
+
+def machine_facts(root: Path = Path("/")) -> MachineFacts:
+    """CPU count, memory, IDs and OS of this machine, read from `root`/proc and `root`/etc."""
+    machine = platform.machine()
+    return MachineFacts(
+        cpus=os.cpu_count() or 1,
+        memory_bytes=memory_total(_read(root / "proc/meminfo")),
+        machine_id=_read(root / "etc/machine-id"),
+        boot_id=_read(root / "proc/sys/kernel/random/boot_id"),
+        kernel_version=platform.release(),
+        os_image=os_image(_read(root / "etc/os-release")),
+        architecture={"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine),
+    )

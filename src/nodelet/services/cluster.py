@@ -11,6 +11,8 @@ named, supervised task:
 - `status-sync`: API pod statuses from the status manager (`statussync.StatusSync`);
 - `event-sink`: the recorder's events as v1 Events (`EventSink`);
 - `api-objects`: ConfigMaps and Secrets for volumes (`apisource.ObjectCache`);
+- `mirror-pods`: the mirror pods of the static pods (`mirrors.MirrorPods`), whose status the
+  status sync writes;
 - `pod-delete`: the final delete (grace 0, UID precondition) of pods deleted in the API, once
   their worker is done (`pod_gone`) and their last status reached the API.
 
@@ -29,12 +31,20 @@ from datetime import datetime
 from typing import Any
 
 from nodelet import settings as settings_mod
-from nodelet.adapters import kube, kubeconfig
+from nodelet.adapters import host, kube, kubeconfig
 from nodelet.helpers import backoff, ratelimit, tasks
 from nodelet.model import events as ev
 from nodelet.model import health, pods
 from nodelet.model import volumes as vol
-from nodelet.services import apisource, leases, nodestatus, recording, statuses, statussync
+from nodelet.services import (
+    apisource,
+    leases,
+    mirrors,
+    nodestatus,
+    recording,
+    statuses,
+    statussync,
+)
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +142,9 @@ class ClusterMode:
       wake the pods whose volumes read them.
     Calls from the agent:
     - `lookup_object(kind, namespace, name)`: the volume manager's lookup;
-    - `pod_gone(uid)`: a pod worker finished terminating `uid` (after `statuses.forget`).
+    - `pod_gone(uid)`: a pod worker finished terminating `uid` (after `statuses.forget`);
+    - `set_static_pods(pods)`: the complete set of static pods (from the manifests), whose
+      mirror pods are kept in the API; may be called before `start()`.
     """
 
     def __init__(
@@ -148,7 +160,7 @@ class ClusterMode:
         on_pods: Callable[[Mapping[pods.PodUID, pods.Pod]], None],
         on_objects: Callable[[set[apisource.ObjectKey]], None] = lambda keys: None,
         clock: Callable[[], datetime],
-        machine: nodestatus.MachineFacts | None = None,
+        machine: host.MachineFacts | None = None,
     ) -> None:
         self.settings = settings
         self._node_name = node_name
@@ -165,6 +177,8 @@ class ClusterMode:
         self._unsubscribe: list[Callable[[], None]] = []
         self._deleting: set[pods.PodUID] = set()
         self._clients: list[kube.KubeClient] = []
+        self._static_pods: dict[pods.PodUID, pods.Pod] = {}
+        self.mirrors: mirrors.MirrorPods | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -196,7 +210,7 @@ class ClusterMode:
         s = self.settings
         spec = nodestatus.NodeSpec(
             name=self._node_name, host_ip=self._host_ip,
-            machine=self._machine or nodestatus.machine_facts(), max_pods=s.max_pods,
+            machine=self._machine or host.machine_facts(), max_pods=s.max_pods,
             pod_cidrs=self._pod_cidrs)
         self.node = nodestatus.NodeReporter(
             client=self.client, spec=spec, runtime=self._runtime, clock=self._clock,
@@ -208,11 +222,18 @@ class ClusterMode:
         self.source = apisource.ApiPodSource(
             client=self.client, node_name=self._node_name, on_pods=self._on_pods)
         self.source.on_removed = self._removed
+        mirror_pods = self.mirrors = mirrors.MirrorPods(
+            client=self.client, node_name=self._node_name, node_uid=lambda: self.node.uid,
+            on_retarget=lambda uid: self.status_sync.retarget(uid), retry=s.status_retry,
+            retry_max=s.status_retry_max)
+        mirror_pods.set_static_pods(self._static_pods)
+        self.source.on_mirrors = mirror_pods.set_mirrors
         self.status_sync = statussync.StatusSync(
             client=self.client, api_object=self.source.api_object,
             settings=statussync.StatusSyncSettings(
                 resync_period=s.status_resync_period, retry=s.status_retry,
-                retry_max=s.status_retry_max, senders=s.status_senders))
+                retry_max=s.status_retry_max, senders=s.status_senders),
+            mirror_uid=mirror_pods.mirror_uid)
         self.events = EventSink(client=self.event_client)
         self.objects = apisource.ObjectCache(
             client=self.client, on_change=self._on_objects, ttl=s.object_ttl)
@@ -235,6 +256,12 @@ class ClusterMode:
         self._group.spawn("status-sync", self.status_sync.run())
         self._group.spawn("event-sink", self.events.run())
         self._group.spawn("api-objects", self.objects.run())
+        if self.mirrors is not None:
+            self._group.spawn("mirror-pods", self.mirrors.run())
+        # Statuses set before the sync subscribed (static pods start before the cluster is
+        # joined) are sent too.
+        for pod, status in self._statuses.pods():
+            self.status_sync.on_status(pod, status)
 
     async def _node_loop(self) -> None:
         while True:
@@ -262,10 +289,22 @@ class ClusterMode:
     def lookup_object(self, kind: str, namespace: str, name: str) -> vol.ConfigObject | None:
         return self.objects.lookup(kind, namespace, name)
 
+    def set_static_pods(self, desired: Mapping[pods.PodUID, pods.Pod]) -> None:
+        """The complete set of static pods to run; their mirror pods follow."""
+        self._static_pods = {uid: p for uid, p in desired.items() if p.is_static}
+        if self.mirrors is not None:
+            self.mirrors.set_static_pods(self._static_pods)
+
     def pod_gone(self, uid: pods.PodUID) -> None:
-        """The worker of `uid` is done. A pod deleted in the API is now deleted for good."""
+        """The worker of `uid` is done. A pod deleted in the API is now deleted for good; a
+        static pod that left the manifests loses its mirror pod."""
+        if self.mirrors is not None:
+            self.mirrors.pod_gone(uid)
         obj = self.source.api_object(uid)
-        if obj is None or not obj.get("metadata", {}).get("deletionTimestamp"):
+        if obj is None:
+            self.status_sync.forget(uid)  # a static pod (an API pod's was forgotten already)
+            return
+        if not obj.get("metadata", {}).get("deletionTimestamp"):
             return
         if uid in self._deleting:
             return

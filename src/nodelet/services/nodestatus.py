@@ -8,7 +8,8 @@ condition from CRI Status (RuntimeReady and NetworkReady) — and PATCHed only w
 or `report_period` passed (kubelet: `nodeStatusReportFrequency` 5 min; the Lease is the
 heartbeat in between). A condition's `lastTransitionTime` moves only when its status does.
 
-Facts about the machine are read from /proc and /etc once, at construction (`machine_facts`).
+Facts about the machine (`host.MachineFacts`) are read by the host adapter, once, by the caller;
+this module only assembles them into the Node (no I/O but the API and CRI calls).
 
 Exceptions: `register()` raises `kube.KubeError` when the API refuses; `run()` logs and retries.
 """
@@ -16,16 +17,13 @@ Exceptions: `register()` raises `kube.KubeError` when the API refuses; `run()` l
 from __future__ import annotations
 
 import logging
-import os
-import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 import nodelet
-from nodelet.adapters import kube
+from nodelet.adapters import host, kube
 from nodelet.model import runtime as rt
 from nodelet.model import status as st
 
@@ -46,49 +44,12 @@ class RuntimeInfo(Protocol):
 
 
 @dataclass(frozen=True)
-class MachineFacts:
-    cpus: int
-    memory_bytes: int
-    machine_id: str = ""
-    boot_id: str = ""
-    kernel_version: str = ""
-    os_image: str = ""
-    architecture: str = "amd64"
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return ""
-
-
-def machine_facts() -> MachineFacts:
-    """CPU count, memory, IDs and OS of this machine (from /proc and /etc)."""
-    memory = 0
-    for line in _read("/proc/meminfo").splitlines():
-        if line.startswith("MemTotal:"):
-            memory = int(line.split()[1]) * 1024
-    os_image = ""
-    for line in _read("/etc/os-release").splitlines():
-        if line.startswith("PRETTY_NAME="):
-            os_image = line.partition("=")[2].strip('"')
-    machine = platform.machine()
-    return MachineFacts(
-        cpus=os.cpu_count() or 1, memory_bytes=memory, machine_id=_read("/etc/machine-id"),
-        boot_id=_read("/proc/sys/kernel/random/boot_id"), kernel_version=platform.release(),
-        os_image=os_image,
-        architecture={"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine),
-    )
-
-
-@dataclass(frozen=True)
 class NodeSpec:
     """What nodelet says about its node (everything but the runtime's state)."""
 
     name: str
     host_ip: str
-    machine: MachineFacts
+    machine: host.MachineFacts
     max_pods: int = 110
     pod_cidrs: tuple[str, ...] = ()
     kubelet_port: int = 10250

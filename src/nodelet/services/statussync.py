@@ -86,7 +86,11 @@ def _conditions_patch(api: list[Any], desired: list[Any]) -> list[Obj]:
             # the API status, so it keeps it too).
             cond = {**cond, "lastTransitionTime": old.get("lastTransitionTime")}
         if old is None or _differs(old, cond):
-            out.append(cond)
+            # A merged list item keeps the fields a patch leaves out: a reason or message that
+            # went away must be sent as null, or the API keeps the stale one.
+            cleared = {k: None for k in ("reason", "message") if old and old.get(k)
+                       and not cond.get(k)}
+            out.append({**cond, **cleared})
     wanted = {c["type"] for c in desired}
     for type_ in current:
         if type_ in REMOVABLE_CONDITIONS and type_ not in wanted:

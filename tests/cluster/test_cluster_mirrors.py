@@ -1,0 +1,177 @@
+"""Mirror pods of static pods, and readiness gates written by others, against the test API
+server: the mirror pod is created, recreated, replaced and deleted as the kubelet does, static
+pod statuses go to it, and an API pod's conditions of others reach the Pod value (only those)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest_asyncio
+
+from kubeapi import ClusterRig, KubeApiServer, pod_object, poll
+from nodelet.model import manifests, pods
+from nodelet.model import status as st
+from nodelet.services import mirrors
+
+MIRROR = pods.ANNOTATION_CONFIG_MIRROR
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def server() -> AsyncIterator[KubeApiServer]:
+    api = KubeApiServer(bookmark_interval=0.2)
+    await api.start()
+    yield api
+    await api.stop()
+
+
+def static_pod(name: str, *, command: str = "sleep 1000000", node: str = "n1") -> pods.Pod:
+    obj = pod_object(name, node="", command=command, scheduled=False)
+    obj["spec"].pop("nodeName")
+    return manifests.pod_from_object(obj, node_name=node, source="file")
+
+
+def running(ready: bool = True) -> st.PodStatus:
+    value: st.ConditionStatus = "True" if ready else "False"
+    return st.PodStatus(
+        phase="Running",
+        conditions=tuple(st.PodCondition(t, value if t == st.READY else "True") for t in (
+            st.POD_SCHEDULED, st.POD_READY_TO_START_CONTAINERS, st.INITIALIZED,
+            st.CONTAINERS_READY, st.READY)),
+        host_ip="192.0.2.10", pod_ips=("10.77.0.9",), start_time=datetime.now(UTC),
+        container_statuses=(st.ContainerStatus(
+            "main", "busybox", st.ContainerStateRunning(datetime.now(UTC)), ready=True),),
+    )
+
+
+def mirror_of(server: KubeApiServer, pod: pods.Pod) -> dict[str, Any] | None:
+    found = server.get("pods", pod.namespace, pod.name)
+    if found is None or found["metadata"].get("annotations", {}).get(MIRROR) != pod.uid:
+        return None
+    return found
+
+
+def ready_in(server: KubeApiServer, pod: pods.Pod, value: str = "True") -> str | None:
+    """The UID of `pod`'s mirror pod once its API status has Ready=`value`."""
+    found = mirror_of(server, pod)
+    conds = {c["type"]: c["status"] for c in (found or {}).get("status", {}).get("conditions", [])}
+    return found["metadata"]["uid"] if found and conds.get(st.READY) == value else None
+
+
+async def test_mirror_pod_is_created_gets_the_status_and_is_never_run(
+        server: KubeApiServer, tmp_path: Path) -> None:
+    rig = ClusterRig(server, tmp_path)
+    pod = static_pod("etcd")
+    # Set before the cluster is joined, as the agent does: static pods start first.
+    rig.mode.set_static_pods({pod.uid: pod})
+    rig.statuses.set_status(pod, running())
+    async with rig:
+        uid = await poll(lambda: ready_in(server, pod), what="mirror pod with the status")
+        mirror = server.get("pods", "default", "etcd-n1")
+        assert mirror is not None
+        meta = mirror["metadata"]
+        assert meta["annotations"][pods.ANNOTATION_CONFIG_HASH] == pod.uid
+        assert meta["annotations"][pods.ANNOTATION_CONFIG_SOURCE] == "file"
+        assert meta["ownerReferences"] == [{"apiVersion": "v1", "kind": "Node", "name": "n1",
+                                            "uid": rig.mode.node.uid, "controller": True}]
+        assert mirror["spec"]["nodeName"] == "n1" and meta["labels"] == {"test": "nodelet"}
+        assert mirror["status"]["podIP"] == "10.77.0.9"
+        # A mirror pod is never run, and the status went to it, not to a pod of its own UID.
+        await poll(lambda: rig.mode.source.reflector.store.get(uid), what="mirror watched")
+        assert uid not in rig.desired and pod.uid not in rig.desired
+        assert server.count(verb="create", resource="pods") == 1
+        assert rig.mode.status_sync.in_sync(pod.uid)
+
+
+async def test_mirror_pod_deleted_by_someone_is_recreated_with_the_status(
+        server: KubeApiServer, tmp_path: Path) -> None:
+    async with ClusterRig(server, tmp_path) as rig:
+        pod = static_pod("proxy")
+        rig.mode.set_static_pods({pod.uid: pod})
+        rig.statuses.set_status(pod, running())
+        first = await poll(lambda: ready_in(server, pod), what="first mirror pod")
+        server.delete("pods", "default", "proxy-n1", grace=0)
+        second = await poll(lambda: (u := ready_in(server, pod)) != first and u,
+                            what="recreated mirror pod with the status")
+        # A graceful delete (deletionTimestamp) replaces it too: a static pod cannot be
+        # deleted through the API.
+        server.delete("pods", "default", "proxy-n1")
+        await poll(lambda: (u := ready_in(server, pod)) not in (first, second) and u,
+                   what="mirror pod replaced after a graceful delete")
+
+
+async def test_changed_manifest_replaces_the_mirror_and_a_removed_one_deletes_it(
+        server: KubeApiServer, tmp_path: Path) -> None:
+    async with ClusterRig(server, tmp_path) as rig:
+        old = static_pod("api")
+        rig.mode.set_static_pods({old.uid: old})
+        rig.statuses.set_status(old, running())
+        await poll(lambda: ready_in(server, old), what="mirror of the first version")
+        new = static_pod("api", command="sleep 2000000")
+        assert new.uid != old.uid and new.full_name == old.full_name
+        rig.mode.set_static_pods({new.uid: new})
+        rig.statuses.set_status(new, running(ready=False))
+        await poll(lambda: ready_in(server, new, "False"), what="mirror of the new version")
+        rig.mode.pod_gone(old.uid)  # the old version finished terminating
+        # The manifest is removed: the mirror pod stays while the pod terminates ...
+        rig.mode.set_static_pods({})
+        assert rig.mode.mirrors is not None and rig.mode.mirrors.pending() == []
+        assert mirror_of(server, new) is not None
+        rig.mode.pod_gone(new.uid)
+        # ... and goes once it is gone (grace 0, UID precondition).
+        await poll(lambda: server.get("pods", "default", "api-n1") is None,
+                   what="mirror pod deleted")
+        assert not rig.mode.status_sync.pending()
+
+
+async def test_a_pod_of_someone_else_with_the_static_pods_name_is_left_alone(
+        server: KubeApiServer, tmp_path: Path) -> None:
+    async with ClusterRig(server, tmp_path) as rig:
+        server.create("pods", pod_object("dns-n1", node="n2"))
+        pod = static_pod("dns")
+        rig.mode.set_static_pods({pod.uid: pod})
+        assert rig.mode.mirrors is not None
+        await poll(lambda: "default/dns-n1" in rig.mode.mirrors._blocked, what="blocked")
+        found = server.get("pods", "default", "dns-n1")
+        assert found is not None and MIRROR not in found["metadata"].get("annotations", {})
+
+
+def test_plan_is_the_kubelets_decision() -> None:
+    a, b = static_pod("a"), static_pod("b")
+    live = mirrors.mirror_object(a, node_name="n1", node_uid="node-uid")
+    live["metadata"]["uid"] = "m-a"
+    stale = mirrors.mirror_object(b, node_name="n1", node_uid=None)
+    stale["metadata"].update(uid="m-b", annotations={MIRROR: "old-hash"})
+    orphan = {"metadata": {"namespace": "default", "name": "c-n1", "uid": "m-c",
+                           "annotations": {MIRROR: "h"}}}
+    actions = mirrors.plan({a.full_name: a, b.full_name: b},
+                           {a.full_name: live, b.full_name: stale, "default/c-n1": orphan},
+                           terminating=set())
+    assert actions == [
+        mirrors.Delete("default", "b-n1", "m-b", "outdated"), mirrors.Create(b),
+        mirrors.Delete("default", "c-n1", "m-c", "its static pod is gone")]
+    assert mirrors.plan({}, {"default/c-n1": orphan}, terminating={"default/c-n1"}) == []
+
+
+async def test_own_status_patches_leave_the_pod_equal_and_gates_reach_it(
+        server: KubeApiServer, tmp_path: Path) -> None:
+    async with ClusterRig(server, tmp_path) as rig:
+        obj = pod_object("gated", node="n1", readinessGates=[{"conditionType": "example.com/lb"}])
+        created = server.create("pods", obj)
+        uid = pods.PodUID(created["metadata"]["uid"])
+        pod = await poll(lambda: rig.desired.get(uid), what="pod announced")
+        assert pod.api_conditions == () and "status" not in pod.raw
+        rig.statuses.set_status(pod, running(ready=False))
+        await poll(lambda: rig.mode.status_sync.in_sync(uid), what="status sent")
+        rv = int(server.get("pods", "default", "gated")["metadata"]["resourceVersion"])
+        await poll(lambda: int(rig.mode.source.reflector.resource_version) >= rv,
+                   what="our PATCH watched")
+        assert rig.desired[uid] == pod  # our own PATCH: no new Pod value, no wake-up
+        current = server.get("pods", "default", "gated")
+        current["status"]["conditions"].append({"type": "example.com/lb", "status": "True"})
+        server.update_status("pods", current)
+        changed = await poll(lambda: rig.desired[uid] != pod and rig.desired[uid],
+                             what="the gate in the Pod value")
+        assert [c["type"] for c in changed.api_conditions] == ["example.com/lb"]
