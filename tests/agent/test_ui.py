@@ -46,7 +46,7 @@ STARTUP = (st.POD_SCHEDULED, st.POD_READY_TO_START_CONTAINERS, st.INITIALIZED,
 BAR_GREEN = (0x43, 0xA0, 0x47)
 HISTOGRAM_BLUE = (0x5C, 0x8F, 0xD6)
 ALERT_RED = (0xFF, 0xEB, 0xEE)
-# As /work/.library machines document: without the background-networking flags Chromium keeps
+# Without the background-networking flags Chromium keeps
 # dialling out, and this machine's closed network refuses it.
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
