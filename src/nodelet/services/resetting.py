@@ -23,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 from nodelet import settings as settings_
-from nodelet.adapters import cni, containerd, mounts
+from nodelet.adapters import cgroups, cni, containerd, mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model import runtime as rt
@@ -153,6 +154,22 @@ async def _remove_pods(
         await _quietly(client.stop_pod_sandbox(s.id), report)
         await _quietly(client.remove_pod_sandbox(s.id), report)
         report.sandboxes.append(s.id)
+        uid = s.labels.get(rt.LABEL_POD_UID)
+        if uid:
+            await _remove_pod_cgroups(uid, report)
+
+
+async def _remove_pod_cgroups(uid: str, report: ResetReport, *, within: float = 5.0) -> None:
+    """The pod-level cgroup runc made under the sandbox's cgroup parent (any QoS class); the
+    shims may take a moment to leave it, so this retries briefly before reporting it."""
+    deadline = time.monotonic() + within
+    while True:
+        left = [path for qos in ("", "/burstable", "/besteffort")
+                for path in cgroups.remove_pod_cgroup(f"/kubepods{qos}/pod{uid}")]
+        if not left or time.monotonic() > deadline:
+            report.errors += [f"pod cgroup left behind: {path}" for path in left]
+            return
+        await asyncio.sleep(0.1)
 
 
 async def _quietly(call: Awaitable[T], report: ResetReport) -> T | None:
