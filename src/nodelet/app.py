@@ -67,6 +67,8 @@ class Agent:
         self._static_pods: dict[pods.PodUID, pods.Pod] = {}
         self._api_pods: dict[pods.PodUID, pods.Pod] = {}
         self.cluster: cluster.ClusterMode | None = None
+        self._sources_synced = False
+        self._orphan_checks: set[pods.PodUID] = set()
         self.metrics = metrics.Metrics()
 
     # -- life cycle -------------------------------------------------------------------------
@@ -157,13 +159,21 @@ class Agent:
         self._group.spawn("manifest-source", self._source.run(self.settings.manifest_poll_period))
 
     def _terminate_orphans(self) -> None:
+        """After every source was read once: terminate what the runtime holds and no source
+        wants, and forget checkpointed statuses of pods that are gone."""
+        self._sources_synced = True
         for uid in self.relister.uids() - self.workers.uids():
-            state = self.relister.pod(uid)
-            self.workers.terminate_orphan(pods.Pod(
-                uid=uid, name=state.name, namespace=state.namespace,
-                spec=pods.PodSpec(containers=(), termination_grace_period_seconds=int(
-                    self.settings.sync.default_grace_period)),
-            ))
+            self._terminate_orphan(uid)
+        for uid in self.statuses.restored_uids() - self.workers.uids():
+            self.statuses.forget(uid)
+
+    def _terminate_orphan(self, uid: pods.PodUID) -> None:
+        state = self.relister.pod(uid)
+        self.workers.terminate_orphan(pods.Pod(
+            uid=uid, name=state.name, namespace=state.namespace,
+            spec=pods.PodSpec(containers=(), termination_grace_period_seconds=int(
+                self.settings.sync.default_grace_period)),
+        ))
 
     def _start_progress(self) -> None:
         if self._console is not None:
@@ -210,7 +220,23 @@ class Agent:
         self._wake(uid)
 
     def _wake(self, uid: pods.PodUID) -> None:
-        self.workers.wake(uid)
+        """The runtime state of a pod changed: wake its worker; a pod no source wants (its
+        sandbox appeared after the pod was gone) is an orphan and is terminated."""
+        if uid in self.workers.uids():
+            self.workers.wake(uid)
+        elif self._sources_synced and uid not in self._orphan_checks:
+            self._orphan_checks.add(uid)
+            self._group.spawn(f"orphan-check:{uid[:8]}", self._check_orphan(uid))
+
+    async def _check_orphan(self, uid: pods.PodUID) -> None:
+        """The relist's list may predate a worker's last removals: ask the runtime again
+        before calling the pod an orphan."""
+        try:
+            state = await self.relister.refresh_pod(uid)
+            if (state.sandboxes or state.containers) and uid not in self.workers.uids():
+                self._terminate_orphan(uid)
+        finally:
+            self._orphan_checks.discard(uid)
 
     def _on_source(self, snapshot: sources.SourceSnapshot) -> None:
         previous, self._objects = self._objects, snapshot.objects

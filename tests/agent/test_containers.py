@@ -131,3 +131,28 @@ async def test_sidecar_init_container_keeps_running(agent: Harness) -> None:
     sidecar = pod_status.init_container_statuses[0]
     assert isinstance(sidecar.state, st.ContainerStateRunning) and sidecar.started
     assert is_true(pod_status, st.INITIALIZED)
+
+
+async def test_restarted_container_does_not_inherit_readiness(agent: Harness) -> None:
+    """Each instance is probed afresh: never ready before its own initialDelaySeconds."""
+    import time as time_mod
+
+    probe = ("readinessProbe:\n  exec: {command: [\"true\"]}\n  periodSeconds: 1\n"
+             "  initialDelaySeconds: 3\n")
+    agent.write("flappy.yaml", pod_manifest("flappy", command="sleep 6; exit 1",
+                                            container_extra=probe))
+    too_early: list[str] = []
+
+    def watch(pod: object, pod_status: st.PodStatus) -> None:
+        for c in pod_status.container_statuses:
+            if c.ready and isinstance(c.state, st.ContainerStateRunning) and c.state.started_at:
+                age = time_mod.time() - c.state.started_at.timestamp()
+                if age < 2.5:  # 3 s delay, less scheduling slack
+                    too_early.append(f"ready {age:.2f}s after start, restarts {c.restart_count}")
+
+    agent.agent_or_fail().statuses.subscribe(watch)  # type: ignore[arg-type]
+    await agent.wait_status("flappy", lambda s: bool(s.container_statuses)
+                            and s.container_statuses[0].restart_count >= 1
+                            and s.container_statuses[0].ready, within=40,
+                            what="the restarted instance Ready after its own probe")
+    assert too_early == []

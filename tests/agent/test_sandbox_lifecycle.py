@@ -76,7 +76,7 @@ def pause_pid(netns_path: str) -> int:
     raise AssertionError(f"no pause process in {netns_path}")
 
 
-async def kill_pause(agent: Harness, name: str) -> str:
+async def kill_pause(agent: Harness, name: str) -> tuple[str, str]:
     agent_ = agent.agent_or_fail()
     pod, _ = agent.find(name) or (None, None)
     assert pod is not None
@@ -85,7 +85,7 @@ async def kill_pause(agent: Harness, name: str) -> str:
     client = agent_.syncer._client  # the adapter the agent uses; reading only
     netns = await client.sandbox_netns_path(sandbox.id)
     os.kill(pause_pid(netns), 9)
-    return sandbox.id
+    return sandbox.id, netns
 
 
 async def test_killed_pause_gets_new_sandbox_with_next_attempt(agent: Harness) -> None:
@@ -93,7 +93,7 @@ async def test_killed_pause_gets_new_sandbox_with_next_attempt(agent: Harness) -
     first = await agent.wait_status("phoenix", all_ready, what="phoenix Ready")
     first_true = cond(first, st.POD_READY_TO_START_CONTAINERS)
     assert first_true is not None
-    old_sandbox = await kill_pause(agent, "phoenix")
+    old_sandbox, old_netns = await kill_pause(agent, "phoenix")
 
     await agent.wait_status("phoenix", lambda s: not is_true(s, st.POD_READY_TO_START_CONTAINERS),
                             what="condition False after the pause process died")
@@ -110,12 +110,14 @@ async def test_killed_pause_gets_new_sandbox_with_next_attempt(agent: Harness) -
     state = await agent.agent_or_fail().relister.refresh_pod(pod.uid)
     newest = state.sandboxes[0]
     assert newest.id != old_sandbox and newest.attempt == 1
+    # The dead sandbox was stopped, so its network namespace and IP were released.
+    assert not os.path.exists(old_netns)
 
 
 async def test_restart_policy_never_pod_gets_no_new_sandbox(agent: Harness) -> None:
     agent.write("once.yaml", pod_manifest("once", restart_policy="Never"))
     await agent.wait_status("once", all_ready, what="once Ready")
-    await kill_pause(agent, "once")
+    _, netns = await kill_pause(agent, "once")
     final = await agent.wait_status(
         "once", lambda s: not is_true(s, st.POD_READY_TO_START_CONTAINERS) and s.phase == "Failed",
         what="Never pod: condition False and Failed")
@@ -123,17 +125,23 @@ async def test_restart_policy_never_pod_gets_no_new_sandbox(agent: Harness) -> N
     pod, _ = agent.find("once")  # type: ignore[misc]
     state = await agent.agent_or_fail().relister.refresh_pod(pod.uid)
     assert len(state.sandboxes) == 1, "a restartPolicy Never pod must not get a new sandbox"
+    await agent.wait(lambda: not os.path.exists(netns),
+                     what="the dead sandbox stopped: its network namespace released")
 
 
+@pytest.mark.parametrize("grace", [1, 20])
 async def test_removing_manifest_honours_sigterm_and_leaves_nothing(
-    agent: Harness, runtime: object
+    agent: Harness, runtime: object, grace: int
 ) -> None:
-    # The container exits on SIGTERM by itself (after writing a marker to its log).
+    # The container exits on SIGTERM by itself (after writing a marker to its log); even a
+    # 1 s grace period gets a SIGTERM first (the kubelet's 2 s minimum applies).
     trap = "trap 'echo got-sigterm; exit 0' TERM; while true; do sleep 0.2; done"
-    agent.write("polite.yaml", pod_manifest("polite", command=trap, grace=20))
+    agent.write("polite.yaml", pod_manifest("polite", command=trap, grace=grace))
     await agent.wait_status("polite", all_ready, what="polite Ready")
     pod, _ = agent.find("polite")  # type: ignore[misc]
     agent_ = agent.agent_or_fail()
+    published: list[st.PodStatus] = []
+    agent_.statuses.subscribe(lambda p, s: published.append(s) if p.uid == pod.uid else None)
     sandbox = (await agent_.relister.refresh_pod(pod.uid)).sandboxes[0]
     netns = await agent_.syncer._client.sandbox_netns_path(sandbox.id)
     assert os.path.exists(netns)
@@ -143,6 +151,10 @@ async def test_removing_manifest_honours_sigterm_and_leaves_nothing(
     await agent.wait(lambda: agent.find("polite") is None, within=15,
                      what="polite terminated well within its 20 s grace period")
     assert "got-sigterm" in (log_dir / "main" / "0.log").read_text()
+    last = published[-1]
+    assert last.phase != "Pending", "the last status shows the terminated containers"
+    assert isinstance(last.container_statuses[0].state, st.ContainerStateTerminated)
+    assert cond(last, st.POD_READY_TO_START_CONTAINERS).status == "False"  # type: ignore[union-attr]
     state = await agent_.relister.refresh_pod(pod.uid)
     assert state.sandboxes == () and state.containers == ()
     assert not os.path.exists(netns), "the sandbox's network namespace is gone"

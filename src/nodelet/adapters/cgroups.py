@@ -38,3 +38,10 @@ def remove_pod_cgroup(parent: str, root: Path = CGROUP_ROOT) -> list[str]:
             logger.warning("cannot remove pod cgroup %s: %s", path, exc.strerror)
             left.append(str(path))
     return left
+
+
+def remove_pod_cgroups(uid: str, root: Path = CGROUP_ROOT) -> list[str]:
+    """Remove the pod's cgroup under whichever QoS level it was made (the QoS class of a pod
+    known only by its UID, such as an orphan, cannot be computed)."""
+    return [path for qos in ("", "/burstable", "/besteffort")
+            for path in remove_pod_cgroup(f"/kubepods{qos}/pod{uid}", root)]

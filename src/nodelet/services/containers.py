@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Iterable, MutableMapping
 from pathlib import Path
@@ -27,6 +28,8 @@ logger = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 4096
 FALLBACK_LOG_LINES = 80
 FALLBACK_LOG_BYTES = 2048
+# The kubelet's minimumGracePeriodInSeconds for stopping a container.
+MIN_GRACE_SECONDS = 2
 
 
 class ContainerError(Exception):
@@ -135,8 +138,10 @@ class ContainerRunner:
             if failure is not None:
                 self._recorder.record(pod, "Warning", "FailedPreStopHook",
                                       f"PreStopHook failed: {failure}")
-        left = max(grace - (time.monotonic() - started), 0.0)
-        await self._client.stop_container(info.id, int(left))
+        left = grace - (time.monotonic() - started)
+        # Whole seconds, rounded up, and at least the kubelet's minimum of 2 s: a timeout of 0
+        # would make containerd send SIGKILL without any SIGTERM.
+        await self._client.stop_container(info.id, max(math.ceil(left), MIN_GRACE_SECONDS))
 
     def with_message(self, pod: pods.Pod, info: runtime.ContainerInfo) -> runtime.ContainerInfo:
         """The exited container with its termination message (file, or logs on error)."""

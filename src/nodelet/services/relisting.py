@@ -89,6 +89,9 @@ class Relister:
             except cri.CriError as exc:
                 self.last_error = str(exc)
                 logger.warning("relist failed: %s", exc)
+            except Exception as exc:  # a bug must not end the relist for every pod
+                self.last_error = f"relist crashed: {exc!r}"
+                logger.exception("relist crashed")
             await asyncio.sleep(period)
 
     async def relist(self) -> None:
@@ -152,7 +155,9 @@ class Relister:
         if cached is None:
             try:
                 cached = await self._client.pod_sandbox_status(listed.id)
-            except cri.NotFound:
+            except cri.CriError as exc:  # one bad sandbox must not fail the whole relist
+                if not isinstance(exc, cri.NotFound):
+                    logger.warning("status of sandbox %s: %s", listed.id, exc)
                 return listed
             self._sandbox_details[listed.id] = cached
         # IP and namespace mode never change; the state does.
@@ -163,7 +168,9 @@ class Relister:
         if cached is None or cached.state != listed.state:
             try:
                 cached = await self._client.container_status(listed.id)
-            except cri.NotFound:
+            except cri.CriError as exc:
+                if not isinstance(exc, cri.NotFound):
+                    logger.warning("status of container %s: %s", listed.id, exc)
                 return listed
             self._container_details[listed.id] = cached
         return cached

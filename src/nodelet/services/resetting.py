@@ -164,8 +164,7 @@ async def _remove_pod_cgroups(uid: str, report: ResetReport, *, within: float = 
     shims may take a moment to leave it, so this retries briefly before reporting it."""
     deadline = time.monotonic() + within
     while True:
-        left = [path for qos in ("", "/burstable", "/besteffort")
-                for path in cgroups.remove_pod_cgroup(f"/kubepods{qos}/pod{uid}")]
+        left = cgroups.remove_pod_cgroups(uid)
         if not left or time.monotonic() > deadline:
             report.errors += [f"pod cgroup left behind: {path}" for path in left]
             return

@@ -71,6 +71,8 @@ class PodWork:
     sandbox_returned_at: float | None = None
     # Set once activeDeadlineSeconds passed: the pod is Failed and stays so.
     deadline_exceeded: bool = False
+    # Sandboxes this worker stopped (StopPodSandbox also releases a dead sandbox's network).
+    stopped_sandboxes: set[runtime.SandboxID] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,9 @@ class PodSyncer:
     async def sync(self, pod: pods.Pod, work: PodWork) -> float | None:
         """One sync; returns seconds until the pod wants another one (None: only on events)."""
         state = await self._relister.refresh_pod(pod.uid)
-        self.publish(pod, state, work)
         deadline_in = self._check_deadline(pod, work)
-        current = self._statuses.get(pod.uid)
-        if current is not None and current.phase in ("Succeeded", "Failed"):
+        self.publish(pod, state, work)
+        if self._terminal(pod):
             await self._stop_terminal(pod, state, work)
             return None
         problem = self._relister.network_problem
@@ -156,6 +157,8 @@ class PodSyncer:
         if change.needed and not sandboxes.should_create_sandbox(
             pod, change, has_container_history=bool(state.containers)
         ):
+            # As the kubelet: what is left of the pod is killed, and nothing is recreated.
+            await self._stop_terminal(pod, state, work)
             return None
         # Volumes come first, as in the kubelet: a missing ConfigMap keeps the sandbox from
         # being created, so PodReadyToStartContainers stays False and says why.
@@ -165,11 +168,25 @@ class PodSyncer:
             # Downward API files may carry the pod IP, which only the new sandbox knows.
             mounts = await self._prepare_volumes(pod, state, work)
         sandbox = state.sandboxes[0]
-        wake_in = await self._sync_containers(pod, sandbox, state, work, mounts)
+        exited_before = {c.id for c in state.containers
+                         if c.state is runtime.ContainerState.EXITED}
+        errors: list[str] = []
+        wake_in = await self._sync_containers(pod, sandbox, state, work, mounts, errors)
         state = await self._relister.refresh_pod(pod.uid)
         self.publish(pod, state, work)
+        if errors:
+            raise SyncError("; ".join(errors))
+        if self._terminal(pod) or any(c.state is runtime.ContainerState.EXITED
+                                      and c.id not in exited_before for c in state.containers):
+            # This sync's own refresh saw the change, so the relist will not report it:
+            # act on it now rather than at the next resync.
+            return 0.0
         waits = [w for w in (wake_in, deadline_in) if w is not None]
         return min(waits) if waits else None
+
+    def _terminal(self, pod: pods.Pod) -> bool:
+        current = self._statuses.get(pod.uid)
+        return current is not None and current.phase in ("Succeeded", "Failed")
 
     def _check_deadline(self, pod: pods.Pod, work: PodWork) -> float | None:
         """activeDeadlineSeconds: seconds left, or None (no deadline, or it has passed)."""
@@ -188,13 +205,14 @@ class PodSyncer:
     async def _stop_terminal(
         self, pod: pods.Pod, state: relisting.PodRuntime, work: PodWork
     ) -> None:
-        """A pod in a terminal phase keeps nothing running: its sandbox is stopped too, so the
-        condition turns False and the pod's IP is released (as the kubelet does)."""
+        """A pod in a terminal phase keeps nothing running: its sandboxes are stopped too, so
+        the condition turns False and the pod's IP is released (as the kubelet does). A sandbox
+        whose pause process died is NOTREADY but keeps its network until it is stopped."""
         if any(c.state is not runtime.ContainerState.EXITED for c in state.containers) or any(
-            s.state is runtime.SandboxState.READY for s in state.sandboxes
+            s.id not in work.stopped_sandboxes for s in state.sandboxes
         ):
             self._probes.forget_pod(pod.uid)
-            await self._kill(pod, state, grace=self._grace(pod))
+            await self._kill(pod, state, grace=self._grace(pod), work=work)
             self.publish(pod, await self._relister.refresh_pod(pod.uid), work)
 
     async def _prepare_volumes(
@@ -228,8 +246,9 @@ class PodSyncer:
                 "Pod sandbox changed, it will be killed and re-created.",
             )
         if state.sandboxes:
-            await self._kill(pod, state, grace=self._grace(pod))
+            await self._kill(pod, state, grace=self._grace(pod), work=work)
             work.restarts.clear()
+            work.waiting.clear()
         fresh_pod = not state.sandboxes and not state.containers
         sandbox_id = await self._run_sandbox(pod, change.attempt, work)
         try:
@@ -299,25 +318,28 @@ class PodSyncer:
         state: relisting.PodRuntime,
         work: PodWork,
         mounts: Mounts,
+        errors: list[str],
     ) -> float | None:
+        """Bring init and app containers to the spec; a container that fails to start is noted
+        in `errors` and its siblings are still started (as the kubelet does)."""
         wake_in: list[float] = []
         for container in pod.spec.init_containers:
             latest = _latest(state, sandbox.id, container.name)
             if container.restart_policy == "Always":  # a sidecar: started, then kept running
                 delay = await self._keep_running(pod, sandbox, container, latest, state, work,
-                                                 mounts, kind="init")
+                                                 mounts, errors, kind="init")
                 wake_in += [delay] if delay is not None else []
                 continue
             if latest is not None and latest.state is runtime.ContainerState.EXITED \
                     and latest.exit_code == 0:
                 continue
             delay = await self._keep_running(pod, sandbox, container, latest, state, work,
-                                             mounts, kind="init")
+                                             mounts, errors, kind="init")
             return delay  # init containers run one at a time, in order
         for container in pod.spec.containers:
             latest = _latest(state, sandbox.id, container.name)
             delay = await self._keep_running(pod, sandbox, container, latest, state, work,
-                                             mounts, kind="regular")
+                                             mounts, errors, kind="regular")
             wake_in += [delay] if delay is not None else []
         return min(wake_in) if wake_in else None
 
@@ -330,6 +352,7 @@ class PodSyncer:
         state: relisting.PodRuntime,
         work: PodWork,
         mounts: Mounts,
+        errors: list[str],
         *,
         kind: str,
     ) -> float | None:
@@ -343,8 +366,9 @@ class PodSyncer:
                 return None
             latest = await self._kill_unhealthy(pod, container, latest, pod_ip)
         if latest is not None and latest.state is runtime.ContainerState.EXITED:
+            # The exited instance's probe results must not carry over to the next one.
+            self._probes.forget_container(pod.uid, container.name)
             if not _should_restart(pod, container, latest, kind):
-                self._probes.forget_container(pod.uid, container.name)
                 return None
             wait = self._restart_wait(pod, container.name, work)
             if wait > 0:
@@ -356,7 +380,8 @@ class PodSyncer:
                 mounts=mounts.get(container.name, ()), waiting=work.waiting, pod_ip=pod_ip,
             )
         except containers.ContainerError as exc:
-            raise SyncError(str(exc)) from exc
+            errors.append(str(exc))
+            return None
         if wait_image is None:
             # Keep the new instance and the one before it (the pod's lastState); `state` lists
             # the instances that existed before this start, newest first.
@@ -424,38 +449,47 @@ class PodSyncer:
         self._probes.forget_pod(pod.uid)
         state = await self._relister.refresh_pod(pod.uid)
         try:
-            await self._kill(pod, state, grace=self._grace(pod))
+            await self._kill(pod, state, grace=self._grace(pod), work=work)
             state = await self._relister.refresh_pod(pod.uid)
+            # The last status: containers terminated, sandbox stopped, the condition False.
+            # (Published before removal: without the containers it would read as Pending.)
             self.publish(pod, state, work)
             for container in state.containers:
                 await self._client.remove_container(container.id)
             for sandbox in state.sandboxes:
                 await self._client.remove_pod_sandbox(sandbox.id)
             await self._volumes.cleanup(pod.uid)
-            await asyncio.to_thread(cgroups.remove_pod_cgroup, specs.pod_cgroup_parent(pod))
+            # By UID under every QoS level: an orphan's spec (and so its QoS) is unknown.
+            await asyncio.to_thread(cgroups.remove_pod_cgroups, pod.uid)
             await asyncio.to_thread(shutil.rmtree, self._node.pods_root / pod.uid, True)
         except (cri.CriError, volumes.VolumeError) as exc:
             self._recorder.record(pod, "Warning", ev.FAILED_KILL_POD, f"error killing pod: {exc}")
             raise SyncError(f"kill pod {pod.full_name}: {exc}") from exc
         self._puller.forget_pod(pod.uid)
-        self.publish(pod, await self._relister.refresh_pod(pod.uid), work)
 
-    async def _kill(self, pod: pods.Pod, state: relisting.PodRuntime, *, grace: float) -> None:
+    async def _kill(
+        self, pod: pods.Pod, state: relisting.PodRuntime, *, grace: float, work: PodWork
+    ) -> None:
         """Stop every container (preStop, SIGTERM, SIGKILL after the grace period), in
-        parallel, then the pod's ready sandboxes."""
+        parallel, then every sandbox of the pod — a NOTREADY one too: containerd keeps a dead
+        sandbox's network namespace and IP until it is stopped."""
         running = [c for c in state.containers if c.state is not runtime.ContainerState.EXITED]
         specs_by_name = {c.name: c for c in (*pod.spec.init_containers, *pod.spec.containers)}
         ips = generation.pod_ips(pod, state.sandboxes, self._node.host_ip)
         for container in running:
             self._recorder.record(pod, "Normal", ev.KILLING, f"Stopping container {container.name}")
-        await asyncio.gather(*(
+        results = await asyncio.gather(*(
             self._containers.stop(pod, specs_by_name.get(c.name), c, grace=grace,
                                   pod_ip=ips[0] if ips else "")
             for c in running
-        ))
+        ), return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            raise failed[0]
         for sandbox in state.sandboxes:
-            if sandbox.state is runtime.SandboxState.READY:
+            if sandbox.id not in work.stopped_sandboxes:
                 await self._client.stop_pod_sandbox(sandbox.id)
+                work.stopped_sandboxes.add(sandbox.id)
 
 
 class SyncObserver:

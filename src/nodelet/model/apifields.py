@@ -1,0 +1,83 @@
+"""The v1 fields (k8s.io/api/core/v1 types.go), including those nodelet ignores.
+
+Strict field validation rejects any field not listed here, so the allowlists hold every real
+v1 field: a real manifest must never be rejected for a field nodelet does not read. The tuples
+are the closed sets of values, in the order error messages list them.
+"""
+
+from __future__ import annotations
+
+TOP_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+META_FIELDS = frozenset(
+    {
+        "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+        "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+        "annotations", "ownerReferences", "finalizers", "managedFields",
+    }
+)  # fmt: skip
+SPEC_FIELDS = frozenset(
+    {
+        "volumes", "initContainers", "containers", "ephemeralContainers", "restartPolicy",
+        "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector",
+        "serviceAccountName", "serviceAccount", "automountServiceAccountToken", "nodeName",
+        "hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace", "securityContext",
+        "imagePullSecrets", "hostname", "subdomain", "affinity", "schedulerName", "tolerations",
+        "hostAliases", "priorityClassName", "priority", "dnsConfig", "readinessGates",
+        "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "overhead",
+        "topologySpreadConstraints", "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates",
+        "resourceClaims", "resources", "hostnameOverride", "workloadRef",
+    }
+)  # fmt: skip
+CONTAINER_FIELDS = frozenset(
+    {
+        "name", "image", "command", "args", "workingDir", "ports", "envFrom", "env",
+        "resources", "resizePolicy", "restartPolicy", "restartPolicyRules", "volumeMounts",
+        "volumeDevices", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
+        "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy",
+        "securityContext", "stdin", "stdinOnce", "tty",
+    }
+)  # fmt: skip
+PORT_FIELDS = frozenset({"name", "hostPort", "containerPort", "protocol", "hostIP"})
+ENV_FIELDS = frozenset({"name", "value", "valueFrom"})
+MOUNT_FIELDS = frozenset(
+    {
+        "name", "readOnly", "recursiveReadOnly", "mountPath", "subPath", "mountPropagation",
+        "subPathExpr",
+    }
+)  # fmt: skip
+RESOURCES_FIELDS = frozenset({"limits", "requests", "claims"})
+SUPPORTED_VOLUMES = ("emptyDir", "hostPath", "configMap", "secret", "projected", "downwardAPI")
+VOLUME_SOURCES = frozenset(
+    {
+        *SUPPORTED_VOLUMES, "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "nfs",
+        "iscsi", "glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder", "cephfs",
+        "flocker", "fc", "azureFile", "vsphereVolume", "quobyte", "azureDisk",
+        "photonPersistentDisk", "portworxVolume", "scaleIO", "storageos", "csi", "ephemeral",
+        "image",
+    }
+)  # fmt: skip
+CONFIGMAP_FIELDS = frozenset({"apiVersion", "kind", "metadata", "data", "binaryData", "immutable"})
+SECRET_FIELDS = frozenset(
+    {"apiVersion", "kind", "metadata", "data", "stringData", "type", "immutable"}
+)
+
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+DNS_POLICIES = ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
+
+# Sub-objects that are type-checked only (a mapping or a list); nodelet does not read them.
+SPEC_MAPPINGS = ("securityContext", "affinity", "dnsConfig", "os", "overhead", "resources")
+SPEC_LISTS = (
+    "ephemeralContainers", "imagePullSecrets", "tolerations", "hostAliases",
+    "topologySpreadConstraints", "schedulingGates", "resourceClaims",
+)  # fmt: skip
+SPEC_STRINGS = (
+    "serviceAccountName", "serviceAccount", "nodeName", "schedulerName", "priorityClassName",
+    "runtimeClassName", "preemptionPolicy",
+)  # fmt: skip
+SPEC_BOOLS = (
+    "hostPID", "hostIPC", "shareProcessNamespace", "automountServiceAccountToken",
+    "enableServiceLinks", "setHostnameAsFQDN", "hostUsers",
+)  # fmt: skip
