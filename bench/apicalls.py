@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import logging
 import os
 import platform
 import shutil
@@ -44,33 +43,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import common  # bench/common.py: the runtime, its leak check, main
 from kubeapi import KubeApiServer, pod_object  # the tests' API server
 from nodelet import app
 from nodelet import settings as settings_
-from nodelet.adapters import cni, containerd, mounts
-from nodelet.adapters.cri import client as cri
 from nodelet.model import pods as pods_
 from nodelet.model import status as st
-from nodelet.services import resetting
 
 NODE = "bench-node"
 READY_TIMEOUT = 120.0
 REMOVE_TIMEOUT = 120.0
-
-
-class BenchError(Exception):
-    """The benchmark could not measure (a pod never got Ready, something leaked)."""
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100); with 20 samples p99 is close to the max."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 class TimedApiServer(KubeApiServer):
@@ -88,60 +70,6 @@ class TimedApiServer(KubeApiServer):
                 if cond.get("status") == "True":
                     self.true_at.setdefault((name, cond.get("type")), time.monotonic())
         return answer
-
-
-# -- the runtime --------------------------------------------------------------------------------
-
-
-@dataclass
-class Runtime:
-    data_dir: Path
-    settings: settings_.Settings
-    runner: containerd.EmbeddedContainerd
-    client: cri.RuntimeClient
-    version: str = ""
-
-
-async def start_runtime() -> Runtime:
-    """An embedded containerd in a fresh, short data dir (as tests/conftest.py starts one)."""
-    data_dir = Path(tempfile.mkdtemp(prefix="nla-", dir="/tmp"))
-    runtime = dataclasses.replace(
-        settings_.RuntimeSettings(),
-        pod_cidrs=(cni.default_pod_cidr(data_dir),),
-        ready_timeout=30.0,
-        timeouts=settings_.CriTimeouts(default=30.0, run_sandbox=60.0, connect=5.0),
-    )
-    settings = settings_.Settings(data_dir=data_dir, runtime=runtime)
-    runner = containerd.EmbeddedContainerd(data_dir=data_dir, settings=runtime)
-    try:
-        await runner.start()
-        client = await cri.RuntimeClient.connect(runner.endpoint, timeouts=runtime.timeouts)
-        await runner.wait_ready(client)
-        version = await client.version()
-    except BaseException:
-        await runner.detach()
-        await resetting.reset(settings)
-        raise
-    return Runtime(data_dir, settings, runner, client,
-                   f"{version.runtime_name} {version.runtime_version}")
-
-
-async def teardown_runtime(runtime: Runtime) -> None:
-    """Reset the instance (pods, containerd, network, data dir) and check for leaks."""
-    await runtime.client.close()
-    await runtime.runner.detach()
-    report = await resetting.reset(runtime.settings)
-    left = {
-        "netns": await cni.instance_netns(runtime.data_dir),
-        "veths": await cni.bridge_ports(runtime.data_dir),
-        "bridge": await cni.bridge_exists(runtime.data_dir),
-        "mounts": mounts.mounts_under(runtime.data_dir),
-        "data_dir": runtime.data_dir.exists(),
-    }
-    print(f"reset: removed {len(report.containers)} containers, {len(report.sandboxes)} "
-          f"sandboxes; leftovers: {left}")
-    if report.errors or any(left.values()):
-        raise BenchError(f"instance {runtime.data_dir} leaked: {left}; errors {report.errors}")
 
 
 # -- one agent ------------------------------------------------------------------------------------
@@ -164,8 +92,8 @@ class Result:
         return sum(self.calls.values())
 
 
-def agent_settings(runtime: Runtime, server: KubeApiServer, work: Path, *, gate: bool,
-                   qps: float, burst: int) -> settings_.Settings:
+def agent_settings(runtime: common.Runtime, server: KubeApiServer, work: Path, *,
+                   gate: bool, qps: float, burst: int) -> settings_.Settings:
     base = settings_.Settings(data_dir=work / "data", node_name=NODE)
     return dataclasses.replace(
         base,
@@ -181,12 +109,12 @@ async def wait_for(check: Any, *, within: float, what: str) -> None:
     deadline = time.monotonic() + within
     while not check():
         if time.monotonic() > deadline:
-            raise BenchError(f"{what} not seen within {within:.0f}s")
+            raise common.BenchError(f"{what} not seen within {within:.0f}s")
         await asyncio.sleep(0.01)
 
 
-async def run_agent(runtime: Runtime, *, gate: bool, pods: int, qps: float, burst: int,
-                    host_network: bool) -> Result:
+async def run_agent(runtime: common.Runtime, *, gate: bool, pods: int, qps: float,
+                    burst: int, host_network: bool) -> Result:
     work = Path(tempfile.mkdtemp(prefix="agent-", dir=runtime.data_dir))
     server = TimedApiServer()
     await server.start()
@@ -234,8 +162,8 @@ async def measure(agent: app.Agent, server: TimedApiServer, *, gate: bool, pods:
         if any(c.get("type") == st.POD_READY_TO_START_CONTAINERS for c in (
             server.get("pods", "default", n) or {}).get("status", {}).get("conditions", [])))
     if with_condition != (pods if gate else 0):
-        raise BenchError(f"gate {'on' if gate else 'off'}: {with_condition} of {pods} pods "
-                         "have PodReadyToStartContainers in the API")
+        raise common.BenchError(f"gate {'on' if gate else 'off'}: {with_condition} of {pods} "
+                                "pods have PodReadyToStartContainers in the API")
     sandbox = [server.true_at[(n, st.POD_READY_TO_START_CONTAINERS)] - start for n in names
                if (n, st.POD_READY_TO_START_CONTAINERS) in server.true_at]
     return Result(
@@ -273,7 +201,8 @@ def merged(results: Sequence[Result], gate: bool) -> Result:
                   status_patches=sum(r.status_patches for r in mine))
 
 
-def report(results: Sequence[Result], args: argparse.Namespace, runtime: Runtime) -> None:
+def report(results: Sequence[Result], args: argparse.Namespace,
+           runtime: common.Runtime) -> None:
     on, off = merged(results, True), merged(results, False)
     kind = "hostNetwork " if args.host_network else ""
     print(f"\nbench/apicalls: {args.pods} {kind}pods x {args.rounds} round(s) per side, QPS "
@@ -284,15 +213,18 @@ def report(results: Sequence[Result], args: argparse.Namespace, runtime: Runtime
         ("status PATCHes per pod", on.status_patches / on.pods, off.status_patches / off.pods),
         ("all API calls per pod", on.all_calls / on.pods, off.all_calls / off.pods),
         ("statuses generated per pod", on.statuses / on.pods, off.statuses / off.pods),
-        ("time to Ready p50 (s)", percentile(on.ready, 50), percentile(off.ready, 50)),
-        ("time to Ready p99 (s)", percentile(on.ready, 99), percentile(off.ready, 99)),
+        ("time to Ready p50 (s)",
+         common.percentile(on.ready, 50), common.percentile(off.ready, 50)),
+        ("time to Ready p99 (s)",
+         common.percentile(on.ready, 99), common.percentile(off.ready, 99)),
         ("all Ready (s)", max(on.ready), max(off.ready)),
     ]
     print(f"{'':30} {'gate ON':>10} {'gate OFF':>10} {'ON/OFF':>8}")
     for label, a, b in rows:
         print(f"{label:30} {a:10.2f} {b:10.2f} {a / b if b else float('nan'):8.2f}")
     if on.sandbox_ready:
-        print(f"{'PodReadyToStartContainers p50':30} {percentile(on.sandbox_ready, 50):10.2f}"
+        p50 = common.percentile(on.sandbox_ready, 50)
+        print(f"{'PodReadyToStartContainers p50':30} {p50:10.2f}"
               f" (s after creation, gate ON only)")
     print("\ncalls in the window (verb resource: ON / OFF):")
     for key in sorted(set(on.calls) | set(off.calls)):
@@ -300,7 +232,7 @@ def report(results: Sequence[Result], args: argparse.Namespace, runtime: Runtime
 
 
 async def bench(args: argparse.Namespace) -> None:
-    runtime = await start_runtime()
+    runtime = await common.start_runtime(prefix="nla-")
     results: list[Result] = []
     try:
         for round_ in range(args.rounds):
@@ -312,11 +244,11 @@ async def bench(args: argparse.Namespace) -> None:
                       f"{result.status_patches} status PATCHes, {result.all_calls} calls, "
                       f"{result.statuses} statuses, {result.with_condition} pods with the "
                       f"condition, Ready p50 "
-                      f"{percentile(result.ready, 50):.2f} s, all Ready "
+                      f"{common.percentile(result.ready, 50):.2f} s, all Ready "
                       f"{max(result.ready):.2f} s")
                 results.append(result)
     finally:
-        await teardown_runtime(runtime)
+        await common.teardown_runtime(runtime)
     report(results, args, runtime)
 
 
@@ -339,17 +271,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    if os.geteuid() != 0:
-        print("bench/apicalls.py needs root (containerd, runc and CNI plugins)", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        asyncio.run(bench(args))
-    except BenchError as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return common.run("bench/apicalls.py", bench, args)
 
 
 if __name__ == "__main__":

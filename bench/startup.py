@@ -25,28 +25,27 @@ import asyncio
 import contextlib
 import cProfile
 import dataclasses
-import logging
 import os
 import pstats
-import shutil
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import common  # bench/common.py: the runtime, its leak check, main
 from nodelet import app
 from nodelet import settings as settings_
-from nodelet.adapters import cni, containerd, host, mounts
+from nodelet.adapters import host
 from nodelet.adapters.cri import client as cri
 from nodelet.model import pods as pods_
 from nodelet.model import runtime as rt
 from nodelet.model import status as st
-from nodelet.services import metrics, resetting
+from nodelet.services import metrics
 
 IMAGE = settings_.BUSYBOX_IMAGE
 COMMAND = ("sleep", "3600")
@@ -73,22 +72,7 @@ spec:
 """
 
 
-class BenchError(Exception):
-    """The benchmark could not measure (a pod failed, a deadline passed, something leaked)."""
-
-
 # -- small helpers ------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100); with 30 samples p99 is close to the max."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def ms(value: float) -> str:
@@ -140,87 +124,6 @@ class CpuMeter:
                 f"{os.cpu_count()} cores busy)")
 
 
-# -- the runtime under test ---------------------------------------------------------------------
-
-
-@dataclass
-class Runtime:
-    data_dir: Path
-    settings: settings_.Settings
-    runner: containerd.EmbeddedContainerd
-    client: cri.RuntimeClient
-    netns_seen: set[str] = field(default_factory=set)
-
-
-async def start_runtime() -> Runtime:
-    """An embedded containerd in a fresh, short data dir (as tests/conftest.py starts one)."""
-    data_dir = Path(tempfile.mkdtemp(prefix="nlb-", dir="/tmp"))
-    runtime = dataclasses.replace(
-        settings_.RuntimeSettings(),
-        pod_cidrs=(cni.default_pod_cidr(data_dir),),
-        ready_timeout=30.0,
-        timeouts=settings_.CriTimeouts(default=30.0, run_sandbox=60.0, connect=5.0),
-    )
-    settings = settings_.Settings(data_dir=data_dir, runtime=runtime)
-    runner = containerd.EmbeddedContainerd(data_dir=data_dir, settings=runtime)
-    try:
-        await runner.start()
-        client = await cri.RuntimeClient.connect(runner.endpoint, timeouts=runtime.timeouts)
-        await runner.wait_ready(client)
-    except BaseException:
-        await runner.detach()
-        await resetting.reset(settings)
-        raise
-    return Runtime(data_dir, settings, runner, client)
-
-
-async def leftovers(runtime: Runtime, extra_dirs: Sequence[Path]) -> dict[str, object]:
-    """What of the instance still exists on the host (all empty/False when clean)."""
-    netns = existing(runtime.netns_seen)
-    netns += await cni.instance_netns(runtime.data_dir)
-    return {
-        "netns": netns,
-        "veths": await cni.bridge_ports(runtime.data_dir),
-        "bridge": await cni.bridge_exists(runtime.data_dir),
-        "mounts": mounts.mounts_under(runtime.data_dir),
-        "processes": processes_mentioning(runtime.data_dir),
-        "dirs": [str(d) for d in (runtime.data_dir, *extra_dirs) if d.exists()],
-    }
-
-
-def existing(paths: set[str]) -> list[str]:
-    return [p for p in paths if os.path.exists(p)]
-
-
-def processes_mentioning(path: Path) -> list[int]:
-    """PIDs whose command line names `path` (containerd, shims): none after a reset."""
-    found = []
-    needle = str(path).encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
-async def teardown_runtime(runtime: Runtime, extra_dirs: Sequence[Path]) -> None:
-    """Reset the instance (every pod, containerd, network, data dir) and check for leaks."""
-    await runtime.client.close()
-    await runtime.runner.detach()
-    report = await resetting.reset(runtime.settings)
-    for directory in extra_dirs:
-        shutil.rmtree(directory, ignore_errors=True)
-    left = await leftovers(runtime, extra_dirs)
-    print(f"reset: removed {len(report.containers)} containers, {len(report.sandboxes)} "
-          f"sandboxes; leftovers: {left}")
-    if report.errors or any(left.values()):
-        raise BenchError(f"instance {runtime.data_dir} leaked: {left}; errors {report.errors}")
-
-
 # -- baseline: direct CRI calls -----------------------------------------------------------------
 
 
@@ -247,7 +150,7 @@ class BaselineResult:
 
 
 def baseline_configs(
-    runtime: Runtime, name: str, dns: rt.DNSConfig
+    runtime: common.Runtime, name: str, dns: rt.DNSConfig
 ) -> tuple[rt.SandboxConfig, rt.ContainerConfig]:
     uid = str(uuid.uuid4())
     labels = {rt.LABEL_POD_UID: uid, rt.LABEL_POD_NAME: name, rt.LABEL_POD_NAMESPACE: "bench"}
@@ -263,7 +166,7 @@ def baseline_configs(
 
 
 async def baseline_pod(
-    runtime: Runtime, name: str, dns: rt.DNSConfig, slots: asyncio.Semaphore
+    runtime: common.Runtime, name: str, dns: rt.DNSConfig, slots: asyncio.Semaphore
 ) -> BaselinePod:
     sandbox_config, container_config = baseline_configs(runtime, name, dns)
     async with slots:
@@ -284,7 +187,7 @@ async def baseline_pod(
 
 
 async def remove_baseline_pods(
-    runtime: Runtime, created: Sequence[BaselinePod], slots: asyncio.Semaphore
+    runtime: common.Runtime, created: Sequence[BaselinePod], slots: asyncio.Semaphore
 ) -> None:
     async def remove(pod: BaselinePod) -> None:
         async with slots:
@@ -296,7 +199,7 @@ async def remove_baseline_pods(
     await asyncio.gather(*(remove(p) for p in created))
 
 
-async def run_baseline(runtime: Runtime, pods: int, concurrency: int) -> BaselineResult:
+async def run_baseline(runtime: common.Runtime, pods: int, concurrency: int) -> BaselineResult:
     slots = asyncio.Semaphore(concurrency)
     dns = host.host_dns()
     names = [f"{NAME_PREFIX}c{concurrency}-{i:03d}" for i in range(pods)]
@@ -309,7 +212,7 @@ async def run_baseline(runtime: Runtime, pods: int, concurrency: int) -> Baselin
     await remove_baseline_pods(runtime, created, asyncio.Semaphore(8))
     failures = [r for r in results if isinstance(r, BaseException)]
     if failures:
-        raise BenchError(f"baseline: {len(failures)} of {pods} pods failed: {failures[0]}")
+        raise common.BenchError(f"baseline: {len(failures)} of {pods} pods failed: {failures[0]}")
     return BaselineResult(
         concurrency=concurrency, pods=pods, seconds=meter.wall,
         sandbox_latencies=tuple(p.sandbox_seconds for p in created),
@@ -474,7 +377,7 @@ class NodeletResult:
 
 
 def agent_settings(
-    runtime: Runtime, data_dir: Path, manifests: Path, poll: float | None
+    runtime: common.Runtime, data_dir: Path, manifests: Path, poll: float | None
 ) -> settings_.Settings:
     defaults = settings_.Settings()
     return settings_.Settings(
@@ -513,11 +416,11 @@ async def wait_for(event: asyncio.Event, within: float, what: str, seen: object)
     try:
         await asyncio.wait_for(event.wait(), within)
     except TimeoutError as exc:
-        raise BenchError(f"{what} not reached within {within:g}s; seen: {seen}") from exc
+        raise common.BenchError(f"{what} not reached within {within:g}s; seen: {seen}") from exc
 
 
 async def run_nodelet(
-    runtime: Runtime, args: argparse.Namespace, dirs: tuple[Path, Path]
+    runtime: common.Runtime, args: argparse.Namespace, dirs: tuple[Path, Path]
 ) -> NodeletResult:
     data_dir, manifests = dirs
     agent = app.Agent(agent_settings(runtime, data_dir, manifests, args.manifest_poll))
@@ -548,7 +451,7 @@ async def run_nodelet(
 
 
 async def _measure_nodelet(
-    runtime: Runtime, agent: app.Agent, tracker: Tracker, observer: BenchMetrics, pods: int,
+    runtime: common.Runtime, agent: app.Agent, tracker: Tracker, observer: BenchMetrics, pods: int,
     profile: Path | None,
 ) -> NodeletResult:
     manifests = agent.settings.manifests_dir
@@ -590,7 +493,7 @@ def remove_files(directory: Path) -> None:
         path.unlink()
 
 
-async def remove_nodelet_pods(runtime: Runtime, agent: app.Agent, manifests: Path) -> None:
+async def remove_nodelet_pods(runtime: common.Runtime, agent: app.Agent, manifests: Path) -> None:
     """Delete the manifests and wait until nodelet stopped and removed every pod."""
     for sandbox in await runtime.client.list_pod_sandboxes():
         runtime.netns_seen.add(await runtime.client.sandbox_netns_path(sandbox.id))
@@ -601,15 +504,15 @@ async def remove_nodelet_pods(runtime: Runtime, agent: app.Agent, manifests: Pat
         if not left and not agent.workers.uids():
             return
         await asyncio.sleep(0.2)
-    raise BenchError(f"nodelet did not remove its pods within {REMOVE_TIMEOUT:g}s: "
-                     f"workers {sorted(agent.workers.uids())}, sandboxes {len(left)}")
+    raise common.BenchError(f"nodelet did not remove its pods within {REMOVE_TIMEOUT:g}s: "
+                            f"workers {sorted(agent.workers.uids())}, sandboxes {len(left)}")
 
 
 # -- the report ---------------------------------------------------------------------------------
 
 
 def median(values: Sequence[float]) -> float:
-    return percentile(values, 50)
+    return common.percentile(values, 50)
 
 
 @dataclass(frozen=True)
@@ -650,8 +553,8 @@ def print_report(
     print(f"{'':50}{'pods/s median (rounds)':<26}{'RunPodSandbox p50':>18}{'p99':>10}")
     for rates in [*levels_.values(), node]:
         per_round = " ".join(f"{r:.1f}" for r in rates.rates)
-        print(f"{rates.label:50}{rates.median:6.2f}  ({per_round:<15}) "
-              f"{ms(percentile(rates.sandbox, 50)):>18}{ms(percentile(rates.sandbox, 99)):>10}")
+        p50, p99 = (ms(common.percentile(rates.sandbox, q)) for q in (50, 99))
+        print(f"{rates.label:50}{rates.median:6.2f}  ({per_round:<15}) {p50:>18}{p99:>10}")
     print()
     _ratios(rounds, levels_, node, primary, pods)
     values = [v for n in nodes for v in n.values("sandbox_ready_latency")]
@@ -696,7 +599,8 @@ def _row(label: str, value: str) -> None:
 
 
 def _percentiles(label: str, values: Sequence[float], note: str = "") -> None:
-    _row(label, f"p50 {ms(percentile(values, 50))}, p99 {ms(percentile(values, 99))}, "
+    p50, p99 = (ms(common.percentile(values, q)) for q in (50, 99))
+    _row(label, f"p50 {p50}, p99 {p99}, "
          f"max {ms(max(values, default=float('nan')))}  (n={len(values)}){note}")
 
 
@@ -707,8 +611,8 @@ def _cri_trace(calls: Sequence[tuple[str, float]], rounds: int) -> None:
     for operation, seconds in calls:
         by_op.setdefault(operation, []).append(seconds)
     for operation, values in sorted(by_op.items(), key=lambda kv: -sum(kv[1])):
-        _row(f"  {operation}", f"{len(values):4d}  {ms(percentile(values, 50))} / "
-             f"{ms(percentile(values, 99))} / {sum(values):.2f} s")
+        _row(f"  {operation}", f"{len(values):4d}  {ms(common.percentile(values, 50))} / "
+             f"{ms(common.percentile(values, 99))} / {sum(values):.2f} s")
 
 
 def _breakdown(nodes: Sequence[NodeletResult]) -> None:
@@ -724,7 +628,7 @@ def _breakdown(nodes: Sequence[NodeletResult]) -> None:
     ):
         values = [v for n in nodes for v in n.values(name)]
         if values:
-            _row(f"  {label}", f"{percentile(values, 50):.3f} / {max(values):.3f}")
+            _row(f"  {label}", f"{common.percentile(values, 50):.3f} / {max(values):.3f}")
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -773,7 +677,7 @@ def what_ifs(args: argparse.Namespace) -> str:
 
 
 async def bench(args: argparse.Namespace) -> None:
-    runtime = await start_runtime()
+    runtime = await common.start_runtime(prefix="nlb-")
     work_dir = Path(tempfile.mkdtemp(prefix="nlb-agent-", dir="/tmp"))
     try:
         print(f"containerd {runtime.runner.endpoint} (pid {runtime.runner.pid}), "
@@ -786,14 +690,14 @@ async def bench(args: argparse.Namespace) -> None:
             nodes.append(await run_round_nodelet(runtime, args, round_, work_dir))
         print_report(rounds, nodes, args.concurrency, what_ifs(args))
     finally:
-        await teardown_runtime(runtime, [work_dir])
+        await common.teardown_runtime(runtime, [work_dir])
     if args.profile:
         print(f"\ncProfile of the first nodelet phase: {args.profile} (top 25 by own time)")
         pstats.Stats(str(args.profile)).sort_stats("tottime").print_stats(25)
 
 
 async def run_round_baselines(
-    runtime: Runtime, args: argparse.Namespace, round_: int
+    runtime: common.Runtime, args: argparse.Namespace, round_: int
 ) -> list[BaselineResult]:
     results = []
     for concurrency in levels(args):
@@ -804,7 +708,7 @@ async def run_round_baselines(
 
 
 async def run_round_nodelet(
-    runtime: Runtime, args: argparse.Namespace, round_: int, work_dir: Path
+    runtime: common.Runtime, args: argparse.Namespace, round_: int, work_dir: Path
 ) -> NodeletResult:
     """A fresh agent (own data dir, empty manifest dir) per round."""
     top = work_dir / f"round-{round_ + 1}"
@@ -819,17 +723,7 @@ async def run_round_nodelet(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    if os.geteuid() != 0:
-        print("bench/startup.py needs root (containerd, runc and CNI plugins)", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        asyncio.run(bench(args))
-    except BenchError as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return common.run("bench/startup.py", bench, args)
 
 
 if __name__ == "__main__":

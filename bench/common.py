@@ -1,0 +1,148 @@
+"""What the runtime benchmarks share: an embedded containerd to measure on, its leak check, `main`.
+
+`bench/startup.py` and `bench/apicalls.py` import this as a sibling module (each script's
+directory is first on `sys.path`). Not named `harness`: apicalls puts `tests/` in front of
+`sys.path`, and `tests/harness.py` would shadow it. Errors: a benchmark that could not measure
+raises `BenchError`; `run` prints it and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodelet import settings as settings_
+from nodelet.adapters import cni, containerd, mounts
+from nodelet.adapters.cri import client as cri
+from nodelet.services import resetting
+
+
+class BenchError(Exception):
+    """The benchmark could not measure (a pod failed, a deadline passed, something leaked)."""
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100); with 20-30 samples p99 is close to the max."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+# -- the runtime under test ---------------------------------------------------------------------
+
+
+@dataclass
+class Runtime:
+    data_dir: Path
+    settings: settings_.Settings
+    runner: containerd.EmbeddedContainerd
+    client: cri.RuntimeClient
+    version: str = ""  # "containerd v1.7.x", from the CRI Version call
+    # Network namespaces of sandboxes the benchmark removed itself: checked again at teardown.
+    netns_seen: set[str] = field(default_factory=set)
+
+
+async def start_runtime(*, prefix: str) -> Runtime:
+    """An embedded containerd in a fresh, short data dir /tmp/<prefix>… (as tests/conftest.py)."""
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    runtime = dataclasses.replace(
+        settings_.RuntimeSettings(),
+        pod_cidrs=(cni.default_pod_cidr(data_dir),),
+        ready_timeout=30.0,
+        timeouts=settings_.CriTimeouts(default=30.0, run_sandbox=60.0, connect=5.0),
+    )
+    settings = settings_.Settings(data_dir=data_dir, runtime=runtime)
+    runner = containerd.EmbeddedContainerd(data_dir=data_dir, settings=runtime)
+    try:
+        await runner.start()
+        client = await cri.RuntimeClient.connect(runner.endpoint, timeouts=runtime.timeouts)
+        await runner.wait_ready(client)
+        version = await client.version()
+    except BaseException:
+        await runner.detach()
+        await resetting.reset(settings)
+        raise
+    return Runtime(data_dir, settings, runner, client,
+                   f"{version.runtime_name} {version.runtime_version}")
+
+
+async def teardown_runtime(runtime: Runtime, extra_dirs: Sequence[Path] = ()) -> None:
+    """Reset the instance (every pod, containerd, network, data dir), remove `extra_dirs` and
+    raise `BenchError` when anything of it is left on the host."""
+    await runtime.client.close()
+    await runtime.runner.detach()
+    report = await resetting.reset(runtime.settings)
+    for directory in extra_dirs:
+        shutil.rmtree(directory, ignore_errors=True)
+    left = await leftovers(runtime, extra_dirs)
+    print(f"reset: removed {len(report.containers)} containers, {len(report.sandboxes)} "
+          f"sandboxes; leftovers: {left}")
+    if report.errors or any(left.values()):
+        raise BenchError(f"instance {runtime.data_dir} leaked: {left}; errors {report.errors}")
+
+
+async def leftovers(runtime: Runtime, extra_dirs: Sequence[Path]) -> dict[str, object]:
+    """What of the instance still exists on the host (all empty/False when clean)."""
+    netns = [p for p in runtime.netns_seen if os.path.exists(p)]
+    netns += await cni.instance_netns(runtime.data_dir)
+    return {
+        "netns": netns,
+        "veths": await cni.bridge_ports(runtime.data_dir),
+        "bridge": await cni.bridge_exists(runtime.data_dir),
+        "mounts": mounts.mounts_under(runtime.data_dir),
+        "processes": processes_mentioning(runtime.data_dir),
+        "dirs": [str(d) for d in (runtime.data_dir, *extra_dirs) if d.exists()],
+    }
+
+
+def processes_mentioning(path: Path) -> list[int]:
+    """PIDs whose command line names `path` (containerd, shims): none after a reset."""
+    found = []
+    needle = str(path).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+
+def run(
+    script: str,
+    bench: Callable[[argparse.Namespace], Coroutine[Any, Any, None]],
+    args: argparse.Namespace,
+) -> int:
+    """Run `bench(args)` as root with logging set up (`args.verbose`: nodelet's INFO logs).
+
+    Exit status: 0 measured, 1 `BenchError` (printed), 2 not root."""
+    if os.geteuid() != 0:
+        print(f"{script} needs root (containerd, runc and CNI plugins)", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(bench(args))
+    except BenchError as exc:
+        print(f"bench failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
