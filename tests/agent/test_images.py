@@ -7,6 +7,7 @@ blobs in advance and a pull really transfers them; pulled images are removed at 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -176,3 +177,22 @@ async def test_slow_image_pull_does_not_delay_pod_ready_to_start_containers(
         < ready.last_transition_time.replace(microsecond=0)
     assert ready.last_transition_time - sandbox.last_transition_time >= timedelta(
         seconds=PULL_15S_DELAY)
+
+
+async def test_pod_removed_during_a_slow_pull_is_terminated_without_waiting_for_it(
+    pulled: list[str], agent: Harness, registry: Registry
+) -> None:
+    """The sync in flight (here: a ~15 s pull) is cancelled when the pod is to be terminated."""
+    registry.push(REPO, "abandoned")
+    async with registry.slow_proxy(PULL_15S_DELAY) as proxy:
+        ref = registry.ref(REPO, "abandoned", host=proxy.host)
+        pulled.append(ref)
+        agent.write("abandon.yaml", image_pod("abandon", ref, "IfNotPresent"))
+        await agent.wait(lambda: events_by(agent, "abandon", ev.PULLING),
+                         what="the pull started")
+        removed_at = time.monotonic()
+        agent.remove("abandon.yaml")
+        await agent.wait(lambda: agent.find("abandon") is None, within=PULL_15S_DELAY,
+                         what="the pod gone well before its pull could have finished")
+        assert time.monotonic() - removed_at < PULL_15S_DELAY
+        assert not events_by(agent, "abandon", ev.PULLED)

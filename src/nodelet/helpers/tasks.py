@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class TaskGroup:
@@ -20,11 +22,18 @@ class TaskGroup:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._on_crash = on_crash
 
-    def spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    def spawn(
+        self, name: str, coro: Coroutine[Any, Any, T], *, awaited: bool = False
+    ) -> asyncio.Task[T]:
+        """Start `coro` as a named task. `awaited=True`: its owner awaits it and handles its
+        exception, so the group does not report it as a crash."""
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
-        task.add_done_callback(self._finished)
+        task.add_done_callback(self._forget if awaited else self._finished)
         return task
+
+    def _forget(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

@@ -30,6 +30,9 @@ class _Worker:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     terminating: bool = False
     task: asyncio.Task[None] | None = None
+    # The sync in flight, if any: cancelled when the pod is to be terminated, so a deleted
+    # pod does not wait for a long image pull or sandbox creation to finish.
+    sync_task: asyncio.Task[float | None] | None = None
     last_sync: float = 0.0
 
 
@@ -99,6 +102,8 @@ class PodWorkers:
 
     def _terminate(self, worker: _Worker) -> None:
         worker.terminating = True
+        if worker.sync_task is not None and not worker.sync_task.done():
+            worker.sync_task.cancel()
         worker.wake.set()
 
     async def _run(self, worker: _Worker) -> None:
@@ -125,8 +130,17 @@ class PodWorkers:
     async def _attempt_sync(self, worker: _Worker) -> float:
         pod = worker.pod
         worker.last_sync = time.monotonic()
+        worker.sync_task = self._group.spawn(f"pod-sync:{pod.full_name}:{pod.uid[:8]}",
+                                             self._syncer.sync(pod, worker.work), awaited=True)
         try:
-            wake_in = await self._syncer.sync(pod, worker.work)
+            wake_in = await worker.sync_task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not worker.terminating or (current is not None and current.cancelling()):
+                raise  # the agent is shutting down (or the worker itself was cancelled)
+            logger.info("sync of pod %s (%s) cancelled: the pod is terminating", pod.full_name,
+                        pod.uid)
+            return 0.0
         except syncing.NetworkNotReady as exc:
             logger.warning("pod %s (%s) waits: %s", pod.full_name, pod.uid, exc)
             return self._sync.network_not_ready_retry
