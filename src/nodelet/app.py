@@ -235,6 +235,8 @@ class Agent:
             state = await self.relister.refresh_pod(uid)
             if (state.sandboxes or state.containers) and uid not in self.workers.uids():
                 self._terminate_orphan(uid)
+        except cri.CriError as exc:  # the next relist that sees the pod asks again
+            logger.warning("cannot check possibly orphaned pod %s: %s", uid, exc)
         finally:
             self._orphan_checks.discard(uid)
 
