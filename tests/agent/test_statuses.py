@@ -270,3 +270,26 @@ def test_checkpoint_uses_wal(db: Path) -> None:
     cp.Checkpoint.open(db).close()
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_terminal_phase_and_reason_survive_a_restart(tmp_path: Path) -> None:
+    """DeadlineExceeded cannot be read back from the runtime: the checkpoint keeps it."""
+    path = tmp_path / "checkpoint.db"
+    first = cp.Checkpoint.open(path)
+    manager = statuses.StatusManager(checkpoint=first, clock=lambda: T0)
+    pod = make_pod()
+    failed = st.PodStatus(phase="Failed", reason="DeadlineExceeded",
+                          message="Pod was active on the node longer than the specified deadline",
+                          conditions=(st.PodCondition(type=st.READY, status="False"),))
+    manager.set_status(pod, failed)
+    first.close()
+
+    second = cp.Checkpoint.open(path)
+    restarted = statuses.StatusManager(checkpoint=second, clock=lambda: T0)
+    restarted.restore()
+    known = restarted.last_known(pod.uid)
+    second.close()
+    assert known is not None
+    assert (known.phase, known.reason, known.message) == (
+        failed.phase, failed.reason, failed.message)
+    assert restarted.get(pod.uid) is None, "nothing was set since the restart"

@@ -192,10 +192,17 @@ def test_statuses_equal(other: st.PodStatus, equal: bool) -> None:
     assert transitions.statuses_equal(other, BASE) is equal
 
 
-def test_transitions_equal_sees_times_only() -> None:
+def test_transitions_equal_sees_what_the_checkpoint_keeps() -> None:
+    """Condition statuses and times, start time, and the pod's phase/reason/message — not a
+    condition's reason or message."""
     moved = dataclasses.replace(BASE, conditions=(cond(PRTSC, "True", at=NOW), BASE.conditions[1]))
-    assert transitions.transitions_equal(BASE, dataclasses.replace(BASE, message="other"))
+    reworded = dataclasses.replace(BASE, conditions=tuple(
+        dataclasses.replace(c, reason="Other", message="other") for c in BASE.conditions))
+    assert transitions.transitions_equal(BASE, reworded)
     assert not transitions.transitions_equal(BASE, moved)
+    assert not transitions.transitions_equal(BASE, dataclasses.replace(BASE, message="other"))
+    failed = dataclasses.replace(BASE, phase="Failed", reason="DeadlineExceeded")
+    assert not transitions.transitions_equal(BASE, failed)
     assert not transitions.transitions_equal(None, BASE)
     assert transitions.transitions_equal(None, None)
 

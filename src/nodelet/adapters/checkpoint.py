@@ -31,7 +31,9 @@ from nodelet.model import pods, transitions
 from nodelet.model import status as st
 
 FILENAME = "checkpoint.db"
-_SCHEMA_VERSION = 1
+# 2: pods remember their phase, reason and message (a terminal phase such as
+# DeadlineExceeded cannot be derived from the runtime again after a restart).
+_SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pods (
@@ -40,7 +42,10 @@ CREATE TABLE IF NOT EXISTS pods (
     namespace TEXT NOT NULL,
     start_time TEXT,
     first_ready_to_start TEXT,
-    first_ready TEXT
+    first_ready TEXT,
+    phase TEXT NOT NULL DEFAULT 'Pending',
+    reason TEXT NOT NULL DEFAULT '',
+    message TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS conditions (
     uid TEXT NOT NULL REFERENCES pods(uid) ON DELETE CASCADE,
@@ -90,6 +95,9 @@ class StoredPodStatus:
     conditions: tuple[StoredCondition, ...]
     first_ready_to_start: datetime | None
     first_ready: datetime | None
+    phase: st.PodPhase = "Pending"
+    reason: str = ""
+    message: str = ""
 
     def to_status(self) -> st.PodStatus:
         """A status carrying only the remembered conditions and start time.
@@ -102,7 +110,8 @@ class StoredPodStatus:
             )
             for c in self.conditions
         )
-        return st.PodStatus(conditions=conditions, start_time=self.start_time)
+        return st.PodStatus(phase=self.phase, reason=self.reason, message=self.message,
+                            conditions=conditions, start_time=self.start_time)
 
 
 class Checkpoint:
@@ -169,6 +178,9 @@ class Checkpoint:
             st.format_precise(status.start_time),
             st.format_precise(transitions.ready_to_start_since(status)),
             st.format_precise(transitions.ready_since(status)),
+            status.phase,
+            status.reason,
+            status.message,
         )
         conditions = [
             (str(uid), c.type, c.status, st.format_precise(c.last_transition_time))
@@ -242,12 +254,16 @@ class Checkpoint:
 
 # A row's first-ready times are written once: COALESCE keeps the remembered one.
 _UPSERT_POD = """
-INSERT INTO pods (uid, name, namespace, start_time, first_ready_to_start, first_ready)
-VALUES (?, ?, ?, ?, ?, ?)
+INSERT INTO pods (uid, name, namespace, start_time, first_ready_to_start, first_ready, phase,
+                  reason, message)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (uid) DO UPDATE SET
     name = excluded.name,
     namespace = excluded.namespace,
     start_time = excluded.start_time,
+    phase = excluded.phase,
+    reason = excluded.reason,
+    message = excluded.message,
     first_ready_to_start = COALESCE(pods.first_ready_to_start, excluded.first_ready_to_start),
     first_ready = COALESCE(pods.first_ready, excluded.first_ready)
 """
@@ -260,23 +276,29 @@ def _initialise(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (0, _SCHEMA_VERSION):
+    if version not in (0, 1, _SCHEMA_VERSION):
         raise sqlite3.DatabaseError(f"unknown schema version {version}")
     conn.executescript(_SCHEMA)
+    if version == 1:  # the pods table predates phase, reason and message
+        for column in ("phase TEXT NOT NULL DEFAULT 'Pending'",
+                       "reason TEXT NOT NULL DEFAULT ''", "message TEXT NOT NULL DEFAULT ''"):
+            conn.execute(f"ALTER TABLE pods ADD COLUMN {column}")
     conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
     conn.commit()
 
 
 def _stored_pod(row: sqlite3.Row, conditions: tuple[StoredCondition, ...]) -> StoredPodStatus:
-    uid, name, namespace, start_time, first_ready_to_start, first_ready = row
     return StoredPodStatus(
-        uid=pods.PodUID(uid),
-        name=name,
-        namespace=namespace,
-        start_time=st.parse_time(start_time),
+        uid=pods.PodUID(row["uid"]),
+        name=row["name"],
+        namespace=row["namespace"],
+        start_time=st.parse_time(row["start_time"]),
         conditions=conditions,
-        first_ready_to_start=st.parse_time(first_ready_to_start),
-        first_ready=st.parse_time(first_ready),
+        first_ready_to_start=st.parse_time(row["first_ready_to_start"]),
+        first_ready=st.parse_time(row["first_ready"]),
+        phase=row["phase"],
+        reason=row["reason"],
+        message=row["message"],
     )
 
 

@@ -78,13 +78,16 @@ def _condition_keys(status: st.PodStatus) -> dict[str, tuple[str, str, str]]:
 
 
 def transitions_equal(a: st.PodStatus | None, b: st.PodStatus | None) -> bool:
-    """True when `a` and `b` carry the same condition statuses, transition times and start time.
+    """True when `a` and `b` carry the same condition statuses, transition times, start time,
+    phase, reason and message.
 
     This is what the checkpoint stores; the status manager writes it only when this changes.
     """
     if a is None or b is None:
         return a is b
-    return a.start_time == b.start_time and _transition_keys(a) == _transition_keys(b)
+    return (a.start_time, a.phase, a.reason, a.message) == (
+        b.start_time, b.phase, b.reason, b.message
+    ) and _transition_keys(a) == _transition_keys(b)
 
 
 def _transition_keys(status: st.PodStatus) -> dict[str, tuple[str, datetime | None]]:

@@ -125,6 +125,11 @@ class StatusManager:
         entry = self._entries.get(uid)
         return entry.status if entry is not None else None
 
+    def last_known(self, uid: podmodel.PodUID) -> st.PodStatus | None:
+        """The current status, or else what the checkpoint remembers of it (after a restart:
+        conditions with their transition times, start time, phase, reason and message)."""
+        return self.get(uid) or self._restored_status(uid)
+
     def version(self, uid: podmodel.PodUID) -> int:
         """How many statuses were stored for `uid` (0: none); never decreases, even on `forget`."""
         return self._versions.get(uid, 0)

@@ -126,7 +126,7 @@ class PodSyncer:
             pod,
             sandboxes=state.sandboxes,
             containers=[self._containers.with_message(pod, c) for c in state.containers],
-            old=self._statuses.get(pod.uid),
+            old=self._statuses.last_known(pod.uid),
             last_sandbox_error=work.last_sandbox_error,
             waiting=work.waiting,
             host_ip=self._node.host_ip,

@@ -1,0 +1,39 @@
+"""Status assembly (pure): terminal phases and their reasons are kept."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from nodelet import settings
+from nodelet.model import generation, pods
+from nodelet.model import status as st
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+POD = pods.Pod(uid=pods.PodUID("u"), name="p", namespace="default",
+               spec=pods.PodSpec(containers=(pods.Container(name="c", image="i"),)))
+
+
+def generate(old: st.PodStatus | None, *, deadline_exceeded: bool = False) -> st.PodStatus:
+    return generation.generate_status(
+        POD, sandboxes=(), containers=(), old=old, last_sandbox_error=None, waiting={},
+        host_ip="10.0.0.1", now=NOW, gates=settings.FeatureGates(),
+        deadline_exceeded=deadline_exceeded)
+
+
+def test_deadline_exceeded_makes_the_pod_failed() -> None:
+    status = generate(None, deadline_exceeded=True)
+    assert (status.phase, status.reason) == ("Failed", generation.DEADLINE_EXCEEDED)
+    assert status.message == generation.DEADLINE_MESSAGE
+
+
+def test_a_remembered_deadline_failure_stays_after_a_restart() -> None:
+    remembered = st.PodStatus(phase="Failed", reason=generation.DEADLINE_EXCEEDED,
+                              message=generation.DEADLINE_MESSAGE)
+    status = generate(remembered)
+    assert (status.phase, status.reason, status.message) == (
+        "Failed", generation.DEADLINE_EXCEEDED, generation.DEADLINE_MESSAGE)
+
+
+def test_without_history_a_pod_without_sandbox_is_pending() -> None:
+    status = generate(None)
+    assert (status.phase, status.reason) == ("Pending", "")
