@@ -33,6 +33,82 @@ class EnvVar:
 
 
 @dataclass(frozen=True)
+class EnvFromSource:
+    """One `envFrom` entry: every key of a ConfigMap or Secret, with an optional prefix."""
+
+    kind: Literal["ConfigMap", "Secret"]
+    name: str
+    prefix: str = ""
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    add: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SeccompProfile:
+    """`seccompProfile` / `appArmorProfile`: RuntimeDefault, Unconfined or Localhost."""
+
+    type: str
+    localhost_profile: str = ""
+
+
+@dataclass(frozen=True)
+class SELinuxOptions:
+    user: str = ""
+    role: str = ""
+    type: str = ""
+    level: str = ""
+
+
+@dataclass(frozen=True)
+class SecurityContext:
+    """A container's `securityContext`; None means "not set" (the pod's value or the default)."""
+
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_non_root: bool | None = None
+    privileged: bool | None = None
+    allow_privilege_escalation: bool | None = None
+    read_only_root_filesystem: bool | None = None
+    capabilities: Capabilities | None = None
+    seccomp_profile: SeccompProfile | None = None
+    app_armor_profile: SeccompProfile | None = None
+    se_linux_options: SELinuxOptions | None = None
+    proc_mount: str | None = None
+    # Set only to be refused: nodelet runs Linux containers.
+    windows_options: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PodSecurityContext:
+    """The pod's `securityContext`: defaults for every container, plus pod-only settings."""
+
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_non_root: bool | None = None
+    supplemental_groups: tuple[int, ...] = ()
+    supplemental_groups_policy: str | None = None
+    fs_group: int | None = None
+    fs_group_change_policy: str | None = None
+    sysctls: tuple[tuple[str, str], ...] = ()
+    seccomp_profile: SeccompProfile | None = None
+    app_armor_profile: SeccompProfile | None = None
+    se_linux_options: SELinuxOptions | None = None
+    se_linux_change_policy: str | None = None
+    windows_options: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class HostAlias:
+    ip: str
+    hostnames: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ContainerPort:
     container_port: int
     protocol: str = "TCP"
@@ -47,6 +123,9 @@ class VolumeMount:
     mount_path: str
     read_only: bool = False
     sub_path: str = ""
+    # "None" (default), "HostToContainer" or "Bidirectional".
+    mount_propagation: str = ""
+    sub_path_expr: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,6 +147,7 @@ class Container:
     args: tuple[str, ...] = ()
     working_dir: str = ""
     env: tuple[EnvVar, ...] = ()
+    env_from: tuple[EnvFromSource, ...] = ()
     ports: tuple[ContainerPort, ...] = ()
     volume_mounts: tuple[VolumeMount, ...] = ()
     resources: Resources = field(default_factory=Resources)
@@ -80,6 +160,10 @@ class Container:
     liveness_probe: Mapping[str, Any] | None = None
     startup_probe: Mapping[str, Any] | None = None
     lifecycle: Mapping[str, Any] | None = None
+    security_context: SecurityContext | None = None
+    stdin: bool = False
+    stdin_once: bool = False
+    tty: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,6 +199,17 @@ class PodSpec:
     node_name: str = ""
     # Standalone there are no RuntimeClass objects: the name is the CRI runtime handler.
     runtime_class_name: str = ""
+    host_pid: bool = False
+    host_ipc: bool = False
+    share_process_namespace: bool = False
+    security_context: PodSecurityContext = field(default_factory=PodSecurityContext)
+    # None: not set (the pod shares the host's user namespace); False asks for its own.
+    host_users: bool | None = None
+    host_aliases: tuple[HostAlias, ...] = ()
+    # Names of Secrets (in the pod's namespace) with registry credentials for pulls.
+    image_pull_secrets: tuple[str, ...] = ()
+    os_name: str = ""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

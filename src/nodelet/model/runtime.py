@@ -143,6 +143,92 @@ class LinuxResources:
     memory_limit_in_bytes: int = 0
 
 
+class MountPropagation(enum.Enum):
+    """CRI MountPropagation: private, rslave (HostToContainer) or rshared (Bidirectional)."""
+
+    PRIVATE = 0
+    HOST_TO_CONTAINER = 1
+    BIDIRECTIONAL = 2
+
+
+@dataclass(frozen=True)
+class NamespaceOptions:
+    """CRI NamespaceOption: which namespaces a sandbox or container gets."""
+
+    network: NamespaceMode = NamespaceMode.POD
+    pid: NamespaceMode = NamespaceMode.CONTAINER
+    ipc: NamespaceMode = NamespaceMode.POD
+
+
+@dataclass(frozen=True)
+class SecurityProfile:
+    """CRI SecurityProfile (seccomp or AppArmor): RuntimeDefault, Unconfined or Localhost."""
+
+    type: str  # "RuntimeDefault", "Unconfined" or "Localhost"
+    localhost_ref: str = ""
+
+
+@dataclass(frozen=True)
+class SELinuxOptions:
+    user: str = ""
+    role: str = ""
+    type: str = ""
+    level: str = ""
+
+
+@dataclass(frozen=True)
+class SandboxSecurity:
+    """CRI LinuxSandboxSecurityContext plus the pod's sysctls (LinuxPodSandboxConfig)."""
+
+    namespaces: NamespaceOptions = field(default_factory=NamespaceOptions)
+    privileged: bool = False
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    supplemental_groups: tuple[int, ...] = ()
+    readonly_rootfs: bool = False
+    seccomp: SecurityProfile | None = None
+    apparmor: SecurityProfile | None = None
+    selinux: SELinuxOptions | None = None
+    sysctls: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ContainerSecurity:
+    """CRI LinuxContainerSecurityContext, as the kubelet fills it in.
+
+    `masked_paths`/`readonly_paths` None lets the runtime choose; the kubelet always sends them
+    (its defaults for procMount Default, empty lists for Unmasked).
+    """
+
+    namespaces: NamespaceOptions = field(default_factory=NamespaceOptions)
+    privileged: bool = False
+    add_capabilities: tuple[str, ...] = ()
+    drop_capabilities: tuple[str, ...] = ()
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_username: str = ""
+    supplemental_groups: tuple[int, ...] = ()
+    readonly_rootfs: bool = False
+    no_new_privs: bool = False
+    masked_paths: tuple[str, ...] | None = None
+    readonly_paths: tuple[str, ...] | None = None
+    seccomp: SecurityProfile | None = None
+    apparmor: SecurityProfile | None = None
+    selinux: SELinuxOptions | None = None
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """CRI AuthConfig: registry credentials for one pull."""
+
+    username: str = ""
+    password: str = ""
+    auth: str = ""  # base64 "user:password", as in a docker config
+    server_address: str = ""
+    identity_token: str = ""
+    registry_token: str = ""
+
+
 @dataclass(frozen=True)
 class SandboxConfig:
     """What RunPodSandbox is asked to create."""
@@ -153,12 +239,12 @@ class SandboxConfig:
     attempt: int
     hostname: str
     log_directory: str
-    host_network: bool = False
     dns: DNSConfig = field(default_factory=DNSConfig)
     port_mappings: tuple[PortMapping, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     cgroup_parent: str = ""
+    security: SandboxSecurity = field(default_factory=SandboxSecurity)
 
 
 @dataclass(frozen=True)
@@ -166,6 +252,7 @@ class Mount:
     container_path: str
     host_path: str
     readonly: bool = False
+    propagation: MountPropagation = MountPropagation.PRIVATE
 
 
 @dataclass(frozen=True)
@@ -184,6 +271,10 @@ class ContainerConfig:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     resources: LinuxResources | None = None
+    security: ContainerSecurity | None = None
+    stdin: bool = False
+    stdin_once: bool = False
+    tty: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,3 +290,7 @@ class ImageInfo:
     repo_tags: tuple[str, ...]
     repo_digests: tuple[str, ...] = ()
     size: int = 0
+    # The user the image runs as when the container does not say: a UID, else a name ("" and
+    # None for neither, which means root).
+    uid: int | None = None
+    username: str = ""

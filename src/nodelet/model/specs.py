@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodelet.model import pods, runtime
+from nodelet.model import pods, runtime, security
 
 ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount"
 ANNOTATION_GRACE_PERIOD = "io.kubernetes.pod.terminationGracePeriod"
@@ -110,7 +110,7 @@ def sandbox_config(
         attempt=attempt,
         hostname=hostname(pod),
         log_directory=pod_log_directory(logs_root, pod),
-        host_network=pod.spec.host_network,
+        security=security.sandbox_security(pod),
         dns=dns_config(pod, host_dns),
         port_mappings=port_mappings(pod),
         labels=pod_labels(pod),

@@ -383,9 +383,12 @@ class RuntimeClient:
 
     # -- images --------------------------------------------------------------------------
 
-    async def pull_image(self, ref: str) -> str:
-        """Pull `ref`; returns the runtime's image reference (an ID or digest)."""
+    async def pull_image(self, ref: str, auth: rt.AuthConfig | None = None) -> str:
+        """Pull `ref` (with `auth` for a registry that asks for credentials); returns the
+        runtime's image reference (an ID or digest)."""
         request = pb.PullImageRequest(image=pb.ImageSpec(image=ref))
+        if auth is not None:
+            request.auth.CopyFrom(convert.auth_to_pb(auth))
         response = await self._call(
             self._images.PullImage, request, target=ref, deadline=self._timeouts.pull_image
         )

@@ -15,9 +15,6 @@ from nodelet.model import runtime as rt
 
 def sandbox_config_to_pb(config: rt.SandboxConfig) -> pb.PodSandboxConfig:
     """The PodSandboxConfig for RunPodSandbox (and again for CreateContainer)."""
-    # The kubelet asks for a pod-wide IPC namespace and per-container PID namespaces.
-    network = pb.NODE if config.host_network else pb.POD
-    options = pb.NamespaceOption(network=network, pid=pb.CONTAINER, ipc=pb.POD)
     return pb.PodSandboxConfig(
         metadata=pb.PodSandboxMetadata(
             name=config.name, uid=config.uid, namespace=config.namespace, attempt=config.attempt
@@ -32,9 +29,77 @@ def sandbox_config_to_pb(config: rt.SandboxConfig) -> pb.PodSandboxConfig:
         annotations=dict(config.annotations),
         linux=pb.LinuxPodSandboxConfig(
             cgroup_parent=config.cgroup_parent,
-            security_context=pb.LinuxSandboxSecurityContext(namespace_options=options),
+            security_context=_sandbox_security_to_pb(config.security),
+            sysctls=dict(config.security.sysctls),
         ),
     )
+
+
+def _namespaces_to_pb(options: rt.NamespaceOptions) -> pb.NamespaceOption:
+    return pb.NamespaceOption(
+        network=pb.NamespaceMode.Value(options.network.name),
+        pid=pb.NamespaceMode.Value(options.pid.name),
+        ipc=pb.NamespaceMode.Value(options.ipc.name),
+    )
+
+
+def _profile_to_pb(profile: rt.SecurityProfile | None) -> pb.SecurityProfile | None:
+    if profile is None:
+        return None
+    return pb.SecurityProfile(
+        profile_type=pb.SecurityProfile.ProfileType.Value(profile.type),
+        localhost_ref=profile.localhost_ref,
+    )
+
+
+def _selinux_to_pb(options: rt.SELinuxOptions | None) -> pb.SELinuxOption | None:
+    if options is None:
+        return None
+    return pb.SELinuxOption(
+        user=options.user, role=options.role, type=options.type, level=options.level
+    )
+
+
+def _int64(value: int | None) -> pb.Int64Value | None:
+    return None if value is None else pb.Int64Value(value=value)
+
+
+def _sandbox_security_to_pb(sec: rt.SandboxSecurity) -> pb.LinuxSandboxSecurityContext:
+    return pb.LinuxSandboxSecurityContext(
+        namespace_options=_namespaces_to_pb(sec.namespaces),
+        selinux_options=_selinux_to_pb(sec.selinux),
+        run_as_user=_int64(sec.run_as_user),
+        run_as_group=_int64(sec.run_as_group),
+        readonly_rootfs=sec.readonly_rootfs,
+        supplemental_groups=sec.supplemental_groups,
+        privileged=sec.privileged,
+        seccomp=_profile_to_pb(sec.seccomp),
+        apparmor=_profile_to_pb(sec.apparmor),
+    )
+
+
+def _container_security_to_pb(sec: rt.ContainerSecurity) -> pb.LinuxContainerSecurityContext:
+    out = pb.LinuxContainerSecurityContext(
+        capabilities=pb.Capability(
+            add_capabilities=sec.add_capabilities, drop_capabilities=sec.drop_capabilities
+        ),
+        privileged=sec.privileged,
+        namespace_options=_namespaces_to_pb(sec.namespaces),
+        selinux_options=_selinux_to_pb(sec.selinux),
+        run_as_user=_int64(sec.run_as_user),
+        run_as_group=_int64(sec.run_as_group),
+        run_as_username=sec.run_as_username,
+        readonly_rootfs=sec.readonly_rootfs,
+        supplemental_groups=sec.supplemental_groups,
+        no_new_privs=sec.no_new_privs,
+        seccomp=_profile_to_pb(sec.seccomp),
+        apparmor=_profile_to_pb(sec.apparmor),
+    )
+    # An empty list (Unmasked) and "not set" (the runtime's defaults) are the same on the
+    # wire; the kubelet's callers always send its own list for Default.
+    out.masked_paths.extend(sec.masked_paths or ())
+    out.readonly_paths.extend(sec.readonly_paths or ())
+    return out
 
 
 def _port_mapping_to_pb(port: rt.PortMapping) -> pb.PortMapping:
@@ -49,6 +114,8 @@ def _port_mapping_to_pb(port: rt.PortMapping) -> pb.PortMapping:
 def container_config_to_pb(config: rt.ContainerConfig) -> pb.ContainerConfig:
     """The ContainerConfig for CreateContainer."""
     linux = pb.LinuxContainerConfig()
+    if config.security is not None:
+        linux.security_context.CopyFrom(_container_security_to_pb(config.security))
     if config.resources is not None:
         r = config.resources
         linux.resources.CopyFrom(
@@ -67,9 +134,17 @@ def container_config_to_pb(config: rt.ContainerConfig) -> pb.ContainerConfig:
         working_dir=config.working_dir,
         envs=[pb.KeyValue(key=k, value=v) for k, v in config.envs],
         mounts=[
-            pb.Mount(container_path=m.container_path, host_path=m.host_path, readonly=m.readonly)
+            pb.Mount(
+                container_path=m.container_path,
+                host_path=m.host_path,
+                readonly=m.readonly,
+                propagation=pb.MountPropagation.Value(f"PROPAGATION_{m.propagation.name}"),
+            )
             for m in config.mounts
         ],
+        stdin=config.stdin,
+        stdin_once=config.stdin_once,
+        tty=config.tty,
         labels=dict(config.labels),
         annotations=dict(config.annotations),
         log_path=config.log_path,
@@ -188,6 +263,19 @@ def image_from_pb(image: pb.Image) -> rt.ImageInfo:
         repo_tags=tuple(image.repo_tags),
         repo_digests=tuple(image.repo_digests),
         size=image.size,
+        uid=image.uid.value if image.HasField("uid") else None,
+        username=image.username,
+    )
+
+
+def auth_to_pb(auth: rt.AuthConfig) -> pb.AuthConfig:
+    return pb.AuthConfig(
+        username=auth.username,
+        password=auth.password,
+        auth=auth.auth,
+        server_address=auth.server_address,
+        identity_token=auth.identity_token,
+        registry_token=auth.registry_token,
     )
 
 
