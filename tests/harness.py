@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from nodelet import app, settings
-from nodelet.model import events, pods, status
+from nodelet.adapters.cri import client as cri_client
+from nodelet.model import events, pods, runtime, status
 
 DEFAULT_WITHIN = 30.0
 
@@ -67,7 +68,8 @@ def pod_manifest(name: str, *, command: str = "sleep 1000000", extra_spec: str =
 
 class Harness:
     def __init__(self, *, endpoint: str, node_name: str = "testnode",
-                 gates: settings.FeatureGates | None = None) -> None:
+                 gates: settings.FeatureGates | None = None,
+                 security: settings.SecuritySettings | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="nla-", dir="/tmp"))
         self.manifests = self.root / "manifests"
         self.manifests.mkdir()
@@ -76,6 +78,7 @@ class Harness:
         self.settings = replace(
             base,
             gates=gates or base.gates,
+            security=security or base.security,
             runtime=replace(base.runtime, endpoint=endpoint),
             # Fast retries so tests that wait for a retry stay short; the behaviour is the same.
             sync=replace(base.sync, retry_period=1.0, resync_period=2.0,
@@ -161,6 +164,16 @@ class Harness:
             pytest.fail(f"{what} not seen within {within}s; status of {name}: "
                         f"{self.status_of(name)!r}; events: {self.events_of(name)!r}")
         return result
+
+
+async def exec_in(client: cri_client.RuntimeClient, pod_status: status.PodStatus, command: str,
+                  *, container: str = "main") -> runtime.ExecResult:
+    """Run `sh -c command` in a running container of the pod (CRI ExecSync)."""
+    found = [c for c in (*pod_status.init_container_statuses, *pod_status.container_statuses)
+             if c.name == container]
+    assert found and found[0].container_id, f"container {container} has no ID: {pod_status!r}"
+    container_id = runtime.ContainerID(found[0].container_id.partition("://")[2])
+    return await client.exec_sync(container_id, ["sh", "-c", command], timeout_s=10)
 
 
 def cond(pod_status: status.PodStatus | None, type_: str) -> status.PodCondition | None:

@@ -3,7 +3,10 @@
 - `Registry.started()` runs `/usr/bin/docker-registry serve CONFIG` on 127.0.0.1 (a free port,
   plain HTTP, no auth) with its storage in a fresh temp dir, waits until `GET /v2/` answers, and
   at the end stops that process by its PID and removes the dir. Debian's systemd unit for the
-  package plays no part.
+  package plays no part. `Registry.started(auth=(USER, PASSWORD))` asks for HTTP basic auth
+  (the registry's `htpasswd` backend, with a bcrypt htpasswd file written here); the registry
+  and containerd 1.6 both accept basic auth over plain HTTP on loopback, so no TLS is needed.
+  Without credentials the registry answers `401 Unauthorized`.
 - `push_oci_archive(url, archive, repo, tag)` uploads an OCI image layout tar (as built by
   images/build.py) with the registry v2 API: each blob as a monolithic POST + PUT upload, then
   the manifest with its media type as Content-Type.
@@ -24,6 +27,7 @@ configuration (its default scheme for a loopback host is http).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import gzip
 import hashlib
@@ -43,6 +47,8 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import bcrypt
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 BUSYBOX_ARCHIVE = Path(__file__).resolve().parent.parent / "images" / "out" / "busybox.tar"
@@ -69,6 +75,16 @@ storage:
 http:
   addr: 127.0.0.1:{port}
 """
+_AUTH_CONFIG = """\
+auth:
+  htpasswd:
+    realm: nodelet-test
+    path: {htpasswd}
+"""
+# bcrypt cost of the test htpasswd file: the registry checks it on every request.
+_BCRYPT_ROUNDS = 5
+
+Auth = tuple[str, str]  # (username, password)
 
 
 class RegistryError(RuntimeError):
@@ -152,9 +168,17 @@ def unique_variant(archive: Path, out: Path, marker: str) -> Path:
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
+def basic_auth(auth: Auth) -> str:
+    return base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+
+
 def _request(method: str, url: str, *, data: bytes | None = None,
-             headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+             headers: dict[str, str] | None = None,
+             auth: Auth | None = None) -> tuple[int, dict[str, str], bytes]:
+    headers = dict(headers or {})
+    if auth is not None:
+        headers["Authorization"] = f"Basic {basic_auth(auth)}"
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with _OPENER.open(req, timeout=HTTP_TIMEOUT) as response:
             return response.status, dict(response.headers), response.read()
@@ -162,35 +186,39 @@ def _request(method: str, url: str, *, data: bytes | None = None,
         return exc.code, dict(exc.headers), exc.read()
 
 
-def _upload_blob(base: str, repo: str, blob: bytes) -> None:
+def _upload_blob(base: str, repo: str, blob: bytes, auth: Auth | None) -> None:
     digest = _digest(blob)
-    status, _, _ = _request("HEAD", f"{base}/v2/{repo}/blobs/{digest}")
+    status, _, _ = _request("HEAD", f"{base}/v2/{repo}/blobs/{digest}", auth=auth)
     if status == 200:
         return
-    status, headers, body = _request("POST", f"{base}/v2/{repo}/blobs/uploads/")
+    status, headers, body = _request("POST", f"{base}/v2/{repo}/blobs/uploads/", auth=auth)
     if status != 202:
         raise RegistryError(f"starting an upload to {repo}: HTTP {status}: {body[:300]!r}")
     location = urllib.parse.urljoin(base + "/", headers["Location"])
     separator = "&" if "?" in location else "?"
     put = f"{location}{separator}digest={urllib.parse.quote(digest)}"
     status, _, body = _request("PUT", put, data=blob, headers={
-        "Content-Type": "application/octet-stream", "Content-Length": str(len(blob))})
+        "Content-Type": "application/octet-stream", "Content-Length": str(len(blob))},
+        auth=auth)
     if status != 201:
         raise RegistryError(f"uploading {digest} to {repo}: HTTP {status}: {body[:300]!r}")
 
 
-def _put_manifest(base: str, repo: str, reference: str, blob: bytes, media_type: str) -> None:
+def _put_manifest(base: str, repo: str, reference: str, blob: bytes, media_type: str,
+                  auth: Auth | None) -> None:
     status, _, body = _request("PUT", f"{base}/v2/{repo}/manifests/{reference}", data=blob,
-                               headers={"Content-Type": media_type})
+                               headers={"Content-Type": media_type}, auth=auth)
     if status != 201:
         raise RegistryError(f"pushing manifest {repo}:{reference}: HTTP {status}: {body[:300]!r}")
 
 
-def push_oci_archive(registry_url: str, archive: Path, repo: str, tag: str) -> str:
+def push_oci_archive(registry_url: str, archive: Path, repo: str, tag: str, *,
+                     auth: Auth | None = None) -> str:
     """Push the image(s) of an OCI layout tar as `repo:tag`; returns the tagged manifest digest.
 
     One manifest in index.json is tagged itself; several are pushed by digest and tagged through
-    an image index. `registry_url` is like `http://127.0.0.1:5000`.
+    an image index. `registry_url` is like `http://127.0.0.1:5000`; `auth` for a registry that
+    asks for basic auth.
     """
     base = registry_url.rstrip("/")
     files = read_layout(archive)
@@ -199,18 +227,18 @@ def push_oci_archive(registry_url: str, archive: Path, repo: str, tag: str) -> s
         manifest_blob = files[_blob_path(descriptor["digest"])]
         manifest = json.loads(manifest_blob)
         for blob in (manifest["config"], *manifest["layers"]):
-            _upload_blob(base, repo, files[_blob_path(blob["digest"])])
+            _upload_blob(base, repo, files[_blob_path(blob["digest"])], auth)
         if len(index["manifests"]) > 1:
             _put_manifest(base, repo, descriptor["digest"], manifest_blob,
-                          descriptor["mediaType"])
+                          descriptor["mediaType"], auth)
     if len(index["manifests"]) == 1:
         [descriptor] = index["manifests"]
         _put_manifest(base, repo, tag, files[_blob_path(descriptor["digest"])],
-                      descriptor["mediaType"])
+                      descriptor["mediaType"], auth)
         return str(descriptor["digest"])
     index_blob = json.dumps({"schemaVersion": 2, "mediaType": MEDIA_INDEX,
                              "manifests": index["manifests"]}).encode()
-    _put_manifest(base, repo, tag, index_blob, MEDIA_INDEX)
+    _put_manifest(base, repo, tag, index_blob, MEDIA_INDEX, auth)
     return _digest(index_blob)
 
 
@@ -344,6 +372,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _write_htpasswd(path: Path, auth: Auth) -> Path:
+    """An htpasswd file with one bcrypt entry (the registry accepts bcrypt only)."""
+    hashed = bcrypt.hashpw(auth[1].encode(), bcrypt.gensalt(rounds=_BCRYPT_ROUNDS)).decode()
+    path.write_text(f"{auth[0]}:{hashed}\n")
+    return path
+
+
 @dataclass
 class Registry:
     """A running `docker-registry` serving http://127.0.0.1:PORT with storage under `root`."""
@@ -351,6 +386,8 @@ class Registry:
     root: Path
     port: int
     process: subprocess.Popen[bytes]
+    # The (username, password) the registry asks for; None: no auth.
+    auth: Auth | None = None
     _pushes: int = 0
 
     @property
@@ -363,14 +400,14 @@ class Registry:
 
     @classmethod
     @contextlib.contextmanager
-    def started(cls) -> Iterator[Registry]:
+    def started(cls, *, auth: Auth | None = None) -> Iterator[Registry]:
         if not os.access(REGISTRY_BINARY, os.X_OK):
             raise RegistryError(f"{REGISTRY_BINARY} is missing: apt-get install docker-registry "
                                 "(make setup installs it)")
         root = Path(tempfile.mkdtemp(prefix="nl-registry-", dir="/tmp"))
         registry: Registry | None = None
         try:
-            registry = cls._start(root)
+            registry = cls._start(root, auth)
             yield registry
         finally:
             if registry is not None:
@@ -378,19 +415,22 @@ class Registry:
             shutil.rmtree(root, ignore_errors=True)
 
     @classmethod
-    def _start(cls, root: Path) -> Registry:
+    def _start(cls, root: Path, auth: Auth | None) -> Registry:
         # The port is free when chosen; another process could take it before the registry
         # binds it, so a registry that exits at once is retried on a new port.
+        text = _CONFIG
+        if auth is not None:
+            text += _AUTH_CONFIG.format(htpasswd=_write_htpasswd(root / "htpasswd", auth))
         for _ in range(3):
             port = _free_port()
             config = root / "config.yml"
-            config.write_text(_CONFIG.format(storage=root / "storage", port=port))
+            config.write_text(text.format(storage=root / "storage", port=port))
             log = (root / "registry.log").open("ab")
             process = subprocess.Popen([REGISTRY_BINARY, "serve", str(config)],
                                        stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True)
             log.close()
-            registry = cls(root, port, process)
+            registry = cls(root, port, process, auth)
             if registry._wait_ready():
                 return registry
             registry.stop()
@@ -402,7 +442,7 @@ class Registry:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline and self.process.poll() is None:
             try:
-                if _request("GET", f"{self.url}/v2/")[0] == 200:
+                if _request("GET", f"{self.url}/v2/", auth=self.auth)[0] == 200:
                     return True
             except OSError:
                 pass
@@ -424,7 +464,7 @@ class Registry:
 
     def push_archive(self, archive: Path, repo: str, tag: str) -> str:
         """Push an OCI layout tar as `repo:tag`; returns the reference on this registry."""
-        push_oci_archive(self.url, archive, repo, tag)
+        push_oci_archive(self.url, archive, repo, tag, auth=self.auth)
         return self.ref(repo, tag)
 
     def push(self, repo: str, tag: str, *, base: Path = BUSYBOX_ARCHIVE) -> str:

@@ -24,11 +24,12 @@ from nodelet.adapters import checkpoint as checkpoint_mod
 from nodelet.adapters import containerd, host, http_server
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import tasks
+from nodelet.model import admission, credentials, envvars, health, pods, security, status
 from nodelet.model import events as ev
-from nodelet.model import health, pods, status
 from nodelet.services import (
     cluster,
     metrics,
+    nodestatus,
     probing,
     progress,
     recording,
@@ -101,9 +102,14 @@ class Agent:
             client=self._client, relister=self.relister, statuses=self.statuses,
             volumes=self.volumes, probes=self.probes,
             recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
+            lookup=self._lookup_object,
             node=syncing.NodeFacts(host_ip=self._host_ip, host_dns=host.host_dns(),
                                    logs_root=s.data_dir / "logs",
-                                   pods_root=s.data_dir / "pods"),
+                                   pods_root=s.data_dir / "pods",
+                                   admission=self._admission_facts(),
+                                   security=security.Options(
+                                       seccomp_default=s.security.seccomp_default,
+                                       seccomp_profile_root=s.seccomp_profile_root)),
         )
         self.workers = workers.PodWorkers(
             syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,
@@ -116,6 +122,16 @@ class Agent:
         await self._start_server()
         logger.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
                     self.runtime_endpoint, len(self.workers.uids()))
+
+    def _admission_facts(self) -> admission.Node:
+        spec = nodestatus.NodeSpec(name=self.settings.node_name, host_ip=self._host_ip,
+                                   machine=host.machine_facts())
+        return admission.Node(
+            labels=nodestatus.node_labels(spec),
+            allowed_unsafe_sysctls=self.settings.security.allowed_unsafe_sysctls,
+            apparmor_enabled=host.apparmor_enabled(),
+            selinux_enabled=host.selinux_enabled(),
+        )
 
     async def _connect_runtime(self) -> cri.RuntimeClient:
         runtime = self.settings.runtime
@@ -254,13 +270,16 @@ class Agent:
         self.workers.update({**self._static_pods, **self._api_pods})
 
     def _wake_readers(self, changed: set[tuple[str, str, str]]) -> None:
-        """Pods waiting for a ConfigMap or Secret go on as soon as it appears, and updates
-        reach mounted files without waiting for the periodic resync."""
+        """Pods waiting for a ConfigMap or Secret (of a volume, env vars, or a pull secret) go on
+        as soon as it appears, and updates reach mounted files without waiting for the periodic
+        resync."""
         if not changed:
             return
         for uid in self.workers.uids():
             pod = self.workers.pod(uid)
-            if pod is not None and self.volumes.referenced_objects(pod) & changed:
+            if pod is not None and (self.volumes.referenced_objects(pod)
+                                    | credentials.referenced_secrets(pod)
+                                    | envvars.referenced_objects(pod)) & changed:
                 self.workers.wake(uid)
 
     def _lookup_object(self, kind: str, namespace: str, name: str) -> Any:

@@ -23,7 +23,15 @@ from rich import logging as rich_logging
 import nodelet
 from nodelet import app, settings
 from nodelet.adapters import api_client
-from nodelet.model import analysis, analysis_html, analysis_report, crilogs, presenting, timeline
+from nodelet.model import (
+    admission,
+    analysis,
+    analysis_html,
+    analysis_report,
+    crilogs,
+    presenting,
+    timeline,
+)
 from nodelet.services import logs, progress, resetting
 
 DEFAULT_SERVER = "http://127.0.0.1:10255"
@@ -49,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--manifests", type=Path, help="directory of static pod manifests")
     run.add_argument("--data-dir", type=Path, default=settings.DEFAULT_DATA_DIR,
                      help="state of this instance (default: %(default)s)")
+    run.add_argument("--registry-config", type=Path, metavar="FILE",
+                     help="registry credentials for image pulls, a docker config.json, used "
+                          "after the pods' imagePullSecrets (default: <data-dir>/config.json)")
     run.add_argument("--listen", type=_parse_listen, default=("127.0.0.1", 10255),
                      help="HTTP API address HOST:PORT (default: 127.0.0.1:10255)")
     run.add_argument("--runtime-endpoint",
@@ -65,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="API request burst (default: %(default)s)")
     run.add_argument("--auth-token-file", type=Path,
                      help="bearer token required on every HTTP request")
+    run.add_argument("--allowed-unsafe-sysctls", default="", metavar="NAMES",
+                     help="comma-separated sysctls (or prefix* patterns) pods may set beyond "
+                          "the safe set; namespaced ones only")
+    run.add_argument("--seccomp-default", action="store_true",
+                     help="RuntimeDefault seccomp for containers that ask for no profile")
+    run.add_argument("--seccomp-profile-root", type=Path, metavar="DIR",
+                     help="where Localhost seccomp profiles are found (default: "
+                          "<data-dir>/seccomp)")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                      help="live per-pod progress lines on stderr; auto: when stderr is a "
@@ -107,11 +126,26 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
     return replace(
         base,
         node_name=args.node_name or base.node_name,
+        registry_config=args.registry_config.resolve() if args.registry_config else None,
         gates=settings.parse_feature_gates(args.feature_gates),
         runtime=replace(base.runtime, endpoint=args.runtime_endpoint,
                         pod_cidrs=tuple(args.pod_cidr)),
         server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file),
+        security=_security_settings(args),
         cluster=cluster,
+    )
+
+
+def _security_settings(args: argparse.Namespace) -> settings.SecuritySettings:
+    sysctls = tuple(filter(None, (s.strip() for s in args.allowed_unsafe_sysctls.split(","))))
+    try:
+        admission.check_allowed_unsafe_sysctls(sysctls)
+    except ValueError as exc:
+        raise settings.SettingsError(f"--allowed-unsafe-sysctls: {exc}") from exc
+    root = args.seccomp_profile_root
+    return settings.SecuritySettings(
+        allowed_unsafe_sysctls=sysctls, seccomp_default=args.seccomp_default,
+        seccomp_profile_root=root.resolve() if root is not None else None,
     )
 
 

@@ -88,6 +88,21 @@ class SyncSettings:
 
 
 @dataclass(frozen=True)
+class SecuritySettings:
+    """How the node runs containers' security settings (the kubelet's equivalents in brackets)."""
+
+    # Sysctl names or `prefix*` patterns a pod may set beyond the safe set; only namespaced
+    # sysctls (net.*, kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*) (allowedUnsafeSysctls).
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    # Containers that ask for no seccomp profile get the runtime's default one instead of
+    # none (seccompDefault; off by default, as in the kubelet).
+    seccomp_default: bool = False
+    # Where `seccompProfile: {type: Localhost, localhostProfile: P}` is looked up;
+    # None: `<data dir>/seccomp` (the kubelet: <root dir>/seccomp).
+    seccomp_profile_root: Path | None = None
+
+
+@dataclass(frozen=True)
 class ServerSettings:
     """The local HTTP API."""
 
@@ -146,6 +161,7 @@ class Settings:
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     gates: FeatureGates = field(default_factory=FeatureGates)
     sync: SyncSettings = field(default_factory=SyncSettings)
+    security: SecuritySettings = field(default_factory=SecuritySettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
     cluster: ClusterSettings | None = None
@@ -153,6 +169,18 @@ class Settings:
     manifest_poll_period: float = 0.2
     # Events kept in the checkpoint (oldest dropped first).
     max_events: int = 5000
+    # The node's registry credentials, a docker config.json (`{"auths": {...}}`), read at each
+    # pull and used after the pod's imagePullSecrets (the kubelet reads config.json from its
+    # root dir). None: `<data_dir>/config.json`; a missing file means no node credentials.
+    registry_config: Path | None = None
+
+    @property
+    def registry_config_file(self) -> Path:
+        return self.registry_config or self.data_dir / "config.json"
+
+    @property
+    def seccomp_profile_root(self) -> Path:
+        return self.security.seccomp_profile_root or self.data_dir / "seccomp"
 
 
 _GATES = {

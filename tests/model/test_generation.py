@@ -13,17 +13,23 @@ POD = pods.Pod(uid=pods.PodUID("u"), name="p", namespace="default",
                spec=pods.PodSpec(containers=(pods.Container(name="c", image="i"),)))
 
 
-def generate(old: st.PodStatus | None, *, deadline_exceeded: bool = False) -> st.PodStatus:
+def generate(old: st.PodStatus | None, *, failure: tuple[str, str] | None = None
+             ) -> st.PodStatus:
     return generation.generate_status(
         POD, sandboxes=(), containers=(), old=old, last_sandbox_error=None, waiting={},
-        host_ip="10.0.0.1", now=NOW, gates=settings.FeatureGates(),
-        deadline_exceeded=deadline_exceeded)
+        host_ip="10.0.0.1", now=NOW, gates=settings.FeatureGates(), failure=failure)
 
 
 def test_deadline_exceeded_makes_the_pod_failed() -> None:
-    status = generate(None, deadline_exceeded=True)
+    status = generate(None, failure=(generation.DEADLINE_EXCEEDED, generation.DEADLINE_MESSAGE))
     assert (status.phase, status.reason) == ("Failed", generation.DEADLINE_EXCEEDED)
     assert status.message == generation.DEADLINE_MESSAGE
+
+
+def test_a_rejected_pod_is_failed_with_the_admission_reason() -> None:
+    status = generate(None, failure=("SysctlForbidden", "Pod was rejected: forbidden sysctl: x"))
+    assert (status.phase, status.reason, status.message) == (
+        "Failed", "SysctlForbidden", "Pod was rejected: forbidden sysctl: x")
 
 
 def test_a_remembered_deadline_failure_stays_after_a_restart() -> None:

@@ -302,7 +302,7 @@ def test_real_static_pod_with_many_fields_is_accepted() -> None:
         nodeSelector={"kubernetes.io/os": "linux"},
         volumes=[{"name": "certs", "hostPath": {"path": "/etc/ssl/certs", "type": "Directory"}}],
         enableServiceLinks=False,
-        hostUsers=False,
+        hostUsers=True,
         os={"name": "linux"},
     )
     obj["metadata"]["annotations"] = {"kubeadm.kubernetes.io/endpoint": "10.0.0.1:6443"}

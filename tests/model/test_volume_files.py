@@ -221,6 +221,9 @@ def test_empty_labels_give_an_empty_file() -> None:
     ({"containerName": "bare", "resource": "limits.cpu"}, "2"),
     ({"containerName": "bare", "resource": "limits.memory", "divisor": "1Gi"}, "8"),
     ({"containerName": "bare", "resource": "requests.memory"}, "0"),
+    # An unset (zero) divisor is 1, as in the kubelet.
+    ({"containerName": "app", "resource": "limits.cpu", "divisor": "0"}, "1"),
+    ({"containerName": "app", "resource": "limits.ephemeral-storage"}, "0"),
 ])
 def test_resource_value(ref: dict[str, str], value: str) -> None:
     assert vol.resource_value(ref, FACTS) == value
@@ -228,8 +231,8 @@ def test_resource_value(ref: dict[str, str], value: str) -> None:
 
 @pytest.mark.parametrize(("ref", "message"), [
     ({"containerName": "ghost", "resource": "limits.cpu"}, 'container "ghost" not found'),
-    ({"containerName": "app", "resource": "limits.ephemeral-storage"}, "unsupported resource"),
-    ({"containerName": "app", "resource": "limits.cpu", "divisor": "0"}, "must be positive"),
+    ({"containerName": "app", "resource": "limits.hugepages-2Mi"}, "unsupported resource"),
+    ({"containerName": "app", "resource": "limits.cpu", "divisor": "-1"}, "must be positive"),
 ])
 def test_resource_value_errors(ref: dict[str, str], message: str) -> None:
     with pytest.raises(vol.SourceError, match=message):

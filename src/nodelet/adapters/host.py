@@ -105,3 +105,13 @@ def machine_facts(root: Path = Path("/")) -> MachineFacts:
         os_image=os_image(_read(root / "etc/os-release")),
         architecture={"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine),
     )
+
+
+def apparmor_enabled(root: Path = Path("/")) -> bool:
+    """AppArmor is loaded and enabled (what runc needs to apply a profile)."""
+    return _read(root / "sys/module/apparmor/parameters/enabled").strip().upper().startswith("Y")
+
+
+def selinux_enabled(root: Path = Path("/")) -> bool:
+    """SELinux is mounted and enforcing or permissive (labels would be applied)."""
+    return (root / "sys/fs/selinux/enforce").exists()

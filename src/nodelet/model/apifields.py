@@ -46,6 +46,29 @@ MOUNT_FIELDS = frozenset(
     }
 )  # fmt: skip
 RESOURCES_FIELDS = frozenset({"limits", "requests", "claims"})
+HOST_ALIAS_FIELDS = frozenset({"ip", "hostnames"})
+SECURITY_CONTEXT_FIELDS = frozenset(
+    {
+        "capabilities", "privileged", "seLinuxOptions", "windowsOptions", "runAsUser",
+        "runAsGroup", "runAsNonRoot", "readOnlyRootFilesystem", "allowPrivilegeEscalation",
+        "procMount", "seccompProfile", "appArmorProfile",
+    }
+)  # fmt: skip
+POD_SECURITY_CONTEXT_FIELDS = frozenset(
+    {
+        "seLinuxOptions", "windowsOptions", "runAsUser", "runAsGroup", "runAsNonRoot",
+        "supplementalGroups", "supplementalGroupsPolicy", "fsGroup", "sysctls",
+        "fsGroupChangePolicy", "seccompProfile", "appArmorProfile", "seLinuxChangePolicy",
+    }
+)  # fmt: skip
+CAPABILITIES_FIELDS = frozenset({"add", "drop"})
+PROFILE_FIELDS = frozenset({"type", "localhostProfile"})
+SELINUX_FIELDS = frozenset({"user", "role", "type", "level"})
+WINDOWS_OPTIONS_FIELDS = frozenset(
+    {"gmsaCredentialSpecName", "gmsaCredentialSpec", "runAsUserName", "hostProcess"}
+)
+SYSCTL_FIELDS = frozenset({"name", "value"})
+OS_FIELDS = frozenset({"name"})
 SUPPORTED_VOLUMES = ("emptyDir", "hostPath", "configMap", "secret", "projected", "downwardAPI")
 VOLUME_SOURCES = frozenset(
     {
@@ -60,24 +83,30 @@ CONFIGMAP_FIELDS = frozenset({"apiVersion", "kind", "metadata", "data", "binaryD
 SECRET_FIELDS = frozenset(
     {"apiVersion", "kind", "metadata", "data", "stringData", "type", "immutable"}
 )
+# A LocalObjectReference (an `imagePullSecrets` entry).
+LOCAL_REFERENCE_FIELDS = frozenset({"name"})
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 DNS_POLICIES = ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
+MOUNT_PROPAGATIONS = ("Bidirectional", "HostToContainer", "None")
+PROFILE_TYPES = ("RuntimeDefault", "Unconfined", "Localhost")
+PROC_MOUNT_TYPES = ("Default", "Unmasked")
+FS_GROUP_CHANGE_POLICIES = ("OnRootMismatch", "Always")
+SUPPLEMENTAL_GROUPS_POLICIES = ("Merge", "Strict")
+SELINUX_CHANGE_POLICIES = ("MountOption", "Recursive")
+OS_NAMES = ("linux", "windows")
 
 # Sub-objects that are type-checked only (a mapping or a list); nodelet does not read them.
-SPEC_MAPPINGS = ("securityContext", "affinity", "dnsConfig", "os", "overhead", "resources")
+SPEC_MAPPINGS = ("affinity", "dnsConfig", "overhead", "resources")
 SPEC_LISTS = (
-    "ephemeralContainers", "imagePullSecrets", "tolerations", "hostAliases",
+    "ephemeralContainers", "tolerations",
     "topologySpreadConstraints", "schedulingGates", "resourceClaims",
 )  # fmt: skip
 SPEC_STRINGS = (
     "serviceAccountName", "serviceAccount", "nodeName", "schedulerName", "priorityClassName",
     "runtimeClassName", "preemptionPolicy",
 )  # fmt: skip
-SPEC_BOOLS = (
-    "hostPID", "hostIPC", "shareProcessNamespace", "automountServiceAccountToken",
-    "enableServiceLinks", "setHostnameAsFQDN", "hostUsers",
-)  # fmt: skip
+SPEC_BOOLS = ("automountServiceAccountToken", "enableServiceLinks", "setHostnameAsFQDN")

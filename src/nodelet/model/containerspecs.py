@@ -11,7 +11,17 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, cast
 
-from nodelet.model import apifields, defaulting, fields, names, pods, probes, quantities
+from nodelet.model import (
+    apifields,
+    defaulting,
+    envspecs,
+    fields,
+    names,
+    pods,
+    probes,
+    quantities,
+    securityspecs,
+)
 
 
 def _port(obj: Mapping[str, Any], path: str, strict: bool) -> pods.ContainerPort:
@@ -44,28 +54,45 @@ def _env(obj: Mapping[str, Any], path: str, strict: bool) -> pods.EnvVar:
     if strict:
         fields.check_fields(obj, apifields.ENV_FIELDS, path)
     name = fields.string(obj, "name", path, required=True)
-    if "=" in name:
-        raise fields.InvalidValueError(
-            f'"{name}" is not a valid variable name: no "="', path=f"{path}.name"
-        )
+    envspecs.env_var_name(name, f"{path}.name")
     value = fields.string(obj, "value", path)
-    value_from = fields.mapping(obj, "valueFrom", path)
-    if value and value_from:
-        raise fields.InvalidValueError(
-            "may not be specified when `value` is not empty", path=f"{path}.valueFrom"
-        )
-    return pods.EnvVar(name=name, value=value, value_from=value_from or None)
+    value_from = envspecs.value_from(obj, path, strict=strict)
+    return pods.EnvVar(name=name, value=value, value_from=value_from)
 
 
 def _mount(obj: Mapping[str, Any], path: str, strict: bool) -> pods.VolumeMount:
     if strict:
         fields.check_fields(obj, apifields.MOUNT_FIELDS, path)
+    sub_path, sub_path_expr = envspecs.sub_paths(obj, path)
     return pods.VolumeMount(
         name=fields.string(obj, "name", path, required=True),
         mount_path=fields.string(obj, "mountPath", path, required=True),
         read_only=fields.boolean(obj, "readOnly", path),
-        sub_path=fields.string(obj, "subPath", path),
+        sub_path=sub_path,
+        sub_path_expr=sub_path_expr,
+        mount_propagation=_propagation(obj, path),
     )
+
+
+def _propagation(obj: Mapping[str, Any], path: str) -> str:
+    value = fields.string(obj, "mountPropagation", path)
+    if obj.get("mountPropagation") is not None:  # an empty string is refused too
+        fields.one_of(value, apifields.MOUNT_PROPAGATIONS, f"{path}.mountPropagation")
+    return value
+
+
+def _check_propagation(container: pods.Container, path: str) -> None:
+    """Bidirectional propagation reaches the host's mounts: privileged containers only."""
+    context = container.security_context
+    if context is not None and context.privileged:
+        return
+    for j, mount in enumerate(container.volume_mounts):
+        if mount.mount_propagation == "Bidirectional":
+            raise fields.InvalidValueError(
+                "forbidden: Bidirectional mount propagation is available only to privileged "
+                "containers; set securityContext.privileged: true or use HostToContainer",
+                path=f"{path}.volumeMounts[{j}].mountPropagation",
+            )
 
 
 def _quantities(obj: Mapping[str, Any], key: str, path: str) -> dict[str, Decimal]:
@@ -127,11 +154,8 @@ def _container(obj: Mapping[str, Any], path: str, *, init: bool, strict: bool) -
     policy = fields.string(obj, "imagePullPolicy", path) or defaulting.default_pull_policy(image)
     message_policy = fields.string(obj, "terminationMessagePolicy", path) or "File"
     fields.one_of(message_policy, apifields.MESSAGE_POLICIES, f"{path}.terminationMessagePolicy")
-    for key in ("envFrom", "volumeDevices", "resizePolicy", "restartPolicyRules"):
+    for key in ("volumeDevices", "resizePolicy", "restartPolicyRules"):
         fields.sequence(obj, key, path)
-    for key in ("stdin", "stdinOnce", "tty"):
-        fields.boolean(obj, key, path)
-    fields.mapping(obj, "securityContext", path)
     container = pods.Container(
         name=names.dns_label(fields.string(obj, "name", path, required=True), f"{path}.name"),
         image=image,
@@ -143,6 +167,9 @@ def _container(obj: Mapping[str, Any], path: str, *, init: bool, strict: bool) -
         args=fields.string_list(obj, "args", path),
         working_dir=fields.string(obj, "workingDir", path),
         env=fields.items(obj, "env", path, lambda item, p: _env(item, p, strict)),
+        env_from=fields.items(
+            obj, "envFrom", path, lambda item, p: envspecs.env_from(item, p, strict=strict)
+        ),
         ports=fields.items(obj, "ports", path, lambda item, p: _port(item, p, strict)),
         volume_mounts=fields.items(
             obj, "volumeMounts", path, lambda item, p: _mount(item, p, strict)
@@ -156,8 +183,13 @@ def _container(obj: Mapping[str, Any], path: str, *, init: bool, strict: bool) -
         liveness_probe=_probe(obj, "livenessProbe", path),
         startup_probe=_probe(obj, "startupProbe", path),
         lifecycle=_probe(obj, "lifecycle", path),
+        stdin=fields.boolean(obj, "stdin", path),
+        stdin_once=fields.boolean(obj, "stdinOnce", path),
+        tty=fields.boolean(obj, "tty", path),
+        security_context=securityspecs.container_security_context(obj, path, strict=strict),
     )
     _check_probes(container, path, init=init)
+    _check_propagation(container, path)
     return container
 
 

@@ -114,6 +114,11 @@ def boolean(obj: Mapping[str, Any], key: str, path: str) -> bool:
     return value
 
 
+def optional_boolean(obj: Mapping[str, Any], key: str, path: str) -> bool | None:
+    """A boolean where "not set" means something else than false (security settings)."""
+    return None if obj.get(key) is None else boolean(obj, key, path)
+
+
 def mapping(obj: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
     value = obj.get(key)
     if value is None:

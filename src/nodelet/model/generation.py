@@ -58,10 +58,11 @@ def generate_status(
     gates: settings.FeatureGates,
     ready: Mapping[str, bool] | None = None,
     started: Mapping[str, bool] | None = None,
-    deadline_exceeded: bool = False,
+    failure: tuple[str, str] | None = None,
 ) -> status.PodStatus:
     """`ready`/`started`: readiness and startup probe results by container name;
-    `deadline_exceeded`: activeDeadlineSeconds passed, so the pod is Failed for good."""
+    `failure`: (reason, message) of a pod that failed for good (activeDeadlineSeconds passed,
+    refused at admission)."""
     init_statuses, container_statuses = phases.container_statuses(
         pod, containers, ready=ready, waiting=waiting, started=started
     )
@@ -69,8 +70,8 @@ def generate_status(
         pod, init_statuses, container_statuses, old_phase=old.phase if old else None
     )
     reason = message = ""
-    if deadline_exceeded:
-        phase, reason, message = "Failed", DEADLINE_EXCEEDED, DEADLINE_MESSAGE
+    if failure is not None:
+        phase, (reason, message) = "Failed", failure
     elif old is not None and old.reason == DEADLINE_EXCEEDED:
         reason, message = old.reason, old.message
     pod_conditions = conditions.generate_conditions(

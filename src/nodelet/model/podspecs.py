@@ -4,10 +4,11 @@ host ports), parsed into `pods.PodSpec`. Errors are the `fields.ManifestError` t
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from typing import Any, cast
 
-from nodelet.model import apifields, containerspecs, fields, names, pods
+from nodelet.model import apifields, containerspecs, fields, names, pods, securityspecs
 
 # ---------------------------------------------------------------------------------------------
 # Volumes
@@ -142,10 +143,51 @@ def _dns_config(spec: Mapping[str, Any], policy: str) -> pods.PodDNSConfig | Non
     )
 
 
+def _legacy_ip(value: str, path: str) -> str:
+    """An IP checked as the API server checks legacy fields (hostAliases): IPv4 parts may
+    have leading zeros; IPv6 zones are not IPs."""
+    parts = value.split(".")
+    dotted = len(parts) == 4 and all(p.isascii() and p.isdigit() for p in parts)
+    candidate = ".".join(str(int(p)) for p in parts) if dotted else value
+    try:
+        valid = "%" not in value and ipaddress.ip_address(candidate) is not None
+    except ValueError:
+        valid = False
+    if not valid:
+        raise fields.InvalidValueError(
+            f'"{value}" must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)', path=path
+        )
+    return value
+
+
+def _host_alias(item: Mapping[str, Any], path: str, strict: bool) -> pods.HostAlias:
+    if strict:
+        fields.check_fields(item, apifields.HOST_ALIAS_FIELDS, path)
+    hostnames = fields.string_list(item, "hostnames", path)
+    for j, hostname in enumerate(hostnames):
+        names.dns_subdomain(hostname, f"{path}.hostnames[{j}]")
+    ip = _legacy_ip(fields.string(item, "ip", path), f"{path}.ip")
+    return pods.HostAlias(ip=ip, hostnames=hostnames)
+
+
 def _readiness_gate(item: Mapping[str, Any], path: str) -> str:
     gate = fields.string(item, "conditionType", path, required=True)
     names.qualified_name(gate, f"{path}.conditionType")
     return gate
+
+
+def _image_pull_secrets(spec: Mapping[str, Any], strict: bool) -> tuple[str, ...]:
+    """Names of the Secrets in `imagePullSecrets`, in order, each once. The API server only
+    checks that nothing but `name` is set (an empty name gets a warning, and the kubelet skips
+    it); a static manifest must name each Secret."""
+
+    def name(item: Mapping[str, Any], path: str) -> str:
+        if strict:
+            fields.check_fields(item, apifields.LOCAL_REFERENCE_FIELDS, path)
+        return fields.string(item, "name", path, required=strict)
+
+    found = fields.items(spec, "imagePullSecrets", "spec", name)
+    return tuple(dict.fromkeys(n for n in found if n))
 
 
 def _type_only(spec: Mapping[str, Any]) -> None:
@@ -158,7 +200,6 @@ def _type_only(spec: Mapping[str, Any]) -> None:
         fields.string(spec, key, "spec")
     for key in apifields.SPEC_BOOLS:
         fields.boolean(spec, key, "spec")
-    fields.string_map(spec, "nodeSelector", "spec")
     fields.integer(spec, "priority", "spec")
 
 
@@ -200,8 +241,19 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
         termination_grace_period_seconds=30 if grace is None else grace,
         active_deadline_seconds=fields.integer(spec, "activeDeadlineSeconds", "spec", low=1),
         readiness_gates=fields.items(spec, "readinessGates", "spec", _readiness_gate),
+        host_aliases=fields.items(
+            spec, "hostAliases", "spec", lambda item, path: _host_alias(item, path, strict)
+        ),
         node_name=fields.string(spec, "nodeName", "spec"),
         runtime_class_name=fields.string(spec, "runtimeClassName", "spec"),
+        image_pull_secrets=_image_pull_secrets(spec, strict),
+        host_pid=fields.boolean(spec, "hostPID", "spec"),
+        host_ipc=fields.boolean(spec, "hostIPC", "spec"),
+        share_process_namespace=fields.boolean(spec, "shareProcessNamespace", "spec"),
+        security_context=securityspecs.pod_security_context(spec, strict=strict),
+        host_users=fields.optional_boolean(spec, "hostUsers", "spec"),
+        os_name=securityspecs.os_name(spec, strict=strict),
+        node_selector=fields.string_map(spec, "nodeSelector", "spec"),
     )
 
 
@@ -210,4 +262,5 @@ def validate_spec(spec: pods.PodSpec) -> None:
     _unique_names(spec)
     _check_volumes(spec)
     _check_host_ports(spec)
+    securityspecs.check_pod_security(spec)
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodelet.model import pods, runtime, security
+from nodelet.model import envvars, pods, runtime
+from nodelet.model import security as security_mod
 
 ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount"
 ANNOTATION_GRACE_PERIOD = "io.kubernetes.pod.terminationGracePeriod"
@@ -110,7 +111,7 @@ def sandbox_config(
         attempt=attempt,
         hostname=hostname(pod),
         log_directory=pod_log_directory(logs_root, pod),
-        security=security.sandbox_security(pod),
+        security=security_mod.sandbox_security(pod),
         dns=dns_config(pod, host_dns),
         port_mappings=port_mappings(pod),
         labels=pod_labels(pod),
@@ -140,7 +141,12 @@ def container_config(
     attempt: int,
     kind: str,
     mounts: tuple[runtime.Mount, ...] = (),
+    security: runtime.ContainerSecurity | None = None,
+    envs: tuple[tuple[str, str], ...] = (),
 ) -> runtime.ContainerConfig:
+    """`envs` is the container's environment as `envvars.resolve` built it; `$(VAR)` references
+    in command and args are expanded from it here, before CreateContainer, as the kubelet does."""
+    command, args = envvars.command_and_args(container, dict(envs))
     labels = {
         runtime.LABEL_POD_NAME: pod.name,
         runtime.LABEL_POD_NAMESPACE: pod.namespace,
@@ -157,12 +163,16 @@ def container_config(
         attempt=attempt,
         image=container.image,
         log_path=f"{container.name}/{attempt}.log",
-        command=container.command,
-        args=container.args,
+        command=command,
+        args=args,
         working_dir=container.working_dir,
-        envs=tuple((env.name, env.value) for env in container.env),
+        envs=envs,
         mounts=mounts,
         labels=labels,
         annotations=annotations,
         resources=linux_resources(container.resources),
+        security=security,
+        stdin=container.stdin,
+        stdin_once=container.stdin_once,
+        tty=container.tty,
     )

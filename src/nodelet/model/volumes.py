@@ -13,13 +13,12 @@ Exceptions::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from nodelet.model import manifests, pods
+from nodelet.model import downward, manifests, pods, runtime
 
 # The kubelet's defaultMode for configMap, secret, downwardAPI and projected volumes.
 DEFAULT_MODE = 0o644
@@ -66,20 +65,29 @@ class FileSpec:
 Payload = dict[str, FileSpec]
 
 
-@dataclass(frozen=True)
-class PodFacts:
-    """What the downward API can expose besides the pod object itself.
+# What the downward API can expose besides the pod (shared with env vars: `downward`).
+PodFacts = downward.PodFacts
 
-    `node_cpu_milli` and `node_memory` (bytes) stand in for unset limits in resourceFieldRef,
-    as the kubelet uses the node's allocatable resources.
-    """
 
-    pod: pods.Pod
-    node_name: str
-    pod_ip: str = ""
-    host_ip: str = ""
-    node_cpu_milli: int = 0
-    node_memory: int = 0
+# ---------------------------------------------------------------------------------------------
+# fsGroup ownership (pkg/volume/volume_linux.go SetVolumeOwnership)
+
+# Group bits the kubelet adds: read (+write for writable volumes), and on directories execute
+# and setgid, so files created later belong to the fsGroup too.
+_RO_MASK = 0o440
+_RW_MASK = 0o660
+_DIR_MASK = 0o110 | 0o2000
+
+
+def owned_mode(mode: int, *, is_dir: bool, read_only: bool) -> int:
+    """The permission bits of a volume file once it belongs to the pod's fsGroup."""
+    mask = _RO_MASK if read_only else _RW_MASK
+    return mode | mask | (_DIR_MASK if is_dir else 0)
+
+
+def root_owned(mode: int, gid: int, fs_group: int, *, read_only: bool) -> bool:
+    """fsGroupChangePolicy OnRootMismatch: the volume's root already belongs to the group."""
+    return gid == fs_group and owned_mode(mode, is_dir=True, read_only=read_only) == mode
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,99 +223,24 @@ def secret_payload(
 # downwardAPI
 
 
-def go_quote(value: str) -> str:
-    """`value` quoted like Go's strconv.Quote (the kubelet writes label values with %q)."""
-    escapes = {'"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b", "\f": "\\f",
-               "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}  # fmt: skip
-    out = []
-    for char in value:
-        code = ord(char)
-        if char in escapes:
-            out.append(escapes[char])
-        elif char.isprintable():
-            out.append(char)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    return '"' + "".join(out) + '"'
-
-
-def format_map(values: Mapping[str, str]) -> str:
-    """The kubelet's fieldpath.FormatMap: `key="value"` lines, sorted by key, no final newline."""
-    return "\n".join(f"{key}={go_quote(values[key])}" for key in sorted(values))
-
-
-def _subscript(field_path: str, prefix: str) -> str | None:
-    """`metadata.labels['app']` -> "app" (for prefix `metadata.labels`), else None."""
-    head = prefix + "['"
-    if field_path.startswith(head) and field_path.endswith("']"):
-        return field_path[len(head) : -2]
-    return None
+go_quote = downward.go_quote
+format_map = downward.format_map
 
 
 def field_value(field_path: str, facts: PodFacts) -> str:
-    """The value of a downward API fieldRef, as the kubelet's ExtractFieldPathAsString."""
-    pod = facts.pod
-    simple = {
-        "metadata.name": pod.name,
-        "metadata.namespace": pod.namespace,
-        "metadata.uid": str(pod.uid),
-        "metadata.labels": format_map(pod.labels),
-        "metadata.annotations": format_map(pod.annotations),
-        "spec.nodeName": pod.spec.node_name or facts.node_name,
-        "spec.serviceAccountName": str(pod.raw.get("spec", {}).get("serviceAccountName") or ""),
-        "status.podIP": facts.pod_ip,
-        "status.hostIP": facts.host_ip,
-    }
-    if field_path in simple:
-        return simple[field_path]
-    for prefix, values in (("metadata.labels", pod.labels),
-                           ("metadata.annotations", pod.annotations)):  # fmt: skip
-        key = _subscript(field_path, prefix)
-        if key is not None:
-            return values.get(key, "")
-    raise SourceError(
-        f'unsupported fieldPath "{field_path}": use one of {", ".join(sorted(simple))}, '
-        "metadata.labels['KEY'] or metadata.annotations['KEY']"
-    )
-
-
-_RESOURCES = ("limits.cpu", "limits.memory", "requests.cpu", "requests.memory")
+    """The value of a downward API fieldRef (see `downward.field_value`)."""
+    try:
+        return downward.field_value(field_path, facts)
+    except downward.FieldError as exc:
+        raise SourceError(exc.message) from exc
 
 
 def resource_value(ref: Mapping[str, Any], facts: PodFacts) -> str:
-    """A downward API resourceFieldRef, as the kubelet's ExtractContainerResourceValue: unset
-    limits are the node's capacity, values are divided by `divisor` and rounded up."""
-    name = str(ref.get("containerName") or "")
-    resource = str(ref.get("resource") or "")
-    every = (*facts.pod.spec.init_containers, *facts.pod.spec.containers)
-    container = next((c for c in every if c.name == name), None)
-    if container is None:
-        raise SourceError(f'resourceFieldRef: container "{name}" not found in the pod')
-    if resource not in _RESOURCES:
-        raise SourceError(
-            f'resourceFieldRef: unsupported resource "{resource}": use one of '
-            + ", ".join(_RESOURCES)
-        )
+    """A downward API resourceFieldRef (see `downward.resource_value`)."""
     try:
-        divisor = manifests.parse_quantity(ref.get("divisor") or "1")
-    except manifests.ManifestError as exc:
-        raise SourceError(f"resourceFieldRef: divisor: {exc.message}") from exc
-    res = container.resources
-    value = {
-        "limits.cpu": res.cpu_limit_milli or facts.node_cpu_milli,
-        "requests.cpu": res.cpu_request_milli,
-        "limits.memory": res.memory_limit or facts.node_memory,
-        "requests.memory": res.memory_request,
-    }[resource]
-    # CPU in millicores against the divisor's MilliValue, memory in bytes against its Value.
-    unit = math.ceil(divisor * 1000) if resource.endswith(".cpu") else math.ceil(divisor)
-    if unit <= 0:
-        raise SourceError(f"resourceFieldRef: divisor {ref.get('divisor')!r} must be positive")
-    return str(-(-value // unit))
+        return downward.resource_value(ref, facts)
+    except downward.FieldError as exc:
+        raise SourceError(exc.message) from exc
 
 
 def downward_payload(
@@ -446,3 +379,21 @@ def host_path(source: Mapping[str, Any]) -> tuple[str, str]:
             + ", ".join(t or '""' for t in HOST_PATH_TYPES)
         )
     return path, type_
+
+
+# ---------------------------------------------------------------------------------------------
+# Mount propagation
+
+_PROPAGATION: Mapping[str, runtime.MountPropagation] = {
+    "": runtime.MountPropagation.PRIVATE,  # not set: the kubelet's default
+    "None": runtime.MountPropagation.PRIVATE,
+    "HostToContainer": runtime.MountPropagation.HOST_TO_CONTAINER,
+    "Bidirectional": runtime.MountPropagation.BIDIRECTIONAL,
+}
+
+
+def mount_propagation(mode: str) -> runtime.MountPropagation:
+    """The CRI propagation of a volumeMount's `mountPropagation` (checked when parsed).
+    containerd refuses HostToContainer unless the host path is on a shared or slave mount,
+    and Bidirectional unless it is on a shared one."""
+    return _PROPAGATION[mode]

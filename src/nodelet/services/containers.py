@@ -1,11 +1,12 @@
 """Starting and stopping one container, with everything the kubelet does around it.
 
-Start: the image (policy, pull, back-off), the termination-message file mounted at
-`terminationMessagePath`, CreateContainer + StartContainer with the kubelet's events, the
-postStart hook (a failed hook kills the container), and removal of instances older than the
-previous one. Stop: the preStop hook within the grace period, then StopContainer with what is
-left of it (SIGTERM, then SIGKILL). And the terminated container's message: the file's contents,
-or with `FallbackToLogsOnError` the end of its log.
+Start: the image (policy, pull, back-off), the environment (env, envFrom, `$(VAR)` in command,
+args and subPathExpr; a missing ConfigMap or Secret is a CreateContainerConfigError), the
+termination-message file mounted at `terminationMessagePath`, CreateContainer + StartContainer
+with the kubelet's events, the postStart hook (a failed hook kills the container), and removal
+of instances older than the previous one. Stop: the preStop hook within the grace period, then
+StopContainer with what is left of it (SIGTERM, then SIGKILL). And the terminated container's
+message: the file's contents, or with `FallbackToLogsOnError` the end of its log.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import math
 import time
 from collections.abc import Iterable, MutableMapping
 from pathlib import Path
+from typing import NoReturn
 
 from nodelet.adapters.cri import client as cri
-from nodelet.model import crilogs, pods, runtime, specs
+from nodelet.model import crilogs, downward, envvars, pods, runtime, sandboxes, security, specs
 from nodelet.model import events as ev
-from nodelet.services import hooks, images, recording
+from nodelet.model import volumes as vol
+from nodelet.services import hooks, images, recording, volumes
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +48,14 @@ class ContainerRunner:
         puller: images.ImagePuller,
         hooks: hooks.HookRunner,
         pods_root: Path,
+        security: security.Options,
+        lookup: vol.Lookup,
+        node: downward.Node,
     ) -> None:
+        self._security = security
+        # Env vars read ConfigMaps and Secrets through the volume manager's lookup.
+        self._lookup = lookup
+        self._node = node
         self._client = client
         self._recorder = recorder
         self._puller = puller
@@ -72,10 +82,13 @@ class ContainerRunner:
         wait = await self._puller.ensure(pod, container, waiting)
         if wait is not None:
             return wait
+        envs, mounts = await self._environment(pod, sandbox, container, mounts, waiting)
+        context = await self._security_context(pod, container, waiting)
         message_file = self.message_file(pod.uid, container.name, attempt)
         await asyncio.to_thread(_touch, message_file)
         mounts = (*mounts, runtime.Mount(container.termination_message_path, str(message_file)))
-        config = specs.container_config(pod, container, attempt=attempt, kind=kind, mounts=mounts)
+        config = specs.container_config(pod, container, attempt=attempt, kind=kind, mounts=mounts,
+                                        security=context, envs=envs)
         container_id = await self._create_and_start(pod, container, sandbox, sandbox_config,
                                                     config, waiting)
         failure = await self._hooks.run(container, container_id, "postStart", pod_ip=pod_ip,
@@ -86,6 +99,56 @@ class ContainerRunner:
                                   f"PostStartHook failed: {failure}")
             await self._client.stop_container(container_id, 0)
         return None
+
+    async def _environment(
+        self,
+        pod: pods.Pod,
+        sandbox: runtime.SandboxInfo,
+        container: pods.Container,
+        mounts: tuple[runtime.Mount, ...],
+        waiting: MutableMapping[str, tuple[str, str]],
+    ) -> tuple[tuple[tuple[str, str], ...], tuple[runtime.Mount, ...]]:
+        """The container's variables, and its mounts with each subPathExpr expanded from them.
+        A missing ConfigMap, Secret or key (not optional) is a CreateContainerConfigError, as
+        in the kubelet's generateContainerConfig; envFrom keys that are no variable names are
+        skipped with a Warning event."""
+        facts = downward.pod_facts(pod, self._node, sandboxes.sandbox_ips(sandbox))
+        try:
+            environment = envvars.resolve(container, lookup=self._lookup, facts=facts)
+            mounts = await asyncio.to_thread(volumes.expand_sub_paths, container, mounts,
+                                             environment.mapping)
+        except envvars.ConfigError as exc:
+            self.config_error(pod, container, exc.message, waiting)
+        for skipped in environment.skipped:
+            self._recorder.record(pod, "Warning", envvars.INVALID_NAMES_REASON, skipped.message)
+        return environment.variables, mounts
+
+    async def _security_context(
+        self,
+        pod: pods.Pod,
+        container: pods.Container,
+        waiting: MutableMapping[str, tuple[str, str]],
+    ) -> runtime.ContainerSecurity:
+        """The container's CRI security context; runAsNonRoot is checked against the image's
+        user first, as the kubelet does (CreateContainerConfigError when it fails)."""
+        image_user = security.image_user(await self._client.image_status(container.image))
+        problem = security.run_as_non_root_error(pod, container, image_user)
+        if problem is not None:
+            self.config_error(pod, container, problem, waiting)
+        return security.container_security(pod, container, image_user, self._security)
+
+    def config_error(
+        self,
+        pod: pods.Pod,
+        container: pods.Container,
+        message: str,
+        waiting: MutableMapping[str, tuple[str, str]],
+    ) -> NoReturn:
+        """The container cannot be configured as its spec says: it waits with the kubelet's
+        CreateContainerConfigError and a Failed event, and is retried on the next sync."""
+        waiting[container.name] = ("CreateContainerConfigError", message)
+        self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {message}")
+        raise ContainerError(f"configure container {container.name}: {message}")
 
     async def _create_and_start(
         self,

@@ -1,25 +1,58 @@
-"""Image pulls with the kubelet's policies, events and back-off (ErrImagePull → ImagePullBackOff).
+"""Image pulls with the kubelet's policies, credentials, events and back-off (ErrImagePull →
+ImagePullBackOff).
 
 `ImagePuller.ensure` is called before a container is created. It returns None when the image is
 there (pulled now if the policy says so), or the seconds until another attempt makes sense; in
 that case the container's waiting reason is set: `ErrImagePull` right after a failed pull,
 `ImagePullBackOff` while the back-off (10 s doubling to 300 s per pod and image) runs,
 `ErrImageNeverPull` for a missing image with policy Never.
+
+Credentials (`model.credentials`) come from the pod's `imagePullSecrets`, read through the
+volume manager's `lookup` (so in cluster mode they are fetched from the API like volume
+Secrets), then from the node's docker config file. As the kubelet does, every credential that
+matches the image is tried in order until a pull succeeds, and the image is pulled anonymously
+only when none matches; the error of a pull that failed with several is the kubelet's
+aggregate (`[e1, e2]`). A pull secret that does not exist gives a
+`FailedToRetrieveImagePullSecret` warning and the pull goes on; one whose docker config is
+broken fails the pull (as in the kubelet); one of another type is skipped with an
+`InvalidImagePullSecret` warning. Beyond the kubelet: new credentials for an image (a pull
+secret that appeared or changed) end its back-off at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
 
 from nodelet import settings as settings_mod
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
+from nodelet.model import credentials, pods
 from nodelet.model import events as ev
-from nodelet.model import pods
+from nodelet.model import volumes as vol
 from nodelet.services import recording
 
+logger = logging.getLogger(__name__)
+
 Waiting = MutableMapping[str, tuple[str, str]]
+# What a pull was tried with: the credentials in order (empty: anonymous), or the error that
+# kept it from being tried (a broken pull secret).
+Tried = tuple[credentials.Credential, ...] | str
+
+
+@dataclass
+class _Failure:
+    backoff: backoff.Backoff
+    not_before: float  # monotonic time before which the same pull is not tried again
+    tried: Tried
+
+
+def _no_objects(kind: str, namespace: str, name: str) -> None:
+    return None
 
 
 class ImagePuller:
@@ -29,12 +62,21 @@ class ImagePuller:
         client: cri.RuntimeClient,
         recorder: recording.EventRecorder,
         sync: settings_mod.SyncSettings,
+        lookup: vol.Lookup | None = None,
+        node_config: Path | None = None,
     ) -> None:
         self._client = client
         self._recorder = recorder
         self._sync = sync
-        # (pod uid, image) -> back-off and the monotonic time before which no pull is tried.
-        self._backoffs: dict[tuple[str, str], tuple[backoff.Backoff, float]] = {}
+        self._lookup = lookup or _no_objects
+        self._node_config = node_config
+        # (pod uid, image) -> the back-off of its failed pulls.
+        self._failures: dict[tuple[str, str], _Failure] = {}
+
+    def prefetch_secrets(self, pod: pods.Pod) -> None:
+        """Look the pod's pull secrets up early in a sync, as the kubelet does: in cluster mode
+        the first lookup starts fetching them, so they are there when an image is pulled."""
+        credentials.pull_secrets(pod, self._lookup)
 
     async def ensure(
         self, pod: pods.Pod, container: pods.Container, waiting: Waiting
@@ -49,44 +91,120 @@ class ImagePuller:
             self._recorder.record(pod, "Warning", "ErrImageNeverPull", message)
             return self._sync.image_backoff  # look again soon: the image may be imported
         key = (str(pod.uid), image)
-        left = self._backoff_left(key)
+        tried = await self._credentials(pod, image)
+        left = self._backoff_left(key, tried)
         if left > 0:
             message = f'Back-off pulling image "{image}"'
             waiting[container.name] = ("ImagePullBackOff", message)
             self._recorder.record(pod, "Normal", ev.BACK_OFF, message)
             return left
-        return await self._pull(pod, container, key, waiting)
+        return await self._pull(pod, container, key, waiting, tried)
 
-    def _backoff_left(self, key: tuple[str, str]) -> float:
-        entry = self._backoffs.get(key)
-        return entry[1] - time.monotonic() if entry else 0.0
+    def _backoff_left(self, key: tuple[str, str], tried: Tried) -> float:
+        failure = self._failures.get(key)
+        if failure is None or failure.tried != tried:
+            return 0.0
+        return failure.not_before - time.monotonic()
+
+    async def _credentials(self, pod: pods.Pod, image: str) -> Tried:
+        """The credentials to try for `image`, with the events about the pod's pull secrets."""
+        secrets, missing = credentials.pull_secrets(pod, self._lookup)
+        if missing:
+            self._recorder.record(pod, "Warning", credentials.FAILED_TO_RETRIEVE,
+                                  credentials.missing_message(missing))
+        try:
+            ring, unusable = credentials.secrets_keyring(secrets)
+        except credentials.CredentialsError as exc:
+            return exc.message
+        for message in unusable:
+            self._recorder.record(pod, "Warning", credentials.INVALID_PULL_SECRET, message)
+        node = await asyncio.to_thread(self._node_keyring)
+        return credentials.credentials_for(image, (ring, node))
+
+    def _node_keyring(self) -> credentials.Keyring:
+        """The node's docker config file, read at each pull; missing or broken: no credentials
+        (the kubelet logs a broken one and goes on)."""
+        path = self._node_config
+        if path is None:
+            return credentials.Keyring()
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return credentials.Keyring()
+        except OSError as exc:
+            logger.warning("cannot read the node's registry credentials %s: %s", path, exc)
+            return credentials.Keyring()
+        try:
+            return credentials.keyring(
+                credentials.parse_config(data, wrapped=True, source=f"registry config {path}"))
+        except credentials.CredentialsError as exc:
+            logger.warning("ignoring the node's registry credentials: %s", exc.message)
+            return credentials.Keyring()
 
     async def _pull(
-        self, pod: pods.Pod, container: pods.Container, key: tuple[str, str], waiting: Waiting
+        self,
+        pod: pods.Pod,
+        container: pods.Container,
+        key: tuple[str, str],
+        waiting: Waiting,
+        tried: Tried,
     ) -> float | None:
         image = container.image
         self._recorder.record(pod, "Normal", ev.PULLING, f'Pulling image "{image}"')
         started = time.monotonic()
-        try:
-            await self._client.pull_image(image)
-        except cri.CriError as exc:
-            waiting[container.name] = ("ErrImagePull", exc.detail)
-            self._recorder.record(
-                pod, "Warning", ev.FAILED, f'Failed to pull image "{image}": {exc.detail}'
-            )
-            entry = self._backoffs.get(key)
-            delays = entry[0] if entry else backoff.Backoff(
-                self._sync.image_backoff, self._sync.image_backoff_max)
-            delay = delays.next_delay()
-            self._backoffs[key] = (delays, time.monotonic() + delay)
-            return delay
-        self._backoffs.pop(key, None)
+        error = await self._pull_with(image, tried)
+        if error is not None:
+            return self._failed(pod, container, key, waiting, error, tried)
+        self._failures.pop(key, None)
         took = time.monotonic() - started
         self._recorder.record(
             pod, "Normal", ev.PULLED, f'Successfully pulled image "{image}" in {took:.3f}s'
         )
         return None
 
+    async def _pull_with(self, image: str, tried: Tried) -> str | None:
+        """Pull with each credential in turn until one works (anonymously when there are
+        none); the runtime's words when no pull worked."""
+        if isinstance(tried, str):
+            return tried
+        errors: list[str] = []
+        for credential in tried or (None,):
+            try:
+                await self._client.pull_image(image, credential.auth if credential else None)
+            except cri.CriError as exc:
+                errors.append(exc.detail)
+            else:
+                if credential is not None:
+                    logger.info("pulled %s with credentials of %s", image, credential.source)
+                return None
+        return _aggregate(errors)
+
+    def _failed(
+        self,
+        pod: pods.Pod,
+        container: pods.Container,
+        key: tuple[str, str],
+        waiting: Waiting,
+        error: str,
+        tried: Tried,
+    ) -> float:
+        waiting[container.name] = ("ErrImagePull", error)
+        self._recorder.record(
+            pod, "Warning", ev.FAILED, f'Failed to pull image "{container.image}": {error}'
+        )
+        failure = self._failures.get(key)
+        delays = failure.backoff if failure else backoff.Backoff(
+            self._sync.image_backoff, self._sync.image_backoff_max)
+        delay = delays.next_delay()
+        self._failures[key] = _Failure(delays, time.monotonic() + delay, tried)
+        return delay
+
     def forget_pod(self, uid: pods.PodUID) -> None:
-        for key in [k for k in self._backoffs if k[0] == uid]:
-            del self._backoffs[key]
+        for key in [k for k in self._failures if k[0] == uid]:
+            del self._failures[key]
+
+
+def _aggregate(errors: list[str]) -> str:
+    """One error as it is, several as `[e1, e2]` (each once): the kubelet's aggregate error."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else f"[{', '.join(unique)}]"

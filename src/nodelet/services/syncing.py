@@ -21,14 +21,26 @@ from datetime import datetime
 from pathlib import Path
 
 from nodelet import settings as settings_mod
-from nodelet.adapters import cgroups
+from nodelet.adapters import cgroups, host
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
+from nodelet.model import (
+    admission,
+    downward,
+    etchosts,
+    generation,
+    pods,
+    runtime,
+    sandboxes,
+    security,
+    specs,
+)
 from nodelet.model import events as ev
-from nodelet.model import generation, pods, runtime, sandboxes, specs
+from nodelet.model import volumes as vol
 from nodelet.services import (
     containers,
     hooks,
+    hostsfiles,
     images,
     probing,
     recording,
@@ -69,8 +81,9 @@ class PodWork:
     restarts: dict[str, _Restart] = field(default_factory=dict)
     # Monotonic time of the last RunPodSandbox return (for the detection-latency measure).
     sandbox_returned_at: float | None = None
-    # Set once activeDeadlineSeconds passed: the pod is Failed and stays so.
-    deadline_exceeded: bool = False
+    # Set once the pod failed for good (activeDeadlineSeconds passed, or refused at admission):
+    # (reason, message); the pod is Failed and stays so.
+    failure: tuple[str, str] | None = None
     # Sandboxes this worker stopped (StopPodSandbox also releases a dead sandbox's network).
     stopped_sandboxes: set[runtime.SandboxID] = field(default_factory=set)
 
@@ -82,6 +95,8 @@ class NodeFacts:
     logs_root: Path
     # Per-pod state that is not a volume (termination-message files): <pods_root>/<uid>/.
     pods_root: Path
+    admission: admission.Node = field(default_factory=lambda: admission.Node(labels={}))
+    security: security.Options = field(default_factory=security.Options)
 
 
 class PodSyncer:
@@ -98,6 +113,7 @@ class PodSyncer:
         node: NodeFacts,
         clock: Callable[[], datetime],
         observer: SyncObserver | None = None,
+        lookup: vol.Lookup | None = None,
     ) -> None:
         self._client = client
         self._relister = relister
@@ -112,10 +128,17 @@ class PodSyncer:
         # The runtime, not the agent, sets the pace: sandboxes created all at once each take
         # several times longer (measured: 0.26 s at 4 in flight, 2 s at 30 on 2 cores).
         self._sandbox_slots = asyncio.Semaphore(settings.sync.max_parallel_sandboxes)
-        self._puller = images.ImagePuller(client=client, recorder=recorder, sync=settings.sync)
+        # Pull secrets come from `lookup`, the volume manager's ConfigMap/Secret lookup.
+        self._puller = images.ImagePuller(
+            client=client, recorder=recorder, sync=settings.sync,
+            lookup=lookup,
+            node_config=settings.registry_config_file,
+        )
         self._containers = containers.ContainerRunner(
             client=client, recorder=recorder, puller=self._puller,
             hooks=hooks.HookRunner(client=client), pods_root=node.pods_root,
+            security=node.security,
+            lookup=lookup or _no_objects, node=_downward_node(settings.node_name, node.host_ip),
         )
 
     # -- status ---------------------------------------------------------------------------
@@ -134,7 +157,7 @@ class PodSyncer:
             gates=self._settings.gates,
             ready=self._probes.readiness(pod.uid),
             started=self._probes.started(pod.uid),
-            deadline_exceeded=work.deadline_exceeded,
+            failure=work.failure,
         )
         self._statuses.set_status(pod, status)
 
@@ -143,6 +166,7 @@ class PodSyncer:
     async def sync(self, pod: pods.Pod, work: PodWork) -> float | None:
         """One sync; returns seconds until the pod wants another one (None: only on events)."""
         state = await self._relister.refresh_pod(pod.uid)
+        self._admit(pod, work)
         deadline_in = self._check_deadline(pod, work)
         self.publish(pod, state, work)
         if self._terminal(pod):
@@ -160,6 +184,7 @@ class PodSyncer:
             # As the kubelet: what is left of the pod is killed, and nothing is recreated.
             await self._stop_terminal(pod, state, work)
             return None
+        self._puller.prefetch_secrets(pod)
         # Volumes come first, as in the kubelet: a missing ConfigMap keeps the sandbox from
         # being created, so PodReadyToStartContainers stays False and says why.
         mounts = await self._prepare_volumes(pod, state, work)
@@ -188,6 +213,19 @@ class PodSyncer:
         current = self._statuses.get(pod.uid)
         return current is not None and current.phase in ("Succeeded", "Failed")
 
+    def _admit(self, pod: pods.Pod, work: PodWork) -> None:
+        """A pod this node cannot run as its spec says is Failed before anything is created
+        (the kubelet's admit handlers); the event is recorded once."""
+        if work.failure is not None:
+            return
+        rejection = admission.admit(pod, self._node.admission)
+        if rejection is None:
+            return
+        work.failure = (rejection.reason, rejection.status_message)
+        self._recorder.record(pod, "Warning", rejection.reason, rejection.message)
+        logger.warning("pod %s (%s) rejected: %s: %s", pod.full_name, pod.uid, rejection.reason,
+                       rejection.message)
+
     def _check_deadline(self, pod: pods.Pod, work: PodWork) -> float | None:
         """activeDeadlineSeconds: seconds left, or None (no deadline, or it has passed)."""
         deadline = pod.spec.active_deadline_seconds
@@ -195,9 +233,9 @@ class PodSyncer:
         if deadline is None or current is None or current.start_time is None:
             return None
         left = deadline - (self._clock() - current.start_time).total_seconds()
-        if left > 0 or work.deadline_exceeded:
+        if left > 0 or work.failure is not None:
             return left if left > 0 else None
-        work.deadline_exceeded = True
+        work.failure = (generation.DEADLINE_EXCEEDED, generation.DEADLINE_MESSAGE)
         self._recorder.record(pod, "Normal", "DeadlineExceeded",
                               "Pod was active on the node longer than the specified deadline")
         return None
@@ -377,7 +415,8 @@ class PodSyncer:
             wait_image = await self._containers.start(
                 pod, sandbox, self._sandbox_config(pod, sandbox.attempt), container,
                 attempt=_next_attempt(state, container.name), kind=kind,
-                mounts=mounts.get(container.name, ()), waiting=work.waiting, pod_ip=pod_ip,
+                mounts=await self._container_mounts(pod, state, container, mounts),
+                waiting=work.waiting, pod_ip=pod_ip,
             )
         except containers.ContainerError as exc:
             errors.append(str(exc))
@@ -388,6 +427,23 @@ class PodSyncer:
             await self._containers.remove_older(
                 [c for c in state.containers if c.name == container.name], keep=1)
         return wait_image
+
+    async def _container_mounts(
+        self, pod: pods.Pod, state: relisting.PodRuntime, container: pods.Container,
+        mounts: Mounts,
+    ) -> tuple[runtime.Mount, ...]:
+        """The container's volumes, then the pod's managed /etc/hosts (the kubelet's
+        makeMounts); raises ContainerError when the hosts file cannot be written."""
+        own = mounts.get(container.name, ())
+        if not etchosts.needs_hosts_file(container):
+            return own
+        ips = generation.pod_ips(pod, state.sandboxes, self._node.host_ip)
+        try:
+            hosts = await hostsfiles.hosts_mount(self._node.pods_root, pod, ips)
+        except OSError as exc:
+            raise containers.ContainerError(
+                f"write the hosts file of pod {pod.full_name}: {exc}") from exc
+        return own if hosts is None else (*own, hosts)
 
     async def _kill_unhealthy(
         self,
@@ -509,6 +565,18 @@ class SyncObserver:
 
     def volume_failed(self, pod: pods.Pod, error: volumes.VolumeError) -> None:
         return None
+
+
+def _no_objects(kind: str, namespace: str, name: str) -> None:
+    return None
+
+
+def _downward_node(name: str, host_ip: str) -> downward.Node:
+    """The node as env vars see it: unset limits are its CPUs and memory, as the Node reports
+    them (and its ephemeral-storage, which the Node reports as 0)."""
+    machine = host.machine_facts()
+    return downward.Node(name=name, host_ips=(host_ip,) if host_ip else (),
+                         cpu_milli=machine.cpus * 1000, memory=machine.memory_bytes)
 
 
 def _latest(

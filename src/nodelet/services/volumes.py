@@ -6,7 +6,8 @@ volumes, as the kubelet keeps secrets off the disk), checks hostPaths, and (re)w
 files of configMap, secret, downwardAPI and projected volumes with the kubelet's atomic
 `..data` swap, so updates reach mounted files and a reader never sees a half-written set.
 subPath mounts are resolved to the file at the time of the call, so like the kubelet's they
-do not follow later updates.
+do not follow later updates. A `subPathExpr` depends on the container's environment, so it is
+expanded and resolved when the container is created (`expand_sub_paths`).
 
 Layout (the kubelet's): `<root>/<pod uid>/volumes/kubernetes.io~<plugin>/<volume name>`.
 
@@ -20,14 +21,16 @@ Exceptions::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import shutil
-from collections.abc import Callable, Mapping
+import stat
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from nodelet.adapters import mounts
-from nodelet.model import pods, runtime
+from nodelet.model import envvars, pods, runtime
 from nodelet.model import volumes as vol
 
 logger = logging.getLogger(__name__)
@@ -116,26 +119,43 @@ class VolumeManager:
         if volume.source_type == "emptyDir":
             medium = vol.empty_dir_medium(volume.source)
             # emptyDir is world-writable so that containers running as any user can use it.
-            await self._make_dir(directory, tmpfs=medium == "Memory",
-                                 size=vol.tmpfs_size(volume.source), mode=0o777)
+            created = await self._make_dir(directory, tmpfs=medium == "Memory",
+                                           size=vol.tmpfs_size(volume.source), mode=0o777)
+            if created:  # later files are the containers': the setgid bit keeps their group
+                await self._set_ownership(pod, directory, read_only=False)
             return directory
         await self._make_dir(directory, tmpfs=volume.source_type in _TMPFS_TYPES, size=None,
                              mode=0o755)
-        await self._write_contents(pod, volume, facts, directory)
+        if await self._write_contents(pod, volume, facts, directory):
+            await self._set_ownership(pod, directory, read_only=True)
         return directory
+
+    async def _set_ownership(self, pod: pods.Pod, directory: Path, *, read_only: bool) -> None:
+        """fsGroup: the volume's files belong to the group and are group-readable (writable
+        for emptyDir), directories setgid, as the kubelet's SetVolumeOwnership."""
+        psc = pod.spec.security_context
+        if psc.fs_group is None:
+            return
+        only_if_root_differs = psc.fs_group_change_policy == "OnRootMismatch"
+        await asyncio.to_thread(_set_ownership, directory, psc.fs_group, read_only,
+                                only_if_root_differs)
 
     async def _make_dir(
         self, directory: Path, *, tmpfs: bool, size: int | None, mode: int
-    ) -> None:
+    ) -> bool:
+        """Make the volume's directory (tmpfs-backed if asked); True when it is new."""
         created = await asyncio.to_thread(_make_dir, directory)
         if tmpfs and not await asyncio.to_thread(mounts.is_tmpfs, directory):
             await mounts.mount_tmpfs(directory, size=size, mode=mode, limit=self._timeout)
-        elif created:
+            return True
+        if created:
             await asyncio.to_thread(directory.chmod, mode)
+        return created
 
     async def _write_contents(
         self, pod: pods.Pod, volume: pods.Volume, facts: vol.PodFacts, directory: Path
-    ) -> None:
+    ) -> bool:
+        """(Re)write the volume's files; True when they changed."""
         try:
             payload = vol.content_payload(volume, self._lookup, facts)
         except vol.SourceError as exc:
@@ -143,10 +163,12 @@ class VolumeManager:
                 raise
             # Set up before: keep the files the containers already see (the kubelet does too).
             self._on_refresh_error(pod, VolumeError(volume.name, exc.message))
-            return
-        if await asyncio.to_thread(mounts.write_atomically, directory, payload):
-            logger.info("wrote volume %s of pod %s (%d files)", volume.name, pod.full_name,
-                        len(payload))
+            return False
+        if not await asyncio.to_thread(mounts.write_atomically, directory, payload):
+            return False
+        logger.info("wrote volume %s of pod %s (%d files)", volume.name, pod.full_name,
+                    len(payload))
+        return True
 
     # -- mounts ---------------------------------------------------------------------------
 
@@ -172,7 +194,8 @@ class VolumeManager:
                 raise VolumeError(mount.name, exc.message) from exc
             except OSError as exc:
                 raise VolumeError(mount.name, f'subPath "{mount.sub_path}": {exc}') from exc
-        return runtime.Mount(container_path=mount.mount_path, host_path=host, readonly=read_only)
+        return runtime.Mount(container_path=mount.mount_path, host_path=host, readonly=read_only,
+                             propagation=vol.mount_propagation(mount.mount_propagation))
 
     # -- tear down ------------------------------------------------------------------------
 
@@ -199,12 +222,55 @@ def _log_refresh_error(pod: pods.Pod, error: VolumeError) -> None:
     logger.warning("pod %s: keeping the old files: %s", pod.full_name, error.event_message)
 
 
+def _set_ownership(directory: Path, fs_group: int, read_only: bool, on_mismatch: bool) -> None:
+    top = directory.lstat()
+    if on_mismatch and vol.root_owned(top.st_mode & 0o7777, top.st_gid, fs_group,
+                                      read_only=read_only):
+        return
+    for root, dirs, files in os.walk(directory):
+        for name in (root, *(os.path.join(root, n) for n in (*dirs, *files))):
+            info = os.lstat(name)
+            os.lchown(name, -1, fs_group)
+            if stat.S_ISLNK(info.st_mode):
+                continue  # the `..data` links: chmod would follow them
+            os.chmod(name, vol.owned_mode(info.st_mode & 0o7777, is_dir=stat.S_ISDIR(info.st_mode),
+                                          read_only=read_only))
+
+
 def _make_dir(directory: Path) -> bool:
     """Create the directory (and its parents); True when it did not exist."""
     if directory.is_dir():
         return False
     directory.mkdir(mode=0o755, parents=True, exist_ok=True)
     return True
+
+
+def expand_sub_paths(
+    container: pods.Container, mounts_: Sequence[runtime.Mount], variables: Mapping[str, str]
+) -> tuple[runtime.Mount, ...]:
+    """The container's mounts (from `prepare`, where a subPathExpr mount is the whole volume)
+    with each `subPathExpr` expanded from the container's environment and resolved like a
+    subPath: created when missing, kept inside the volume. Blocking (file system): run it in a
+    thread. Raises `envvars.ConfigError` with the kubelet's words (CreateContainerConfigError),
+    since the expression depends on the container's environment, not on the volume."""
+    exprs = {m.mount_path: m for m in container.volume_mounts if m.sub_path_expr}
+    out = []
+    for mount in mounts_:
+        spec = exprs.get(mount.container_path)
+        sub_path = envvars.sub_path(spec, variables) if spec is not None else ""
+        if spec is None or not sub_path:
+            out.append(mount)
+            continue
+        try:
+            host = _resolve_sub_path(Path(mount.host_path), sub_path)
+        except (vol.SourceError, OSError) as exc:
+            detail = exc.message if isinstance(exc, vol.SourceError) else str(exc)
+            raise envvars.ConfigError(
+                f'failed to prepare subPath for volumeMount "{spec.name}" of container '
+                f'"{container.name}": {detail}'
+            ) from exc
+        out.append(dataclasses.replace(mount, host_path=host))
+    return tuple(out)
 
 
 def _resolve_sub_path(base: Path, sub_path: str) -> str:
