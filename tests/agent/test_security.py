@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -149,10 +150,11 @@ async def test_capabilities_and_privileged(agent: Harness, runtime: Instance) ->
     client = runtime.client
     status = proc_status(await run(client, pod_status, "cat /proc/self/status"))
     assert int(status["CapEff"], 16) == 1 << 12  # CAP_NET_ADMIN only
-    await run(client, pod_status, "ip addr add 10.255.0.1/32 dev lo && ip addr del 10.255.0.1/32 dev lo")
+    await run(client, pod_status,
+              "ip addr add 10.255.0.1/32 dev lo && ip addr del 10.255.0.1/32 dev lo")
     assert "Operation not permitted" in await fails(client, pod_status, "chown 1 /tmp")
     # Privileged: every capability the node has, /proc/sys writable, the host's devices.
-    host_caps = proc_status(open("/proc/self/status").read())["CapBnd"]
+    host_caps = proc_status(Path("/proc/self/status").read_text())["CapBnd"]
     status = proc_status(await run(client, pod_status, "cat /proc/self/status", "root"))
     assert status["CapEff"] == host_caps
     points = mount_points(await run(client, pod_status, "cat /proc/self/mountinfo", "root"))
@@ -171,9 +173,10 @@ async def test_shared_and_host_namespaces(agent: Harness, runtime: Instance) -> 
     processes = await run(client, shared, "ps -o pid,args")
     assert any(line.split()[:2] == ["1", "/pause"] for line in processes.splitlines()), processes
     assert processes.count("sleep 2") == 2, processes  # this container's and the other's
-    links = (await run(client, host, "readlink /proc/self/ns/pid; readlink /proc/self/ns/ipc")).split()
+    namespaces = "readlink /proc/self/ns/pid; readlink /proc/self/ns/ipc"
+    links = (await run(client, host, namespaces)).split()
     assert links == [os.readlink("/proc/self/ns/pid"), os.readlink("/proc/self/ns/ipc")]
-    links = (await run(client, shared, "readlink /proc/self/ns/pid; readlink /proc/self/ns/ipc")).split()
+    links = (await run(client, shared, namespaces)).split()
     assert os.readlink("/proc/self/ns/pid") not in links
     assert os.readlink("/proc/self/ns/ipc") not in links
 

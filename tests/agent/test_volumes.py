@@ -18,7 +18,7 @@ import pytest_asyncio
 from conftest import Instance, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import mounts
-from nodelet.model import manifests, pods, runtime
+from nodelet.model import envvars, manifests, pods, runtime
 from nodelet.model import volumes as vol
 from nodelet.services import volumes
 
@@ -336,6 +336,27 @@ async def test_sub_path_symlink_escape_is_refused(env: Env, tmp_path: Path) -> N
     (base / "evil").symlink_to("/etc")  # what a container could plant in its emptyDir
     with pytest.raises(volumes.VolumeError, match="resolves outside the volume: /etc"):
         await env.manager.prepare(pod)
+
+
+async def test_sub_path_expr_is_expanded_when_the_container_starts(env: Env) -> None:
+    pod = make_pod(("cache", "emptyDir", {}), mounts_=(
+        mount("cache", "/logs", sub_path_expr="logs/$(POD)"), mount("cache", "/all")))
+    app = pod.spec.containers[0]
+    prepared = (await env.manager.prepare(pod))["app"]
+    base = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
+    assert prepared[0].host_path == str(base)  # the whole volume until the env is known
+    expanded = volumes.expand_sub_paths(app, prepared, {"POD": "web"})
+    assert expanded == (runtime.Mount("/logs", str(base / "logs" / "web")),
+                        runtime.Mount("/all", str(base)))
+    assert (base / "logs" / "web").is_dir()
+    with pytest.raises(envvars.ConfigError, match="missing value for POD"):
+        volumes.expand_sub_paths(app, prepared, {"POD": ""})
+    (base / "logs" / "evil").symlink_to("/etc")  # what a container could plant there
+    with pytest.raises(envvars.ConfigError) as caught:
+        volumes.expand_sub_paths(app, prepared, {"POD": "evil"})
+    assert caught.value.message.startswith(
+        'failed to prepare subPath for volumeMount "cache" of container "app": ')
+    assert caught.value.message.endswith("resolves outside the volume: /etc")
 
 
 # -- projected and downwardAPI -------------------------------------------------------------

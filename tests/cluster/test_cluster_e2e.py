@@ -5,7 +5,9 @@ controller writes; a static pod has a mirror pod carrying its status.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -18,8 +20,10 @@ from conftest import Instance
 from harness import Harness, pod_manifest
 from kubeapi import KubeApiServer, now_rfc3339, pod_object, poll
 from nodelet.adapters import kube, kubeconfig
+from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model import pods
 from nodelet.services import cluster
+from registry import Registry
 
 pytestmark = pytest.mark.runtime
 
@@ -163,3 +167,39 @@ async def test_static_pod_has_a_mirror_pod_with_its_status(
         harness.remove("static.yaml")
         await poll(lambda: server.get("pods", "default", name) is None, within=60,
                    what="mirror pod deleted with its static pod")
+
+
+async def test_pull_secret_is_read_from_the_api_for_a_private_image(
+        runtime: Instance, tmp_path: Path) -> None:
+    """imagePullSecrets of an API pod come from the API, like Secrets of volumes."""
+    auth = ("puller", "s3cret")
+    with Registry.started(auth=auth) as private:
+        ref = private.push("private/busybox", "cluster")
+        token = base64.b64encode(":".join(auth).encode()).decode()
+        config = json.dumps({"auths": {private.host: {"auth": token}}}).encode()
+        try:
+            async with joined(runtime, tmp_path) as (server, harness):
+                server.create("secrets", {
+                    "metadata": {"name": "regcred", "namespace": "default"},
+                    "type": "kubernetes.io/dockerconfigjson",
+                    "data": {".dockerconfigjson": base64.b64encode(config).decode()}})
+                spec = pod_object("private", node="e2e-node", imagePullSecrets=[
+                    {"name": "regcred"}])
+                spec["spec"]["containers"][0]["image"] = ref
+                server.create("pods", spec)
+                await poll(lambda: api_conditions(server, "private").get("Ready", {}).get(
+                    "status") == "True", within=60, what="the private image's pod Ready")
+                assert [r for r in server.requests
+                        if r.resource == "secrets" and r.verb == "get" and r.status == 200]
+                # Looked up at the start of the sync, the Secret was there by the pull.
+                reasons = [e.reason for e in harness.agent_or_fail().events(pod="private")]
+                assert "FailedToRetrieveImagePullSecret" not in reasons, reasons
+                assert "Failed" not in reasons, reasons
+                server.delete("pods", "default", "private")
+                await poll(lambda: server.get("pods", "default", "private") is None,
+                           within=60, what="private pod removed")
+        finally:
+            try:
+                await runtime.client.remove_image(ref)
+            except cri_errors.NotFound:
+                pass

@@ -28,7 +28,6 @@ _NAMESPACED_PREFIXES = (
     ("kernel.shm", "ipc"), ("kernel.msg", "ipc"), ("kernel.sem", "ipc"),
     ("fs.mqueue.", "ipc"), ("net.", "net"),
 )  # fmt: skip
-APPARMOR_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
 REJECTED_PREFIX = "Pod was rejected: "
 
 
@@ -128,7 +127,7 @@ def _apparmor_required(pod: pods.Pod) -> bool:
     profiles = [pod.spec.security_context.app_armor_profile]
     profiles += [c.security_context.app_armor_profile for c in security.all_containers(pod)
                  if c.security_context is not None]
-    annotated = any(k.startswith(APPARMOR_ANNOTATION_PREFIX) and v != "unconfined"
+    annotated = any(k.startswith(security.APPARMOR_ANNOTATION_PREFIX) and v != "unconfined"
                     for k, v in pod.annotations.items())
     return annotated or any(p is not None and p.type != "Unconfined" for p in profiles)
 

@@ -227,8 +227,9 @@ def _amount(container: pods.Container, resource: str, facts: PodFacts) -> int:
     res = container.resources
     if resource.endswith(".ephemeral-storage"):
         request, limit = ephemeral_storage(facts.pod, container.name)
-        return request if resource.startswith("requests.") else (
-            limit or facts.node_ephemeral_storage)
+        if resource.startswith("requests."):
+            return request
+        return limit or facts.node_ephemeral_storage
     return {
         "limits.cpu": res.cpu_limit_milli or facts.node_cpu_milli,
         "requests.cpu": res.cpu_request_milli,

@@ -148,6 +148,25 @@ def seccomp(sc: pods.SecurityContext, options: Options) -> runtime.SecurityProfi
     return runtime.SecurityProfile(profile.type)
 
 
+APPARMOR_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
+
+
+def apparmor(
+    pod: pods.Pod, container: pods.Container, sc: pods.SecurityContext
+) -> runtime.SecurityProfile | None:
+    """The container's AppArmor profile: the field, else the deprecated per-container
+    annotation the kubelet still honours; None for the runtime's default. (Admission has
+    refused profiles on a host without AppArmor.)"""
+    profile = sc.app_armor_profile
+    if profile is not None:
+        return runtime.SecurityProfile(profile.type, profile.localhost_profile)
+    annotation = pod.annotations.get(APPARMOR_ANNOTATION_PREFIX + container.name, "")
+    if annotation.startswith("localhost/"):
+        return runtime.SecurityProfile("Localhost", annotation.removeprefix("localhost/"))
+    return {"runtime/default": runtime.SecurityProfile("RuntimeDefault"),
+            "unconfined": runtime.SecurityProfile("Unconfined")}.get(annotation)
+
+
 def _selinux(options: pods.SELinuxOptions | None) -> runtime.SELinuxOptions | None:
     if options is None:
         return None
@@ -176,7 +195,7 @@ def container_security(
         masked_paths=() if unmasked else DEFAULT_MASKED_PATHS,
         readonly_paths=() if unmasked else DEFAULT_READONLY_PATHS,
         seccomp=seccomp(sc, options),
-        apparmor=None,
+        apparmor=apparmor(pod, container, sc),
         selinux=_selinux(sc.se_linux_options),
     )
 

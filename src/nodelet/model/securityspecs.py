@@ -138,6 +138,17 @@ def _check_escalation(sc: pods.SecurityContext, path: str) -> None:
         )
 
 
+def _groups(raw: Mapping[str, Any], path: str) -> tuple[int, ...]:
+    out = []
+    for i, group in enumerate(fields.sequence(raw, "supplementalGroups", path)):
+        key = f"supplementalGroups[{i}]"
+        value = _id({key: group}, key, path)
+        if value is None:
+            raise fields.InvalidValueError("required: a group ID", path=f"{path}.{key}")
+        out.append(value)
+    return tuple(out)
+
+
 def _sysctl(item: Mapping[str, Any], path: str) -> tuple[str, str]:
     name = fields.string(item, "name", path, required=True)
     if len(name) > MAX_SYSCTL_NAME or not SYSCTL_NAME.match(name):
@@ -191,14 +202,11 @@ def pod_security_context(spec: Mapping[str, Any], *, strict: bool) -> pods.PodSe
     path = "spec.securityContext"
     if strict:
         fields.check_fields(raw, apifields.POD_SECURITY_CONTEXT_FIELDS, path)
-    groups = fields.sequence(raw, "supplementalGroups", path)
     return pods.PodSecurityContext(
         run_as_user=_id(raw, "runAsUser", path),
         run_as_group=_id(raw, "runAsGroup", path),
         run_as_non_root=fields.optional_boolean(raw, "runAsNonRoot", path),
-        supplemental_groups=tuple(
-            _id({"g": g}, "g", f"{path}.supplementalGroups[{i}]") or 0 for i, g in enumerate(groups)
-        ),
+        supplemental_groups=_groups(raw, path),
         supplemental_groups_policy=_optional_choice(
             raw, "supplementalGroupsPolicy", apifields.SUPPLEMENTAL_GROUPS_POLICIES, path
         ),

@@ -100,6 +100,13 @@ class ContainerRunner:
             await self._client.stop_container(container_id, 0)
         return None
 
+    def prefetch_objects(self, pod: pods.Pod) -> None:
+        """Look up the ConfigMaps and Secrets the pod's env vars read early in a sync: in
+        cluster mode a first lookup answers "not found" and starts fetching, so this way they
+        are there when the containers are created."""
+        for kind, namespace, name in sorted(envvars.referenced_objects(pod)):
+            self._lookup(kind, namespace, name)
+
     async def _environment(
         self,
         pod: pods.Pod,

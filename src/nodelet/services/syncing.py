@@ -185,6 +185,7 @@ class PodSyncer:
             await self._stop_terminal(pod, state, work)
             return None
         self._puller.prefetch_secrets(pod)
+        self._containers.prefetch_objects(pod)
         # Volumes come first, as in the kubelet: a missing ConfigMap keeps the sandbox from
         # being created, so PodReadyToStartContainers stays False and says why.
         mounts = await self._prepare_volumes(pod, state, work)

@@ -52,6 +52,15 @@ def _profile_to_pb(profile: rt.SecurityProfile | None) -> pb.SecurityProfile | N
     )
 
 
+def _legacy_apparmor(profile: rt.SecurityProfile | None) -> str:
+    """The deprecated string form of an AppArmor profile."""
+    if profile is None:
+        return ""
+    if profile.type == "Localhost":
+        return f"localhost/{profile.localhost_ref}"
+    return "runtime/default" if profile.type == "RuntimeDefault" else "unconfined"
+
+
 def _selinux_to_pb(options: rt.SELinuxOptions | None) -> pb.SELinuxOption | None:
     if options is None:
         return None
@@ -94,6 +103,7 @@ def _container_security_to_pb(sec: rt.ContainerSecurity) -> pb.LinuxContainerSec
         no_new_privs=sec.no_new_privs,
         seccomp=_profile_to_pb(sec.seccomp),
         apparmor=_profile_to_pb(sec.apparmor),
+        apparmor_profile=_legacy_apparmor(sec.apparmor),
     )
     # An empty list (Unmasked) and "not set" (the runtime's defaults) are the same on the
     # wire; the kubelet's callers always send its own list for Default.
