@@ -98,13 +98,11 @@ FS_GROUP_CHANGE_POLICIES = ("OnRootMismatch", "Always")
 SUPPLEMENTAL_GROUPS_POLICIES = ("Merge", "Strict")
 SELINUX_CHANGE_POLICIES = ("MountOption", "Recursive")
 OS_NAMES = ("linux", "windows")
+RECURSIVE_READ_ONLY = ("Disabled", "IfPossible", "Enabled")
 
 # Sub-objects that are type-checked only (a mapping or a list); nodelet does not read them.
-SPEC_MAPPINGS = ("affinity", "dnsConfig", "overhead", "resources")
-SPEC_LISTS = (
-    "ephemeralContainers", "tolerations",
-    "topologySpreadConstraints", "schedulingGates", "resourceClaims",
-)  # fmt: skip
+SPEC_MAPPINGS = ("affinity", "dnsConfig")
+SPEC_LISTS = ("tolerations", "topologySpreadConstraints", "schedulingGates")
 SPEC_STRINGS = (
     "serviceAccountName", "serviceAccount", "nodeName", "schedulerName", "priorityClassName",
     "runtimeClassName", "preemptionPolicy",

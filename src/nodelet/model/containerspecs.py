@@ -17,6 +17,7 @@ from nodelet.model import (
     envspecs,
     fields,
     names,
+    podfields,
     pods,
     probes,
     quantities,
@@ -67,11 +68,31 @@ def _mount(obj: Mapping[str, Any], path: str, strict: bool) -> pods.VolumeMount:
     return pods.VolumeMount(
         name=fields.string(obj, "name", path, required=True),
         mount_path=fields.string(obj, "mountPath", path, required=True),
-        read_only=fields.boolean(obj, "readOnly", path),
+        read_only=_read_only(obj, path),
         sub_path=sub_path,
         sub_path_expr=sub_path_expr,
         mount_propagation=_propagation(obj, path),
     )
+
+
+def _read_only(obj: Mapping[str, Any], path: str) -> bool:
+    """readOnly, and recursiveReadOnly as the API server checks it: IfPossible gives a plain
+    read-only mount on a runtime without recursive read-only mounts (as the kubelet does);
+    Enabled cannot be honoured by containerd 1.6 and is refused."""
+    read_only = fields.boolean(obj, "readOnly", path)
+    recursive = fields.string(obj, "recursiveReadOnly", path) or "Disabled"
+    where = f"{path}.recursiveReadOnly"
+    fields.one_of(recursive, apifields.RECURSIVE_READ_ONLY, where)
+    if recursive != "Disabled" and not read_only:
+        raise fields.InvalidValueError("may only be specified when readOnly is true", path=where)
+    if recursive != "Disabled" and fields.string(obj, "mountPropagation", path) not in ("", "None"):
+        raise fields.InvalidValueError(
+            "may only be specified when mountPropagation is None or not specified", path=where)
+    if recursive == "Enabled":
+        raise fields.UnsupportedError(
+            "recursive read-only mounts are not supported by containerd 1.6; use IfPossible "
+            "for a read-only mount", path=where)
+    return read_only
 
 
 def _propagation(obj: Mapping[str, Any], path: str) -> str:
@@ -110,6 +131,7 @@ def _resources(obj: Mapping[str, Any], path: str, strict: bool) -> pods.Resource
     path = f"{path}.resources"
     if strict:
         fields.check_fields(res, apifields.RESOURCES_FIELDS, path)
+    podfields.check_refused(res, "resources", path)
     limits = _quantities(res, "limits", path)
     # The API server defaults a missing request to its limit.
     requests = {**limits, **_quantities(res, "requests", path)}
@@ -118,7 +140,6 @@ def _resources(obj: Mapping[str, Any], path: str, strict: bool) -> pods.Resource
             raise fields.InvalidValueError(
                 f"must be less than or equal to the {name} limit", path=f"{path}.requests.{name}"
             )
-    fields.sequence(res, "claims", path)
 
     def milli(values: Mapping[str, Decimal]) -> int:
         return quantities.ceil(values["cpu"] * 1000) if "cpu" in values else 0
@@ -154,8 +175,8 @@ def _container(obj: Mapping[str, Any], path: str, *, init: bool, strict: bool) -
     policy = fields.string(obj, "imagePullPolicy", path) or defaulting.default_pull_policy(image)
     message_policy = fields.string(obj, "terminationMessagePolicy", path) or "File"
     fields.one_of(message_policy, apifields.MESSAGE_POLICIES, f"{path}.terminationMessagePolicy")
-    for key in ("volumeDevices", "resizePolicy", "restartPolicyRules"):
-        fields.sequence(obj, key, path)
+    podfields.check_refused(obj, "container", path)
+    fields.sequence(obj, "resizePolicy", path)
     container = pods.Container(
         name=names.dns_label(fields.string(obj, "name", path, required=True), f"{path}.name"),
         image=image,

@@ -8,7 +8,15 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any, cast
 
-from nodelet.model import apifields, containerspecs, fields, names, pods, securityspecs
+from nodelet.model import (
+    apifields,
+    containerspecs,
+    fields,
+    names,
+    podfields,
+    pods,
+    securityspecs,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Volumes
@@ -212,6 +220,7 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
     spec = fields.mapping(obj, "spec", "")
     if strict:
         fields.check_fields(spec, apifields.SPEC_FIELDS, "spec")
+    podfields.check_refused(spec, "spec", "spec")
     _type_only(spec)
     containers = containerspecs.containers(spec, "containers", strict=strict)
     if not containers:

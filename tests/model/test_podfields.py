@@ -1,0 +1,102 @@
+"""The pod-spec field table: it covers every field the parser accepts, docs/podspec.md is its
+rendering, and what it says is refused is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodelet.model import apifields, envspecs, manifests, podfields
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "podspec.md"
+
+# Each list of fields the manifest parser accepts, and where its fields sit in the table.
+ACCEPTED = (
+    (apifields.SPEC_FIELDS, podfields.SPEC),
+    (apifields.POD_SECURITY_CONTEXT_FIELDS, podfields.POD_SC),
+    (apifields.CONTAINER_FIELDS, podfields.CONTAINER),
+    (apifields.SECURITY_CONTEXT_FIELDS, podfields.CONTAINER_SC),
+    (apifields.PORT_FIELDS, podfields.PORT),
+    (apifields.ENV_FIELDS, podfields.ENV),
+    (apifields.MOUNT_FIELDS, podfields.MOUNT),
+    (apifields.RESOURCES_FIELDS, podfields.RESOURCES),
+    (apifields.HOST_ALIAS_FIELDS, podfields.HOST_ALIAS),
+    (apifields.VOLUME_SOURCES, podfields.VOLUME),
+)
+
+
+def test_every_accepted_field_has_a_decision() -> None:
+    table = {row.path for row in podfields.all_fields()}
+    accepted = {prefix + name for names, prefix in ACCEPTED for name in names}
+    assert sorted(accepted - table) == [], "fields accepted without a decision"
+    assert sorted(table - accepted) == [], "decisions for fields the parser does not accept"
+
+
+def test_the_value_sources_of_env_are_all_described() -> None:
+    row = next(r for r in podfields.all_fields() if r.path == podfields.ENV + "valueFrom")
+    assert all(source in row.note for source in envspecs.VALUE_SOURCES)
+
+
+def test_docs_podspec_md_is_the_rendered_table() -> None:
+    assert DOC.read_text() == podfields.render_markdown(), (
+        "docs/podspec.md is stale: run "
+        "`.venv/bin/python -m nodelet.model.podfields > docs/podspec.md`")
+
+
+def pod(spec: dict[str, Any] | None = None, container: dict[str, Any] | None = None,
+        resources: dict[str, Any] | None = None) -> dict[str, Any]:
+    main = {"name": "c", "image": "busybox", **(container or {})}
+    if resources:
+        main["resources"] = resources
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [main], **(spec or {})}}
+
+
+EXAMPLES: dict[str, Any] = {
+    "ephemeralContainers": [{"name": "debug", "image": "busybox"}],
+    "overhead": {"cpu": "100m"},
+    "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+    "resources": {"limits": {"cpu": "1"}},
+    "hostnameOverride": "other",
+    "restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In",
+                                                                "values": [42]}}],
+    "volumeDevices": [{"name": "disk", "devicePath": "/dev/xvda"}],
+    "claims": [{"name": "gpu"}],
+}
+
+
+@pytest.mark.parametrize("row", [r for r in podfields.TABLE if r.refused_in],
+                         ids=lambda r: r.path)
+def test_refused_fields_are_refused_with_the_tables_message(row: podfields.Field) -> None:
+    key = row.path.rsplit(".", 1)[1]
+    scope = {"spec": "spec", "container": "container", "resources": "resources"}[
+        row.refused_in or ""]
+    obj = pod(**{scope: {key: EXAMPLES[key]}})
+    with pytest.raises(manifests.UnsupportedError) as info:
+        manifests.pod_from_object(obj, node_name="n")
+    assert info.value.message == row.note
+    assert info.value.path.endswith(key)
+
+
+@pytest.mark.parametrize(("mount", "error"), [
+    ({"readOnly": True, "recursiveReadOnly": "IfPossible"}, None),
+    ({"readOnly": True, "recursiveReadOnly": "Disabled"}, None),
+    ({"recursiveReadOnly": "IfPossible"}, "may only be specified when readOnly is true"),
+    ({"readOnly": True, "recursiveReadOnly": "Sometimes"}, "Disabled, IfPossible, Enabled"),
+    ({"readOnly": True, "recursiveReadOnly": "IfPossible", "mountPropagation":
+      "HostToContainer"}, "mountPropagation is None"),
+    ({"readOnly": True, "recursiveReadOnly": "Enabled"}, "not supported by containerd 1.6"),
+])
+def test_recursive_read_only(mount: dict[str, Any], error: str | None) -> None:
+    obj = pod({"volumes": [{"name": "v", "emptyDir": {}}]},
+              {"volumeMounts": [{"name": "v", "mountPath": "/v", **mount}]})
+    if error is None:
+        parsed = manifests.pod_from_object(obj, node_name="n")
+        assert parsed.spec.containers[0].volume_mounts[0].read_only
+        return
+    with pytest.raises(manifests.ManifestError) as info:
+        manifests.pod_from_object(obj, node_name="n")
+    assert error in str(info.value)
+    assert info.value.path == "spec.containers[0].volumeMounts[0].recursiveReadOnly"
