@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import apifields, envspecs, manifests, podfields
+from nodelet.model import admission, apifields, envspecs, manifests, podfields
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "podspec.md"
 
@@ -100,3 +100,19 @@ def test_recursive_read_only(mount: dict[str, Any], error: str | None) -> None:
         manifests.pod_from_object(obj, node_name="n")
     assert error in str(info.value)
     assert info.value.path == "spec.containers[0].volumeMounts[0].recursiveReadOnly"
+
+
+def test_an_api_pod_with_refused_fields_is_kept_for_admission_to_refuse() -> None:
+    obj = pod({"overhead": {"cpu": "1"}}, {"volumeDevices": [{"name": "d", "devicePath": "/x"}]},
+              {"claims": [{"name": "gpu"}]})
+    obj["metadata"]["uid"] = "u-1"
+    parsed = manifests.pod_from_object(obj, node_name="n", source="api", strict=False)
+    assert [path for path, _ in parsed.refused] == [
+        "spec.overhead", "spec.containers[0].volumeDevices",
+        "spec.containers[0].resources.claims"]
+    rejection = admission.admit(parsed, admission.Node(labels={}))
+    assert rejection is not None and rejection.reason == "UnsupportedPodSpec"
+    assert rejection.message.startswith("spec.overhead: pod overhead")
+    clean = dict(obj, spec={"containers": [{"name": "c", "image": "busybox"}]})
+    parsed = manifests.pod_from_object(clean, node_name="n", source="api", strict=False)
+    assert parsed.refused == () and admission.admit(parsed, admission.Node(labels={})) is None

@@ -165,8 +165,16 @@ def _supplemental_groups_policy(pod: pods.Pod, node: Node) -> Rejection | None:
                      "SupplementalGroupsPolicy=Strict is not supported in this node")
 
 
+def _refused_fields(pod: pods.Pod, node: Node) -> Rejection | None:
+    """A pod from the API that sets fields nodelet cannot run (see docs/podspec.md)."""
+    if not pod.refused:
+        return None
+    path, why = pod.refused[0]
+    return Rejection("UnsupportedPodSpec", f"{path}: {why}")
+
+
 _HANDLERS: tuple[Callable[[pods.Pod, Node], Rejection | None], ...] = (
-    _os, _node_selector, _sysctls, _apparmor, _selinux, _user_namespaces,
+    _refused_fields, _os, _node_selector, _sysctls, _apparmor, _selinux, _user_namespaces,
     _supplemental_groups_policy,
 )  # fmt: skip
 

@@ -131,7 +131,8 @@ def _resources(obj: Mapping[str, Any], path: str, strict: bool) -> pods.Resource
     path = f"{path}.resources"
     if strict:
         fields.check_fields(res, apifields.RESOURCES_FIELDS, path)
-    podfields.check_refused(res, "resources", path)
+    if strict:
+        podfields.check_refused(res, "resources", path)
     limits = _quantities(res, "limits", path)
     # The API server defaults a missing request to its limit.
     requests = {**limits, **_quantities(res, "requests", path)}
@@ -175,7 +176,8 @@ def _container(obj: Mapping[str, Any], path: str, *, init: bool, strict: bool) -
     policy = fields.string(obj, "imagePullPolicy", path) or defaulting.default_pull_policy(image)
     message_policy = fields.string(obj, "terminationMessagePolicy", path) or "File"
     fields.one_of(message_policy, apifields.MESSAGE_POLICIES, f"{path}.terminationMessagePolicy")
-    podfields.check_refused(obj, "container", path)
+    if strict:
+        podfields.check_refused(obj, "container", path)
     fields.sequence(obj, "resizePolicy", path)
     container = pods.Container(
         name=names.dns_label(fields.string(obj, "name", path, required=True), f"{path}.name"),

@@ -36,7 +36,16 @@ from typing import Any
 
 import yaml
 
-from nodelet.model import apifields, defaulting, fields, names, objectmeta, pods, podspecs
+from nodelet.model import (
+    apifields,
+    defaulting,
+    fields,
+    names,
+    objectmeta,
+    podfields,
+    pods,
+    podspecs,
+)
 
 # Re-exported: callers and tests use these names from `manifests`, where they are documented.
 from nodelet.model.configobjects import ConfigMap as ConfigMap
@@ -232,6 +241,7 @@ def pod_from_object(
         deletion_grace_period_seconds=meta.deletion_grace_period_seconds,
         raw=raw,
         source=source,
+        refused=() if strict else podfields.refused_fields(fields.mapping(obj, "spec", "")),
     )
 
 

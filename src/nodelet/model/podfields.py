@@ -254,12 +254,32 @@ def _scope_rows(scope: Scope) -> tuple[Field, ...]:
     return tuple(row for row in TABLE if row.refused_in == scope)
 
 
+def _refused_here(obj: Mapping[str, Any], scope: Scope, path: str) -> list[tuple[str, str]]:
+    return [(fields.join(path, row.path.rsplit(".", 1)[1]), row.note)
+            for row in _scope_rows(scope)
+            if obj.get(row.path.rsplit(".", 1)[1]) not in (None, "", [], {})]
+
+
 def check_refused(obj: Mapping[str, Any], scope: Scope, path: str) -> None:
     """Raise UnsupportedError for a refused field of `scope` set in `obj` (at `path`)."""
-    for row in _scope_rows(scope):
-        key = row.path.rsplit(".", 1)[1]
-        if obj.get(key) not in (None, "", [], {}):
-            raise fields.UnsupportedError(row.note, path=fields.join(path, key))
+    for where, message in _refused_here(obj, scope, path):
+        raise fields.UnsupportedError(message, path=where)
+
+
+def refused_fields(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """(path, message) of every refused field set in a pod spec that was already parsed
+    leniently (a pod the API server accepted: refused at admission, not at parsing)."""
+    found = _refused_here(spec, "spec", "spec")
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(key) or ()):
+            if not isinstance(container, Mapping):
+                continue
+            path = f"spec.{key}[{i}]"
+            found += _refused_here(container, "container", path)
+            resources = container.get("resources")
+            if isinstance(resources, Mapping):
+                found += _refused_here(resources, "resources", f"{path}.resources")
+    return tuple(found)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,8 +300,9 @@ Generated from `src/nodelet/model/podfields.py` by
 table or the manifest parser's field lists disagree.
 
 - **honoured**: implemented with the kubelet's semantics.
-- **refused**: a manifest that sets it is rejected with the message shown (in
-  `nodelet get manifests`, the log, and for API pods the pod's events).
+- **refused**: a static manifest that sets it is rejected with the message shown (in
+  `nodelet get manifests` and the log); a pod from the API server that sets it is refused at
+  admission: `Failed`, reason `UnsupportedPodSpec`, and a Warning event with the message.
 - **node-dependent**: honoured where the node can, otherwise the pod is refused at admission:
   it is `Failed` with the reason named, and a Warning event says why.
 - **not applicable**: a scheduling or cluster-level field that a node does not act on.

@@ -237,6 +237,9 @@ class Pod:
     # (readiness gates, DisruptionTarget, anything written by others), as v1 JSON. Only those:
     # nodelet's own status PATCHes then leave the Pod value equal, so they wake no worker.
     api_conditions: tuple[Mapping[str, Any], ...] = ()
+    # Pods from the API: fields set that nodelet cannot run, as (path, why); such a pod is
+    # refused at admission (static manifests are refused when they are read).
+    refused: tuple[tuple[str, str], ...] = ()
 
     @property
     def full_name(self) -> str:

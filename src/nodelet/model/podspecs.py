@@ -220,7 +220,8 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
     spec = fields.mapping(obj, "spec", "")
     if strict:
         fields.check_fields(spec, apifields.SPEC_FIELDS, "spec")
-    podfields.check_refused(spec, "spec", "spec")
+    if strict:  # pods from the API: at admission (`Pod.refused`), so they are reported
+        podfields.check_refused(spec, "spec", "spec")
     _type_only(spec)
     containers = containerspecs.containers(spec, "containers", strict=strict)
     if not containers:

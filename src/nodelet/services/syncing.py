@@ -84,6 +84,8 @@ class PodWork:
     # Set once the pod failed for good (activeDeadlineSeconds passed, or refused at admission):
     # (reason, message); the pod is Failed and stays so.
     failure: tuple[str, str] | None = None
+    # Passed admission (checked before the pod's first sync only).
+    admitted: bool = False
     # Sandboxes this worker stopped (StopPodSandbox also releases a dead sandbox's network).
     stopped_sandboxes: set[runtime.SandboxID] = field(default_factory=set)
 
@@ -216,11 +218,17 @@ class PodSyncer:
 
     def _admit(self, pod: pods.Pod, work: PodWork) -> None:
         """A pod this node cannot run as its spec says is Failed before anything is created
-        (the kubelet's admit handlers); the event is recorded once."""
-        if work.failure is not None:
+        (the kubelet's admit handlers). As in the kubelet, a pod is admitted once: a running
+        pod (also one found running after an agent restart) is not judged again when it
+        changes, e.g. when `kubectl debug` adds an ephemeral container."""
+        if work.admitted or work.failure is not None:
             return
-        rejection = admission.admit(pod, self._node.admission)
+        old = self._statuses.last_known(pod.uid)
+        rejection = None
+        if old is None or old.phase in ("Pending", "Failed"):
+            rejection = admission.admit(pod, self._node.admission)
         if rejection is None:
+            work.admitted = True
             return
         work.failure = (rejection.reason, rejection.status_message)
         self._recorder.record(pod, "Warning", rejection.reason, rejection.message)
