@@ -95,6 +95,7 @@ class Agent:
         self.volumes = volumes.VolumeManager(
             root=s.data_dir / "pods", lookup=self._lookup_object, node_name=s.node_name,
         )
+        await self.volumes.share_root()  # before any pod mounts a volume with propagation
         self.probes = probing.ProbeManager(
             client=self._client, group=self._group, recorder=self.recorder, on_change=self._wake,
         )
@@ -102,7 +103,7 @@ class Agent:
             client=self._client, relister=self.relister, statuses=self.statuses,
             volumes=self.volumes, probes=self.probes,
             recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
-            lookup=self._lookup_object,
+            lookup=self._lookup_object, objects_ready=self._objects_ready,
             node=syncing.NodeFacts(host_ip=self._host_ip, host_dns=host.host_dns(),
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods",
@@ -128,9 +129,11 @@ class Agent:
                                    machine=host.machine_facts())
         return admission.Node(
             labels=nodestatus.node_labels(spec),
+            name=self.settings.node_name,
             allowed_unsafe_sysctls=self.settings.security.allowed_unsafe_sysctls,
             apparmor_enabled=host.apparmor_enabled(),
-            selinux_enabled=host.selinux_enabled(),
+            # Only the embedded containerd is known to apply SELinux labels (enable_selinux).
+            selinux_enabled=host.selinux_enabled() and self.settings.runtime.endpoint is None,
         )
 
     async def _connect_runtime(self) -> cri.RuntimeClient:
@@ -277,10 +280,17 @@ class Agent:
             return
         for uid in self.workers.uids():
             pod = self.workers.pod(uid)
-            if pod is not None and (self.volumes.referenced_objects(pod)
-                                    | credentials.referenced_secrets(pod)
-                                    | envvars.referenced_objects(pod)) & changed:
+            if pod is not None and self._referenced(pod) & changed:
                 self.workers.wake(uid)
+
+    def _referenced(self, pod: pods.Pod) -> set[tuple[str, str, str]]:
+        """The ConfigMaps and Secrets a pod reads: volumes, env vars, pull secrets."""
+        return (self.volumes.referenced_objects(pod) | credentials.referenced_secrets(pod)
+                | envvars.referenced_objects(pod))
+
+    async def _objects_ready(self, pod: pods.Pod) -> None:
+        if self.cluster is not None:
+            await self.cluster.objects_fetched(self._referenced(pod))
 
     def _lookup_object(self, kind: str, namespace: str, name: str) -> Any:
         if self.cluster is not None:

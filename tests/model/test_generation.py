@@ -43,3 +43,12 @@ def test_a_remembered_deadline_failure_stays_after_a_restart() -> None:
 def test_without_history_a_pod_without_sandbox_is_pending() -> None:
     status = generate(None)
     assert (status.phase, status.reason) == ("Pending", "")
+
+
+def test_a_rejected_pod_has_no_container_statuses_and_keeps_its_reason() -> None:
+    rejected = ("SysctlForbidden", "Pod was rejected: forbidden sysctl: x")
+    status = generate(None, failure=rejected)
+    assert (status.container_statuses, status.init_container_statuses) == ((), ())
+    again = generate(status)  # after an agent restart: no failure from admission any more
+    assert (again.phase, again.reason, again.message) == ("Failed", *rejected)
+    assert again.container_statuses == ()

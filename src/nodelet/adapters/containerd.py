@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodelet import settings as settings_
-from nodelet.adapters import cni, commands
+from nodelet.adapters import cni, commands, host
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 
@@ -133,6 +133,9 @@ disabled_plugins = [{disabled}]
   # These machines lack CAP_SYS_RESOURCE: without this every sandbox fails with
   # "failed to update /proc/self/oom_score_adj: Permission denied".
   restrict_oom_score_adj = true
+  # Pods' seLinuxOptions are applied where the host has SELinux (admission refuses them
+  # elsewhere); containerd would otherwise drop them without a word.
+  enable_selinux = {"true" if host.selinux_enabled() else "false"}
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
 

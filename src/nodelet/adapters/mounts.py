@@ -1,5 +1,7 @@
 """The host file system for pod volumes: tmpfs mounts, the kubelet's atomic writer, hostPath
-type checks. The functions without `async` block (file I/O); call them in a thread.
+type checks, safe subPath access (open without following symlinks, bind-mount by descriptor)
+and shared mount propagation. The functions without `async` block (file I/O); call them in a
+thread.
 
 Exceptions::
 
@@ -9,13 +11,17 @@ Exceptions::
 
 from __future__ import annotations
 
+import ctypes
+import errno as errno_
+import functools
 import os
 import re
 import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from nodelet.adapters import commands
@@ -36,17 +42,42 @@ class MountError(Exception):
 # Mounts
 
 
+@dataclass(frozen=True)
+class _MountInfo:
+    """One line of /proc/self/mountinfo."""
+
+    point: str
+    optional: tuple[str, ...]  # `shared:N`, `master:N`, ...: the mount's propagation
+    fstype: str
+
+
+def _mountinfo() -> Iterator[_MountInfo]:
+    """The mounts of this mount namespace, in mount order (one on top of another comes later)."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        # Field 5 is the mount point, with space, tab, newline and backslash octal-escaped;
+        # the optional fields run from field 7 to the " - " separator.
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[4])
+        yield _MountInfo(point, tuple(parts[6:]), rest.split()[0] if rest else "")
+
+
+def _within(top: str, path: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
 def mount_points(under: Path) -> list[tuple[Path, str]]:
     """(mount point, fs type) at or below `under`, deepest first (from /proc/self/mountinfo)."""
     top = os.path.realpath(under)
-    found: dict[Path, str] = {}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields, _, rest = line.partition(" - ")
-        # Field 5 is the mount point, with space, tab, newline and backslash octal-escaped.
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields.split()[4])
-        if point == top or point.startswith(top + "/"):
-            found[Path(point)] = rest.split()[0] if rest else ""
+    found = {Path(m.point): m.fstype for m in _mountinfo() if _within(top, m.point)}
     return sorted(found.items(), key=lambda item: len(item[0].parts), reverse=True)
+
+
+def is_mount_point(path: Path) -> bool:
+    """Whether something is mounted on `path` itself (a bind mount on the same file system
+    too, which `os.path.ismount` misses)."""
+    top = os.path.realpath(path)
+    return any(m.point == top for m in _mountinfo())
 
 
 def is_tmpfs(path: Path) -> bool:
@@ -69,15 +100,26 @@ def mounts_under(path: Path) -> list[Path]:
     return [point for point, _ in mount_points(path)]
 
 
+# Passes over the mount points of a tree: a mount hidden under another one on the same path
+# only shows once the one on top is gone.
+UNMOUNT_PASSES = 8
+
+
 async def unmount_all(path: Path, *, limit: float = 10.0) -> list[Path]:
-    """Unmount everything at or below `path` (lazily when busy); returns what was unmounted."""
-    done = []
-    for point in mounts_under(path):
-        try:
-            await unmount(point, limit=limit)
-        except MountError:
-            continue
-        done.append(point)
+    """Unmount everything at or below `path` (lazily when busy), also mounts stacked on one
+    path; returns what was unmounted."""
+    done: list[Path] = []
+    for _ in range(UNMOUNT_PASSES):
+        progress = False
+        for point in mounts_under(path):
+            try:
+                await unmount(point, limit=limit)
+            except MountError:
+                continue
+            done.append(point)
+            progress = True
+        if not progress:
+            break
     return done
 
 
@@ -88,6 +130,215 @@ async def unmount(target: Path, *, limit: float) -> None:
         status, output = await commands.run(["umount", "-l", str(target)], limit=limit)
     if status != 0:
         raise MountError(f"unmount {target} failed ({status}): {output}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Mount syscalls (flags from <sys/mount.h>)
+
+_MS_BIND = 0x1000
+_MS_REC = 0x4000
+_MS_SHARED = 0x100000
+_MNT_DETACH = 2
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(source: str, target: str, flags: int) -> None:
+    """mount(2) without a file system type or data: binds and propagation changes. Unlike
+    mount(8), nothing canonicalizes `source`, so /proc/self/fd/N stays the opened file."""
+    if _libc().mount(source.encode(), target.encode(), None, ctypes.c_ulong(flags), None):
+        error = ctypes.get_errno()
+        raise MountError(f"mount {source} on {target}: {os.strerror(error).lower()}")
+
+
+def detach(target: Path) -> None:
+    """Unmount whatever is mounted on `target` (lazily when busy), also mounts stacked there."""
+    for _ in range(UNMOUNT_PASSES):
+        if not is_mount_point(target):
+            return
+        if _libc().umount2(str(target).encode(), 0) and \
+                _libc().umount2(str(target).encode(), _MNT_DETACH):
+            error = ctypes.get_errno()
+            raise MountError(f"unmount {target}: {os.strerror(error).lower()}")
+    raise MountError(f"unmount {target}: still mounted after {UNMOUNT_PASSES} unmounts")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared mount propagation
+
+
+def _containing_mount(path: str) -> _MountInfo:
+    """The mount `path` is on: the deepest mount point above it, the last one mounted there."""
+    best: _MountInfo | None = None
+    for info in _mountinfo():
+        if _within(info.point, path) and (best is None or len(info.point) >= len(best.point)):
+            best = info
+    if best is None:
+        raise MountError(f"no mount found for {path} in /proc/self/mountinfo")
+    return best
+
+
+def make_rshared(path: Path) -> bool:
+    """Put `path` on a shared mount, the kubelet's MakeRShared of its root directory: nothing
+    to do when the mount it is on is shared already, else it is bound onto itself (unless it
+    is a mount point already) and made rshared. Refuses (MountError) to bind over mounts below
+    `path`, which the bind would hide. True when it bound `path`."""
+    top = os.path.realpath(path)
+    info = _containing_mount(top)
+    if any(field.startswith("shared:") for field in info.optional):
+        return False
+    bind = info.point != top
+    if bind:
+        below = [str(point) for point in mounts_under(Path(top))]
+        if below:
+            raise MountError(f"cannot make {top} shared: the bind would hide the mounts "
+                             f"below it ({', '.join(below)}); run `nodelet reset` first")
+        _mount(top, top, _MS_BIND)
+    _mount("none", top, _MS_SHARED | _MS_REC)
+    return bind
+
+
+# ---------------------------------------------------------------------------------------------
+# Safe subPath access (the kubelet's pkg/volume/util/subpath/subpath_linux.go)
+#
+# A container can replace any directory of its (writable) volume with a symlink at any time;
+# a path checked and then handed on as a string can lead out of the volume by the time it is
+# used (CVE-2017-1002101, CVE-2021-25741). So a subPath is opened one component at a time with
+# O_NOFOLLOW, and what was opened is bind-mounted through its descriptor.
+
+_DIR_NOFOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+_PATH_NOFOLLOW = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _components(relative: str) -> list[str]:
+    parts = [part for part in relative.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise MountError(f"path {relative} must not contain '..'")
+    return parts
+
+
+def _open_child(parent: int, name: str, flags: int, path: str) -> int:
+    """openat(parent, name) refusing a symlink: O_NOFOLLOW fails on one (ELOOP), or opens the
+    link itself with O_PATH, which fstat then shows."""
+    try:
+        fd = os.open(name, flags, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno_.ELOOP:
+            raise MountError(f"unexpected symlink found {path}") from exc
+        raise MountError(f"cannot open {path}: {(exc.strerror or str(exc)).lower()}") from exc
+    if stat.S_ISLNK(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise MountError(f"unexpected symlink found {path}")
+    return fd
+
+
+def open_beneath(base: str, relative: str) -> int:
+    """An O_PATH descriptor of `base/relative` (the kubelet's doSafeOpen), opened from `base`
+    one component at a time without following symlinks: a symlink anywhere below `base` is
+    refused with MountError, whenever it was put there. `base` must be a resolved directory
+    path (no symlinks). The caller closes the descriptor."""
+    fd = os.open(base, _DIR_NOFOLLOW)
+    path = base
+    try:
+        for part in _components(relative):
+            path = os.path.join(path, part)
+            child = _open_child(fd, part, _PATH_NOFOLLOW, path)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _existing_prefix(base: str, parts: list[str]) -> int:
+    """How many leading components of `base/parts` exist (a symlink counts)."""
+    for count in range(len(parts)):
+        if not os.path.lexists(os.path.join(base, *parts[:count + 1])):
+            return count
+    return len(parts)
+
+
+def make_dirs_beneath(base: str, relative: str, *, mode: int, gid: int) -> None:
+    """Create the directories of `base/relative` that are missing (the kubelet's SafeMakeDir):
+    the part that exists is resolved, must stay below `base` and is opened with
+    `open_beneath`; each missing directory is made with mkdirat and entered with O_NOFOLLOW,
+    so none can be swapped for a symlink meanwhile. New directories get `mode` exactly (no
+    umask; setgid included) and group `gid`."""
+    parts = _components(relative)
+    have = _existing_prefix(base, parts)
+    existing = os.path.realpath(os.path.join(base, *parts[:have]))
+    if not _within(base, existing):
+        raise MountError(f"path {os.path.join(base, *parts[:have])} resolves outside "
+                         f"{base}: {existing}")
+    fd = open_beneath(base, os.path.relpath(existing, base))
+    path = existing
+    try:
+        for part in parts[have:]:
+            path = os.path.join(path, part)
+            created = _make_dir_at(fd, part, mode, path)
+            child = _open_child(fd, part, _DIR_NOFOLLOW, path)
+            os.close(fd)
+            fd = child
+            if created:
+                os.fchown(fd, -1, gid)  # before the chmod: a chown may clear setgid
+                os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _make_dir_at(parent: int, name: str, mode: int, path: str) -> bool:
+    """mkdirat; False when something is there already (the open that follows checks it)."""
+    try:
+        os.mkdir(name, mode, dir_fd=parent)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise MountError(f"cannot create directory {path}: "
+                         f"{(exc.strerror or str(exc)).lower()}") from exc
+    return True
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def bind_descriptor(fd: int, target: Path) -> bool:
+    """Bind-mount the file `fd` refers to onto `target` (a path nodelet owns, created as a
+    directory or an empty file to match) through /proc/self/fd, so no path inside the volume
+    is resolved again (the kubelet's doBindSubPath). A bind of the same file already on
+    `target` is reused, another one replaced, so mounts never stack. Checks afterwards that
+    `target` shows the opened inode. True when it mounted."""
+    opened = os.fstat(fd)
+    if is_mount_point(target):
+        if _same_file(os.stat(target), opened):
+            return False
+        detach(target)
+    _make_target(target, directory=stat.S_ISDIR(opened.st_mode))
+    _mount(f"/proc/self/fd/{fd}", str(target), _MS_BIND)
+    if not _same_file(os.stat(target), opened):
+        detach(target)
+        raise MountError(f"bind mount on {target} does not show the opened file")
+    return True
+
+
+def _make_target(target: Path, *, directory: bool) -> None:
+    """An empty directory or file to bind onto (a file takes any non-directory: a bind
+    mount gives it the source's type); one of the other kind, left by an earlier bind of
+    another file, is replaced."""
+    target.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+    if os.path.lexists(target) and target.is_dir() != directory:
+        if target.is_dir() and not target.is_symlink():
+            target.rmdir()
+        else:
+            target.unlink()
+    if directory:
+        target.mkdir(mode=0o750, exist_ok=True)
+    else:
+        os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640))
 
 
 # ---------------------------------------------------------------------------------------------

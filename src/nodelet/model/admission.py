@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from nodelet.model import pods, security, securityspecs
+from nodelet.model import affinity, pods, security, securityspecs
 
 # pkg/kubelet/sysctl/safe_sysctls.go (1.32): namespaced and isolated, so always allowed.
 SAFE_SYSCTLS = (
@@ -36,6 +36,7 @@ class Node:
     """What admission needs to know about this node."""
 
     labels: Mapping[str, str]
+    name: str = ""
     # Sysctl names or `prefix*` patterns allowed beyond SAFE_SYSCTLS (--allowed-unsafe-sysctls).
     allowed_unsafe_sysctls: tuple[str, ...] = ()
     apparmor_enabled: bool = False
@@ -116,7 +117,13 @@ def _os(pod: pods.Pod, node: Node) -> Rejection | None:
 
 
 def _node_selector(pod: pods.Pod, node: Node) -> Rejection | None:
-    if all(node.labels.get(k) == v for k, v in pod.spec.node_selector.items()):
+    """nodeSelector and required node affinity, for static pods: pods from the API were
+    placed by the scheduler against the Node's live labels, which may hold labels an
+    administrator set that this node does not know of."""
+    if not pod.is_static:
+        return None
+    selected = all(node.labels.get(k) == v for k, v in pod.spec.node_selector.items())
+    if selected and affinity.matches(pod.spec.required_node_affinity, node.labels, node.name):
         return None
     return Rejection("NodeAffinity",
                      "Predicate NodeAffinity failed: node(s) didn't match Pod's node "
@@ -139,14 +146,20 @@ def _apparmor(pod: pods.Pod, node: Node) -> Rejection | None:
 
 
 def _selinux(pod: pods.Pod, node: Node) -> Rejection | None:
+    """seLinuxOptions need SELinux. seLinuxChangePolicy changes nothing without it (as in the
+    kubelet); with it, volumes are relabelled by the runtime (Recursive), so MountOption,
+    which would need SELinux mount options, is refused."""
     psc = pod.spec.security_context
-    asked = psc.se_linux_options is not None or psc.se_linux_change_policy is not None or any(
+    asked = psc.se_linux_options is not None or any(
         c.security_context is not None and c.security_context.se_linux_options is not None
         for c in security.all_containers(pod))
-    if node.selinux_enabled or not asked:
-        return None
-    return Rejection("SELinux",
-                     "Cannot enforce SELinux options: SELinux is not enabled on the host")
+    if asked and not node.selinux_enabled:
+        return Rejection("SELinux",
+                         "Cannot enforce SELinux options: SELinux is not enabled on the host")
+    if node.selinux_enabled and psc.se_linux_change_policy == "MountOption":
+        return Rejection("SELinux", "seLinuxChangePolicy MountOption is not supported: volumes "
+                         "are relabelled recursively by the runtime")
+    return None
 
 
 def _user_namespaces(pod: pods.Pod, node: Node) -> Rejection | None:

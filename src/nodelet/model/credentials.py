@@ -30,7 +30,7 @@ import fnmatch
 import json
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nodelet.model import manifests, pods, runtime
@@ -61,8 +61,8 @@ class Credential:
     """One username/password pair; `source` says where it came from (for messages)."""
 
     username: str
-    password: str
-    source: str
+    password: str = field(repr=False)  # never in logs or tracebacks
+    source: str = ""
 
     @property
     def auth(self) -> runtime.AuthConfig:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from nodelet import settings
-from nodelet.model import conditions, phases, pods, runtime, sandboxes, status
+from nodelet.model import admission, conditions, phases, pods, runtime, sandboxes, status
 
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
@@ -69,11 +69,11 @@ def generate_status(
     phase = phases.pod_phase(
         pod, init_statuses, container_statuses, old_phase=old.phase if old else None
     )
+    if failure is None and old is not None and old.phase == "Failed" and old.reason:
+        failure = (old.reason, old.message)  # failed for good, also across agent restarts
     reason = message = ""
     if failure is not None:
         phase, (reason, message) = "Failed", failure
-    elif old is not None and old.reason == DEADLINE_EXCEEDED:
-        reason, message = old.reason, old.message
     pod_conditions = conditions.generate_conditions(
         pod,
         old_conditions=with_api_conditions(pod, old.conditions if old else ()),
@@ -92,6 +92,12 @@ def generate_status(
         host_ip=host_ip,
         pod_ips=pod_ips(pod, sandboxes, host_ip),
         start_time=old.start_time if old and old.start_time else now,
-        container_statuses=container_statuses,
-        init_container_statuses=init_statuses,
+        # A pod refused at admission never had containers: the kubelet's rejectPod writes
+        # none, so `kubectl get pods` shows the reason rather than ContainerCreating.
+        container_statuses=() if _rejected(failure) else container_statuses,
+        init_container_statuses=() if _rejected(failure) else init_statuses,
     )
+
+
+def _rejected(failure: tuple[str, str] | None) -> bool:
+    return failure is not None and failure[1].startswith(admission.REJECTED_PREFIX)

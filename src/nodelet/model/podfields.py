@@ -75,8 +75,8 @@ TABLE: tuple[Field, ...] = (
     _h(SPEC + "dnsPolicy", "ClusterFirst and ClusterFirstWithHostNet use the node's resolver "
        "(no cluster DNS yet), Default, None"),
     _h(SPEC + "dnsConfig", "nameservers, searches and options are added"),
-    _h(SPEC + "nodeSelector", "admission: every label must match the node's, else the pod "
-       "fails with `NodeAffinity`"),
+    _h(SPEC + "nodeSelector", "admission of static pods: every label must match the node's, "
+       "else the pod fails with `NodeAffinity` (API pods were placed by the scheduler)"),
     _h(SPEC + "nodeName", "static pods are this node's; API pods are those bound to it"),
     _h(SPEC + "serviceAccountName", "exposed through the downward API (`spec."
        "serviceAccountName`); no token is mounted yet (see the projected volume type)"),
@@ -102,8 +102,8 @@ TABLE: tuple[Field, ...] = (
     _h(SPEC + "os", "admission: `linux` runs, anything else fails with `PodOSNotSupported`"),
     _nd(SPEC + "hostUsers", "`false` (a user namespace) needs runtime support that containerd "
         "1.6 lacks: refused at admission with `UserNamespacesNotSupported`"),
-    _na(SPEC + "affinity", _SCHEDULING + " (the kubelet's admission check of required node "
-        "affinity comes with node admission)"),
+    _h(SPEC + "affinity", "required node affinity is checked at the admission of static "
+       "pods (`NodeAffinity`); the rest is the scheduler's"),
     _na(SPEC + "schedulerName", _SCHEDULING),
     _na(SPEC + "tolerations", _SCHEDULING),
     _na(SPEC + "topologySpreadConstraints", _SCHEDULING),
@@ -131,16 +131,19 @@ TABLE: tuple[Field, ...] = (
         "2.0: refused at admission with `SupplementalGroupsPolicyNotSupported`"),
     _h(POD_SC + "fsGroup", "a supplementary group of every container; emptyDir, configMap, "
        "secret, projected and downwardAPI volumes belong to it (group rw or r, setgid dirs)"),
-    _h(POD_SC + "fsGroupChangePolicy", "OnRootMismatch skips volumes whose root already "
-       "belongs to the group; Always"),
+    _h(POD_SC + "fsGroupChangePolicy", "an emptyDir is owned when it is made, so OnRootMismatch "
+       "and Always agree; content volumes are owned at each write whatever the policy, as in "
+       "the kubelet"),
     _h(POD_SC + "sysctls", "set in the pod's namespaces; only the kubelet's safe set and "
        "`--allowed-unsafe-sysctls`, else `SysctlForbidden` at admission"),
     _h(POD_SC + "seccompProfile", "the default for every container"),
     _nd(POD_SC + "appArmorProfile", "honoured where AppArmor is enabled; elsewhere a profile "
         "other than Unconfined fails at admission with `AppArmor`"),
-    _nd(POD_SC + "seLinuxOptions", "honoured where SELinux is enabled; elsewhere refused at "
-        "admission with `SELinux`"),
-    _nd(POD_SC + "seLinuxChangePolicy", "as seLinuxOptions"),
+    _nd(POD_SC + "seLinuxOptions", "honoured where SELinux is enabled (with the embedded "
+        "containerd); elsewhere refused at admission with `SELinux`"),
+    _nd(POD_SC + "seLinuxChangePolicy", "no effect without SELinux, as in the kubelet; with "
+        "SELinux, Recursive is what the runtime does and MountOption is refused at admission "
+        "with `SELinux`"),
     Field(POD_SC + "windowsOptions", "refused", "Windows options; this node runs Linux "
           "containers: refused at admission with `PodOSNotSupported`"),
     # -- containers ---------------------------------------------------------------------------

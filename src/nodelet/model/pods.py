@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NewType
 
+from nodelet.model import affinity
+
 PodUID = NewType("PodUID", str)
 
 RestartPolicy = Literal["Always", "OnFailure", "Never"]
@@ -210,6 +212,8 @@ class PodSpec:
     image_pull_secrets: tuple[str, ...] = ()
     os_name: str = ""
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    # Required node affinity: ORed terms, checked at admission (static pods).
+    required_node_affinity: tuple[affinity.Term, ...] = ()
 
 
 @dataclass(frozen=True)

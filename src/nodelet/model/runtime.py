@@ -222,11 +222,12 @@ class AuthConfig:
     """CRI AuthConfig: registry credentials for one pull."""
 
     username: str = ""
-    password: str = ""
-    auth: str = ""  # base64 "user:password", as in a docker config
+    # Secrets stay out of reprs (logs, tracebacks).
+    password: str = field(default="", repr=False)
+    auth: str = field(default="", repr=False)  # base64 "user:password", as in a docker config
     server_address: str = ""
-    identity_token: str = ""
-    registry_token: str = ""
+    identity_token: str = field(default="", repr=False)
+    registry_token: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)

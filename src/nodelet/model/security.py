@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from nodelet.model import pods, runtime
+from nodelet.model import pods, runtime, securityspecs
 
 _T = TypeVar("_T")
 
@@ -99,11 +99,15 @@ def sandbox_security(pod: pods.Pod) -> runtime.SandboxSecurity:
         namespaces=namespaces(pod),
         privileged=has_privileged_container(pod),
         run_as_user=psc.run_as_user,
-        run_as_group=psc.run_as_group,
+        # containerd 1.6 refuses a sandbox with a group but no user ("user group is specified
+        # without user"), which the kubelet would send for a pod-level runAsGroup alone; the
+        # pause process needs no group, and the containers still get it.
+        run_as_group=psc.run_as_group if psc.run_as_user is not None else None,
         supplemental_groups=supplemental_groups(pod),
         seccomp=runtime.SecurityProfile("RuntimeDefault"),
         selinux=_selinux(psc.se_linux_options),
-        sysctls=dict(psc.sysctls),
+        # Dotted names, as the kubelet converts them (runc matches namespaces by prefix).
+        sysctls={securityspecs.normalize_sysctl(name): value for name, value in psc.sysctls},
     )
 
 
@@ -149,22 +153,26 @@ def seccomp(sc: pods.SecurityContext, options: Options) -> runtime.SecurityProfi
 
 
 APPARMOR_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
+_APPARMOR_ANNOTATION_TYPES = {"runtime/default": "RuntimeDefault", "unconfined": "Unconfined"}
 
 
 def apparmor(
     pod: pods.Pod, container: pods.Container, sc: pods.SecurityContext
 ) -> runtime.SecurityProfile | None:
-    """The container's AppArmor profile: the field, else the deprecated per-container
-    annotation the kubelet still honours; None for the runtime's default. (Admission has
-    refused profiles on a host without AppArmor.)"""
-    profile = sc.app_armor_profile
-    if profile is not None:
-        return runtime.SecurityProfile(profile.type, profile.localhost_profile)
+    """The container's AppArmor profile, in the kubelet's order: the container's field, the
+    deprecated per-container annotation, the pod's field; None for the runtime's default.
+    (Admission has refused profiles on a host without AppArmor.)"""
+    own = container.security_context.app_armor_profile if container.security_context else None
+    if own is not None:
+        return runtime.SecurityProfile(own.type, own.localhost_profile)
     annotation = pod.annotations.get(APPARMOR_ANNOTATION_PREFIX + container.name, "")
     if annotation.startswith("localhost/"):
         return runtime.SecurityProfile("Localhost", annotation.removeprefix("localhost/"))
-    return {"runtime/default": runtime.SecurityProfile("RuntimeDefault"),
-            "unconfined": runtime.SecurityProfile("Unconfined")}.get(annotation)
+    if annotation in _APPARMOR_ANNOTATION_TYPES:
+        return runtime.SecurityProfile(_APPARMOR_ANNOTATION_TYPES[annotation])
+    profile = sc.app_armor_profile  # the pod's, by now
+    return None if profile is None else runtime.SecurityProfile(profile.type,
+                                                                profile.localhost_profile)
 
 
 def _selinux(options: pods.SELinuxOptions | None) -> runtime.SELinuxOptions | None:

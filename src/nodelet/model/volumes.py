@@ -45,6 +45,11 @@ ConfigObject = manifests.ConfigMap | manifests.Secret
 Lookup = Callable[[str, str, str], ConfigObject | None]
 
 
+def no_objects(kind: str, namespace: str, name: str) -> None:
+    """A Lookup for a node without ConfigMaps and Secrets."""
+    return None
+
+
 class SourceError(ValueError):
     """A volume source that cannot be turned into files; `message` is the FailedMount text."""
 
@@ -83,11 +88,6 @@ def owned_mode(mode: int, *, is_dir: bool, read_only: bool) -> int:
     """The permission bits of a volume file once it belongs to the pod's fsGroup."""
     mask = _RO_MASK if read_only else _RW_MASK
     return mode | mask | (_DIR_MASK if is_dir else 0)
-
-
-def root_owned(mode: int, gid: int, fs_group: int, *, read_only: bool) -> bool:
-    """fsGroupChangePolicy OnRootMismatch: the volume's root already belongs to the group."""
-    return gid == fs_group and owned_mode(mode, is_dir=True, read_only=read_only) == mode
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,9 +20,10 @@ equal Pod, so it does not wake the pod's worker, while a readiness gate flipped 
 does (and Ready is generated again).
 
 `ObjectCache` answers the volume manager's synchronous `lookup(kind, namespace, name)` from a
-cache: a miss returns None (the pod reports FailedMount and is retried) and fetches the object
-in the background; every `ttl` the cached objects are read again. `on_change` hears the keys
-whose value changed, so the pods reading them can be woken at once.
+cache: a miss returns None and fetches the object in the background, so a pod's sync first
+awaits `fetched(keys)` for the objects it reads (then None means "absent"); every `ttl` the
+cached objects are read again. `on_change` hears the keys whose value changed, so the pods
+reading them can be woken at once.
 
 Exceptions: none escape; API errors are logged and retried by the loops.
 """
@@ -30,10 +31,11 @@ Exceptions: none escape; API errors are logged and retried by the loops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nodelet.adapters import kube
@@ -168,6 +170,7 @@ class ObjectCache:
         self._wanted: set[ObjectKey] = set()
         self._used: dict[ObjectKey, float] = {}
         self._wake = asyncio.Event()
+        self._refreshed = asyncio.Event()
         self.fetches = 0
 
     def lookup(self, kind: str, namespace: str, name: str) -> vol.ConfigObject | None:
@@ -180,10 +183,24 @@ class ObjectCache:
             return None
         return cached[0]
 
+    async def fetched(self, keys: Iterable[ObjectKey], *, within: float) -> None:
+        """Wait (at most `within` s) until each object was read from the API once, found or
+        not: a lookup then means "absent" rather than "not fetched yet" (the kubelet's object
+        managers wait for their first read too)."""
+        missing = [key for key in keys if key not in self._cache]
+        for key in missing:
+            self.lookup(*key)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                while any(key not in self._cache for key in missing):
+                    self._refreshed.clear()
+                    await self._refreshed.wait()
+
     async def run(self) -> None:
         while True:
             self._wake.clear()
             await self._refresh()
+            self._refreshed.set()
             try:
                 await asyncio.wait_for(self._wake.wait(), min(self._ttl, self._retry))
             except TimeoutError:

@@ -289,6 +289,10 @@ class ClusterMode:
     def lookup_object(self, kind: str, namespace: str, name: str) -> vol.ConfigObject | None:
         return self.objects.lookup(kind, namespace, name)
 
+    async def objects_fetched(self, keys: set[tuple[str, str, str]]) -> None:
+        """Until the ConfigMaps and Secrets `keys` were read from the API once (bounded)."""
+        await self.objects.fetched(keys, within=self.settings.request_timeout)
+
     def set_static_pods(self, desired: Mapping[pods.PodUID, pods.Pod]) -> None:
         """The complete set of static pods to run; their mirror pods follow."""
         self._static_pods = {uid: p for uid, p in desired.items() if p.is_static}

@@ -100,13 +100,6 @@ class ContainerRunner:
             await self._client.stop_container(container_id, 0)
         return None
 
-    def prefetch_objects(self, pod: pods.Pod) -> None:
-        """Look up the ConfigMaps and Secrets the pod's env vars read early in a sync: in
-        cluster mode a first lookup answers "not found" and starts fetching, so this way they
-        are there when the containers are created."""
-        for kind, namespace, name in sorted(envvars.referenced_objects(pod)):
-            self._lookup(kind, namespace, name)
-
     async def _environment(
         self,
         pod: pods.Pod,
@@ -115,15 +108,17 @@ class ContainerRunner:
         mounts: tuple[runtime.Mount, ...],
         waiting: MutableMapping[str, tuple[str, str]],
     ) -> tuple[tuple[tuple[str, str], ...], tuple[runtime.Mount, ...]]:
-        """The container's variables, and its mounts with each subPathExpr expanded from them.
-        A missing ConfigMap, Secret or key (not optional) is a CreateContainerConfigError, as
-        in the kubelet's generateContainerConfig; envFrom keys that are no variable names are
-        skipped with a Warning event."""
+        """The container's variables, and its mounts with each subPath safely bind-mounted
+        (a subPathExpr expanded from the variables first: `volumes.expand_sub_paths`). A
+        missing ConfigMap, Secret or key (not optional) is a CreateContainerConfigError, as in
+        the kubelet's generateContainerConfig, and so is a subPath that cannot be mounted;
+        envFrom keys that are no variable names are skipped with a Warning event."""
         facts = downward.pod_facts(pod, self._node, sandboxes.sandbox_ips(sandbox))
         try:
             environment = envvars.resolve(container, lookup=self._lookup, facts=facts)
             mounts = await asyncio.to_thread(volumes.expand_sub_paths, container, mounts,
-                                             environment.mapping)
+                                             environment.mapping,
+                                             pod_dir=self._pods_root / pod.uid)
         except envvars.ConfigError as exc:
             self.config_error(pod, container, exc.message, waiting)
         for skipped in environment.skipped:
@@ -233,6 +228,8 @@ class ContainerRunner:
 def _touch(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()
+    # Writable by the container's user, whoever it is (the kubelet chmods it 0666 too).
+    path.chmod(0o666)
 
 
 def _read_tail(path: Path, limit: int) -> bytes:

@@ -40,7 +40,8 @@ def _ensure(path: Path, pod: pods.Pod, ips: tuple[str, ...], node_hosts: Path) -
     text = etchosts.content(pod, ips, node_hosts=node, cluster_domain=CLUSTER_DOMAIN)
     data = text.encode(errors="surrogateescape")
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and path.read_bytes() == data:
+    # The container may write to its /etc/hosts: compare the size before reading it back.
+    if path.exists() and path.stat().st_size == len(data) and path.read_bytes() == data:
         return
     with path.open("wb") as handle:  # truncates the same inode
         handle.write(data)

@@ -51,10 +51,6 @@ class _Failure:
     tried: Tried
 
 
-def _no_objects(kind: str, namespace: str, name: str) -> None:
-    return None
-
-
 class ImagePuller:
     def __init__(
         self,
@@ -68,15 +64,18 @@ class ImagePuller:
         self._client = client
         self._recorder = recorder
         self._sync = sync
-        self._lookup = lookup or _no_objects
+        self._lookup = lookup or vol.no_objects
         self._node_config = node_config
         # (pod uid, image) -> the back-off of its failed pulls.
         self._failures: dict[tuple[str, str], _Failure] = {}
 
-    def prefetch_secrets(self, pod: pods.Pod) -> None:
-        """Look the pod's pull secrets up early in a sync, as the kubelet does: in cluster mode
-        the first lookup starts fetching them, so they are there when an image is pulled."""
-        credentials.pull_secrets(pod, self._lookup)
+    def check_pull_secrets(self, pod: pods.Pod) -> None:
+        """Look the pod's pull secrets up in every sync, as the kubelet does: a missing one is
+        reported even when no pull is needed, so a typo shows at once."""
+        _, missing = credentials.pull_secrets(pod, self._lookup)
+        if missing:
+            self._recorder.record(pod, "Warning", credentials.FAILED_TO_RETRIEVE,
+                                  credentials.missing_message(missing))
 
     async def ensure(
         self, pod: pods.Pod, container: pods.Container, waiting: Waiting
@@ -84,6 +83,8 @@ class ImagePuller:
         image = container.image
         policy = container.image_pull_policy
         if policy != "Always" and await self._client.image_status(image) is not None:
+            self._recorder.record(pod, "Normal", ev.PULLED,
+                                  f'Container image "{image}" already present on machine')
             return None
         if policy == "Never":
             message = f'Container image "{image}" is not present with pull policy of Never'
@@ -108,10 +109,7 @@ class ImagePuller:
 
     async def _credentials(self, pod: pods.Pod, image: str) -> Tried:
         """The credentials to try for `image`, with the events about the pod's pull secrets."""
-        secrets, missing = credentials.pull_secrets(pod, self._lookup)
-        if missing:
-            self._recorder.record(pod, "Warning", credentials.FAILED_TO_RETRIEVE,
-                                  credentials.missing_message(missing))
+        secrets, _ = credentials.pull_secrets(pod, self._lookup)
         try:
             ring, unusable = credentials.secrets_keyring(secrets)
         except credentials.CredentialsError as exc:

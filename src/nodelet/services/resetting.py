@@ -7,8 +7,10 @@
    containers) when CRI removal could not run;
 3. network leftovers: the sandboxes' network namespaces (recorded before removal, plus any
    found attached to the instance's bridge), the bridge's veths and the bridge;
-4. mounts under the data dir, then the data dir itself (runtime state, CNI config and IPAM
-   allocations, checkpoint: nothing is kept).
+4. mounts under the data dir, deepest first (volume tmpfs, the subPath bind mounts under
+   `pods/<uid>/volume-subpaths`, the shared bind of `pods` itself, the runtime's own), then the
+   data dir itself (runtime state, CNI config and IPAM allocations, checkpoint: nothing is
+   kept).
 
 It is idempotent and works when containerd is dead or was never started. Problems that do not
 stop the reset are collected in `ResetReport.errors` rather than raised.

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -116,7 +116,12 @@ class PodSyncer:
         clock: Callable[[], datetime],
         observer: SyncObserver | None = None,
         lookup: vol.Lookup | None = None,
+        objects_ready: Callable[[pods.Pod], Awaitable[None]] | None = None,
     ) -> None:
+        """`lookup` finds ConfigMaps and Secrets (volumes, env, pull secrets);
+        `objects_ready(pod)` returns once those the pod names can be looked up (in cluster
+        mode: once they were read from the API), so "absent" is never "not fetched yet"."""
+        self._objects_ready = objects_ready or _nothing_to_wait_for
         self._client = client
         self._relister = relister
         self._statuses = statuses
@@ -140,7 +145,7 @@ class PodSyncer:
             client=client, recorder=recorder, puller=self._puller,
             hooks=hooks.HookRunner(client=client), pods_root=node.pods_root,
             security=node.security,
-            lookup=lookup or _no_objects, node=_downward_node(settings.node_name, node.host_ip),
+            lookup=lookup or vol.no_objects, node=_downward_node(settings.node_name, node.host_ip),
         )
 
     # -- status ---------------------------------------------------------------------------
@@ -186,8 +191,8 @@ class PodSyncer:
             # As the kubelet: what is left of the pod is killed, and nothing is recreated.
             await self._stop_terminal(pod, state, work)
             return None
-        self._puller.prefetch_secrets(pod)
-        self._containers.prefetch_objects(pod)
+        await self._objects_ready(pod)
+        self._puller.check_pull_secrets(pod)
         # Volumes come first, as in the kubelet: a missing ConfigMap keeps the sandbox from
         # being created, so PodReadyToStartContainers stays False and says why.
         mounts = await self._prepare_volumes(pod, state, work)
@@ -225,7 +230,7 @@ class PodSyncer:
             return
         old = self._statuses.last_known(pod.uid)
         rejection = None
-        if old is None or old.phase in ("Pending", "Failed"):
+        if old is None or old.phase == "Pending":  # a Failed pod stays so, with its reason
             rejection = admission.admit(pod, self._node.admission)
         if rejection is None:
             work.admitted = True
@@ -576,7 +581,7 @@ class SyncObserver:
         return None
 
 
-def _no_objects(kind: str, namespace: str, name: str) -> None:
+async def _nothing_to_wait_for(pod: pods.Pod) -> None:
     return None
 
 

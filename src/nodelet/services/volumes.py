@@ -5,11 +5,21 @@ each volume's directory (emptyDir, tmpfs for `medium: Memory` and for secrets an
 volumes, as the kubelet keeps secrets off the disk), checks hostPaths, and (re)writes the
 files of configMap, secret, downwardAPI and projected volumes with the kubelet's atomic
 `..data` swap, so updates reach mounted files and a reader never sees a half-written set.
-subPath mounts are resolved to the file at the time of the call, so like the kubelet's they
-do not follow later updates. A `subPathExpr` depends on the container's environment, so it is
-expanded and resolved when the container is created (`expand_sub_paths`).
 
-Layout (the kubelet's): `<root>/<pod uid>/volumes/kubernetes.io~<plugin>/<volume name>`.
+subPath and subPathExpr mounts are made when the container is created (`expand_sub_paths`,
+the kubelet's makeMounts): the path is opened inside the volume without following symlinks
+and what was opened is bind-mounted by descriptor onto a path of nodelet's own, which is what
+the runtime gets. A container can turn a directory of its volume into a symlink at any time,
+so a checked path handed on as a string could lead out of the volume (CVE-2017-1002101,
+CVE-2021-25741). Like the kubelet's, a subPath mount keeps the file it was made from: it does
+not follow later updates of a configMap.
+
+`share_root` makes the root a shared mount at start-up (the kubelet's MakeRShared of its root
+directory): containerd accepts HostToContainer and Bidirectional propagation only for sources
+on a shared (or slave) mount.
+
+Layout (the kubelet's): `<root>/<pod uid>/volumes/kubernetes.io~<plugin>/<volume name>`, and
+the subPath binds `<root>/<pod uid>/volume-subpaths/<volume>/<container>/<mount index>`.
 
 Exceptions::
 
@@ -34,6 +44,9 @@ from nodelet.model import envvars, pods, runtime
 from nodelet.model import volumes as vol
 
 logger = logging.getLogger(__name__)
+
+# Under a pod's directory: the subPath bind mounts given to the runtime (the kubelet's name).
+SUB_PATHS_DIR = "volume-subpaths"
 
 # Volume types the kubelet backs with tmpfs even without `medium: Memory` (secret data must
 # not reach the node's disk).
@@ -81,6 +94,21 @@ class VolumeManager:
     def volumes_dir(self, uid: pods.PodUID) -> Path:
         return self._root / uid / "volumes"
 
+    async def share_root(self) -> None:
+        """Put the root on a shared mount (bound onto itself when needed; `nodelet reset`
+        unmounts it). On failure pods still run; a mount with propagation then fails with
+        containerd's error, so this only logs."""
+        try:
+            await asyncio.to_thread(self._root.mkdir, parents=True, exist_ok=True)
+            bound = await asyncio.to_thread(mounts.make_rshared, self._root)
+        except (mounts.MountError, OSError) as exc:
+            detail = exc.message if isinstance(exc, mounts.MountError) else str(exc)
+            logger.warning("pods dir %s is not a shared mount, so mountPropagation "
+                           "HostToContainer and Bidirectional will fail: %s", self._root, detail)
+            return
+        if bound:
+            logger.info("bound %s onto itself as a shared mount", self._root)
+
     def referenced_objects(self, pod: pods.Pod) -> set[tuple[str, str, str]]:
         """(kind, namespace, name) of the ConfigMaps and Secrets the pod's volumes read."""
         return vol.referenced_objects(pod)
@@ -105,7 +133,7 @@ class VolumeManager:
                 raise VolumeError(volume.name, exc.message) from exc
             except OSError as exc:
                 raise VolumeError(volume.name, str(exc)) from exc
-        return await asyncio.to_thread(self._container_mounts, pod, paths)
+        return self._container_mounts(pod, paths)
 
     async def _set_up(self, pod: pods.Pod, volume: pods.Volume, facts: vol.PodFacts) -> Path:
         if volume.source_type == "hostPath":
@@ -132,13 +160,13 @@ class VolumeManager:
 
     async def _set_ownership(self, pod: pods.Pod, directory: Path, *, read_only: bool) -> None:
         """fsGroup: the volume's files belong to the group and are group-readable (writable
-        for emptyDir), directories setgid, as the kubelet's SetVolumeOwnership."""
-        psc = pod.spec.security_context
-        if psc.fs_group is None:
-            return
-        only_if_root_differs = psc.fs_group_change_policy == "OnRootMismatch"
-        await asyncio.to_thread(_set_ownership, directory, psc.fs_group, read_only,
-                                only_if_root_differs)
+        for emptyDir), directories setgid, as the kubelet's SetVolumeOwnership. It runs when an
+        emptyDir is made (so fsGroupChangePolicy OnRootMismatch and Always agree) and after
+        each write of a content volume (always recursively: the kubelet ignores the policy
+        for them, and new files must be the group's)."""
+        fs_group = pod.spec.security_context.fs_group
+        if fs_group is not None:
+            await asyncio.to_thread(_set_ownership, directory, fs_group, read_only)
 
     async def _make_dir(
         self, directory: Path, *, tmpfs: bool, size: int | None, mode: int
@@ -184,49 +212,59 @@ class VolumeManager:
         return out
 
     def _mount(self, mount: pods.VolumeMount, base: Path, source_type: str) -> runtime.Mount:
+        """The whole volume; a subPath mount too, until `expand_sub_paths` binds the path
+        when the container is created."""
         # The kubelet always mounts the volumes whose files it writes read-only.
         read_only = mount.read_only or source_type in vol.CONTENT_TYPES
-        host = str(base)
         if mount.sub_path:
             try:
-                host = _resolve_sub_path(base, mount.sub_path)
+                vol.check_sub_path(mount.sub_path)
             except vol.SourceError as exc:
                 raise VolumeError(mount.name, exc.message) from exc
-            except OSError as exc:
-                raise VolumeError(mount.name, f'subPath "{mount.sub_path}": {exc}') from exc
-        return runtime.Mount(container_path=mount.mount_path, host_path=host, readonly=read_only,
+        return runtime.Mount(container_path=mount.mount_path, host_path=str(base),
+                             readonly=read_only,
                              propagation=vol.mount_propagation(mount.mount_propagation))
 
     # -- tear down ------------------------------------------------------------------------
 
     async def cleanup(self, pod_uid: pods.PodUID) -> None:
-        """Unmount and remove every volume directory of the pod; idempotent. Call it once the
-        pod's containers and sandbox are gone (hostPath contents are never touched)."""
-        directory = self.volumes_dir(pod_uid)
-        if not await asyncio.to_thread(directory.exists):
-            return
-        for point, _ in await asyncio.to_thread(mounts.mount_points, directory):
-            try:
-                await mounts.unmount(point, limit=self._timeout)
-            except mounts.MountError as exc:
-                raise VolumeError(point.name, exc.message) from exc
+        """Unmount and remove the pod's subPath binds, then every volume directory of the pod;
+        idempotent. Call it once the pod's containers and sandbox are gone (hostPath contents
+        are never touched)."""
+        for directory in (self._root / pod_uid / SUB_PATHS_DIR, self.volumes_dir(pod_uid)):
+            if await asyncio.to_thread(directory.exists):
+                await self._unmount_all(directory)
+                # rmtree does not follow symlinks, so `..data` links and hostPaths are safe.
+                await asyncio.to_thread(shutil.rmtree, directory)
+        try:
+            await asyncio.to_thread((self._root / pod_uid).rmdir)  # when nothing else is there
+        except OSError:
+            pass
+
+    async def _unmount_all(self, directory: Path) -> None:
+        """Unmount everything below `directory` (mounts stacked on one path too); raises
+        VolumeError unless nothing is left mounted."""
+        for _ in range(mounts.UNMOUNT_PASSES):
+            points = await asyncio.to_thread(mounts.mount_points, directory)
+            if not points:
+                return
+            for point, _ in points:
+                try:
+                    await mounts.unmount(point, limit=self._timeout)
+                except mounts.MountError as exc:
+                    raise VolumeError(point.name, exc.message) from exc
         left = await asyncio.to_thread(mounts.mount_points, directory)
         if left:
             # Never delete through a mount point: the data would belong to someone else.
             paths = ", ".join(str(p) for p, _ in left)
             raise VolumeError(left[0][0].name, f"still mounted, not removed: {paths}")
-        await asyncio.to_thread(_remove_pod_dirs, directory)
 
 
 def _log_refresh_error(pod: pods.Pod, error: VolumeError) -> None:
     logger.warning("pod %s: keeping the old files: %s", pod.full_name, error.event_message)
 
 
-def _set_ownership(directory: Path, fs_group: int, read_only: bool, on_mismatch: bool) -> None:
-    top = directory.lstat()
-    if on_mismatch and vol.root_owned(top.st_mode & 0o7777, top.st_gid, fs_group,
-                                      read_only=read_only):
-        return
+def _set_ownership(directory: Path, fs_group: int, read_only: bool) -> None:
     for root, dirs, files in os.walk(directory):
         for name in (root, *(os.path.join(root, n) for n in (*dirs, *files))):
             info = os.lstat(name)
@@ -246,53 +284,60 @@ def _make_dir(directory: Path) -> bool:
 
 
 def expand_sub_paths(
-    container: pods.Container, mounts_: Sequence[runtime.Mount], variables: Mapping[str, str]
+    container: pods.Container,
+    mounts_: Sequence[runtime.Mount],
+    variables: Mapping[str, str],
+    *,
+    pod_dir: Path,
 ) -> tuple[runtime.Mount, ...]:
-    """The container's mounts (from `prepare`, where a subPathExpr mount is the whole volume)
-    with each `subPathExpr` expanded from the container's environment and resolved like a
-    subPath: created when missing, kept inside the volume. Blocking (file system): run it in a
-    thread. Raises `envvars.ConfigError` with the kubelet's words (CreateContainerConfigError),
-    since the expression depends on the container's environment, not on the volume."""
-    exprs = {m.mount_path: m for m in container.volume_mounts if m.sub_path_expr}
+    """The container's mounts (from `prepare`, where a subPath or subPathExpr mount is the
+    whole volume) with each subPath (a `subPathExpr` expanded from the container's environment
+    first) created when missing, opened safely and bind-mounted onto
+    `<pod_dir>/volume-subpaths/<volume>/<container>/<mount index>`, the path the runtime gets
+    instead (a bind made before, for an earlier instance of the container, is reused).
+    Blocking (file system, mounts): run it in a thread. Raises `envvars.ConfigError` with the
+    kubelet's words (CreateContainerConfigError): it happens when the container is created."""
+    specs = {m.mount_path: (index, m) for index, m in enumerate(container.volume_mounts)
+             if m.sub_path or m.sub_path_expr}
     out = []
     for mount in mounts_:
-        spec = exprs.get(mount.container_path)
+        index, spec = specs.get(mount.container_path, (0, None))
         sub_path = envvars.sub_path(spec, variables) if spec is not None else ""
         if spec is None or not sub_path:
             out.append(mount)
             continue
+        target = pod_dir / SUB_PATHS_DIR / spec.name / container.name / str(index)
         try:
-            host = _resolve_sub_path(Path(mount.host_path), sub_path)
-        except (vol.SourceError, OSError) as exc:
-            detail = exc.message if isinstance(exc, vol.SourceError) else str(exc)
+            _bind_sub_path(Path(mount.host_path), sub_path, target)
+        except (vol.SourceError, mounts.MountError, OSError) as exc:
+            detail = str(exc) if isinstance(exc, OSError) else exc.message
             raise envvars.ConfigError(
                 f'failed to prepare subPath for volumeMount "{spec.name}" of container '
                 f'"{container.name}": {detail}'
             ) from exc
-        out.append(dataclasses.replace(mount, host_path=host))
+        out.append(dataclasses.replace(mount, host_path=str(target)))
     return tuple(out)
 
 
-def _resolve_sub_path(base: Path, sub_path: str) -> str:
-    """The host path of `base/sub_path` with symlinks resolved, created as a directory when
-    missing (as the kubelet does); it must stay inside the volume."""
+def _bind_sub_path(base: Path, sub_path: str, target: Path) -> None:
+    """Bind `base/sub_path` onto `target`, as the kubelet's makeMounts and doBindSubPath: a
+    missing path is made as directories with the volume root's mode and group; symlinks are
+    resolved once and must stay inside the volume; the resolved path is then opened without
+    following any symlink (one swapped in meanwhile is refused) and bound by descriptor."""
     vol.check_sub_path(sub_path)
     top = os.path.realpath(base)
-    target = os.path.realpath(os.path.join(top, sub_path))
-    if target != top and not target.startswith(top.rstrip("/") + "/"):
-        raise vol.SourceError(f'subPath "{sub_path}" resolves outside the volume: {target}')
-    if not os.path.lexists(target):
-        os.makedirs(target, mode=0o755, exist_ok=True)
-    return target
-
-
-def _remove_pod_dirs(directory: Path) -> None:
-    # rmtree does not follow symlinks, so `..data` links and hostPaths are safe.
-    shutil.rmtree(directory, ignore_errors=False)
+    if not os.path.lexists(os.path.join(top, sub_path)):
+        root = os.stat(top)
+        mounts.make_dirs_beneath(top, sub_path, mode=stat.S_IMODE(root.st_mode),
+                                 gid=root.st_gid)
+    resolved = os.path.realpath(os.path.join(top, sub_path))
+    if resolved != top and not resolved.startswith(top.rstrip("/") + "/"):
+        raise vol.SourceError(f'subPath "{sub_path}" resolves outside the volume: {resolved}')
+    fd = mounts.open_beneath(top, os.path.relpath(resolved, top))
     try:
-        directory.parent.rmdir()  # <root>/<uid>, when nothing else lives there
-    except OSError:
-        pass
+        mounts.bind_descriptor(fd, target)
+    finally:
+        os.close(fd)
 
 
 def _node_memory() -> int:
