@@ -203,3 +203,29 @@ async def test_pull_secret_is_read_from_the_api_for_a_private_image(
                 await runtime.client.remove_image(ref)
             except cri_errors.NotFound:
                 pass
+
+
+async def test_api_pods_nodelet_cannot_run_are_refused_with_a_reason(
+        runtime: Instance, tmp_path: Path) -> None:
+    async with joined(runtime, tmp_path) as (server, harness):
+        overhead = pod_object("overhead", node="e2e-node", grace=1)
+        overhead["spec"]["overhead"] = {"cpu": "250m"}
+        server.create("pods", overhead)
+        unsafe = pod_object("unsafe", node="e2e-node", grace=1)
+        unsafe["spec"]["securityContext"] = {
+            "sysctls": [{"name": "kernel.msgmax", "value": "1024"}]}
+        server.create("pods", unsafe)
+
+        def failed(name: str) -> dict[str, Any] | None:
+            status = (server.get("pods", "default", name) or {}).get("status", {})
+            return status if status.get("phase") == "Failed" else None
+
+        status = await poll(lambda: failed("overhead"), what="overhead pod refused")
+        assert status["reason"] == "UnsupportedPodSpec"
+        assert status["message"].startswith("Pod was rejected: spec.overhead: pod overhead")
+        status = await poll(lambda: failed("unsafe"), what="unsafe sysctl pod refused")
+        assert (status["reason"], status["message"]) == (
+            "SysctlForbidden",
+            'Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted')
+        reasons = {e["reason"] for e in server.list_objects("events")}
+        assert {"UnsupportedPodSpec", "SysctlForbidden"} <= reasons
