@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from nodelet import app, settings
+from nodelet.adapters import mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.model import events, pods, runtime, status
 
@@ -102,10 +103,21 @@ class Harness:
                 path.unlink()
             await self.wait(lambda: not self.agent_or_fail().pods(), within=60,
                             what="all pods terminated")
+            left = self.pod_mounts()
+            assert not left, f"mounts left after every pod was terminated: {left}"
         await self.agent.stop()
         self.agent = None
 
+    def pod_mounts(self) -> list[Path]:
+        """Mounts under the data dir besides the agent's own shared bind of its pods dir."""
+        pods_dir = (self.settings.data_dir / "pods").resolve()
+        return [p for p in mounts.mounts_under(self.settings.data_dir) if p != pods_dir]
+
     def cleanup(self) -> None:
+        # The shared bind of the pods dir outlives the agent, as it does for `nodelet run`
+        # (`nodelet reset` removes it); never delete through a mount point.
+        for point in mounts.mounts_under(self.root):
+            mounts.detach(point)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def agent_or_fail(self) -> app.Agent:

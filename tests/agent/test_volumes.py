@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
 import os
 import re
 import socket
 import stat
+import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +88,21 @@ def mode_of(path: Path) -> int:
 
 def tmpfs_at(path: Path) -> list[str]:
     return [fs for point, fs in mounts.mount_points(path) if point == path.resolve()]
+
+
+def expand(
+    env: Env, container: pods.Container, prepared: tuple[runtime.Mount, ...],
+    variables: dict[str, str] | None = None, uid: str = "uid-1",
+) -> tuple[runtime.Mount, ...]:
+    """What the container runner does when it creates the container."""
+    return volumes.expand_sub_paths(container, prepared, variables or {},
+                                    pod_dir=env.root / uid)
+
+
+def mount_count(path: Path) -> int:
+    """How many mounts sit on `path` (stacked ones too)."""
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return sum(1 for line in lines if line.split()[4] == str(path.resolve()))
 
 
 async def expect_error(env: Env, pod: pods.Pod, volume: str, message: str) -> None:
@@ -270,24 +288,27 @@ async def test_update_reaches_files_with_an_atomic_swap(env: Env) -> None:
     first = await env.manager.prepare(pod)
     directory = env.root / "uid-1" / "volumes" / "kubernetes.io~configmap" / "config"
     data_before = os.readlink(directory / "..data")
-    sub_before = first["app"][1].host_path
-    assert Path(sub_before).read_text() == "v1"
-    assert Path(sub_before).parent == directory / data_before  # resolved, not via ..data
+    app = pod.spec.containers[0]
+    sub = Path(expand(env, app, first["app"])[1].host_path)
+    assert sub == env.root / "uid-1" / "volume-subpaths" / "config" / "app" / "1"
+    assert sub.read_text() == "v1" and mount_count(sub) == 1
+    assert sub.stat().st_ino == (directory / data_before / "a").stat().st_ino  # not ..data
 
     assert await env.manager.prepare(pod) == first  # unchanged: no new ..data target
     assert os.readlink(directory / "..data") == data_before
 
-    # A running container's subPath bind mount holds the old inode, like this open file.
-    with open(sub_before) as held:
-        env.put(manifests.ConfigMap("cfg", "default", data={"a": "v2", "new": "y"}))
-        second = await env.manager.prepare(pod)
-        assert held.read() == "v1"
+    # A running container's subPath bind mount holds the old inode.
+    env.put(manifests.ConfigMap("cfg", "default", data={"a": "v2", "new": "y"}))
+    second = await env.manager.prepare(pod)
+    assert sub.read_text() == "v1"
     assert data_files(directory) == {"a": ("v2", 0o644), "new": ("y", 0o644)}
     assert not (directory / "old").exists() and not os.path.lexists(directory / "old")
     dotted = sorted(p.name for p in directory.iterdir() if p.name.startswith(".."))
     assert dotted == sorted(["..data", os.readlink(directory / "..data")])  # old dir removed
-    # A restarted container mounts the new file; the main mount never changed its path.
-    assert Path(second["app"][1].host_path).read_text() == "v2"
+    # A restarted container mounts the new file, in place of the old bind (none stacked);
+    # the main mount never changed its path.
+    assert expand(env, app, second["app"])[1].host_path == str(sub)
+    assert sub.read_text() == "v2" and mount_count(sub) == 1
     assert second["app"][0] == first["app"][0]
 
 
@@ -307,17 +328,42 @@ async def test_source_gone_after_set_up_keeps_files(env: Env) -> None:
 # -- subPath -------------------------------------------------------------------------------
 
 
-async def test_sub_path(env: Env, tmp_path: Path) -> None:
+async def test_sub_path(env: Env) -> None:
     pod = make_pod(("cache", "emptyDir", {}), mounts_=(
-        mount("cache", "/logs", sub_path="app/logs"), mount("cache", "/ro", sub_path="app",
-                                                            read_only=True)))
-    result = await env.manager.prepare(pod)
+        mount("cache", "/all"), mount("cache", "/logs", sub_path="app/logs"),
+        mount("cache", "/ro", sub_path="app", read_only=True)))
+    prepared = (await env.manager.prepare(pod))["app"]
     base = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
-    assert result["app"] == (
-        runtime.Mount("/logs", str(base / "app" / "logs")),
-        runtime.Mount("/ro", str(base / "app"), readonly=True),
+    # The whole volume until the container is created.
+    assert [m.host_path for m in prepared] == [str(base)] * 3
+    binds = env.root / "uid-1" / "volume-subpaths" / "cache" / "app"
+    assert expand(env, pod.spec.containers[0], prepared) == (
+        runtime.Mount("/all", str(base)),
+        runtime.Mount("/logs", str(binds / "1")),
+        runtime.Mount("/ro", str(binds / "2"), readonly=True),
     )
-    assert (base / "app" / "logs").is_dir()  # created, as the kubelet does
+    # Created as the kubelet does, with the volume root's mode; the runtime gets bind mounts.
+    assert (base / "app" / "logs").is_dir() and mode_of(base / "app" / "logs") == 0o777
+    (base / "app" / "logs" / "f").write_text("seen")
+    assert (binds / "1" / "f").read_text() == "seen" and (binds / "2" / "logs" / "f").exists()
+    assert mount_count(binds / "1") == mount_count(binds / "2") == 1
+
+
+async def test_sub_path_dirs_get_the_root_mode_and_fs_group(env: Env) -> None:
+    pod = make_pod(("cache", "emptyDir", {}),
+                   mounts_=(mount("cache", "/logs", sub_path_expr="$(POD)/logs"),))
+    pod = dataclasses.replace(pod, spec=dataclasses.replace(
+        pod.spec, security_context=pods.PodSecurityContext(fs_group=2000)))
+    prepared = (await env.manager.prepare(pod))["app"]
+    base = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
+    old_umask = os.umask(0o077)  # not applied: the modes are the root's
+    try:
+        expand(env, pod.spec.containers[0], prepared, {"POD": "web"})
+    finally:
+        os.umask(old_umask)
+    for path in (base, base / "web", base / "web" / "logs"):
+        info = path.stat()
+        assert (stat.S_IMODE(info.st_mode), info.st_gid) == (0o2777, 2000), path
 
 
 @pytest.mark.parametrize(("sub_path", "message"), [
@@ -329,13 +375,17 @@ async def test_sub_path_must_stay_inside(env: Env, sub_path: str, message: str) 
     await expect_error(env, pod, "cache", message)
 
 
-async def test_sub_path_symlink_escape_is_refused(env: Env, tmp_path: Path) -> None:
+async def test_sub_path_symlink_escape_is_refused(env: Env) -> None:
     pod = make_pod(("cache", "emptyDir", {}), mounts_=(mount("cache", "/x", sub_path="evil"),))
-    await env.manager.prepare(make_pod(("cache", "emptyDir", {})))
+    prepared = (await env.manager.prepare(pod))["app"]
     base = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
     (base / "evil").symlink_to("/etc")  # what a container could plant in its emptyDir
-    with pytest.raises(volumes.VolumeError, match="resolves outside the volume: /etc"):
-        await env.manager.prepare(pod)
+    with pytest.raises(envvars.ConfigError) as caught:
+        expand(env, pod.spec.containers[0], prepared)
+    assert caught.value.message == (
+        'failed to prepare subPath for volumeMount "cache" of container "app": '
+        'subPath "evil" resolves outside the volume: /etc')
+    assert not mounts.mount_points(env.root)
 
 
 async def test_sub_path_expr_is_expanded_when_the_container_starts(env: Env) -> None:
@@ -345,18 +395,135 @@ async def test_sub_path_expr_is_expanded_when_the_container_starts(env: Env) -> 
     prepared = (await env.manager.prepare(pod))["app"]
     base = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
     assert prepared[0].host_path == str(base)  # the whole volume until the env is known
-    expanded = volumes.expand_sub_paths(app, prepared, {"POD": "web"})
-    assert expanded == (runtime.Mount("/logs", str(base / "logs" / "web")),
-                        runtime.Mount("/all", str(base)))
+    target = env.root / "uid-1" / "volume-subpaths" / "cache" / "app" / "0"
+    assert expand(env, app, prepared, {"POD": "web"}) == (
+        runtime.Mount("/logs", str(target)), runtime.Mount("/all", str(base)))
     assert (base / "logs" / "web").is_dir()
+    assert target.stat().st_ino == (base / "logs" / "web").stat().st_ino
     with pytest.raises(envvars.ConfigError, match="missing value for POD"):
-        volumes.expand_sub_paths(app, prepared, {"POD": ""})
+        expand(env, app, prepared, {"POD": ""})
     (base / "logs" / "evil").symlink_to("/etc")  # what a container could plant there
     with pytest.raises(envvars.ConfigError) as caught:
-        volumes.expand_sub_paths(app, prepared, {"POD": "evil"})
+        expand(env, app, prepared, {"POD": "evil"})
     assert caught.value.message.startswith(
         'failed to prepare subPath for volumeMount "cache" of container "app": ')
     assert caught.value.message.endswith("resolves outside the volume: /etc")
+
+
+async def test_sub_path_inside_symlinks_are_followed_once(env: Env) -> None:
+    # A configMap's keys are symlinks through ..data; a link inside the volume is fine too.
+    pod = make_pod(("cache", "emptyDir", {}), mounts_=(mount("cache", "/x", sub_path="link/f"),))
+    prepared = (await env.manager.prepare(pod))["app"]
+    base = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
+    (base / "real").mkdir()
+    (base / "real" / "f").write_text("inside")
+    (base / "link").symlink_to("real")
+    target = Path(expand(env, pod.spec.containers[0], prepared)[0].host_path)
+    assert target.read_text() == "inside" and target.is_file()
+
+
+# -- the safe-open primitives: a symlink swapped in after the path was resolved -------------
+
+
+def test_open_beneath_refuses_symlinks(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "file").write_text("x")
+    (tmp_path / "dir" / "link").symlink_to("file")
+    (tmp_path / "up").symlink_to("dir")
+    fd = mounts.open_beneath(str(tmp_path), "dir/file")
+    try:
+        assert os.fstat(fd).st_ino == (tmp_path / "dir" / "file").stat().st_ino
+    finally:
+        os.close(fd)
+    for relative, bad in (("up/file", "up"), ("dir/link", "dir/link")):
+        with pytest.raises(mounts.MountError) as caught:
+            mounts.open_beneath(str(tmp_path), relative)
+        assert caught.value.message == f"unexpected symlink found {tmp_path / bad}"
+
+
+def test_make_dirs_beneath_stays_inside(tmp_path: Path) -> None:
+    base, outside = tmp_path / "volume", tmp_path / "outside"
+    base.mkdir()
+    outside.mkdir()
+    (base / "out").symlink_to(outside)
+    with pytest.raises(mounts.MountError, match="resolves outside"):
+        mounts.make_dirs_beneath(str(base), "out/new", mode=0o750, gid=0)
+    assert list(outside.iterdir()) == []
+    mounts.make_dirs_beneath(str(base), "a/b", mode=0o2750, gid=1234)
+    assert [(mode_of(p), p.stat().st_gid) for p in (base / "a", base / "a" / "b")] == \
+        [(0o2750, 1234)] * 2
+
+
+async def test_swapping_a_symlink_in_never_mounts_the_host(env: Env) -> None:
+    """A container swaps its subPath directory with a symlink to / (atomically, as fast as it
+    can) while containers are created: each attempt either is refused or binds the volume's
+    own directory, never the host's root."""
+    pod = make_pod(("cache", "emptyDir", {}), mounts_=(mount("cache", "/x", sub_path="sub"),))
+    prepared = (await env.manager.prepare(pod))["app"]
+    base = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
+    (base / "sub").mkdir()
+    (base / "sub" / "marker").write_text("volume")
+    (base / "other").symlink_to("/")
+    stop = threading.Event()
+    swapper = threading.Thread(target=keep_exchanging, args=(base / "sub", base / "other", stop))
+    swapper.start()
+    refused: list[str] = []
+    try:
+        for _ in range(300):
+            try:
+                target = Path(expand(env, pod.spec.containers[0], prepared)[0].host_path)
+            except envvars.ConfigError as exc:
+                refused.append(exc.message)
+                continue
+            assert (target / "marker").read_text() == "volume"
+    finally:
+        stop.set()
+        swapper.join()
+    # Refused by the resolution (or by realpath's readlink racing the swap: EINVAL), or by
+    # the O_NOFOLLOW walk when the swap came after the resolution.
+    reasons = ("resolves outside the volume: /", "unexpected symlink found", "Invalid argument")
+    assert all(any(r in m for r in reasons) for m in refused), set(refused)
+
+
+def keep_exchanging(a: Path, b: Path, stop: threading.Event) -> None:
+    """renameat2(RENAME_EXCHANGE) in a loop: both names always exist."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, rename_exchange = -100, 2
+    while not stop.is_set():
+        if libc.renameat2(at_fdcwd, bytes(a), at_fdcwd, bytes(b), rename_exchange):
+            raise OSError(ctypes.get_errno(), "renameat2")
+
+
+# -- mount propagation ------------------------------------------------------------------------
+
+
+def propagation_of(path: Path) -> list[str]:
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    found = [line.split(" - ")[0].split()[6:] for line in lines
+             if line.split()[4] == str(path.resolve())]
+    return found[-1] if found else []
+
+
+async def test_share_root_binds_the_pods_dir_once(env: Env) -> None:
+    await env.manager.share_root()
+    assert mounts.is_mount_point(env.root) and mount_count(env.root) == 1
+    assert any(f.startswith("shared:") for f in propagation_of(env.root))
+    await env.manager.share_root()  # already shared: nothing stacked
+    assert mount_count(env.root) == 1
+    await mounts.unmount_all(env.root)
+    assert not mounts.is_mount_point(env.root)
+
+
+def test_make_rshared_does_not_hide_mounts_below(tmp_path: Path) -> None:
+    below = tmp_path / "pods" / "volume"
+    below.mkdir(parents=True)
+    mounts._mount(str(below), str(below), mounts._MS_BIND)  # a volume mounted before
+    try:
+        with pytest.raises(mounts.MountError, match="would hide the mounts below"):
+            mounts.make_rshared(tmp_path / "pods")
+        assert not mounts.is_mount_point(tmp_path / "pods")
+    finally:
+        mounts.detach(below)
 
 
 # -- projected and downwardAPI -------------------------------------------------------------
@@ -414,11 +581,16 @@ async def test_cleanup_leaves_nothing(env: Env, tmp_path: Path) -> None:
         ("mem", "emptyDir", {"medium": "Memory"}), ("disk", "emptyDir", {}),
         ("sec", "secret", {"secretName": "creds"}), config_volume(),
         ("host", "hostPath", {"path": str(host), "type": "DirectoryOrCreate"}),
-        mounts_=(mount("disk", "/d", sub_path="sub"),),
+        mounts_=(mount("disk", "/d", sub_path="sub"), mount("host", "/h", sub_path="keep"),
+                 mount("mem", "/m", sub_path="m")),
     )
-    await env.manager.prepare(pod)
+    prepared = await env.manager.prepare(pod)
     (host / "keep").write_text("mine")
-    assert len(mounts.mount_points(env.root)) == 2
+    expand(env, pod.spec.containers[0], prepared["app"])
+    expand(env, pod.spec.containers[0], prepared["app"])  # a restart: the binds are reused
+    # Two tmpfs, three subPath binds (one of a file of the hostPath), each mounted once.
+    assert len(mounts.mount_points(env.root)) == 5
+    assert all(mount_count(p) == 1 for p, _ in mounts.mount_points(env.root))
     await env.manager.cleanup(pod.uid)
     assert not mounts.mount_points(tmp_path)
     assert not (env.root / "uid-1").exists()
@@ -452,7 +624,8 @@ async def test_container_sees_volumes_and_updates(runtime: Instance, env: Env) -
     config = sandbox_config(runtime, "volumes")
     sandbox_id = await runtime.client.run_pod_sandbox(config)
     try:
-        container = runtime_model_config(container_mounts["app"])
+        container = runtime_model_config(
+            expand(env, pod.spec.containers[0], container_mounts["app"], uid="uid-e2e"))
         container_id = await runtime.client.create_container(sandbox_id, container, config)
         await runtime.client.start_container(container_id)
 

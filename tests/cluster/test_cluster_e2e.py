@@ -207,7 +207,7 @@ async def test_pull_secret_is_read_from_the_api_for_a_private_image(
 
 async def test_api_pods_nodelet_cannot_run_are_refused_with_a_reason(
         runtime: Instance, tmp_path: Path) -> None:
-    async with joined(runtime, tmp_path) as (server, harness):
+    async with joined(runtime, tmp_path) as (server, _):
         overhead = pod_object("overhead", node="e2e-node", grace=1)
         overhead["spec"]["overhead"] = {"cpu": "250m"}
         server.create("pods", overhead)

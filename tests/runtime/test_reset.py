@@ -12,8 +12,9 @@ import pytest
 from conftest import Instance, InstanceFactory, leftovers, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import cni, mounts
+from nodelet.model import pods
 from nodelet.model import runtime as rt
-from nodelet.services import resetting
+from nodelet.services import resetting, volumes
 
 pytestmark = pytest.mark.runtime
 
@@ -84,3 +85,26 @@ async def test_reset_is_idempotent_and_needs_no_runtime() -> None:
     assert first.removed_data_dir and not second.removed_data_dir
     assert not _exists(str(data_dir))
     assert not await cni.bridge_exists(data_dir)
+
+
+async def test_reset_unmounts_volumes_sub_path_binds_and_the_shared_pods_dir() -> None:
+    data_dir = Path(tempfile.mkdtemp(prefix="nl-", dir="/tmp"))
+    manager = volumes.VolumeManager(root=data_dir / "pods", lookup=lambda *_: None,
+                                    node_name="node-1")
+    await manager.share_root()
+    app = pods.Container(name="app", image="busybox", volume_mounts=(
+        pods.VolumeMount("mem", "/m", sub_path="a/b"), pods.VolumeMount("disk", "/d", sub_path="c"),
+    ))
+    pod = pods.Pod(uid=pods.PodUID("uid-1"), name="web", namespace="default", spec=pods.PodSpec(
+        containers=(app,), volumes=(pods.Volume("mem", "emptyDir", {"medium": "Memory"}),
+                                    pods.Volume("disk", "emptyDir", {}))))
+    prepared = await manager.prepare(pod)
+    volumes.expand_sub_paths(app, prepared["app"], {}, pod_dir=data_dir / "pods" / "uid-1")
+    # The pods dir, the tmpfs, two subPath binds.
+    assert len(mounts.mounts_under(data_dir)) == 4
+
+    report = await resetting.reset(settings_.Settings(data_dir=data_dir))
+
+    assert not report.errors, report.errors
+    assert len(report.mounts) == 4 and report.removed_data_dir
+    assert mounts.mounts_under(data_dir) == [] and not data_dir.exists()

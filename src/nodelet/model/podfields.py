@@ -214,11 +214,12 @@ TABLE: tuple[Field, ...] = (
     _nd(MOUNT + "recursiveReadOnly", "Disabled and IfPossible (a non-recursive read-only "
         "mount, as the kubelet on a runtime without recursive read-only mounts); Enabled is "
         "refused: containerd 1.6 cannot make recursive read-only mounts"),
-    _h(MOUNT + "subPath", "a file or directory inside the volume, resolved when the "
-       "container starts"),
+    _h(MOUNT + "subPath", "a file or directory inside the volume, opened without following "
+       "symlinks and bind-mounted when the container is created (as the kubelet does)"),
     _h(MOUNT + "subPathExpr", "subPath with $(VAR) expansion from the container's env"),
     _h(MOUNT + "mountPropagation", "None, HostToContainer (rslave), Bidirectional (rshared, "
-       "privileged containers only); the runtime needs a shared host mount"),
+       "privileged containers only); nodelet's pods dir is an rshared mount, as the kubelet's "
+       "root dir; a hostPath must itself be on a shared mount"),
     _h(RESOURCES + "limits", "cpu (quota), memory (limit); requests default to limits"),
     _h(RESOURCES + "requests", "cpu (shares); memory requests are for scheduling"),
     _refused(RESOURCES + "claims", "resources", "dynamic resource allocation is not "
