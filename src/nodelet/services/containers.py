@@ -82,8 +82,9 @@ class ContainerRunner:
         wait = await self._puller.ensure(pod, container, waiting)
         if wait is not None:
             return wait
-        envs, mounts = await self._environment(pod, sandbox, container, mounts, waiting)
+        # The security check first: it has no side effects, the subPath bind mounts do.
         context = await self._security_context(pod, container, waiting)
+        envs, mounts = await self._environment(pod, sandbox, container, mounts, waiting)
         message_file = self.message_file(pod.uid, container.name, attempt)
         await asyncio.to_thread(_touch, message_file)
         mounts = (*mounts, runtime.Mount(container.termination_message_path, str(message_file)))
