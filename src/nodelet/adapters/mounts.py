@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodelet.adapters import commands
+from nodelet.helpers import errors
 from nodelet.model import volumes
 
 # The atomic writer's names inside a volume directory (the kubelet's AtomicWriter).
@@ -32,10 +33,8 @@ DATA_LINK = "..data"
 _DATA_TMP_LINK = "..data_tmp"
 
 
-class MountError(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class MountError(errors.MessageError):
+    """A mount or unmount that failed; `message` says which and why."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodelet.helpers import errors
 from nodelet.model import manifests, pods, runtime
 from nodelet.model import volumes as vol
 
@@ -48,12 +49,8 @@ FAILED_TO_RETRIEVE = "FailedToRetrieveImagePullSecret"
 INVALID_PULL_SECRET = "InvalidImagePullSecret"
 
 
-class CredentialsError(ValueError):
+class CredentialsError(errors.MessageError):
     """A docker config that cannot be read; `message` names its source and what to fix."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)

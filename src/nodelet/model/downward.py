@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from nodelet.helpers import errors
 from nodelet.model import fields, pods, quantities
 
 # The fieldRef paths the API server allows for env vars (validEnvDownwardAPIFieldPathExpressions);
@@ -42,12 +43,8 @@ RESOURCES = (
 )  # fmt: skip
 
 
-class FieldError(ValueError):
+class FieldError(errors.MessageError):
     """A downward API reference that cannot be answered; `message` says why."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)

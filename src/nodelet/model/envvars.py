@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from nodelet.helpers import errors
 from nodelet.model import downward, manifests, pods
 from nodelet.model import volumes as vol
 
@@ -45,12 +46,8 @@ _ENV_VAR_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
 
 
-class ConfigError(ValueError):
+class ConfigError(errors.MessageError):
     """A container config that cannot be generated; `message` is the kubelet's text."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from nodelet.helpers import errors
 from nodelet.model import downward, manifests, pods, runtime
 
 # The kubelet's defaultMode for configMap, secret, downwardAPI and projected volumes.
@@ -50,12 +51,8 @@ def no_objects(kind: str, namespace: str, name: str) -> None:
     return None
 
 
-class SourceError(ValueError):
+class SourceError(errors.MessageError):
     """A volume source that cannot be turned into files; `message` is the FailedMount text."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)
