@@ -80,17 +80,14 @@ def from_rpc_error(
     """Map a failed gRPC call onto the exception tree (the caller raises it `from` error)."""
     code = error.code()
     cls = _BY_CODE.get(code, CriError)
-    if cls is RuntimeUnavailable:
-        detail = unavailable_message(endpoint)
-    else:
-        detail = f"runtime at {endpoint} answered {code.name}: {error.details()}"
+    # The runtime's own words first, as the kubelet shows them; nodelet's hint after them.
+    words = f"rpc error: code = {code.name.title().replace('_', '')} desc = {error.details()}"
+    detail = f"{words} ({unavailable_message(endpoint)})" if cls is RuntimeUnavailable else words
     what = f"{operation} {target}".rstrip()
     return cls(
-        f"{what} failed: {detail}",
+        f"{what} failed: runtime at {endpoint} answered: {detail}",
         operation=operation,
         endpoint=endpoint,
         code=code.name,
-        detail=f"rpc error: code = {code.name.title().replace('_', '')} desc = {error.details()}"
-        if cls is not RuntimeUnavailable
-        else detail,
+        detail=detail,
     )

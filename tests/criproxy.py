@@ -1,0 +1,86 @@
+"""A CRI proxy for fault injection: a real gRPC server on a unix socket that forwards every call,
+as raw bytes, to a real runtime, except the methods told to fail, which answer with the gRPC
+status and description given. nodelet talks to it as to any CRI endpoint.
+
+    async with CriProxy(upstream="unix:///…/containerd.sock", socket=path) as proxy:
+        proxy.fail("RunPodSandbox", grpc.StatusCode.UNAVAILABLE, "shutting down")
+        ... proxy.endpoint ...
+        proxy.heal("RunPodSandbox")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+
+def _same(value: bytes) -> bytes:
+    return value
+
+
+class CriProxy:
+    def __init__(self, *, upstream: str, socket: Path) -> None:
+        self._upstream = upstream
+        self._socket = socket
+        self._faults: dict[str, tuple[grpc.StatusCode, str]] = {}
+        self.calls: dict[str, int] = {}
+        self._channel: grpc.aio.Channel | None = None
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"unix://{self._socket}"
+
+    def fail(self, method: str, code: grpc.StatusCode, details: str) -> None:
+        """Calls of `method` (e.g. "RunPodSandbox") answer `code` with `details`."""
+        self._faults[method] = (code, details)
+
+    def heal(self, method: str) -> None:
+        self._faults.pop(method, None)
+
+    async def __aenter__(self) -> CriProxy:
+        self._channel = grpc.aio.insecure_channel(self._upstream)
+        self._server = grpc.aio.server()
+        self._server.add_generic_rpc_handlers((_Handler(self),))
+        self._server.add_insecure_port(self.endpoint)
+        await self._server.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=None)
+        if self._channel is not None:
+            await self._channel.close()
+        self._socket.unlink(missing_ok=True)
+
+    async def forward(self, full_method: str, request: bytes,
+                      context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        name = full_method.rsplit("/", 1)[1]
+        self.calls[name] = self.calls.get(name, 0) + 1
+        fault = self._faults.get(name)
+        if fault is not None:
+            await context.abort(*fault)
+        assert self._channel is not None
+        call = self._channel.unary_unary(full_method, request_serializer=_same,
+                                         response_deserializer=_same)
+        try:
+            response: bytes = await call(request, timeout=context.time_remaining())
+        except grpc.aio.AioRpcError as exc:
+            await context.abort(exc.code(), exc.details() or "")
+        return response
+
+
+class _Handler(grpc.GenericRpcHandler):
+    def __init__(self, proxy: CriProxy) -> None:
+        self._proxy = proxy
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        method = details.method  # type: ignore[attr-defined]
+
+        async def handle(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+            return await self._proxy.forward(method, request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            handle, request_deserializer=_same, response_serializer=_same)
