@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from nodelet import settings as settings_mod
@@ -30,6 +29,7 @@ from nodelet.services import (
     cluster,
     metrics,
     nodestatus,
+    preflight,
     probing,
     progress,
     recording,
@@ -70,12 +70,16 @@ class Agent:
         self.cluster: cluster.ClusterMode | None = None
         self._sources_synced = False
         self._orphan_checks: set[pods.PodUID] = set()
+        self._checked = preflight.Checked(token=None)
         self.metrics = metrics.Metrics()
 
     # -- life cycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Start everything; raises preflight.StartupError, before anything is started, for a
+        setting that cannot work."""
         s = self.settings
+        self._checked = preflight.check(s)
         s.data_dir.mkdir(parents=True, exist_ok=True)
         self._checkpoint = checkpoint_mod.Checkpoint.open(s.data_dir / "checkpoint.db")
         self.statuses = statuses.StatusManager(checkpoint=self._checkpoint, clock=utc_now)
@@ -201,15 +205,11 @@ class Agent:
                 clock=utc_now)
             self._progress.start(self._group)
 
-    def _token(self) -> str | None:
-        token_file = self.settings.server.auth_token_file
-        return Path(token_file).read_text().strip() if token_file is not None else None
-
     async def _start_server(self) -> None:
         server_settings = self.settings.server
-        token = self._token()
         self._server = http_server.HttpServer(self)
-        await self._server.start(server_settings.host, server_settings.port, token)
+        await self._server.start(server_settings.host, server_settings.port,
+                                 self._checked.token)
 
     async def stop(self) -> None:
         """Stop the agent's loops; the runtime and the pods keep running."""

@@ -32,7 +32,7 @@ from nodelet.model import (
     presenting,
     timeline,
 )
-from nodelet.services import logs, progress, resetting
+from nodelet.services import logs, preflight, progress, resetting
 
 DEFAULT_SERVER = "http://127.0.0.1:10255"
 
@@ -355,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                 "timeline": _cmd_timeline, "analyze": _cmd_analyze}
     try:
         return handlers[args.command](args)
-    except (settings.SettingsError, api_client.ApiClientError, analysis.AnalysisError) as exc:
+    except (settings.SettingsError, preflight.StartupError, api_client.ApiClientError,
+            analysis.AnalysisError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
 

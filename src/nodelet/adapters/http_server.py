@@ -30,11 +30,13 @@ Exceptions:
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -94,11 +96,109 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds a client may take to send a request's headers (from connecting, or from the
+    end of its previous response), and may stay idle between requests on a kept-alive
+    connection. A slow client that sends a header byte now and then is disconnected."""
+
+    header: float = 10.0
+    idle: float = 60.0
+
+
+class _Guard(asyncio.Protocol):
+    """Wraps aiohttp's protocol for one connection: closes it when a request's headers do not
+    arrive within the header timeout (aiohttp itself has no such timeout)."""
+
+    def __init__(self, inner: asyncio.Protocol, guards: _Guards) -> None:
+        self._inner = inner
+        self._guards = guards
+        self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        self._guards.live[id(transport)] = self
+        self.arm()
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.disarm()
+        self._guards.live.pop(id(self._transport), None)
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+    def arm(self) -> None:
+        self.disarm()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(self._guards.header_timeout, self._expire)
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        if self._transport is not None:
+            log.info("closing a connection from %s: no complete request within %.0f s",
+                     self._transport.get_extra_info("peername"), self._guards.header_timeout)
+            self._transport.close()
+
+
+class _Guards:
+    """The live connections' guards; the middleware disarms a guard while its request runs."""
+
+    def __init__(self, header_timeout: float) -> None:
+        self.header_timeout = header_timeout
+        self.live: dict[int, _Guard] = {}
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+        guard = self.live.get(id(request.transport))
+        if guard is not None:
+            guard.disarm()
+        try:
+            return await handler(request)
+        finally:
+            if guard is not None:
+                guard.arm()  # the next request's headers are timed from here
+
+
+class _GuardedSite(web.TCPSite):
+    """A TCP site whose connections are wrapped in a `_Guard`."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, guards: _Guards) -> None:
+        super().__init__(runner, host, port)
+        self._guards = guards
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with its runner
+        server = self._runner.server
+        assert server is not None
+        guards = self._guards
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Guard(server(), guards), self._host, self._port,
+            reuse_address=self._reuse_address, reuse_port=self._reuse_port)
+
+
 class HttpServer:
     """The API server over `view`. `await start(...)`, then `await stop()` (idempotent)."""
 
-    def __init__(self, view: AgentView) -> None:
+    def __init__(self, view: AgentView, timeouts: Timeouts | None = None) -> None:
         self._view = view
+        self._timeouts = timeouts or Timeouts()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -120,10 +220,12 @@ class HttpServer:
                 f"binding {host} requires --auth-token-file (the API shows every pod and event); "
                 f"bind 127.0.0.1 or pass a token file"
             )
-        runner = web.AppRunner(_make_app(self._view, token), access_log=None)
+        guards = _Guards(self._timeouts.header)
+        runner = web.AppRunner(_make_app(self._view, token, guards), access_log=None,
+                               keepalive_timeout=self._timeouts.idle)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, host, port)
+            site = _GuardedSite(runner, host, port, guards)
             await site.start()
         except OSError as exc:
             await runner.cleanup()
@@ -144,8 +246,9 @@ def _bound_port(runner: web.AppRunner) -> int:
     return int(address[1])
 
 
-def _make_app(view: AgentView, token: str | None) -> web.Application:
-    middlewares = [_auth_middleware(token)] if token is not None else []
+def _make_app(view: AgentView, token: str | None, guards: _Guards) -> web.Application:
+    middlewares = [guards.middleware]
+    middlewares += [_auth_middleware(token)] if token is not None else []
     app = web.Application(middlewares=middlewares)
     routes = _Routes(view)
     app.router.add_get("/pods", routes.pods)
@@ -212,8 +315,9 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 class _Routes:
-    def __init__(self, view: AgentView) -> None:
+    def __init__(self, view: AgentView, timeouts: Timeouts | None = None) -> None:
         self._view = view
+        self._timeouts = timeouts or Timeouts()
         self._ui = pages.Ui()
 
     async def pods(self, request: web.Request) -> web.Response:

@@ -1,0 +1,81 @@
+"""Start-up checks, made before anything is started or written: a setting that cannot work
+stops `nodelet run` with a message that says what to change, and leaves no containerd, mount
+or file behind.
+
+Exceptions::
+
+    StartupError    a setting that cannot work (token file, listen address, kubeconfig)
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodelet import settings as settings_mod
+from nodelet.adapters import http_server, kubeconfig
+
+
+class StartupError(Exception):
+    """nodelet cannot start as configured; the message names the setting and the fix."""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the checks read, so that start-up does not read it again."""
+
+    token: str | None
+
+
+def check(settings: settings_mod.Settings) -> Checked:
+    token = _token(settings.server.auth_token_file)
+    host, port = settings.server.host, settings.server.port
+    if token is None and not http_server.is_loopback(host):
+        raise StartupError(
+            f"--listen {host}:{port} is not a loopback address: the API shows every pod and "
+            "event, so it needs --auth-token-file (or listen on 127.0.0.1)")
+    _check_port(host, port)
+    if settings.cluster is not None:
+        try:
+            kubeconfig.load(settings.cluster.kubeconfig)
+        except kubeconfig.KubeconfigError as exc:
+            raise StartupError(f"--kubeconfig: {exc}") from exc
+    if settings.manifests_dir is not None and settings.manifests_dir.exists() \
+            and not settings.manifests_dir.is_dir():
+        raise StartupError(f"--manifests {settings.manifests_dir} is not a directory")
+    return Checked(token=token)
+
+
+def _token(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        token = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StartupError(f"--auth-token-file {path}: cannot read it: {exc}") from exc
+    if not token:
+        raise StartupError(f"--auth-token-file {path} is empty: write the bearer token into it")
+    if any(c.isspace() or not c.isprintable() for c in token):
+        raise StartupError(f"--auth-token-file {path}: the token must be one word of "
+                           "printable characters")
+    return token
+
+
+def _check_port(host: str, port: int) -> None:
+    """The address can be bound now (port 0 always can); another process on the port is
+    reported before containerd is started rather than after."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise StartupError(f"--listen {host}:{port}: cannot resolve {host}: {exc}") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise StartupError(f"--listen {host}:{port}: cannot listen there: "
+                               f"{exc.strerror}") from exc

@@ -1,0 +1,126 @@
+"""Start-up checks made before anything starts, and an HTTP server that does not wait forever
+for slow clients (real sockets; real `nodelet run` processes for the CLI)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nodelet import settings
+from nodelet.adapters import http_server
+from nodelet.services import preflight
+from test_http_server import FakeView
+
+
+def config(tmp_path: Path, **server: object) -> settings.Settings:
+    base = settings.Settings(data_dir=tmp_path / "data")
+    return settings.Settings(data_dir=base.data_dir,
+                             server=settings.ServerSettings(**{"port": 0, **server}))  # type: ignore[arg-type]
+
+
+def test_empty_or_unreadable_token_files_are_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "token"
+    empty.write_text(" \n")
+    with pytest.raises(preflight.StartupError, match="is empty"):
+        preflight.check(config(tmp_path, auth_token_file=empty))
+    with pytest.raises(preflight.StartupError, match="cannot read it"):
+        preflight.check(config(tmp_path, auth_token_file=tmp_path / "missing"))
+    empty.write_text("good-token\n")
+    assert preflight.check(config(tmp_path, auth_token_file=empty)).token == "good-token"
+
+
+def test_a_non_loopback_address_needs_a_token(tmp_path: Path) -> None:
+    with pytest.raises(preflight.StartupError, match="needs --auth-token-file"):
+        preflight.check(config(tmp_path, host="0.0.0.0"))
+
+
+def test_a_port_in_use_is_reported_before_start(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(preflight.StartupError, match="cannot listen there"):
+            preflight.check(config(tmp_path, port=port))
+
+
+def test_a_broken_kubeconfig_is_reported_before_start(tmp_path: Path) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\n")
+    base = config(tmp_path)
+    with pytest.raises(preflight.StartupError, match="--kubeconfig: .*current-context"):
+        preflight.check(settings.Settings(
+            data_dir=base.data_dir, server=base.server,
+            cluster=settings.ClusterSettings(kubeconfig=broken)))
+
+
+@pytest.mark.parametrize("flags", [
+    ["--listen", "0.0.0.0:10399"],
+    ["--listen", "127.0.0.1:10399", "--auth-token-file", "EMPTY"],
+])
+def test_nodelet_run_refuses_before_starting_anything(tmp_path: Path, flags: list[str]) -> None:
+    (tmp_path / "empty").write_text("")
+    flags = [str(tmp_path / "empty") if f == "EMPTY" else f for f in flags]
+    data = tmp_path / "data"
+    done = subprocess.run(
+        [sys.executable, "-m", "nodelet.cli", "run", "--data-dir", str(data), *flags],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done
+    assert done.stderr.startswith("Error: --"), done.stderr
+    assert "Traceback" not in done.stderr
+    assert not data.exists()  # no containerd, no checkpoint, nothing
+
+
+async def test_slow_clients_are_disconnected_and_others_served() -> None:
+    server = http_server.HttpServer(FakeView(), http_server.Timeouts(header=0.5, idle=5))
+    await server.start("127.0.0.1", 0, None)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # the headers never end
+        await writer.drain()
+        # Meanwhile a normal client is answered.
+        fast_reader, fast_writer = await asyncio.open_connection("127.0.0.1", server.port)
+        fast_writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = await asyncio.wait_for(fast_reader.read(), 10)
+        assert answer.startswith(b"HTTP/1.1 200")
+        fast_writer.close()
+        started = time.monotonic()
+        # Sending a byte now and then does not keep the connection: it is closed.
+        closed = b"x"
+        while closed and time.monotonic() - started < 20:
+            writer.write(b"X")
+            try:
+                closed = await asyncio.wait_for(reader.read(1), 0.2)
+            except TimeoutError:
+                continue
+            except ConnectionError:
+                closed = b""
+        assert closed == b"", "the slow connection was not closed"
+        writer.close()
+    finally:
+        await server.stop()
+
+
+async def test_kept_alive_connections_get_a_fresh_header_deadline() -> None:
+    server = http_server.HttpServer(FakeView(), http_server.Timeouts(header=0.5, idle=5))
+    await server.start("127.0.0.1", 0, None)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        for _ in range(3):  # each request is complete: the connection is kept
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            await asyncio.wait_for(reader.readexactly(length), 10)
+        writer.write(b"GET /healthz HTTP/1.1\r\n")  # a slow second request
+        assert await asyncio.wait_for(reader.read(), 10) == b""
+        writer.close()
+    finally:
+        await server.stop()
