@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_http_server import FakeView
 
 from nodelet import settings
 from nodelet.adapters import http_server
 from nodelet.services import preflight
-from test_http_server import FakeView
 
 
 def config(tmp_path: Path, **server: object) -> settings.Settings:
@@ -53,7 +53,7 @@ def test_a_broken_kubeconfig_is_reported_before_start(tmp_path: Path) -> None:
     broken = tmp_path / "kubeconfig"
     broken.write_text("apiVersion: v1\nkind: Config\n")
     base = config(tmp_path)
-    with pytest.raises(preflight.StartupError, match="--kubeconfig: .*current-context"):
+    with pytest.raises(preflight.StartupError, match=r"--kubeconfig: .*current-context"):
         preflight.check(settings.Settings(
             data_dir=base.data_dir, server=base.server,
             cluster=settings.ClusterSettings(kubeconfig=broken)))
