@@ -22,10 +22,11 @@ from nodelet import settings as settings_mod
 from nodelet.adapters import checkpoint as checkpoint_mod
 from nodelet.adapters import containerd, host, http_server
 from nodelet.adapters.cri import client as cri
-from nodelet.helpers import tasks
+from nodelet.helpers import backoff, tasks
 from nodelet.model import admission, credentials, envvars, health, pods, security, status
 from nodelet.model import events as ev
 from nodelet.services import (
+    checkpointing,
     cluster,
     metrics,
     nodestatus,
@@ -61,9 +62,10 @@ class Agent:
         self._group = tasks.TaskGroup()
         self._containerd: containerd.EmbeddedContainerd | None = None
         self._client: cri.RuntimeClient | None = None
-        self._checkpoint: checkpoint_mod.Checkpoint | None = None
+        self._checkpoint: checkpointing.CheckpointWriter | None = None
         self._server: http_server.HttpServer | None = None
         self._source: sources.ManifestSource | None = None
+        self._source_task: tasks.Supervised | None = None
         self._objects: Mapping[tuple[str, str, str], Any] = {}
         self._static_pods: dict[pods.PodUID, pods.Pod] = {}
         self._api_pods: dict[pods.PodUID, pods.Pod] = {}
@@ -81,7 +83,11 @@ class Agent:
         s = self.settings
         self._checked = preflight.check(s)
         s.data_dir.mkdir(parents=True, exist_ok=True)
-        self._checkpoint = checkpoint_mod.Checkpoint.open(s.data_dir / "checkpoint.db")
+        # Written on its own thread, retried until written; a corrupt file is replaced.
+        self._checkpoint = await checkpointing.CheckpointWriter.open(
+            s.data_dir / checkpoint_mod.FILENAME, settings=s.checkpoint,
+            observer=self.metrics.observe_checkpoint_write)
+        self._checkpoint.start(self._group)
         self.statuses = statuses.StatusManager(checkpoint=self._checkpoint, clock=utc_now)
         self.statuses.restore()
         self.recorder = recording.EventRecorder(
@@ -120,7 +126,7 @@ class Agent:
             syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,
         )
         await self.relister.relist()  # before any worker starts: existing sandboxes are adopted
-        self._start_source()
+        await self._start_source()
         await self._join_cluster()
         self._terminate_orphans()
         self._group.spawn("relist", self.relister.run(s.sync.relist_period))
@@ -170,16 +176,20 @@ class Agent:
         self.cluster.set_static_pods(self._static_pods)  # read before: their mirror pods
         await self.cluster.start()  # lists the pods once (→ on_pods) before returning
 
-    def _start_source(self) -> None:
-        directory = self.settings.manifests_dir
-        if directory is None:
+    async def _start_source(self) -> None:
+        s = self.settings
+        if s.manifests_dir is None:
             return
-        self._source = sources.ManifestSource(
-            directory=directory, node_name=self.settings.node_name, on_update=self._on_source,
-            clock=utc_now,
+        source = self._source = sources.ManifestSource(
+            directory=s.manifests_dir, node_name=s.node_name, on_update=self._on_source,
+            clock=utc_now, limits=s.manifest_limits,
         )
-        self._source.scan()
-        self._group.spawn("manifest-source", self._source.run(self.settings.manifest_poll_period))
+        await source.scan()
+        # Supervised: if reading manifests ever crashes, it starts again (and /healthz fails
+        # meanwhile) instead of leaving later manifest changes unseen.
+        self._source_task = self._group.supervise(
+            "manifest-source", lambda: source.run(s.manifest_poll_period),
+            backoff=backoff.Backoff(s.manifest_restart_backoff, s.manifest_restart_backoff_max))
 
     def _terminate_orphans(self) -> None:
         """After every source was read once: terminate what the runtime holds and no source
@@ -224,8 +234,8 @@ class Agent:
             await self._client.close()
         if self._containerd is not None:
             await self._containerd.detach()
-        if self._checkpoint is not None:
-            self._checkpoint.close()
+        if self._checkpoint is not None:  # after the loops: flushes what they wrote last
+            await self._checkpoint.close()
 
     @property
     def server_port(self) -> int:
@@ -321,6 +331,12 @@ class Agent:
     def manifests(self) -> list[health.ManifestReport]:
         return list(self._source.snapshot.reports) if self._source else []
 
+    def _source_health(self) -> list[health.HealthCheck]:
+        task = self._source_task
+        if task is None:
+            return []
+        return [health.HealthCheck("manifest-source", task.up, task.error or "")]
+
     def health(self) -> list[health.HealthCheck]:
         period = self.settings.sync.relist_period
         last = self.relister.last_success
@@ -329,6 +345,8 @@ class Agent:
             health.HealthCheck("runtime", fresh, self.relister.last_error
                                or ("" if fresh else "no successful relist recently")),
             health.HealthCheck("pod-workers", self.workers.alive(), ""),
+            *self._source_health(),
+            *((self._checkpoint.health(),) if self._checkpoint is not None else ()),
             *(self.cluster.health() if self.cluster is not None else ()),
         ]
 

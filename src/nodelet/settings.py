@@ -113,6 +113,24 @@ class ServerSettings:
 
 
 @dataclass(frozen=True)
+class CheckpointSettings:
+    """The SQLite checkpoint of transition times and events (`<data dir>/checkpoint.db`),
+    written behind the event loop on its own thread. Durations in seconds."""
+
+    # How long one write waits for a lock another connection holds (SQLite's busy timeout;
+    # sqlite3 waits 5 s by default). Short: a write that gives up stays pending and is retried.
+    # Default 1.0.
+    busy_timeout: float = 1.0
+    # Back-off between attempts while writes fail (disk full, locked): initial and cap,
+    # doubling. Defaults 0.5 and 30.0.
+    retry_backoff: float = 0.5
+    retry_backoff_max: float = 30.0
+    # On a clean shutdown, how long to keep trying to write what is still pending before
+    # giving up (and logging what is lost). Default 5.0.
+    flush_timeout: float = 5.0
+
+
+@dataclass(frozen=True)
 class ClusterSettings:
     """Cluster mode. Durations in seconds."""
 
@@ -153,6 +171,23 @@ class ClusterSettings:
 
 
 @dataclass(frozen=True)
+class ManifestLimits:
+    """Bounds on static pod manifest files: a file that breaks one is refused (shown in
+    `/manifests` with the limit) instead of exhausting the agent's memory, CPU or stack."""
+
+    # File size in bytes, checked before the file is read. The kubelet refuses static pod
+    # files over 10 MiB (maxConfigLength). Default 10485760.
+    max_bytes: int = 10 * 1024 * 1024
+    # Nesting depth of mappings and lists in one document (YAML or JSON). Real pods nest under
+    # 20 levels; Python recursion, not the data, is the bound (~1000 frames). Default 100.
+    max_depth: int = 100
+    # Nodes that YAML aliases (`*name`) may add to one file when expanded. Anchors reused a few
+    # times stay far below it; an 870-byte "billion laughs" alias bomb expands to ~4e8 nodes.
+    # Default 100000.
+    max_alias_nodes: int = 100_000
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = DEFAULT_DATA_DIR
     # Directory of static pod manifests; None runs no static pods.
@@ -167,8 +202,16 @@ class Settings:
     cluster: ClusterSettings | None = None
     # How often the manifest directory is rescanned (changes are noticed within this time).
     manifest_poll_period: float = 0.2
+    # Limits on each manifest file (size, nesting, YAML aliases).
+    manifest_limits: ManifestLimits = field(default_factory=ManifestLimits)
+    # Back-off before restarting the manifest-reading task after it crashed: initial and cap,
+    # in seconds (doubling; reset after it ran longer than the cap). /healthz fails meanwhile.
+    manifest_restart_backoff: float = 1.0
+    manifest_restart_backoff_max: float = 30.0
     # Events kept in the checkpoint (oldest dropped first).
     max_events: int = 5000
+    # Writing the checkpoint: lock wait, retry back-off, shutdown flush.
+    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
     # The node's registry credentials, a docker config.json (`{"auths": {...}}`), read at each
     # pull and used after the pod's imagePullSecrets (the kubelet reads config.json from its
     # root dir). None: `<data_dir>/config.json`; a missing file means no node credentials.

@@ -2,19 +2,38 @@
 
 Every background loop in nodelet is started through `TaskGroup.spawn`: it has a name, a crash
 is logged with that name (and the group's `on_crash` hook is told), and `close()` cancels and
-awaits every task still running, so shutdown never leaves a task behind.
+awaits every task still running, so shutdown never leaves a task behind. A loop that must never
+die is started with `TaskGroup.supervise`: it is started again after a back-off whenever it
+crashes, and its `Supervised` state tells health checks that it is down meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+
+from nodelet.helpers import backoff as backoff_mod
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class Supervised:
+    """A supervised loop, for health checks: `error` says why it is down (None: running);
+    `restarts` counts how often it was started again."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.error: str | None = None
+        self.restarts = 0
+
+    @property
+    def up(self) -> bool:
+        return self.error is None
 
 
 class TaskGroup:
@@ -31,6 +50,37 @@ class TaskGroup:
         self._tasks.add(task)
         task.add_done_callback(self._forget if awaited else self._finished)
         return task
+
+    def supervise(
+        self, name: str, start: Callable[[], Coroutine[Any, Any, None]], *,
+        backoff: backoff_mod.Backoff,
+    ) -> Supervised:
+        """Run `start()` as the task `name` and run it again, after `backoff`, whenever it
+        crashes or returns: the loop it runs must never stop while the group is open. The
+        back-off starts over once a run lasted longer than its cap."""
+        state = Supervised(name)
+        self.spawn(name, self._supervise(state, start, backoff))
+        return state
+
+    async def _supervise(
+        self, state: Supervised, start: Callable[[], Coroutine[Any, Any, None]],
+        backoff: backoff_mod.Backoff,
+    ) -> None:
+        while True:
+            began = time.monotonic()
+            try:
+                await start()
+                why, exc_info = "stopped", None
+            except Exception as exc:  # anything but cancellation: start it again
+                why, exc_info = f"crashed ({type(exc).__name__}: {exc})", exc
+            if time.monotonic() - began > backoff.cap:
+                backoff.reset()
+            delay = backoff.next_delay()
+            state.error = f"{why}; restarting in {delay:.1f}s"
+            state.restarts += 1
+            logger.error("task %s %s", state.name, state.error, exc_info=exc_info)
+            await asyncio.sleep(delay)
+            state.error = None
 
     def _forget(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

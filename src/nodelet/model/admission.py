@@ -23,11 +23,6 @@ SAFE_SYSCTLS = (
     "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes",
     "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
 )  # fmt: skip
-# pkg/kubelet/sysctl/namespace.go: the sysctl prefixes the kernel namespaces, by namespace.
-_NAMESPACED_PREFIXES = (
-    ("kernel.shm", "ipc"), ("kernel.msg", "ipc"), ("kernel.sem", "ipc"),
-    ("fs.mqueue.", "ipc"), ("net.", "net"),
-)  # fmt: skip
 REJECTED_PREFIX = "Pod was rejected: "
 
 
@@ -58,10 +53,7 @@ class Rejection:
         return REJECTED_PREFIX + self.message
 
 
-def sysctl_namespace(name: str) -> str | None:
-    """"net" or "ipc" for a namespaced sysctl, None for one that is node-wide."""
-    name = securityspecs.normalize_sysctl(name)
-    return next((ns for prefix, ns in _NAMESPACED_PREFIXES if name.startswith(prefix)), None)
+sysctl_namespace = securityspecs.sysctl_namespace
 
 
 def check_allowed_unsafe_sysctls(patterns: tuple[str, ...]) -> None:

@@ -85,6 +85,34 @@ SECRET_FIELDS = frozenset(
 )
 # A LocalObjectReference (an `imagePullSecrets` entry).
 LOCAL_REFERENCE_FIELDS = frozenset({"name"})
+OWNER_REFERENCE_FIELDS = frozenset(
+    {"apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"}
+)
+MANAGED_FIELDS_ENTRY_FIELDS = frozenset(
+    {"manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"}
+)
+DNS_CONFIG_FIELDS = frozenset({"nameservers", "searches", "options"})
+DNS_OPTION_FIELDS = frozenset({"name", "value"})
+READINESS_GATE_FIELDS = frozenset({"conditionType"})
+SCHEDULING_GATE_FIELDS = frozenset({"name"})
+TOLERATION_FIELDS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+
+# Inside the volume sources nodelet runs (the other sources are refused as a whole).
+EMPTY_DIR_FIELDS = frozenset({"medium", "sizeLimit"})
+HOST_PATH_FIELDS = frozenset({"path", "type"})
+CONFIGMAP_VOLUME_FIELDS = frozenset({"name", "items", "defaultMode", "optional"})
+SECRET_VOLUME_FIELDS = frozenset({"secretName", "items", "defaultMode", "optional"})
+KEY_TO_PATH_FIELDS = frozenset({"key", "path", "mode"})
+DOWNWARD_API_VOLUME_FIELDS = frozenset({"items", "defaultMode"})
+DOWNWARD_API_FILE_FIELDS = frozenset({"path", "fieldRef", "resourceFieldRef", "mode"})
+OBJECT_FIELD_SELECTOR_FIELDS = frozenset({"apiVersion", "fieldPath"})
+RESOURCE_FIELD_SELECTOR_FIELDS = frozenset({"containerName", "resource", "divisor"})
+PROJECTED_FIELDS = frozenset({"sources", "defaultMode"})
+SUPPORTED_PROJECTIONS = ("secret", "downwardAPI", "configMap", "serviceAccountToken")
+PROJECTIONS = frozenset({*SUPPORTED_PROJECTIONS, "clusterTrustBundle", "podCertificate"})
+PROJECTED_OBJECT_FIELDS = frozenset({"name", "items", "optional"})  # secret and configMap
+PROJECTED_DOWNWARD_API_FIELDS = frozenset({"items"})
+SERVICE_ACCOUNT_TOKEN_FIELDS = frozenset({"audience", "expirationSeconds", "path"})
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
@@ -99,12 +127,18 @@ SUPPLEMENTAL_GROUPS_POLICIES = ("Merge", "Strict")
 SELINUX_CHANGE_POLICIES = ("MountOption", "Recursive")
 OS_NAMES = ("linux", "windows")
 RECURSIVE_READ_ONLY = ("Disabled", "IfPossible", "Enabled")
+HOST_PATH_TYPES = (
+    "", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice",
+    "BlockDevice",
+)  # fmt: skip
+# emptyDir media of v1 (`HugePages-<size>` too); the kubelet refuses others when it mounts.
+STORAGE_MEDIA = ("", "Memory", "HugePages")
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 # Sub-objects that are type-checked only (a mapping or a list); nodelet does not read them.
-SPEC_MAPPINGS = ("affinity", "dnsConfig")
-SPEC_LISTS = ("tolerations", "topologySpreadConstraints", "schedulingGates")
-SPEC_STRINGS = (
-    "serviceAccountName", "serviceAccount", "nodeName", "schedulerName", "priorityClassName",
-    "runtimeClassName", "preemptionPolicy",
-)  # fmt: skip
+SPEC_MAPPINGS = ("affinity",)
+SPEC_LISTS = ("topologySpreadConstraints",)
+SPEC_STRINGS = ("serviceAccount", "schedulerName")
 SPEC_BOOLS = ("automountServiceAccountToken", "enableServiceLinks", "setHostnameAsFQDN")

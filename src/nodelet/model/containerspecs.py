@@ -1,14 +1,20 @@
-"""The containers of a pod spec (`spec.containers`, `spec.initContainers`), parsed and checked.
+"""The containers of a pod spec (`spec.containers`, `spec.initContainers`), parsed and checked
+as the API server checks them (validateContainers, validateInitContainers,
+validateContainerCommon and what they call), with its rules and, mostly, its messages.
 
-Ports, environment, volume mounts, resources and probes are validated when the manifest is
-read, with the field path of each container (`spec.containers[0]`). Errors are the
+Ports, environment, volume mounts, resources, probes and lifecycle hooks are validated when the
+manifest is read, with the field path of each container (`spec.containers[0]`). Where the API
+server reports a problem of a list item at the list (`envFrom`, `volumeMounts.subPath`,
+`resizePolicy`), nodelet names the item (`envFrom[1]`). Checks across containers of one list
+(host ports) are here; those across both lists and the volumes are in `podspecs`. Errors are the
 `fields.ManifestError` tree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from decimal import Decimal
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from nodelet.model import (
@@ -16,30 +22,41 @@ from nodelet.model import (
     defaulting,
     envspecs,
     fields,
+    hooks,
     names,
     podfields,
     pods,
     probes,
-    quantities,
+    resourcespecs,
     securityspecs,
 )
+
+# What Go's strings.TrimSpace removes (unicode.IsSpace); Python's str.strip also takes \x1c-\x1f.
+_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
+    map(chr, range(0x2000, 0x200B))
+)
+_FORBIDDEN_FOR_INIT = "forbidden: may not be set for init containers without restartPolicy=Always"
+_RESIZE_FIELDS = frozenset({"resourceName", "restartPolicy"})
+_RESIZE_RESOURCES = ("cpu", "memory")
+_RESIZE_POLICIES = ("NotRequired", "RestartContainer")
+
+
+def _container_port(obj: Mapping[str, Any], path: str) -> int:
+    value = obj.get("containerPort")
+    if value is None or (type(value) is int and value == 0):
+        raise fields.InvalidValueError(
+            "required: a port number between 1 and 65535", path=f"{path}.containerPort"
+        )
+    return cast(int, fields.integer(obj, "containerPort", path, low=1, high=65535))
 
 
 def _port(obj: Mapping[str, Any], path: str, strict: bool) -> pods.ContainerPort:
     if strict:
         fields.check_fields(obj, apifields.PORT_FIELDS, path)
-    if obj.get("containerPort") is None:
-        raise fields.InvalidValueError(
-            "required: a port number 1-65535", path=f"{path}.containerPort"
-        )
-    number = cast(int, fields.integer(obj, "containerPort", path, low=1, high=65535))
+    number = _container_port(obj, path)
     name = fields.string(obj, "name", path)
-    if name and (len(name) > 15 or not names.DNS_LABEL.match(name) or "--" in name):
-        raise fields.InvalidValueError(
-            f'"{name}" is not a valid port name: at most 15 lowercase letters, digits and '
-            "single '-', starting and ending alphanumeric",
-            path=f"{path}.name",
-        )
+    if name:
+        names.port_name(name, f"{path}.name")
     return pods.ContainerPort(
         container_port=number,
         protocol=fields.one_of(
@@ -49,6 +66,38 @@ def _port(obj: Mapping[str, Any], path: str, strict: bool) -> pods.ContainerPort
         host_ip=fields.string(obj, "hostIP", path),
         name=name,
     )
+
+
+def _ports(obj: Mapping[str, Any], path: str, strict: bool) -> tuple[pods.ContainerPort, ...]:
+    """validateContainerPorts: each port, and each name once in the container."""
+    ports = fields.items(obj, "ports", path, lambda item, p: _port(item, p, strict))
+    seen: set[str] = set()
+    for i, port in enumerate(ports):
+        if port.name in seen:
+            raise fields.InvalidValueError(
+                f"Duplicate value: {json.dumps(port.name)}: port names must be unique in a "
+                "container", path=f"{path}.ports[{i}].name")
+        seen |= {port.name} if port.name else set()
+    return ports
+
+
+def _check_host_ports(
+    containers: Sequence[pods.Container], path: str, *, init: bool, host_network: bool
+) -> None:
+    """AccumulateUniqueHostPorts: one protocol/hostIP/hostPort per host among the regular
+    containers together, and within each init container (they run one at a time). With
+    hostNetwork a port without hostPort has its containerPort (the API server's default)."""
+    seen: set[str] = set()
+    for i, container in enumerate(containers):
+        seen = set() if init else seen
+        for j, port in enumerate(container.ports):
+            host_port = port.host_port or (port.container_port if host_network else 0)
+            key = f"{port.protocol}/{port.host_ip}/{host_port}"
+            if host_port and key in seen:
+                raise fields.InvalidValueError(
+                    f"Duplicate value: {json.dumps(key)}: another container port already "
+                    "uses this host port", path=f"{path}[{i}].ports[{j}].hostPort")
+            seen.add(key)
 
 
 def _env(obj: Mapping[str, Any], path: str, strict: bool) -> pods.EnvVar:
@@ -116,71 +165,124 @@ def _check_propagation(container: pods.Container, path: str) -> None:
             )
 
 
-def _quantities(obj: Mapping[str, Any], key: str, path: str) -> dict[str, Decimal]:
-    out = {}
-    for name, value in fields.mapping(obj, key, path).items():
-        item_path = f"{path}.{key}.{name}"
-        out[str(name)] = quantity = quantities.parse_quantity(value, path=item_path)
-        if quantity < 0:
-            raise fields.InvalidValueError("must be greater than or equal to 0", path=item_path)
-    return out
-
-
-def _resources(obj: Mapping[str, Any], path: str, strict: bool) -> pods.Resources:
-    res = fields.mapping(obj, "resources", path)
-    path = f"{path}.resources"
-    if strict:
-        fields.check_fields(res, apifields.RESOURCES_FIELDS, path)
-    if strict:
-        podfields.check_refused(res, "resources", path)
-    limits = _quantities(res, "limits", path)
-    # The API server defaults a missing request to its limit.
-    requests = {**limits, **_quantities(res, "requests", path)}
-    for name, request in requests.items():
-        if name in limits and request > limits[name]:
-            raise fields.InvalidValueError(
-                f"must be less than or equal to the {name} limit", path=f"{path}.requests.{name}"
-            )
-
-    def milli(values: Mapping[str, Decimal]) -> int:
-        return quantities.ceil(values["cpu"] * 1000) if "cpu" in values else 0
-
-    return pods.Resources(
-        cpu_request_milli=milli(requests),
-        cpu_limit_milli=milli(limits),
-        memory_request=quantities.ceil(requests.get("memory", Decimal(0))),
-        memory_limit=quantities.ceil(limits.get("memory", Decimal(0))),
-    )
-
-
-def _probe(obj: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any] | None:
-    return fields.mapping(obj, key, path) or None
+def _as_written(obj: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any] | None:
+    """A probe or `lifecycle` as written; None when not set (`{}` is set, and checked)."""
+    return None if obj.get(key) is None else fields.mapping(obj, key, path)
 
 
 def _container_restart_policy(obj: Mapping[str, Any], path: str, init: bool) -> str:
     value = fields.string(obj, "restartPolicy", path)
     if not value:
         return ""
-    if init and value != "Always":
+    if not init:
         raise fields.InvalidValueError(
-            f'unsupported value "{value}": init containers may only set "Always" (a sidecar)',
+            "forbidden: may not be set for non-init containers (only an init container with "
+            '"Always" is a sidecar)', path=f"{path}.restartPolicy")
+    if value != "Always":
+        raise fields.InvalidValueError(
+            f'unsupported value {json.dumps(value)}: supported values: "Always" (init '
+            "containers may only set Always, which makes a sidecar)",
             path=f"{path}.restartPolicy",
         )
-    return fields.one_of(value, apifields.RESTART_POLICIES, f"{path}.restartPolicy")
+    return value
 
 
-def _container(obj: Mapping[str, Any], path: str, *, init: bool, strict: bool) -> pods.Container:
+def _image(obj: Mapping[str, Any], path: str, strict: bool) -> str:
+    """Required; no whitespace around it (validateContainerOnlyForPod). Inside it neither, in
+    manifests: no image reference has any (the kubelet would report InvalidImageName)."""
+    image = fields.string(obj, "image", path, required=True)
+    shown = json.dumps(image if len(image) <= 60 else image[:57] + "...")
+    if image != image.strip(_GO_SPACE):
+        raise fields.InvalidValueError(
+            f"{shown}: must not have leading or trailing whitespace", path=f"{path}.image"
+        )
+    if strict and any(char in _GO_SPACE for char in image):
+        raise fields.InvalidValueError(
+            f"{shown}: must not contain whitespace: an image reference has none (the kubelet "
+            "would report InvalidImageName)", path=f"{path}.image")
+    return image
+
+
+def _resize_item(item: Mapping[str, Any], path: str, strict: bool, pod_restart: str) -> str:
+    if strict:
+        fields.check_fields(item, _RESIZE_FIELDS, path)
+    name = fields.string(item, "resourceName", path, required=True)
+    fields.one_of(name, _RESIZE_RESOURCES, f"{path}.resourceName")
+    policy = fields.string(item, "restartPolicy", path, required=True)
+    fields.one_of(policy, _RESIZE_POLICIES, f"{path}.restartPolicy")
+    if pod_restart == "Never" and policy != "NotRequired":
+        raise fields.InvalidValueError(
+            "must be 'NotRequired' when `restartPolicy` is 'Never'", path=f"{path}.restartPolicy"
+        )
+    return name
+
+
+def _check_resize_policy(obj: Mapping[str, Any], path: str, strict: bool, pod: _PodFacts) -> None:
+    """validateResizePolicy (resizing is not offered, but the field is checked as written)."""
+    found = fields.items(
+        obj, "resizePolicy", path, lambda item, p: _resize_item(item, p, strict, pod.restart)
+    )
+    for i, name in enumerate(found):
+        if name in found[:i]:
+            raise fields.InvalidValueError(
+                f"Duplicate value: {json.dumps(name)}", path=f"{path}.resizePolicy[{i}]"
+            )
+
+
+def _check_init_only(obj: Mapping[str, Any], path: str, init: bool, restart: str) -> None:
+    """Lifecycle hooks and probes: not for init containers that are not sidecars."""
+    if not init or restart == "Always":
+        return
+    for key in ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe"):
+        if obj.get(key) is not None:
+            raise fields.InvalidValueError(_FORBIDDEN_FOR_INIT, path=f"{path}.{key}")
+
+
+def _check_lifecycle(obj: Mapping[str, Any], path: str, strict: bool, pod: _PodFacts) -> None:
+    lifecycle = fields.mapping(obj, "lifecycle", path)
+    hooks.check_lifecycle(lifecycle, f"{path}.lifecycle", grace=pod.grace, strict=strict)
+
+
+@dataclass(frozen=True)
+class _PodFacts:
+    """What container checks need of the pod spec, read leniently (the spec's own checks are
+    `podspecs`'s), with the API server's defaults: restartPolicy, terminationGracePeriodSeconds
+    (None: not an integer, so not checked against) and hostNetwork."""
+
+    restart: str = "Always"
+    grace: int | None = 30
+    host_network: bool = False
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any]) -> _PodFacts:
+        restart = spec.get("restartPolicy")
+        grace = spec.get("terminationGracePeriodSeconds")
+        grace = 30 if grace is None else grace
+        return cls(
+            restart=restart if isinstance(restart, str) and restart else "Always",
+            grace=grace if type(grace) is int else None,
+            host_network=spec.get("hostNetwork") is True,
+        )
+
+
+def _container(
+    obj: Mapping[str, Any], path: str, *, init: bool, strict: bool, pod: _PodFacts
+) -> pods.Container:
     if strict:
         fields.check_fields(obj, apifields.CONTAINER_FIELDS, path)
-    image = fields.string(obj, "image", path, required=True)
+    name = names.dns_label(fields.string(obj, "name", path, required=True), f"{path}.name")
+    image = _image(obj, path, strict)
     policy = fields.string(obj, "imagePullPolicy", path) or defaulting.default_pull_policy(image)
     message_policy = fields.string(obj, "terminationMessagePolicy", path) or "File"
     fields.one_of(message_policy, apifields.MESSAGE_POLICIES, f"{path}.terminationMessagePolicy")
     if strict:
         podfields.check_refused(obj, "container", path)
-    fields.sequence(obj, "resizePolicy", path)
+    _check_resize_policy(obj, path, strict, pod)
+    restart = _container_restart_policy(obj, path, init)
+    _check_init_only(obj, path, init, restart)
+    _check_lifecycle(obj, path, strict, pod)
     container = pods.Container(
-        name=names.dns_label(fields.string(obj, "name", path, required=True), f"{path}.name"),
+        name=name,
         image=image,
         image_pull_policy=cast(
             pods.PullPolicy,
@@ -193,46 +295,45 @@ def _container(obj: Mapping[str, Any], path: str, *, init: bool, strict: bool) -
         env_from=fields.items(
             obj, "envFrom", path, lambda item, p: envspecs.env_from(item, p, strict=strict)
         ),
-        ports=fields.items(obj, "ports", path, lambda item, p: _port(item, p, strict)),
+        ports=_ports(obj, path, strict),
         volume_mounts=fields.items(
             obj, "volumeMounts", path, lambda item, p: _mount(item, p, strict)
         ),
-        resources=_resources(obj, path, strict),
-        restart_policy=_container_restart_policy(obj, path, init),
+        resources=resourcespecs.resources(obj, path, strict=strict),
+        restart_policy=restart,
         termination_message_path=fields.string(obj, "terminationMessagePath", path)
         or "/dev/termination-log",
         termination_message_policy=message_policy,
-        readiness_probe=_probe(obj, "readinessProbe", path),
-        liveness_probe=_probe(obj, "livenessProbe", path),
-        startup_probe=_probe(obj, "startupProbe", path),
-        lifecycle=_probe(obj, "lifecycle", path),
+        readiness_probe=_as_written(obj, "readinessProbe", path),
+        liveness_probe=_as_written(obj, "livenessProbe", path),
+        startup_probe=_as_written(obj, "startupProbe", path),
+        lifecycle=_as_written(obj, "lifecycle", path),
         stdin=fields.boolean(obj, "stdin", path),
         stdin_once=fields.boolean(obj, "stdinOnce", path),
         tty=fields.boolean(obj, "tty", path),
         security_context=securityspecs.container_security_context(obj, path, strict=strict),
     )
-    _check_probes(container, path, init=init)
+    _check_probes(container, path)
     _check_propagation(container, path)
     return container
 
 
-def _check_probes(container: pods.Container, path: str, *, init: bool) -> None:
+def _check_probes(container: pods.Container, path: str) -> None:
     """Probes are validated when the manifest is read, not when a prober first runs them."""
     try:
-        parsed = probes.container_probes(container, path=path)
+        probes.container_probes(container, path=path)
     except probes.ProbeError as exc:
         raise fields.InvalidValueError(exc.message, path=exc.path) from exc
-    has_probe = parsed.startup or parsed.liveness or parsed.readiness
-    if init and has_probe and container.restart_policy != "Always":
-        raise fields.InvalidValueError(
-            "init containers may not have probes (only sidecars may)", path=path
-        )
 
 
 def containers(spec: Mapping[str, Any], key: str, *, strict: bool) -> tuple[pods.Container, ...]:
     """The containers of `spec[key]`; `key` is "containers" or "initContainers"."""
     init = key == "initContainers"
-    return fields.items(
-        spec, key, "spec", lambda item, path: _container(item, path, init=init, strict=strict)
+    pod = _PodFacts.of(spec)
+    found = fields.items(
+        spec, key, "spec",
+        lambda item, path: _container(item, path, init=init, strict=strict, pod=pod),
     )
+    _check_host_ports(found, f"spec.{key}", init=init, host_network=pod.host_network)
+    return found
 

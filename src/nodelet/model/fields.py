@@ -14,6 +14,12 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+# The widths of the v1 API's integer fields: a value outside them is a decoding error in the API
+# server ("cannot unmarshal number ... of type int32"), and nothing that runs takes more.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_WIDTHS = {32: (INT32_MIN, INT32_MAX), 64: (INT64_MIN, INT64_MAX)}
+
 # ---------------------------------------------------------------------------------------------
 # Errors
 
@@ -52,6 +58,8 @@ def describe(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int) and len(str(abs(value))) > 40:
+        return f"a number of {len(str(abs(value)))} digits"
     if isinstance(value, int | float):
         return f"a number ({value})"
     if isinstance(value, str):
@@ -68,11 +76,18 @@ def join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def type_error(path: str, expected: str, value: Any) -> FieldTypeError:
+def key_path(path: str, key: str) -> str:
+    """The path of a map entry, as the API server writes it: `metadata.labels[app]`."""
+    return f"{path}[{key}]"
+
+
+def type_error(path: str, expected: str, value: Any, *, redact: bool = False) -> FieldTypeError:
+    """`redact` leaves the value out (a Secret's data must never reach a message or a log)."""
     hint = ""
     if expected == "a string" and isinstance(value, bool | int | float):
         hint = "; quote it (YAML reads yes/no/on/off/true/false and numbers as non-strings)"
-    return FieldTypeError(f"expected {expected}, got {describe(value)}{hint}", path=path)
+    got = type(value).__name__ if redact and value is not None else describe(value)
+    return FieldTypeError(f"expected {expected}, got {got}{hint}", path=path)
 
 
 def string(obj: Mapping[str, Any], key: str, path: str, *, required: bool = False) -> str:
@@ -93,12 +108,21 @@ def integer(
     *,
     low: int | None = None,
     high: int | None = None,
+    bits: int = 64,
 ) -> int | None:
+    """An int64 (or, with `bits=32`, an int32) field, within `low`..`high` when given."""
     value = obj.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise type_error(join(path, key), "an integer", value)
+    width_low, width_high = _WIDTHS[bits]
+    if not width_low <= value <= width_high:
+        raise FieldTypeError(
+            f"{describe(value)} does not fit in an int{bits}: the field takes "
+            f"{width_low} to {width_high}",
+            path=join(path, key),
+        )
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise InvalidValueError(f"{value} is out of range: must be {bounds}", path=join(path, key))
@@ -162,11 +186,14 @@ def string_list(obj: Mapping[str, Any], key: str, path: str) -> tuple[str, ...]:
     return tuple(values)
 
 
-def string_map(obj: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
+def string_map(
+    obj: Mapping[str, Any], key: str, path: str, *, redact: bool = False
+) -> dict[str, str]:
+    """A map of strings; an entry's path is `path.key[name]`. `redact`: see `type_error`."""
     out = {}
     for name, value in mapping(obj, key, path).items():
         if not isinstance(value, str):
-            raise type_error(f"{join(path, key)}.{name}", "a string", value)
+            raise type_error(key_path(join(path, key), str(name)), "a string", value, redact=redact)
         out[str(name)] = value
     return out
 

@@ -1,6 +1,9 @@
-"""Container lifecycle hooks (postStart, preStop), parsed (pure).
+"""Container lifecycle hooks (postStart, preStop), parsed and checked (pure).
 
-A hook has one handler: exec, httpGet or tcpSocket (as in probes), or sleep (seconds).
+A hook has exactly one handler: exec, httpGet or tcpSocket (as in probes), or sleep (seconds).
+`check_lifecycle` is the API server's validateLifecycle, run when the manifest is read; it raises
+the `fields.ManifestError` tree. `container_hook` is what the hook runner reads later; it raises
+`probes.ProbeError`.
 """
 
 from __future__ import annotations
@@ -9,9 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nodelet.model import pods, probes
+from nodelet.model import fields, pods, probes
 
 HookKind = Literal["postStart", "preStop"]
+HOOK_KINDS: tuple[HookKind, ...] = ("postStart", "preStop")
+LIFECYCLE_FIELDS = frozenset({*HOOK_KINDS, "stopSignal"})
+# A LifecycleHandler: the probes' handlers without grpc, and sleep.
+_HANDLERS = ("exec", "httpGet", "tcpSocket", "sleep")
+_SLEEP_FIELDS = frozenset({"seconds"})
 
 
 @dataclass(frozen=True)
@@ -22,19 +30,84 @@ class SleepAction:
 Hook = probes.Handler | SleepAction
 
 
+def _sleep(raw: Any, path: str) -> SleepAction:
+    """`sleep.seconds`: an int64 that is not negative; unset is 0 (Go's zero value)."""
+    if not isinstance(raw, Mapping):
+        raise probes.ProbeError("expected a mapping with seconds", path=path)
+    seconds = 0 if raw.get("seconds") is None else raw["seconds"]
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0:
+        raise probes.ProbeError("sleep.seconds must be a non-negative integer", path=path)
+    if seconds > probes.INT64_MAX:
+        raise probes.ProbeError(f"sleep.seconds must be at most {probes.INT64_MAX}", path=path)
+    return SleepAction(seconds)
+
+
+def parse_hook(raw: Any, *, path: str) -> Hook:
+    """One hook (`lifecycle.postStart` or `lifecycle.preStop` at `path`). Raises ProbeError."""
+    if not isinstance(raw, Mapping):
+        raise probes.ProbeError("expected a mapping with one handler", path=path)
+    present = [key for key in _HANDLERS if raw.get(key) is not None]
+    if not present:
+        raise probes.ProbeError(
+            "must specify a handler type: one of exec, httpGet, tcpSocket, sleep", path=path
+        )
+    if len(present) > 1:  # reported at the second handler, as the API server does
+        raise probes.ProbeError(
+            f"may not specify more than 1 handler type (found {', '.join(present)})",
+            path=f"{path}.{present[1]}",
+        )
+    if present[0] == "sleep":
+        return _sleep(raw["sleep"], f"{path}.sleep")
+    return probes.parse_handler({present[0]: raw[present[0]]}, path=path)
+
+
 def container_hook(container: pods.Container, kind: HookKind) -> Hook | None:
     """The container's hook of that kind, or None. Raises probes.ProbeError when invalid."""
     lifecycle = container.lifecycle or {}
     raw = lifecycle.get(kind)
-    if raw is None:
-        return None
-    path = f"lifecycle.{kind}"
-    if not isinstance(raw, Mapping):
-        raise probes.ProbeError("must be an object", path=path)
-    sleep: Any = raw.get("sleep")
-    if sleep is not None:
-        seconds = sleep.get("seconds") if isinstance(sleep, Mapping) else None
-        if not isinstance(seconds, int) or seconds < 0:
-            raise probes.ProbeError("sleep.seconds must be a non-negative integer", path=path)
-        return SleepAction(seconds)
-    return probes.parse_handler(raw, path=path)
+    return None if raw is None else parse_hook(raw, path=f"lifecycle.{kind}")
+
+
+def _check_sleep(hook: Hook, grace: int | None, path: str) -> None:
+    """validateSleepAction (with PodLifecycleSleepActionAllowZero, on since 1.33): a sleep
+    longer than the pod's grace period could never finish."""
+    if isinstance(hook, SleepAction) and grace is not None and hook.seconds > grace:
+        raise fields.InvalidValueError(
+            f"{hook.seconds}: must be non-negative and less than terminationGracePeriodSeconds "
+            f"({grace})",
+            path=f"{path}.sleep",
+        )
+
+
+def _check_fields(raw: Mapping[str, Any], path: str) -> None:
+    fields.check_fields(raw, frozenset(_HANDLERS), path)
+    sleep = raw.get("sleep")
+    if isinstance(sleep, Mapping):
+        fields.check_fields(sleep, _SLEEP_FIELDS, f"{path}.sleep")
+
+
+def check_lifecycle(
+    lifecycle: Mapping[str, Any], path: str, *, grace: int | None, strict: bool
+) -> None:
+    """The container's `lifecycle` at `path`: each hook exactly one valid handler, a sleep within
+    the pod's grace period `grace` (None: not known, not checked)."""
+    if strict:
+        fields.check_fields(lifecycle, LIFECYCLE_FIELDS, path)
+        if lifecycle.get("stopSignal") is not None:
+            raise fields.UnsupportedError(
+                "stopSignal is not supported: containerd 1.6 has no stop signal in CRI; set "
+                "STOPSIGNAL in the image instead",
+                path=f"{path}.stopSignal",
+            )
+    for kind in HOOK_KINDS:
+        raw = lifecycle.get(kind)
+        if raw is None:
+            continue
+        hook_path = f"{path}.{kind}"
+        if strict and isinstance(raw, Mapping):
+            _check_fields(raw, hook_path)
+        try:
+            hook = parse_hook(raw, path=hook_path)
+        except probes.ProbeError as exc:
+            raise fields.InvalidValueError(exc.message, path=exc.path) from exc
+        _check_sleep(hook, grace, hook_path)

@@ -1,5 +1,7 @@
-"""The pod spec: its fields, volumes and the checks across them (unique names, declared volumes,
-host ports), parsed into `pods.PodSpec`. Errors are the `fields.ManifestError` tree.
+"""The pod spec: its fields and the checks across them (unique names, declared volumes, host
+ports), parsed into `pods.PodSpec` and checked as the API server's ValidatePodSpec does, at its
+field paths. Volumes are `volumespecs`, containers `containerspecs`, the security fields
+`securityspecs`. Errors are the `fields.ManifestError` tree.
 """
 
 from __future__ import annotations
@@ -17,52 +19,8 @@ from nodelet.model import (
     podfields,
     pods,
     securityspecs,
+    volumespecs,
 )
-
-# ---------------------------------------------------------------------------------------------
-# Volumes
-
-
-def _volume_source(obj: Mapping[str, Any], path: str, strict: bool) -> str:
-    keys = [str(k) for k in obj if k != "name"]
-    if strict:
-        fields.check_fields(obj, apifields.VOLUME_SOURCES | {"name"}, path)
-    given = [k for k in keys if k in apifields.VOLUME_SOURCES and obj[k] is not None]
-    if not given:
-        nulls = [k for k in keys if k in apifields.VOLUME_SOURCES]
-        hint = f'; "{nulls[0]}" is null, write `{nulls[0]}: {{}}` for its defaults' if nulls else ""
-        raise fields.InvalidValueError(
-            f"must specify a volume type (one of {', '.join(apifields.SUPPORTED_VOLUMES)}){hint}",
-            path=path,
-        )
-    if len(given) > 1:
-        raise fields.InvalidValueError(
-            f"may not specify more than 1 volume type (found {', '.join(given)})", path=path
-        )
-    if given[0] not in apifields.SUPPORTED_VOLUMES:
-        raise fields.UnsupportedError(
-            f'unsupported volume type "{given[0]}": nodelet supports '
-            f"{', '.join(apifields.SUPPORTED_VOLUMES)}",
-            path=f"{path}.{given[0]}",
-        )
-    return given[0]
-
-
-_REQUIRED_SOURCE_FIELDS = {"hostPath": "path", "configMap": "name", "secret": "secretName"}
-
-
-def _volume(obj: Mapping[str, Any], path: str, strict: bool) -> pods.Volume:
-    name = names.dns_label(fields.string(obj, "name", path, required=True), f"{path}.name")
-    source_type = _volume_source(obj, path, strict)
-    source = fields.mapping(obj, source_type, path)
-    source_path = f"{path}.{source_type}"
-    required = _REQUIRED_SOURCE_FIELDS.get(source_type)
-    if required:
-        fields.string(source, required, source_path, required=True)
-    if source_type == "projected":
-        fields.sequence(source, "sources", source_path)
-    return pods.Volume(name=name, source_type=source_type, source=source)
-
 
 # ---------------------------------------------------------------------------------------------
 # Pod spec
@@ -131,25 +89,75 @@ def _check_host_ports(spec: pods.PodSpec) -> None:
                 )
 
 
-def _dns_config(spec: Mapping[str, Any], policy: str) -> pods.PodDNSConfig | None:
-    raw = fields.mapping(spec, "dnsConfig", "spec")
-    if policy == "None" and not raw.get("nameservers"):
+# validatePodDNSConfig's limits (from the resolver's: glibc reads 3 nameservers).
+MAX_NAMESERVERS = 3
+MAX_SEARCHES = 32
+MAX_SEARCH_CHARS = 2048
+
+
+def _searches(raw: Mapping[str, Any], path: str) -> tuple[str, ...]:
+    searches = fields.string_list(raw, "searches", path)
+    if len(searches) > MAX_SEARCHES:
         raise fields.InvalidValueError(
-            'required when dnsPolicy is "None": at least one nameserver', path="spec.dnsConfig"
+            f"must not have more than {MAX_SEARCHES} search paths (found {len(searches)})",
+            path=f"{path}.searches",
         )
-    if not raw:
+    if len(" ".join(searches)) > MAX_SEARCH_CHARS:
+        raise fields.InvalidValueError(
+            f"must not have more than {MAX_SEARCH_CHARS} characters (including spaces) in the "
+            "search list",
+            path=f"{path}.searches",
+        )
+    for i, search in enumerate(searches):
+        # RelaxedDNSSearchValidation (on by default): "." and underscores are allowed.
+        if search != ".":
+            names.dns_subdomain_with_underscore(search.removesuffix("."),
+                                                f"{path}.searches[{i}]")
+    return searches
+
+
+def _nameservers(raw: Mapping[str, Any], path: str, policy: str) -> tuple[str, ...]:
+    nameservers = fields.string_list(raw, "nameservers", path)
+    if policy == "None" and not nameservers:
+        raise fields.InvalidValueError(
+            "required: must provide at least one DNS nameserver when `dnsPolicy` is None",
+            path=f"{path}.nameservers",
+        )
+    if len(nameservers) > MAX_NAMESERVERS:
+        raise fields.InvalidValueError(
+            f"must not have more than {MAX_NAMESERVERS} nameservers (found {len(nameservers)})",
+            path=f"{path}.nameservers",
+        )
+    for i, nameserver in enumerate(nameservers):
+        _legacy_ip(nameserver, f"{path}.nameservers[{i}]")
+    return nameservers
+
+
+def _dns_option(item: Mapping[str, Any], path: str, strict: bool) -> str:
+    if strict:
+        fields.check_fields(item, apifields.DNS_OPTION_FIELDS, path)
+    name = fields.string(item, "name", path)
+    if not name:
+        raise fields.InvalidValueError("required: must not be empty (an option name)", path=path)
+    value = fields.string(item, "value", path)
+    return f"{name}:{value}" if value else name
+
+
+def _dns_config(spec: Mapping[str, Any], policy: str, strict: bool) -> pods.PodDNSConfig | None:
+    """validatePodDNSConfig."""
+    raw, path = fields.mapping(spec, "dnsConfig", "spec"), "spec.dnsConfig"
+    if policy == "None" and spec.get("dnsConfig") is None:
+        raise fields.InvalidValueError(
+            'required: must provide `dnsConfig` when `dnsPolicy` is None', path=path
+        )
+    if strict:
+        fields.check_fields(raw, apifields.DNS_CONFIG_FIELDS, path)
+    nameservers = _nameservers(raw, path, policy)
+    searches = _searches(raw, path)
+    options = fields.items(raw, "options", path, lambda item, p: _dns_option(item, p, strict))
+    if spec.get("dnsConfig") is None:
         return None
-
-    def option(item: Mapping[str, Any], path: str) -> str:
-        name = fields.string(item, "name", path, required=True)
-        value = fields.string(item, "value", path)
-        return f"{name}:{value}" if value else name
-
-    return pods.PodDNSConfig(
-        nameservers=fields.string_list(raw, "nameservers", "spec.dnsConfig"),
-        searches=fields.string_list(raw, "searches", "spec.dnsConfig"),
-        options=fields.items(raw, "options", "spec.dnsConfig", option),
-    )
+    return pods.PodDNSConfig(nameservers=nameservers, searches=searches, options=options)
 
 
 def _legacy_ip(value: str, path: str) -> str:
@@ -179,10 +187,60 @@ def _host_alias(item: Mapping[str, Any], path: str, strict: bool) -> pods.HostAl
     return pods.HostAlias(ip=ip, hostnames=hostnames)
 
 
-def _readiness_gate(item: Mapping[str, Any], path: str) -> str:
-    gate = fields.string(item, "conditionType", path, required=True)
+def _readiness_gate(item: Mapping[str, Any], path: str, strict: bool) -> str:
+    if strict:
+        fields.check_fields(item, apifields.READINESS_GATE_FIELDS, path)
+    gate = fields.string(item, "conditionType", path)
     names.qualified_name(gate, f"{path}.conditionType")
     return gate
+
+
+def _scheduling_gates(spec: Mapping[str, Any], strict: bool) -> None:
+    """validateSchedulingGates: qualified names, each once."""
+
+    def gate(item: Mapping[str, Any], path: str) -> str:
+        if strict:
+            fields.check_fields(item, apifields.SCHEDULING_GATE_FIELDS, path)
+        name = fields.string(item, "name", path)
+        names.qualified_name(name, path)
+        return name
+
+    seen: set[str] = set()
+    for i, name in enumerate(fields.items(spec, "schedulingGates", "spec", gate)):
+        if name in seen:
+            raise fields.InvalidValueError(
+                f'duplicate value "{name}"', path=f"spec.schedulingGates[{i}]"
+            )
+        seen.add(name)
+
+
+def _toleration(item: Mapping[str, Any], path: str, strict: bool) -> None:
+    """ValidateTolerations (a scheduling field, checked all the same)."""
+    if strict:
+        fields.check_fields(item, apifields.TOLERATION_FIELDS, path)
+    key, value = fields.string(item, "key", path), fields.string(item, "value", path)
+    operator, effect = fields.string(item, "operator", path), fields.string(item, "effect", path)
+    if key:
+        names.qualified_name(key, f"{path}.key")
+    if not key and operator != "Exists":
+        raise fields.InvalidValueError(
+            'operator must be Exists when `key` is empty, which means "match all values and all '
+            'keys"',
+            path=f"{path}.operator",
+        )
+    if fields.integer(item, "tolerationSeconds", path) is not None and effect != "NoExecute":
+        raise fields.InvalidValueError(
+            "effect must be 'NoExecute' when `tolerationSeconds` is set", path=f"{path}.effect"
+        )
+    fields.one_of(operator or "Equal", apifields.TOLERATION_OPERATORS, f"{path}.operator")
+    if operator == "Exists" and value:
+        raise fields.InvalidValueError(
+            "value must be empty when `operator` is 'Exists'", path=f"{path}.operator"
+        )
+    if operator != "Exists":
+        names.label_value(value, f"{path}.operator")  # the API server's path, not `value`
+    if effect:
+        fields.one_of(effect, apifields.TAINT_EFFECTS, f"{path}.effect")
 
 
 def _image_pull_secrets(spec: Mapping[str, Any], strict: bool) -> tuple[str, ...]:
@@ -209,7 +267,63 @@ def _type_only(spec: Mapping[str, Any]) -> None:
         fields.string(spec, key, "spec")
     for key in apifields.SPEC_BOOLS:
         fields.boolean(spec, key, "spec")
-    fields.integer(spec, "priority", "spec")
+
+
+def _names(spec: Mapping[str, Any]) -> str:
+    """The names ValidatePodSpec checks: a node, a ServiceAccount and classes are DNS
+    subdomains; nodeSelector holds labels. Returns the ServiceAccount's name."""
+    # serviceAccount is the deprecated name of serviceAccountName, which wins.
+    account = fields.string(spec, "serviceAccountName", "spec") or fields.string(
+        spec, "serviceAccount", "spec"
+    )
+    for key, value in (("serviceAccountName", account),
+                       ("nodeName", fields.string(spec, "nodeName", "spec")),
+                       ("priorityClassName", fields.string(spec, "priorityClassName", "spec")),
+                       ("runtimeClassName", fields.string(spec, "runtimeClassName", "spec"))):
+        if value:
+            names.dns_subdomain(value, f"spec.{key}")
+    if spec.get("runtimeClassName") == "":  # a set but empty pointer
+        names.dns_subdomain("", "spec.runtimeClassName")
+    for key, value in fields.string_map(spec, "nodeSelector", "spec").items():
+        names.qualified_name(key, "spec.nodeSelector")
+        names.label_value(value, "spec.nodeSelector", key=key)
+    return account
+
+
+def _scheduling(spec: Mapping[str, Any], strict: bool) -> None:
+    """The scheduling fields, checked all the same (a node does not act on them)."""
+    if spec.get("preemptionPolicy") is not None:
+        fields.one_of(fields.string(spec, "preemptionPolicy", "spec"),
+                      apifields.PREEMPTION_POLICIES, "spec.preemptionPolicy")
+    fields.integer(spec, "priority", "spec", bits=32)
+    fields.items(spec, "tolerations", "spec", lambda item, p: _toleration(item, p, strict))
+    _scheduling_gates(spec, strict)
+
+
+def _token_needs_account(spec: Mapping[str, Any], account: str) -> None:
+    """validatePodMetadataAndSpec: a projected token is the ServiceAccount's."""
+    if account:
+        return
+    for path in volumespecs.projected_token_sources(fields.sequence(spec, "volumes", "spec")):
+        raise fields.InvalidValueError(
+            "forbidden: must not be specified when serviceAccountName is not set", path=path
+        )
+
+
+def _grace(spec: Mapping[str, Any], strict: bool) -> int:
+    """terminationGracePeriodSeconds (an int64; 30 when not set). The API server takes a
+    negative value with a warning that it "will be treated as 1": a pod from it gets 1, a
+    static manifest is told."""
+    grace = fields.integer(spec, "terminationGracePeriodSeconds", "spec")
+    if grace is None:
+        return 30
+    if grace < 0 and strict:
+        raise fields.InvalidValueError(
+            f"{grace} is out of range: must be at least 0 (the API server treats a negative "
+            "value as 1, with a warning)",
+            path="spec.terminationGracePeriodSeconds",
+        )
+    return 1 if grace < 0 else grace
 
 
 def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
@@ -235,11 +349,14 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
     )
     hostname = fields.string(spec, "hostname", "spec")
     subdomain = fields.string(spec, "subdomain", "spec")
-    grace = fields.integer(spec, "terminationGracePeriodSeconds", "spec", low=0)
-    return pods.PodSpec(
+    _token_needs_account(spec, _names(spec))
+    _scheduling(spec, strict)
+    out = pods.PodSpec(
         containers=containers,
         init_containers=containerspecs.containers(spec, "initContainers", strict=strict),
-        volumes=fields.items(spec, "volumes", "spec", lambda v, p: _volume(v, p, strict)),
+        volumes=fields.items(
+            spec, "volumes", "spec", lambda v, p: volumespecs.volume(v, p, strict=strict)
+        ),
         restart_policy=cast(
             pods.RestartPolicy,
             fields.one_of(restart, apifields.RESTART_POLICIES, "spec.restartPolicy"),
@@ -248,10 +365,14 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
         hostname=hostname and names.dns_label(hostname, "spec.hostname"),
         subdomain=subdomain and names.dns_label(subdomain, "spec.subdomain"),
         dns_policy=dns_policy,
-        dns_config=_dns_config(spec, dns_policy),
-        termination_grace_period_seconds=30 if grace is None else grace,
-        active_deadline_seconds=fields.integer(spec, "activeDeadlineSeconds", "spec", low=1),
-        readiness_gates=fields.items(spec, "readinessGates", "spec", _readiness_gate),
+        dns_config=_dns_config(spec, dns_policy, strict),
+        termination_grace_period_seconds=_grace(spec, strict),
+        active_deadline_seconds=fields.integer(
+            spec, "activeDeadlineSeconds", "spec", low=1, high=fields.INT32_MAX
+        ),
+        readiness_gates=fields.items(
+            spec, "readinessGates", "spec", lambda item, p: _readiness_gate(item, p, strict)
+        ),
         host_aliases=fields.items(
             spec, "hostAliases", "spec", lambda item, path: _host_alias(item, path, strict)
         ),
@@ -267,6 +388,9 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
         node_selector=fields.string_map(spec, "nodeSelector", "spec"),
         required_node_affinity=affinity.required_terms(spec),
     )
+    if strict:
+        securityspecs.check_host_sysctls(out)
+    return out
 
 
 def validate_spec(spec: pods.PodSpec) -> None:

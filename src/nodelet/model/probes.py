@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nodelet.model import pods
+from nodelet.model import names, pods
 
 ProbeKind = Literal["startup", "liveness", "readiness"]
 # What one attempt gave: "error" means the prober could not even try (e.g. an unknown port
@@ -47,8 +47,12 @@ _HANDLER_FIELDS: Mapping[str, frozenset[str]] = {
     "tcpSocket": frozenset({"port", "host"}),
     "grpc": frozenset({"port", "service"}),
 }
-# IANA_SVC_NAME, as the API server checks named ports.
-_PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
+# The v1 types of the numbers (int32 fields; terminationGracePeriodSeconds is int64): the API
+# server's JSON decoding refuses larger values, and they would overflow timers here.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+# validation.IsHTTPHeaderName: stricter than an RFC 7230 token.
+_HEADER_NAME = re.compile(r"[-A-Za-z0-9]+")
 
 
 class ProbeError(ValueError):
@@ -140,19 +144,38 @@ def _check_fields(obj: Mapping[str, Any], allowed: frozenset[str], path: str) ->
     for key in obj:
         if key not in allowed:
             known = ", ".join(sorted(allowed))
-            raise ProbeError(f'unknown field "{key}" (known: {known})', path=_join(path, key))
+            name = key if isinstance(key, str) else _shown(key)
+            raise ProbeError(f'unknown field "{name}" (known: {known})', path=_join(path, name))
 
 
-def _int(obj: Mapping[str, Any], key: str, path: str, default: int, *, low: int = 0) -> int:
-    """A non-negative integer; 0 or absent means `default` (the API's defaulting)."""
+def _int(obj: Mapping[str, Any], key: str, path: str, default: int) -> int:
+    """A non-negative int32; 0 or absent means `default` (the API's defaulting)."""
     value = obj.get(key)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ProbeError(f"expected an integer, got {value!r}", path=_join(path, key))
-    if value < low:
-        raise ProbeError(f"{value} is out of range: must be at least {low}", path=_join(path, key))
+        raise ProbeError(f"expected an integer, got {_shown(value)}", path=_join(path, key))
+    if value < 0:
+        raise ProbeError(f"{_shown(value)}: must be greater than or equal to 0",
+                         path=_join(path, key))
+    if value > INT32_MAX:
+        raise ProbeError(f"{_shown(value)} is out of range: must be at most {INT32_MAX} (an "
+                         "int32)", path=_join(path, key))
     return value or default
+
+
+def _shown(value: Any) -> str:
+    """A value for a message, cut short: a hostile manifest can hold anything, and the repr of
+    a deeply nested list would not even finish."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, int) and value.bit_length() > 128:
+        # YAML's 0x/0b/0o literals make integers that str() refuses to print (over 4300 digits).
+        return f"a number of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _str(obj: Mapping[str, Any], key: str, path: str, default: str = "") -> str:
@@ -160,14 +183,15 @@ def _str(obj: Mapping[str, Any], key: str, path: str, default: str = "") -> str:
     if value is None:
         return default
     if not isinstance(value, str):
-        raise ProbeError(f"expected a string, got {value!r}; quote it", path=_join(path, key))
+        raise ProbeError(f"expected a string, got {_shown(value)}; quote it",
+                         path=_join(path, key))
     return value or default
 
 
 def _map(obj: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
     value = obj.get(key)
     if not isinstance(value, Mapping):
-        raise ProbeError(f"expected a mapping, got {value!r}", path=_join(path, key))
+        raise ProbeError(f"expected a mapping, got {_shown(value)}", path=_join(path, key))
     return value
 
 
@@ -178,17 +202,17 @@ def _port(obj: Mapping[str, Any], path: str, *, named: bool = True) -> int | str
         raise ProbeError("required: a port number" + (" or name" if named else ""), path=path)
     if isinstance(value, int) and not isinstance(value, bool):
         if not 1 <= value <= 65535:
-            raise ProbeError(f"{value} is out of range: must be between 1 and 65535", path=path)
+            raise ProbeError(f"{_shown(value)}: must be between 1 and 65535, inclusive",
+                             path=path)
         return value
     if named and isinstance(value, str):
-        if not _PORT_NAME.match(value) or "--" in value:
-            raise ProbeError(
-                f'"{value}" is not a port name: at most 15 lowercase letters, digits and "-", '
-                "with a letter, not starting or ending with \"-\"", path=path,
-            )
+        problem = names.port_name_problem(value)
+        if problem is not None:
+            raise ProbeError(f"{_shown(value)} is not a valid port name: {problem} (or use "
+                             "the port number)", path=path)
         return value
     expected = "an integer or a port name" if named else "an integer"
-    raise ProbeError(f"expected {expected}, got {value!r}", path=path)
+    raise ProbeError(f"expected {expected}, got {_shown(value)}", path=path)
 
 
 def _exec(obj: Mapping[str, Any], path: str) -> ExecAction:
@@ -196,7 +220,7 @@ def _exec(obj: Mapping[str, Any], path: str) -> ExecAction:
     if not command:
         raise ProbeError("required: a non-empty list of strings", path=_join(path, "command"))
     if not isinstance(command, list | tuple) or not all(isinstance(c, str) for c in command):
-        raise ProbeError(f"expected a list of strings, got {command!r}",
+        raise ProbeError(f"expected a list of strings, got {_shown(command)}",
                          path=_join(path, "command"))
     return ExecAction(command=tuple(command))
 
@@ -212,8 +236,10 @@ def _headers(obj: Mapping[str, Any], path: str) -> tuple[tuple[str, str], ...]:
             raise ProbeError("expected a mapping with name and value", path=item)
         _check_fields(header, frozenset({"name", "value"}), item)
         name = _str(header, "name", item)
-        if not name or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
-            raise ProbeError(f"{name!r} is not a valid HTTP header name", path=f"{item}.name")
+        if not _HEADER_NAME.fullmatch(name):
+            raise ProbeError(f"{_shown(name)} is not a valid HTTP header name: a valid HTTP "
+                             "header must consist of alphanumeric characters or '-'",
+                             path=f"{item}.name")
         out.append((name, _str(header, "value", item)))
     return tuple(out)
 
@@ -238,9 +264,9 @@ def _handler(raw: Mapping[str, Any], path: str) -> Handler:
     if not present:
         raise ProbeError("must specify a handler type: one of exec, httpGet, tcpSocket, grpc",
                          path=path)
-    if len(present) > 1:
+    if len(present) > 1:  # reported at the second handler, as the API server does
         raise ProbeError(f"may not specify more than 1 handler type (found {', '.join(present)})",
-                         path=path)
+                         path=_join(path, present[1]))
     key = present[0]
     obj = _map(raw, key, path)
     sub = _join(path, key)
@@ -268,8 +294,9 @@ def _grace(raw: Mapping[str, Any], kind: ProbeKind, path: str) -> int | None:
     if kind == "readiness":
         raise ProbeError("must not be set for readinessProbes", path=_join(path, key))
     value = raw[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ProbeError(f"{value!r}: must be an integer greater than 0", path=_join(path, key))
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= INT64_MAX:
+        raise ProbeError(f"{_shown(value)}: must be an integer greater than 0 (and at most "
+                         f"{INT64_MAX})", path=_join(path, key))
     return value
 
 
@@ -290,7 +317,7 @@ def parse_probe(raw: Mapping[str, Any], kind: ProbeKind, *, path: str = "") -> P
         termination_grace_period_seconds=_grace(raw, kind, path),
     )
     if kind != "readiness" and probe.success_threshold != 1:
-        raise ProbeError(f"{probe.success_threshold}: must be 1 for {kind} probes",
+        raise ProbeError(f"{probe.success_threshold}: must be 1 (for {kind} probes)",
                          path=_join(path, "successThreshold"))
     return probe
 

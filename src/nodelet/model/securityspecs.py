@@ -19,8 +19,15 @@ from nodelet.model import apifields, fields, pods
 MAX_ID = 2147483647
 # A sysctl name: segments of lowercase letters, digits, '-' and '_', separated by '.' or '/'.
 _SYSCTL_SEGMENT = r"[a-z0-9]([-_a-z0-9]*[a-z0-9])?"
-SYSCTL_NAME = re.compile(rf"^({_SYSCTL_SEGMENT}[\./])*{_SYSCTL_SEGMENT}$")
+SYSCTL_NAME = re.compile(rf"^({_SYSCTL_SEGMENT}[\./])*{_SYSCTL_SEGMENT}\Z")
 MAX_SYSCTL_NAME = 253
+# pkg/kubelet/sysctl/namespace.go: the sysctl prefixes the kernel namespaces, by namespace.
+SYSCTL_NAMESPACE_PREFIXES = (
+    ("kernel.shm", "ipc"), ("kernel.msg", "ipc"), ("kernel.sem", "ipc"),
+    ("fs.mqueue.", "ipc"), ("net.", "net"),
+)  # fmt: skip
+# validateAppArmorProfileField: PATH_MAX - 1.
+MAX_APPARMOR_PROFILE = 4095
 
 
 def _id(obj: Mapping[str, Any], key: str, path: str) -> int | None:
@@ -48,6 +55,8 @@ def _profile(
         raise fields.InvalidValueError(
             "may only be set when type is Localhost", path=f"{path}.localhostProfile"
         )
+    if local and key == "appArmorProfile":
+        _apparmor_localhost(local, f"{path}.localhostProfile")
     if local and key == "seccompProfile":
         if local.startswith("/"):
             raise fields.InvalidValueError(
@@ -57,6 +66,15 @@ def _profile(
         if ".." in PurePosixPath(local).parts:
             raise fields.InvalidValueError("must not contain '..'", path=f"{path}.localhostProfile")
     return pods.SeccompProfile(type=type_, localhost_profile=local)
+
+
+def _apparmor_localhost(local: str, path: str) -> None:
+    if local != local.strip():
+        raise fields.InvalidValueError("must not be padded with whitespace", path=path)
+    if len(local) > MAX_APPARMOR_PROFILE:
+        raise fields.InvalidValueError(
+            f"Too long: may not be more than {MAX_APPARMOR_PROFILE} bytes", path=path
+        )
 
 
 def _selinux(obj: Mapping[str, Any], path: str, strict: bool) -> pods.SELinuxOptions | None:
@@ -157,8 +175,7 @@ def _sysctl(item: Mapping[str, Any], path: str) -> tuple[str, str]:
             "lowercase letters, digits, '-' and '_' in segments separated by '.' or '/'",
             path=f"{path}.name",
         )
-    if item.get("value") is None:
-        raise fields.InvalidValueError("required: the value to set", path=f"{path}.value")
+    # The API server takes a missing value as "" (it validates only names).
     return name, fields.string(item, "value", path)
 
 
@@ -177,6 +194,12 @@ def _sysctls(raw: Mapping[str, Any], path: str, strict: bool) -> tuple[tuple[str
             )
         seen.add(normalize_sysctl(name))
     return out
+
+
+def sysctl_namespace(name: str) -> str | None:
+    """"net" or "ipc" for a namespaced sysctl, None for one that is node-wide."""
+    name = normalize_sysctl(name)
+    return next((ns for prefix, ns in SYSCTL_NAMESPACE_PREFIXES if name.startswith(prefix)), None)
 
 
 def normalize_sysctl(name: str) -> str:
@@ -258,4 +281,18 @@ def check_pod_security(spec: pods.PodSpec) -> None:
                 raise fields.InvalidValueError(
                     "`hostUsers` must be false to use `Unmasked`",
                     path=f"spec.{key}[{i}].securityContext.procMount",
+                )
+
+
+def check_host_sysctls(spec: pods.PodSpec) -> None:
+    """ValidateHostSysctl: a pod in the node's network or IPC namespace cannot set its sysctls.
+    The API server lets older pods keep them (AllowNamespacedSysctlsForHostNetAndHostIPC), so a
+    pod it sends is refused at admission instead (SysctlForbidden), as by the kubelet."""
+    for i, (name, _) in enumerate(spec.security_context.sysctls):
+        namespace = sysctl_namespace(name)
+        for shared, key in ((spec.host_network, "hostNetwork"), (spec.host_ipc, "hostIPC")):
+            if shared and namespace == ("net" if key == "hostNetwork" else "ipc"):
+                raise fields.InvalidValueError(
+                    f"\"{name}\": may not be specified when '{key}' is true",
+                    path=f"spec.securityContext.sysctls[{i}].name",
                 )

@@ -18,7 +18,14 @@ LABEL_CONTAINER_KIND = "io.nodelet.container.kind"  # "init" or "regular"
 
 # The CFS period the kubelet uses when mapping CPU limits to a quota (100 ms in µs).
 CPU_PERIOD_US = 100_000
+# The kubelet's bounds (pkg/kubelet/cm: MinShares, MaxShares, MinQuotaPeriod): the kernel
+# refuses shares above 262144 and quotas under 1 ms.
 MIN_CPU_SHARES = 2
+MAX_CPU_SHARES = 262_144
+MIN_CPU_QUOTA_US = 1_000
+# The largest quota the kernel takes (max_cfs_runtime, 2^44 - 1 µs: some 17 million CPUs at
+# this period): a larger limit is no limit on any machine, and would fail CreateContainer.
+MAX_CPU_QUOTA_US = 2**44 - 1
 
 
 def pod_labels(pod: pods.Pod) -> dict[str, str]:
@@ -124,8 +131,9 @@ def linux_resources(resources: pods.Resources) -> runtime.LinuxResources | None:
     """Requests/limits → CRI resources, as the kubelet maps them (shares from the request)."""
     if resources == pods.Resources():
         return None
-    shares = max(resources.cpu_request_milli * 1024 // 1000, MIN_CPU_SHARES)
+    shares = min(max(resources.cpu_request_milli * 1024 // 1000, MIN_CPU_SHARES), MAX_CPU_SHARES)
     quota = resources.cpu_limit_milli * CPU_PERIOD_US // 1000 if resources.cpu_limit_milli else 0
+    quota = min(max(quota, MIN_CPU_QUOTA_US), MAX_CPU_QUOTA_US) if quota else 0
     return runtime.LinuxResources(
         cpu_period=CPU_PERIOD_US if quota else 0,
         cpu_quota=quota,

@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from nodelet.helpers import errors
-from nodelet.model import downward, manifests, pods, runtime
+from nodelet.model import apifields, downward, manifests, pods, runtime
 
 # The kubelet's defaultMode for configMap, secret, downwardAPI and projected volumes.
 DEFAULT_MODE = 0o644
@@ -37,10 +37,7 @@ PLUGIN_DIRS: Mapping[str, str] = {
     "projected": "kubernetes.io~projected",
 }
 
-HOST_PATH_TYPES = (
-    "", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice",
-    "BlockDevice",
-)  # fmt: skip
+HOST_PATH_TYPES = apifields.HOST_PATH_TYPES
 
 ConfigObject = manifests.ConfigMap | manifests.Secret
 Lookup = Callable[[str, str, str], ConfigObject | None]

@@ -11,7 +11,8 @@ What feeds it:
   update latency);
 - `observe_event`: an event recorder subscriber (image pull times and failures);
 - `runtime_changed`: the relist saw a pod's runtime state change (status update latency);
-- `forget`: the pod is gone (per-pod bookkeeping is dropped).
+- `forget`: the pod is gone (per-pod bookkeeping is dropped);
+- `observe_checkpoint_write`: the checkpoint writer's observer (after every write attempt).
 
 Latencies measured from condition transition times only count transitions made while this
 agent runs: a pod adopted after a restart is not observed again with its old times.
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 
 import prometheus_client as prom
 
+from nodelet.adapters import checkpoint as cp
 from nodelet.adapters.cri import client as cri
 from nodelet.model import events as ev
 from nodelet.model import pods, status
@@ -182,6 +184,14 @@ class Metrics(syncing.SyncObserver):
             "nodelet_sandbox_ready_detection_seconds",
             "Time from RunPodSandbox returning to the condition being True in the status cache.",
             buckets=_DETECTION_BUCKETS, registry=r)
+        self.checkpoint_write_failures = prom.Counter(
+            "nodelet_checkpoint_write_failures_total",
+            "Failed attempts to write the checkpoint (disk full, locked longer than the busy "
+            "timeout...); what they held stays pending and is retried.", registry=r)
+        self.checkpoint_pending = prom.Gauge(
+            "nodelet_checkpoint_pending_writes",
+            "Checkpoint entries (pod statuses, events) not written yet, as of the last write "
+            "attempt.", registry=r)
 
     def _track(self, uid: pods.PodUID) -> _PodTrack:
         return self._pods.setdefault(uid, _PodTrack())
@@ -288,6 +298,13 @@ class Metrics(syncing.SyncObserver):
         if track.pull_started is not None and track.pull_finished is not None:
             elapsed -= max((track.pull_finished - track.pull_started).total_seconds(), 0.0)
         self.pod_start_sli.observe(max(elapsed, 0.0))
+
+    # -- checkpoint writer ------------------------------------------------------------------
+
+    def observe_checkpoint_write(self, pending: int, error: cp.CheckpointError | None) -> None:
+        self.checkpoint_pending.set(pending)
+        if error is not None:
+            self.checkpoint_write_failures.inc()
 
     # -- event subscriber -------------------------------------------------------------------
 

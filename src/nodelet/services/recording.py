@@ -11,6 +11,9 @@ The newest `max_events` events are kept (by `lastTimestamp`), in memory and in t
 and restored on start. Every event is also logged, with the pod and reason as structured fields
 (`extra`), and passed to subscribers (the cluster-mode Event sink).
 
+The checkpoint is a `checkpoint.Store`: in the agent, the write-behind writer
+(`services.checkpointing`), whose writes never block and are retried until they succeed.
+
 Exceptions: `restore()` lets `checkpoint.CheckpointError` through; write failures while running
 are logged, not raised (an event must never fail a pod sync). Subscriber exceptions are logged.
 """
@@ -48,7 +51,7 @@ class EventRecorder:
     def __init__(
         self,
         *,
-        checkpoint: cp.Checkpoint,
+        checkpoint: cp.Store,
         node_name: str,
         clock: Callable[[], datetime],
         max_events: int,

@@ -9,6 +9,10 @@ tells subscribers (HTTP API, metrics, Kubernetes API sync) — sinks only read.
 After a restart `restore()` reloads the checkpoint, so a pod whose conditions did not change
 keeps its earlier `lastTransitionTime`s and first-ready times.
 
+The checkpoint is a `checkpoint.Store`: in the agent, the write-behind writer
+(`services.checkpointing`), whose writes never block and are retried until they succeed; in
+tests and tools possibly a plain `checkpoint.Checkpoint`, written synchronously.
+
 Exceptions: `restore()` lets `checkpoint.CheckpointError` through (the agent cannot keep its
 promises about transition times without it). Write failures while running are logged, not
 raised: a status must still be served when the disk is full. Subscriber exceptions are logged.
@@ -47,10 +51,11 @@ class _FirstReady:
 class StatusManager:
     """Versioned cache of pod statuses with checkpointed transition times.
 
-    Used from one thread (the event loop); every method is synchronous and quick.
+    Used from one thread (the event loop); every method is synchronous, and quick when the
+    checkpoint is the write-behind writer.
     """
 
-    def __init__(self, *, checkpoint: cp.Checkpoint, clock: Callable[[], datetime]) -> None:
+    def __init__(self, *, checkpoint: cp.Store, clock: Callable[[], datetime]) -> None:
         self._checkpoint = checkpoint
         self._clock = clock
         self._entries: dict[podmodel.PodUID, _Entry] = {}

@@ -55,6 +55,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+# The longest grace period or exec timeout sent (68 years): the API allows int64 seconds, but the
+# request field takes no more and gRPC fails a call at once (DEADLINE_EXCEEDED) whose deadline
+# is that far away (measured: 9.3e18 s fails, 2^31 s waits).
+MAX_TIMEOUT_S = 2**31 - 1
+
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
@@ -332,6 +337,7 @@ class RuntimeClient:
 
     async def stop_container(self, container_id: rt.ContainerID, timeout_s: int) -> None:
         """Stop with a grace period of `timeout_s` seconds, then kill (idempotent)."""
+        timeout_s = min(timeout_s, MAX_TIMEOUT_S)
         request = pb.StopContainerRequest(container_id=container_id, timeout=timeout_s)
         # The runtime needs the whole grace period; allow it on top of the usual deadline.
         deadline = self._timeouts.default + timeout_s
@@ -374,6 +380,7 @@ class RuntimeClient:
         self, container_id: rt.ContainerID, cmd: list[str] | tuple[str, ...], timeout_s: int
     ) -> rt.ExecResult:
         """Run `cmd` in the container, killed after `timeout_s` seconds (0: no limit)."""
+        timeout_s = min(timeout_s, MAX_TIMEOUT_S)
         request = pb.ExecSyncRequest(container_id=container_id, cmd=list(cmd), timeout=timeout_s)
         deadline = self._timeouts.default + timeout_s
         response = await self._call(
