@@ -188,6 +188,21 @@ async def exec_in(client: cri_client.RuntimeClient, pod_status: status.PodStatus
     return await client.exec_sync(container_id, ["sh", "-c", command], timeout_s=10)
 
 
+def waiting(pod_status: status.PodStatus) -> status.ContainerStateWaiting | None:
+    """The first container's Waiting state, if it is waiting."""
+    state = pod_status.container_statuses[0].state if pod_status.container_statuses else None
+    return state if isinstance(state, status.ContainerStateWaiting) else None
+
+
+def waiting_reason(pod_status: status.PodStatus) -> str:
+    state = waiting(pod_status)
+    return state.reason if state is not None else ""
+
+
+def events_by(agent: Harness, name: str, reason: str) -> list[events.Event]:
+    return [e for e in agent.events_of(name) if e.reason == reason]
+
+
 def cond(pod_status: status.PodStatus | None, type_: str) -> status.PodCondition | None:
     return pod_status.condition(type_) if pod_status is not None else None
 

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Harness, all_ready, cond, is_true, pod_manifest
+from harness import Harness, all_ready, cond, is_true, pod_manifest, waiting_reason
 from nodelet.model import status as st
 
 pytestmark = pytest.mark.runtime
-
-
-def waiting_reason(pod_status: st.PodStatus) -> str:
-    state = pod_status.container_statuses[0].state
-    return state.reason if isinstance(state, st.ContainerStateWaiting) else ""
 
 
 async def test_failing_readiness_probe_keeps_pod_running_but_not_ready(agent: Harness) -> None:

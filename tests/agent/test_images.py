@@ -15,7 +15,16 @@ import pytest
 import pytest_asyncio
 
 from conftest import Instance
-from harness import Harness, all_ready, cond, is_true, pod_manifest
+from harness import (
+    Harness,
+    all_ready,
+    cond,
+    events_by,
+    is_true,
+    pod_manifest,
+    waiting,
+    waiting_reason,
+)
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model import events as ev
 from nodelet.model import status as st
@@ -45,20 +54,6 @@ async def pulled(runtime: Instance) -> AsyncIterator[list[str]]:
             await runtime.client.remove_image(ref)
         except cri_errors.NotFound:
             pass
-
-
-def waiting(pod_status: st.PodStatus) -> st.ContainerStateWaiting | None:
-    state = pod_status.container_statuses[0].state if pod_status.container_statuses else None
-    return state if isinstance(state, st.ContainerStateWaiting) else None
-
-
-def waiting_reason(pod_status: st.PodStatus) -> str:
-    state = waiting(pod_status)
-    return state.reason if state is not None else ""
-
-
-def events_by(agent: Harness, name: str, reason: str) -> list[ev.Event]:
-    return [e for e in agent.events_of(name) if e.reason == reason]
 
 
 def pull_seconds(event: ev.Event, ref: str) -> float:

@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from conftest import Instance
-from harness import Harness, all_ready, is_true, pod_manifest
+from harness import Harness, all_ready, events_by, is_true, pod_manifest, waiting, waiting_reason
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model import events as ev
 from nodelet.model import status as st
@@ -72,20 +72,6 @@ def secret_manifest(name: str, data: str, *, type_: str = "kubernetes.io/dockerc
     encoded = base64.b64encode(data.encode()).decode()
     return (f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\ntype: {type_}\n"
             f"data:\n  {key}: {encoded}\n")
-
-
-def waiting(pod_status: st.PodStatus) -> st.ContainerStateWaiting | None:
-    state = pod_status.container_statuses[0].state if pod_status.container_statuses else None
-    return state if isinstance(state, st.ContainerStateWaiting) else None
-
-
-def waiting_reason(pod_status: st.PodStatus) -> str:
-    state = waiting(pod_status)
-    return state.reason if state is not None else ""
-
-
-def events_by(agent: Harness, name: str, reason: str) -> list[ev.Event]:
-    return [e for e in agent.events_of(name) if e.reason == reason]
 
 
 async def test_pull_without_credentials_fails_with_the_registrys_401_until_the_secret_exists(
