@@ -252,6 +252,20 @@ async def test_tcp_liveness_failure_asks_for_a_restart_and_stops_probing(
     assert len(harness.group.names) == 1
 
 
+@pytest.mark.parametrize("host", ["a" * 64 + ".example", "bad\x00host"],
+                         ids=["label-too-long", "nul"])
+async def test_a_host_no_resolver_takes_fails_the_probe_not_the_task(
+    harness: Harness, host: str
+) -> None:
+    app = container(readiness_probe=fast({"tcpSocket": {"port": 80, "host": host}}))
+    pod = make_pod(app)
+    harness.manager.ensure(pod, app, rt.ContainerID("c1"), pod_ip=POD_IP,
+                           started_at=time.time())
+    (message,) = await harness.seen_unhealthy("Readiness probe failed")
+    assert message.startswith(f"Readiness probe failed: dial tcp {host}:80: lookup {host}: ")
+    assert harness.group.names == ["probe:readiness:default/probed:app"]  # still probing
+
+
 async def test_liveness_and_readiness_wait_for_the_startup_probe(
     harness: Harness, http_target: HttpTarget
 ) -> None:

@@ -97,6 +97,7 @@ REJECTED: list[tuple[str, dict[str, Any], str, str]] = [
     ("name-long", c(name="a" * 64), f"{C0}.name", "at most 63"),
     ("name-newline", c(name="app\n"), f"{C0}.name", "not a valid DNS-1123 label"),
     ("name-duplicate", pod(ctr(), ctr()), f"{C1}.name", "duplicate container name"),
+    ("name-duplicate-init", pod(ctr(), init=(ctr(),)), f"{I0}.name", "duplicate container name"),
     # -- image --------------------------------------------------------------------------------
     ("image-missing", c(image=None), f"{C0}.image", "required"),
     ("image-empty", c(image=""), f"{C0}.image", "required"),

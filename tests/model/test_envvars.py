@@ -210,14 +210,14 @@ def test_env_from_prefix_and_invalid_keys() -> None:
 
 def test_skipped_keys_message_lists_sorted_keys() -> None:
     objects = {("Secret", "default", "s"): manifests.Secret(
-        "s", "default", data={"9z": b"", "..x": b"", "1a": b"", "fine": b""})}
+        "s", "default", data={"9z": b"", "..x": b"", "1a": b"", "fine": b"", "nl\n": b""})}
     container = pods.Container(name="app", image="i",
                                env_from=(pods.EnvFromSource("Secret", "s"),))
     env = envvars.resolve(container, lookup=lambda k, ns, n: objects.get((k, ns, n)),
                           facts=FACTS)
     assert env.mapping == {"fine": ""}
     assert env.skipped[0].message == (
-        "Keys [..x, 1a, 9z] from the EnvFrom secret default/s were skipped since they are "
+        "Keys [..x, 1a, 9z, nl\n] from the EnvFrom secret default/s were skipped since they are "
         "considered invalid environment variable names.")
 
 

@@ -523,7 +523,7 @@ ERROR_CASES: list[Any] = [
     (
         pod_obj(initContainers=[{"name": "app", "image": "busybox"}]),
         manifests.InvalidValueError,
-        C0 + ".name",
+        "spec.initContainers[0].name",
         "duplicate container name",
     ),
     (

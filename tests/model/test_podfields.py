@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import admission, apifields, envspecs, manifests, podfields
+from nodelet.model import admission, apifields, envspecs, hooks, manifests, podfields
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "podspec.md"
 
@@ -22,6 +22,7 @@ ACCEPTED = (
     (apifields.ENV_FIELDS, podfields.ENV),
     (apifields.MOUNT_FIELDS, podfields.MOUNT),
     (apifields.RESOURCES_FIELDS, podfields.RESOURCES),
+    (hooks.LIFECYCLE_FIELDS, podfields.LIFECYCLE),
     (apifields.HOST_ALIAS_FIELDS, podfields.HOST_ALIAS),
     (apifields.VOLUME_SOURCES, podfields.VOLUME),
 )
@@ -46,10 +47,13 @@ def test_docs_podspec_md_is_the_rendered_table() -> None:
 
 
 def pod(spec: dict[str, Any] | None = None, container: dict[str, Any] | None = None,
-        resources: dict[str, Any] | None = None) -> dict[str, Any]:
+        resources: dict[str, Any] | None = None,
+        lifecycle: dict[str, Any] | None = None) -> dict[str, Any]:
     main = {"name": "c", "image": "busybox", **(container or {})}
     if resources:
         main["resources"] = resources
+    if lifecycle:
+        main["lifecycle"] = lifecycle
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
             "spec": {"containers": [main], **(spec or {})}}
 
@@ -64,6 +68,7 @@ EXAMPLES: dict[str, Any] = {
                                                                 "values": [42]}}],
     "volumeDevices": [{"name": "disk", "devicePath": "/dev/xvda"}],
     "claims": [{"name": "gpu"}],
+    "stopSignal": "SIGUSR1",
 }
 
 
@@ -71,8 +76,7 @@ EXAMPLES: dict[str, Any] = {
                          ids=lambda r: r.path)
 def test_refused_fields_are_refused_with_the_tables_message(row: podfields.Field) -> None:
     key = row.path.rsplit(".", 1)[1]
-    scope = {"spec": "spec", "container": "container", "resources": "resources"}[
-        row.refused_in or ""]
+    scope = row.refused_in or ""
     obj = pod(**{scope: {key: EXAMPLES[key]}})
     with pytest.raises(manifests.UnsupportedError) as info:
         manifests.pod_from_object(obj, node_name="n")
@@ -104,12 +108,12 @@ def test_recursive_read_only(mount: dict[str, Any], error: str | None) -> None:
 
 def test_an_api_pod_with_refused_fields_is_kept_for_admission_to_refuse() -> None:
     obj = pod({"overhead": {"cpu": "1"}}, {"volumeDevices": [{"name": "d", "devicePath": "/x"}]},
-              {"claims": [{"name": "gpu"}]})
+              {"claims": [{"name": "gpu"}]}, {"stopSignal": "SIGUSR1"})
     obj["metadata"]["uid"] = "u-1"
     parsed = manifests.pod_from_object(obj, node_name="n", source="api", strict=False)
     assert [path for path, _ in parsed.refused] == [
         "spec.overhead", "spec.containers[0].volumeDevices",
-        "spec.containers[0].resources.claims"]
+        "spec.containers[0].resources.claims", "spec.containers[0].lifecycle.stopSignal"]
     rejection = admission.admit(parsed, admission.Node(labels={}))
     assert rejection is not None and rejection.reason == "UnsupportedPodSpec"
     assert rejection.message.startswith("spec.overhead: pod overhead")

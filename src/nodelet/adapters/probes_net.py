@@ -90,6 +90,8 @@ async def tcp_socket(host: str, port: int, *, timeout_s: float) -> probes.Attemp
         # asyncio words it "Connect call failed (addr)"; the errno's text is what Go prints.
         reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()
         return _failure(f"dial tcp {address}: connect: {reason}")
+    except ValueError as exc:  # a host name no resolver takes: too long a label, a NUL
+        return _failure(f"dial tcp {address}: lookup {host}: {exc}")
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()

@@ -41,7 +41,7 @@ INVALID_NAMES_REASON = "InvalidEnvironmentVariableNames"
 
 # apimachinery's IsEnvVarName, which the kubelet applies to envFrom keys (1.6 to 1.33; 1.34
 # dropped the check together with the API server's strict rule for `env` names).
-_ENV_VAR_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 
 ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
 
@@ -155,7 +155,7 @@ def sub_path(mount: pods.VolumeMount, variables: Mapping[str, str]) -> str:
 
 def is_env_var_name(name: str) -> bool:
     """apimachinery's IsEnvVarName: what the kubelet keeps of envFrom keys."""
-    return bool(_ENV_VAR_NAME.match(name)) and name not in (".", "..") and \
+    return bool(_ENV_VAR_NAME.fullmatch(name)) and name not in (".", "..") and \
         not name.startswith("..")
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nodelet.model import fields, pods, probes
+from nodelet.model import fields, podfields, pods, probes
 
 HookKind = Literal["postStart", "preStop"]
 HOOK_KINDS: tuple[HookKind, ...] = ("postStart", "preStop")
@@ -93,12 +93,7 @@ def check_lifecycle(
     the pod's grace period `grace` (None: not known, not checked)."""
     if strict:
         fields.check_fields(lifecycle, LIFECYCLE_FIELDS, path)
-        if lifecycle.get("stopSignal") is not None:
-            raise fields.UnsupportedError(
-                "stopSignal is not supported: containerd 1.6 has no stop signal in CRI; set "
-                "STOPSIGNAL in the image instead",
-                path=f"{path}.stopSignal",
-            )
+        podfields.check_refused(lifecycle, "lifecycle", path)
     for kind in HOOK_KINDS:
         raw = lifecycle.get(kind)
         if raw is None:

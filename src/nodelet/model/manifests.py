@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -104,29 +105,71 @@ class ManifestProblem:
         return f"{where}: document {self.index}: {self.message}"
 
 
-def _check_keys(constructor: yaml.constructor.BaseConstructor, node: yaml.MappingNode) -> None:
-    """Duplicate keys are errors: the API server's strict field validation rejects them;
-    PyYAML would keep the last one."""
-    seen: set[Any] = set()
+def _json_mapping(
+    constructor: yaml.constructor.SafeConstructor, node: yaml.MappingNode, deep: bool
+) -> dict[Hashable, Any]:
+    """A mapping as the kubelet's YAML reader (sigs.k8s.io/yaml) makes it: YAML is turned into
+    JSON, so a number or boolean key becomes its JSON text (`1: one` is the label "1") and any
+    other key is refused. A key written twice is an error, as in the API server's strict field
+    validation (PyYAML would keep the last); keys from a `<<` merge may be overridden."""
+    seen: set[str] = set()
     for key_node, _ in node.value:
-        key = constructor.construct_object(key_node, deep=True)
-        if isinstance(key, Hashable) and key in seen:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        text = _key_text(constructor, key_node, node)
+        if text in seen:
             raise yaml.constructor.ConstructorError(
-                "while constructing a mapping",
-                node.start_mark,
-                f"duplicate key {key!r}",
-                key_node.start_mark,
-            )
-        if isinstance(key, Hashable):
-            seen.add(key)
+                "while constructing a mapping", node.start_mark, f"duplicate key {text!r}",
+                key_node.start_mark)
+        seen.add(text)
+    constructor.flatten_mapping(node)
+    return {_key_text(constructor, key_node, node): constructor.construct_object(value, deep)
+            for key_node, value in node.value}
+
+
+def _key_text(
+    constructor: yaml.constructor.SafeConstructor, key_node: yaml.Node, node: yaml.MappingNode
+) -> str:
+    text = _json_key(constructor.construct_object(key_node, deep=True))
+    if text is None:
+        raise yaml.constructor.ConstructorError(
+            "while constructing a mapping", node.start_mark,
+            "unsupported key: keys must be strings, numbers or booleans", key_node.start_mark)
+    return text
+
+
+def _json_key(key: Any) -> str | None:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int) or (isinstance(key, float) and math.isfinite(key)):
+        return json.dumps(key)
+    return None
+
+
+# YAML's 0x/0o/0b literals make integers of any size, and Python refuses to print one of more
+# than 4300 decimal digits (sys.get_int_max_str_digits), which every error message would do. A
+# decimal literal that long already fails to load, as it does in JSON; hex ones get the same.
+_MAX_DIGITS = 4300
+_TOO_LONG = 10**_MAX_DIGITS
+
+
+def _construct_int(constructor: yaml.SafeLoader | yaml.CSafeLoader, node: yaml.ScalarNode) -> int:
+    value = yaml.constructor.SafeConstructor.construct_yaml_int(constructor, node)
+    if abs(value) >= _TOO_LONG:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"integer out of range: more than {_MAX_DIGITS} digits",
+            node.start_mark)
+    return value
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML as Kubernetes reads it: timestamps stay strings, duplicate keys are errors."""
+    """YAML as Kubernetes reads it: timestamps stay strings, keys become JSON strings,
+    duplicate keys are errors, integers are no longer than JSON's."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        _check_keys(self, node)
-        return super().construct_mapping(node, deep)
+        return _json_mapping(self, node, deep)
 
 
 class _FastLoader(yaml.CSafeLoader):
@@ -134,9 +177,11 @@ class _FastLoader(yaml.CSafeLoader):
     the limit checks, against 23 s for the pure-Python loader."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        _check_keys(self, node)
-        return super().construct_mapping(node, deep)
+        return _json_mapping(self, node, deep)
 
+
+for _loader in (_Loader, _FastLoader):
+    _loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 _NO_TIMESTAMPS = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from nodelet.model import apifields, fields
 
 Status = Literal["honoured", "refused", "node-dependent", "not applicable"]
-Scope = Literal["spec", "container", "resources"]
+Scope = Literal["spec", "container", "resources", "lifecycle"]
 
 SPEC = "spec."
 CONTAINER = "spec.containers[*]."  # and spec.initContainers[*]
@@ -26,6 +26,7 @@ PORT = "spec.containers[*].ports[*]."
 ENV = "spec.containers[*].env[*]."
 MOUNT = "spec.containers[*].volumeMounts[*]."
 RESOURCES = "spec.containers[*].resources."
+LIFECYCLE = "spec.containers[*].lifecycle."
 VOLUME = "spec.volumes[*]."
 HOST_ALIAS = "spec.hostAliases[*]."
 
@@ -169,8 +170,7 @@ TABLE: tuple[Field, ...] = (
     _h(CONTAINER + "livenessProbe", "exec, httpGet, tcpSocket, grpc; restarts the container"),
     _h(CONTAINER + "readinessProbe", "exec, httpGet, tcpSocket, grpc; drives Ready"),
     _h(CONTAINER + "startupProbe", "exec, httpGet, tcpSocket, grpc; holds the others"),
-    _h(CONTAINER + "lifecycle", "postStart and preStop hooks (exec, httpGet, tcpSocket, "
-       "sleep)"),
+    _h(CONTAINER + "lifecycle", "see the lifecycle fields below"),
     _h(CONTAINER + "terminationMessagePath", "a file mounted from the host"),
     _h(CONTAINER + "terminationMessagePolicy", "File, FallbackToLogsOnError"),
     _h(CONTAINER + "securityContext", "see the container securityContext fields below"),
@@ -224,6 +224,12 @@ TABLE: tuple[Field, ...] = (
     _h(RESOURCES + "requests", "cpu (shares); memory requests are for scheduling"),
     _refused(RESOURCES + "claims", "resources", "dynamic resource allocation is not "
              "supported"),
+    # -- lifecycle -----------------------------------------------------------------------------
+    _h(LIFECYCLE + "postStart", "exec, httpGet, tcpSocket, sleep; the container is killed "
+       "when it fails"),
+    _h(LIFECYCLE + "preStop", "exec, httpGet, tcpSocket, sleep; within the grace period"),
+    _refused(LIFECYCLE + "stopSignal", "lifecycle", "stopSignal is not supported: containerd "
+             "1.6 has no stop signal in CRI; set STOPSIGNAL in the image instead"),
     _h(HOST_ALIAS + "ip", "an address in /etc/hosts"),
     _h(HOST_ALIAS + "hostnames", "its names"),
 )
@@ -270,6 +276,10 @@ def check_refused(obj: Mapping[str, Any], scope: Scope, path: str) -> None:
         raise fields.UnsupportedError(message, path=where)
 
 
+# Objects inside a container whose refused fields are checked, each named as its field.
+_INNER_SCOPES: tuple[Scope, ...] = ("resources", "lifecycle")
+
+
 def refused_fields(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """(path, message) of every refused field set in a pod spec that was already parsed
     leniently (a pod the API server accepted: refused at admission, not at parsing)."""
@@ -280,9 +290,10 @@ def refused_fields(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
                 continue
             path = f"spec.{key}[{i}]"
             found += _refused_here(container, "container", path)
-            resources = container.get("resources")
-            if isinstance(resources, Mapping):
-                found += _refused_here(resources, "resources", f"{path}.resources")
+            for scope in _INNER_SCOPES:
+                inner = container.get(scope)
+                if isinstance(inner, Mapping):
+                    found += _refused_here(inner, scope, f"{path}.{scope}")
     return tuple(found)
 
 
@@ -293,7 +304,7 @@ _SECTIONS = (
     ("The pod", SPEC), ("The pod's securityContext", POD_SC), ("Containers", CONTAINER),
     ("The container's securityContext", CONTAINER_SC), ("Ports", PORT),
     ("Environment variables", ENV), ("Volume mounts", MOUNT), ("Resources", RESOURCES),
-    ("Host aliases", HOST_ALIAS), ("Volume types", VOLUME),
+    ("Lifecycle", LIFECYCLE), ("Host aliases", HOST_ALIAS), ("Volume types", VOLUME),
 )  # fmt: skip
 
 _HEADER = """\

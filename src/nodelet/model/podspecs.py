@@ -27,12 +27,13 @@ from nodelet.model import (
 
 
 def _unique_names(spec: pods.PodSpec) -> None:
+    """Container names are unique across the pod. As kube-apiserver: the containers are
+    checked first, then each init container against them and the init containers before it,
+    so a clash between the two lists is reported at spec.initContainers[i].name."""
     seen: dict[str, str] = {}
-    named = [("initContainers", c) for c in spec.init_containers]
-    named += [("containers", c) for c in spec.containers]
-    counters: dict[str, int] = {}
-    for key, container in named:
-        index = counters[key] = counters.get(key, -1) + 1
+    named = [("containers", i, c) for i, c in enumerate(spec.containers)]
+    named += [("initContainers", i, c) for i, c in enumerate(spec.init_containers)]
+    for key, index, container in named:
         path = f"spec.{key}[{index}].name"
         if container.name in seen:
             raise fields.InvalidValueError(
