@@ -281,7 +281,7 @@ class PodTimes:
 
 
 class BenchMetrics(metrics.Metrics):
-    """nodelet's own metrics plus per-pod timings, through the SyncObserver hooks."""
+    """nodelet's own metrics plus per-pod timings, through the observers.SyncObserver hooks."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NewType
 
+from nodelet.model import pods
+
 SandboxID = NewType("SandboxID", str)
 ContainerID = NewType("ContainerID", str)
 
@@ -295,3 +297,25 @@ class ImageInfo:
     # None for neither, which means root).
     uid: int | None = None
     username: str = ""
+
+
+@dataclass(frozen=True)
+class PodRuntime:
+    """One pod's sandboxes (newest first) and containers, as the runtime reports them."""
+
+    uid: pods.PodUID
+    sandboxes: tuple[SandboxInfo, ...] = ()
+    containers: tuple[ContainerInfo, ...] = ()
+
+    def _label(self, key: str) -> str:
+        for labels in [s.labels for s in self.sandboxes] + [c.labels for c in self.containers]:
+            return labels.get(key, "")
+        return ""
+
+    @property
+    def name(self) -> str:
+        return self._label(LABEL_POD_NAME)
+
+    @property
+    def namespace(self) -> str:
+        return self._label(LABEL_POD_NAMESPACE)

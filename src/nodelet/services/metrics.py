@@ -6,7 +6,7 @@ runtime's error (`classify_sandbox_error`).
 
 What feeds it:
 - `observe_operation`: the CRI client's `OperationObserver` (every RPC, kubelet operation names);
-- the `syncing.SyncObserver` hooks (sandbox creation, volume failures);
+- the `observers.SyncObserver` hooks (sandbox creation, volume failures);
 - `observe_status`: a status manager subscriber (condition latencies, pod start SLI, status
   update latency);
 - `observe_event`: an event recorder subscriber (image pull times and failures);
@@ -31,8 +31,7 @@ import prometheus_client as prom
 from nodelet.adapters import checkpoint as cp
 from nodelet.adapters.cri import client as cri
 from nodelet.model import events as ev
-from nodelet.model import pods, status
-from nodelet.services import relisting, syncing, volumes
+from nodelet.model import pods, runtime, status
 
 # Sandbox creation is 0.1-0.5 s here, slower under load; the kubelet's buckets start at 5 ms.
 _SANDBOX_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -89,7 +88,7 @@ def _all_running(pod: pods.Pod, pod_status: status.PodStatus) -> bool:
     return bool(wanted) and wanted <= running
 
 
-def status_inputs(state: relisting.PodRuntime) -> tuple[object, ...]:
+def status_inputs(state: runtime.PodRuntime) -> tuple[object, ...]:
     """The part of a pod's runtime state its status shows: the newest sandbox's state and the
     newest instance of each container. Removing an old exited instance changes none of it."""
     sandbox = (state.sandboxes[0].id, state.sandboxes[0].state) if state.sandboxes else None
@@ -113,12 +112,14 @@ class _PodTrack:
     reflected: tuple[object, ...] | None = None  # status_inputs behind the last stored status
 
 
-class Metrics(syncing.SyncObserver):
+class Metrics:
+    """The node's Prometheus metrics; also the workers' `observers.SyncObserver`."""
+
     def __init__(self, *, clock: Callable[[], datetime] | None = None) -> None:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._since = self._clock()
         self._pods: dict[pods.PodUID, _PodTrack] = {}
-        self._runtime: Callable[[pods.PodUID], relisting.PodRuntime] | None = None
+        self._runtime: Callable[[pods.PodUID], runtime.PodRuntime] | None = None
         self.registry = prom.CollectorRegistry()
         self._kubelet_metrics()
         self._nodelet_metrics()
@@ -196,7 +197,7 @@ class Metrics(syncing.SyncObserver):
     def _track(self, uid: pods.PodUID) -> _PodTrack:
         return self._pods.setdefault(uid, _PodTrack())
 
-    def watch_runtime(self, lookup: Callable[[pods.PodUID], relisting.PodRuntime]) -> None:
+    def watch_runtime(self, lookup: Callable[[pods.PodUID], runtime.PodRuntime]) -> None:
         """Where to read a pod's cached runtime state (the relister's), for status updates."""
         self._runtime = lookup
 
@@ -219,18 +220,18 @@ class Metrics(syncing.SyncObserver):
     def sandbox_created(self, pod: pods.Pod, seconds: float) -> None:
         self.run_sandbox_duration.labels(runtime_handler=pod.spec.runtime_class_name).observe(seconds)
 
-    def sandbox_failed(self, pod: pods.Pod, error: cri.CriError, seconds: float) -> None:
+    def sandbox_failed(self, pod: pods.Pod, message: str, code: str, seconds: float) -> None:
         self.run_sandbox_duration.labels(runtime_handler=pod.spec.runtime_class_name).observe(seconds)
         self.run_sandbox_errors.labels(runtime_handler=pod.spec.runtime_class_name).inc()
         self.started_pods_errors.inc()
-        error_class = classify_sandbox_error(str(error), code=error.code)
+        error_class = classify_sandbox_error(message, code=code)
         self.sandbox_failures.labels(error_class=error_class).inc()
 
-    def sandbox_ready(self, pod: pods.Pod, work: syncing.PodWork) -> None:
-        if work.sandbox_returned_at is not None:
-            self.detection.observe(time.monotonic() - work.sandbox_returned_at)
+    def sandbox_ready(self, pod: pods.Pod, returned_at: float | None) -> None:
+        if returned_at is not None:
+            self.detection.observe(time.monotonic() - returned_at)
 
-    def volume_failed(self, pod: pods.Pod, error: volumes.VolumeError) -> None:
+    def volume_failed(self, pod: pods.Pod, message: str) -> None:
         self.sandbox_failures.labels(error_class="volume_missing").inc()
 
     # -- relist -----------------------------------------------------------------------------

@@ -18,7 +18,6 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 from nodelet.adapters.cri import client as cri
 from nodelet.model import pods, runtime
@@ -26,29 +25,7 @@ from nodelet.model import pods, runtime
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class PodRuntime:
-    """One pod's sandboxes (newest first) and containers, as the runtime reports them."""
-
-    uid: pods.PodUID
-    sandboxes: tuple[runtime.SandboxInfo, ...] = ()
-    containers: tuple[runtime.ContainerInfo, ...] = ()
-
-    def _label(self, key: str) -> str:
-        for labels in [s.labels for s in self.sandboxes] + [c.labels for c in self.containers]:
-            return labels.get(key, "")
-        return ""
-
-    @property
-    def name(self) -> str:
-        return self._label(runtime.LABEL_POD_NAME)
-
-    @property
-    def namespace(self) -> str:
-        return self._label(runtime.LABEL_POD_NAMESPACE)
-
-
-def _fingerprint(state: PodRuntime) -> tuple[object, ...]:
+def _fingerprint(state: runtime.PodRuntime) -> tuple[object, ...]:
     """What counts as a change worth waking a worker for."""
     return (
         tuple((s.id, s.state) for s in state.sandboxes),
@@ -65,7 +42,7 @@ class Relister:
     ) -> None:
         self._client = client
         self._on_change = on_change
-        self._pods: dict[pods.PodUID, PodRuntime] = {}
+        self._pods: dict[pods.PodUID, runtime.PodRuntime] = {}
         self._sandbox_details: dict[runtime.SandboxID, runtime.SandboxInfo] = {}
         self._container_details: dict[runtime.ContainerID, runtime.ContainerInfo] = {}
         self._refresh_counter = itertools.count(1)
@@ -75,8 +52,8 @@ class Relister:
         # The runtime's NetworkReady condition, read with every relist ("" when ready).
         self.network_problem: str = ""
 
-    def pod(self, uid: pods.PodUID) -> PodRuntime:
-        return self._pods.get(uid, PodRuntime(uid))
+    def pod(self, uid: pods.PodUID) -> runtime.PodRuntime:
+        return self._pods.get(uid, runtime.PodRuntime(uid))
 
     def uids(self) -> set[pods.PodUID]:
         return set(self._pods)
@@ -102,23 +79,23 @@ class Relister:
         for uid in set(self._pods) | set(grouped):
             if self._last_refresh.get(uid, 0) > started:
                 continue  # a worker refreshed this pod after our list began: its view is newer
-            self._store(uid, grouped.get(uid, PodRuntime(uid)))
+            self._store(uid, grouped.get(uid, runtime.PodRuntime(uid)))
         self._forget_details(sandboxes, containers)
         self.network_problem = _network_problem(await self._client.status())
         self.last_success = time.monotonic()
         self.last_error = ""
 
-    async def refresh_pod(self, uid: pods.PodUID) -> PodRuntime:
+    async def refresh_pod(self, uid: pods.PodUID) -> runtime.PodRuntime:
         """The pod's state straight from the runtime (for decisions), also updating the cache."""
         self._last_refresh[uid] = next(self._refresh_counter)
         labels = {runtime.LABEL_POD_UID: uid}
         sandboxes = await self._client.list_pod_sandboxes(labels=labels)
         containers = await self._client.list_containers(labels=labels)
-        state = (await self._assemble(sandboxes, containers)).get(uid, PodRuntime(uid))
+        state = (await self._assemble(sandboxes, containers)).get(uid, runtime.PodRuntime(uid))
         self._store(uid, state, wake=False)
         return state
 
-    def note_sandbox(self, uid: pods.PodUID, info: runtime.SandboxInfo) -> PodRuntime:
+    def note_sandbox(self, uid: pods.PodUID, info: runtime.SandboxInfo) -> runtime.PodRuntime:
         """The pod's state with a sandbox the caller just created and read the status of.
 
         Only for a pod that had no sandbox and no container: then the state is exactly this
@@ -127,12 +104,12 @@ class Relister:
         """
         self._last_refresh[uid] = next(self._refresh_counter)
         self._sandbox_details[info.id] = info
-        state = PodRuntime(uid, sandboxes=(info,))
+        state = runtime.PodRuntime(uid, sandboxes=(info,))
         self._store(uid, state, wake=False)
         return state
 
-    def _store(self, uid: pods.PodUID, state: PodRuntime, *, wake: bool = True) -> None:
-        old = self._pods.get(uid, PodRuntime(uid))
+    def _store(self, uid: pods.PodUID, state: runtime.PodRuntime, *, wake: bool = True) -> None:
+        old = self._pods.get(uid, runtime.PodRuntime(uid))
         if state.sandboxes or state.containers:
             self._pods[uid] = state
         else:
@@ -145,7 +122,7 @@ class Relister:
         self,
         sandboxes: Iterable[runtime.SandboxInfo],
         containers: Iterable[runtime.ContainerInfo],
-    ) -> dict[pods.PodUID, PodRuntime]:
+    ) -> dict[pods.PodUID, runtime.PodRuntime]:
         detailed_sandboxes = [await self._sandbox_detail(s) for s in sandboxes]
         detailed_containers = [await self._container_detail(c) for c in containers]
         return _group(detailed_sandboxes, detailed_containers)
@@ -190,7 +167,7 @@ class Relister:
 
 def _group(
     sandboxes: Iterable[runtime.SandboxInfo], containers: Iterable[runtime.ContainerInfo]
-) -> dict[pods.PodUID, PodRuntime]:
+) -> dict[pods.PodUID, runtime.PodRuntime]:
     by_uid_sandboxes: dict[pods.PodUID, list[runtime.SandboxInfo]] = {}
     by_uid_containers: dict[pods.PodUID, list[runtime.ContainerInfo]] = {}
     for sandbox in sandboxes:
@@ -202,7 +179,7 @@ def _group(
         if uid:
             by_uid_containers.setdefault(uid, []).append(container)
     return {
-        uid: PodRuntime(
+        uid: runtime.PodRuntime(
             uid=uid,
             sandboxes=tuple(
                 sorted(by_uid_sandboxes.get(uid, []), key=lambda s: s.created_at, reverse=True)
