@@ -42,7 +42,7 @@ from nodelet.services import (
     workers,
 )
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 def utc_now() -> datetime:
@@ -131,7 +131,7 @@ class Agent:
         self._terminate_orphans()
         self._group.spawn("relist", self.relister.run(s.sync.relist_period))
         await self._start_server()
-        logger.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
+        log.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
                     self.runtime_endpoint, len(self.workers.uids()))
 
     def _admission_facts(self) -> admission.Node:
@@ -265,7 +265,7 @@ class Agent:
             if (state.sandboxes or state.containers) and uid not in self.workers.uids():
                 self._terminate_orphan(uid)
         except cri.CriError as exc:  # the next relist that sees the pod asks again
-            logger.warning("cannot check possibly orphaned pod %s: %s", uid, exc)
+            log.warning("cannot check possibly orphaned pod %s: %s", uid, exc)
         finally:
             self._orphan_checks.discard(uid)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -35,7 +35,7 @@ def remove_pod_cgroup(parent: str, root: Path = CGROUP_ROOT) -> list[str]:
         try:
             path.rmdir()
         except OSError as exc:
-            logger.warning("cannot remove pod cgroup %s: %s", path, exc.strerror)
+            log.warning("cannot remove pod cgroup %s: %s", path, exc.strerror)
             left.append(str(path))
     return left
 

@@ -35,7 +35,7 @@ from nodelet.adapters import cni, commands, host
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 # How often the supervisor checks that containerd is alive, and how long stop() waits after
 # SIGTERM before SIGKILL (containerd 1.6 usually exits within a second).
@@ -287,7 +287,7 @@ class EmbeddedContainerd:
         pid = await self._adoptable_pid()
         if pid is not None:
             self._pid, self._adopted = pid, True
-            logger.info("adopted containerd pid %d for %s", pid, self._data_dir)
+            log.info("adopted containerd pid %d for %s", pid, self._data_dir)
         else:
             await self._spawn()
         self._supervisor = asyncio.create_task(
@@ -307,7 +307,7 @@ class EmbeddedContainerd:
         # overlayfs is much faster than copying (native), but not every file system takes it.
         if await overlay_works(self._paths.base / "overlay-check"):
             return "overlayfs"
-        logger.warning("overlay mounts fail under %s; using the native snapshotter", self._data_dir)
+        log.warning("overlay mounts fail under %s; using the native snapshotter", self._data_dir)
         return "native"
 
     async def _adoptable_pid(self) -> int | None:
@@ -327,7 +327,7 @@ class EmbeddedContainerd:
         self._proc = _popen(argv, self._paths.log_file)
         self._pid, self._adopted = self._proc.pid, False
         self._paths.pid_file.write_text(f"{self._proc.pid}\n")
-        logger.info("started containerd pid %d for %s", self._proc.pid, self._data_dir)
+        log.info("started containerd pid %d for %s", self._proc.pid, self._data_dir)
         await self._wait_socket()
 
     async def _wait_socket(self) -> None:
@@ -359,7 +359,7 @@ class EmbeddedContainerd:
                 await _wait_until(lambda: not self._alive(), math.inf)
                 if time.monotonic() - started > _HEALTHY_RUN:
                     backoff = self._settings.restart_backoff
-                logger.error(
+                log.error(
                     "containerd pid %s for %s died; restarting in %gs (log: %s)",
                     self._pid, self._data_dir, backoff, self._paths.log_file,
                 )
@@ -369,7 +369,7 @@ class EmbeddedContainerd:
         except asyncio.CancelledError:
             raise
         except Exception:
-            logger.exception("containerd supervisor for %s crashed", self._data_dir)
+            log.exception("containerd supervisor for %s crashed", self._data_dir)
             raise
 
     async def _respawn(self) -> None:
@@ -379,7 +379,7 @@ class EmbeddedContainerd:
             await self._spawn()
             self._restarts += 1
         except ContainerdError as e:
-            logger.error("restarting containerd failed: %s", e)
+            log.error("restarting containerd failed: %s", e)
 
     async def _cancel_supervisor(self) -> None:
         task, self._supervisor = self._supervisor, None
@@ -410,7 +410,7 @@ class EmbeddedContainerd:
             os.kill(pid, signal.SIGTERM)
         if await _wait_until(lambda: not self._alive_pid(pid), _STOP_GRACE):
             return
-        logger.warning("containerd pid %d ignored SIGTERM; killing it", pid)
+        log.warning("containerd pid %d ignored SIGTERM; killing it", pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         await _wait_until(lambda: not self._alive_pid(pid), _STOP_GRACE)
@@ -467,7 +467,7 @@ class EmbeddedContainerd:
         status, output = await commands.run(argv, limit=self._settings.timeouts.pull_image)
         if status != 0:
             raise ContainerdError(f"importing {archive} failed ({status}): {output.strip()}")
-        logger.info("imported %s from %s", ref, archive)
+        log.info("imported %s from %s", ref, archive)
 
 
 # -- leftovers of a containerd instance (used by reset and tests) ------------------------------

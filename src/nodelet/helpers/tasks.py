@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from nodelet.helpers import backoff as backoff_mod
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -78,7 +78,7 @@ class TaskGroup:
             delay = backoff.next_delay()
             state.error = f"{why}; restarting in {delay:.1f}s"
             state.restarts += 1
-            logger.error("task %s %s", state.name, state.error, exc_info=exc_info)
+            log.error("task %s %s", state.name, state.error, exc_info=exc_info)
             await asyncio.sleep(delay)
             state.error = None
 
@@ -91,7 +91,7 @@ class TaskGroup:
             return
         exc = task.exception()
         if exc is not None:
-            logger.error("task %s crashed", task.get_name(), exc_info=exc)
+            log.error("task %s crashed", task.get_name(), exc_info=exc)
             if self._on_crash is not None:
                 self._on_crash(task.get_name(), exc)
 

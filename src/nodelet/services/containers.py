@@ -25,7 +25,7 @@ from nodelet.model import events as ev
 from nodelet.model import volumes as vol
 from nodelet.services import hooks, images, recording, volumes
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 # The kubelet's limits on termination messages: 4 KiB from the file, 80 lines / 2 KiB of logs.
 MAX_MESSAGE_BYTES = 4096

@@ -15,7 +15,7 @@ from nodelet.adapters import probes_net
 from nodelet.adapters.cri import client as cri
 from nodelet.model import hooks, pods, probes, runtime
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 class HookRunner:
@@ -78,7 +78,7 @@ class HookRunner:
                                                   max(int(budget), 1))
         except cri.CriError as exc:
             return exc.detail
-        logger.debug("hook %s ran in %.3fs", hook.command, time.monotonic() - started)
+        log.debug("hook %s ran in %.3fs", hook.command, time.monotonic() - started)
         if result.exit_code == 0:
             return None
         output = (result.stdout + result.stderr).decode(errors="replace").strip()

@@ -36,7 +36,7 @@ from nodelet.model import events as ev
 from nodelet.model import volumes as vol
 from nodelet.services import recording
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 Waiting = MutableMapping[str, tuple[str, str]]
 # What a pull was tried with: the credentials in order (empty: anonymous), or the error that
@@ -130,13 +130,13 @@ class ImagePuller:
         except FileNotFoundError:
             return credentials.Keyring()
         except OSError as exc:
-            logger.warning("cannot read the node's registry credentials %s: %s", path, exc)
+            log.warning("cannot read the node's registry credentials %s: %s", path, exc)
             return credentials.Keyring()
         try:
             return credentials.keyring(
                 credentials.parse_config(data, wrapped=True, source=f"registry config {path}"))
         except credentials.CredentialsError as exc:
-            logger.warning("ignoring the node's registry credentials: %s", exc.message)
+            log.warning("ignoring the node's registry credentials: %s", exc.message)
             return credentials.Keyring()
 
     async def _pull(
@@ -173,7 +173,7 @@ class ImagePuller:
                 errors.append(exc.detail)
             else:
                 if credential is not None:
-                    logger.info("pulled %s with credentials of %s", image, credential.source)
+                    log.info("pulled %s with credentials of %s", image, credential.source)
                 return None
         return _aggregate(errors)
 

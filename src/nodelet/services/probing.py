@@ -41,7 +41,7 @@ from nodelet.model import events as ev
 from nodelet.model import pods, probes, runtime
 from nodelet.services import recording
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 # The runtime kills an exec probe itself at timeoutSeconds (and network probes stop there); this
 # outer bound only guards against a runtime or a peer that never answers.
@@ -129,7 +129,7 @@ class ProbeManager:
         for kind in parsed.kinds:
             name = f"probe:{kind}:{pod.full_name}:{container.name}"
             instance.tasks.append(self._group.spawn(name, self._loop(instance, kind)))
-        logger.info("probing container %s of pod %s (%s): %s", container.name, pod.full_name,
+        log.info("probing container %s of pod %s (%s): %s", container.name, pod.full_name,
                     container_id[:13], ", ".join(parsed.kinds),
                     extra={"pod": pod.full_name, "pod_uid": str(pod.uid)})
 
@@ -215,7 +215,7 @@ class ProbeManager:
         self, instance: _Instance, kind: probes.ProbeKind, state: probes.ProbeState
     ) -> None:
         pod = instance.pod
-        logger.info("%s probe of container %s in pod %s: %s", kind, instance.container.name,
+        log.info("%s probe of container %s in pod %s: %s", kind, instance.container.name,
                     pod.full_name, state.result,
                     extra={"pod": pod.full_name, "pod_uid": str(pod.uid), "probe": kind})
         if kind == "startup" and state.result == "success":
@@ -223,7 +223,7 @@ class ProbeManager:
         try:
             self._on_change(pod.uid)
         except Exception:
-            logger.exception("probe change callback failed for pod %s", pod.full_name)
+            log.exception("probe change callback failed for pod %s", pod.full_name)
 
     # -- one attempt ----------------------------------------------------------------------
 

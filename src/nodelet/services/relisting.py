@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from nodelet.adapters.cri import client as cri
 from nodelet.model import pods, runtime
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 def _fingerprint(state: runtime.PodRuntime) -> tuple[object, ...]:
@@ -65,10 +65,10 @@ class Relister:
                 await self.relist()
             except cri.CriError as exc:
                 self.last_error = str(exc)
-                logger.warning("relist failed: %s", exc)
+                log.warning("relist failed: %s", exc)
             except Exception as exc:  # a bug must not end the relist for every pod
                 self.last_error = f"relist crashed: {exc!r}"
-                logger.exception("relist crashed")
+                log.exception("relist crashed")
             await asyncio.sleep(period)
 
     async def relist(self) -> None:
@@ -134,7 +134,7 @@ class Relister:
                 cached = await self._client.pod_sandbox_status(listed.id)
             except cri.CriError as exc:  # one bad sandbox must not fail the whole relist
                 if not isinstance(exc, cri.NotFound):
-                    logger.warning("status of sandbox %s: %s", listed.id, exc)
+                    log.warning("status of sandbox %s: %s", listed.id, exc)
                 return listed
             self._sandbox_details[listed.id] = cached
         # IP and namespace mode never change; the state does.
@@ -147,7 +147,7 @@ class Relister:
                 cached = await self._client.container_status(listed.id)
             except cri.CriError as exc:
                 if not isinstance(exc, cri.NotFound):
-                    logger.warning("status of container %s: %s", listed.id, exc)
+                    log.warning("status of container %s: %s", listed.id, exc)
                 return listed
             self._container_details[listed.id] = cached
         return cached

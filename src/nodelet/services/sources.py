@@ -27,7 +27,7 @@ from typing import Any
 from nodelet import settings
 from nodelet.model import duplicates, health, manifests, pods
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 _IGNORED_SUFFIXES = ("~", ".swp", ".swx", ".tmp", ".bak", ".part")
 
@@ -167,7 +167,7 @@ class ManifestSource:
         except manifests.ManifestError as exc:
             return _problem(path, doc.index, str(exc))
         except Exception as exc:  # one document must never stop the source
-            logger.error("unexpected error reading %s (document %d)", path, doc.index,
+            log.error("unexpected error reading %s (document %d)", path, doc.index,
                          exc_info=exc)
             return _problem(path, doc.index, (
                 f"cannot read this document: {type(exc).__name__} (a bug in nodelet, the log "
@@ -226,7 +226,7 @@ class ManifestSource:
             if not report.ok and report not in self._logged:
                 where = report.file if report.document is None else \
                     f"{report.file} (document {report.document})"
-                logger.error("invalid manifest %s: %s", where, report.error)
+                log.error("invalid manifest %s: %s", where, report.error)
         self._logged = {r for r in reports if not r.ok}
 
 

@@ -50,7 +50,7 @@ from nodelet.services import (
     volumes,
 )
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 # How long a container must run before its restart back-off starts over (kubelet: 10 min).
 BACKOFF_RESET_AFTER = 600.0
@@ -238,7 +238,7 @@ class PodSyncer:
             return
         work.failure = (rejection.reason, rejection.status_message)
         self._recorder.record(pod, "Warning", rejection.reason, rejection.message)
-        logger.warning("pod %s (%s) rejected: %s: %s", pod.full_name, pod.uid, rejection.reason,
+        log.warning("pod %s (%s) rejected: %s: %s", pod.full_name, pod.uid, rejection.reason,
                        rejection.message)
 
     def _check_deadline(self, pod: pods.Pod, work: PodWork) -> float | None:
@@ -346,7 +346,7 @@ class PodSyncer:
         work.sandbox_returned_at = time.monotonic()
         self._observer.sandbox_created(pod, work.sandbox_returned_at - started)
         work.last_sandbox_error = None
-        logger.info("created sandbox %s for pod %s (attempt %d)", sandbox_id, pod.full_name,
+        log.info("created sandbox %s for pod %s (attempt %d)", sandbox_id, pod.full_name,
                     attempt)
         return sandbox_id
 

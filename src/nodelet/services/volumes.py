@@ -43,7 +43,7 @@ from nodelet.adapters import mounts
 from nodelet.model import envvars, pods, runtime
 from nodelet.model import volumes as vol
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 # Under a pod's directory: the subPath bind mounts given to the runtime (the kubelet's name).
 SUB_PATHS_DIR = "volume-subpaths"
@@ -103,11 +103,11 @@ class VolumeManager:
             bound = await asyncio.to_thread(mounts.make_rshared, self._root)
         except (mounts.MountError, OSError) as exc:
             detail = exc.message if isinstance(exc, mounts.MountError) else str(exc)
-            logger.warning("pods dir %s is not a shared mount, so mountPropagation "
+            log.warning("pods dir %s is not a shared mount, so mountPropagation "
                            "HostToContainer and Bidirectional will fail: %s", self._root, detail)
             return
         if bound:
-            logger.info("bound %s onto itself as a shared mount", self._root)
+            log.info("bound %s onto itself as a shared mount", self._root)
 
     def referenced_objects(self, pod: pods.Pod) -> set[tuple[str, str, str]]:
         """(kind, namespace, name) of the ConfigMaps and Secrets the pod's volumes read."""
@@ -194,7 +194,7 @@ class VolumeManager:
             return False
         if not await asyncio.to_thread(mounts.write_atomically, directory, payload):
             return False
-        logger.info("wrote volume %s of pod %s (%d files)", volume.name, pod.full_name,
+        log.info("wrote volume %s of pod %s (%d files)", volume.name, pod.full_name,
                     len(payload))
         return True
 
@@ -261,7 +261,7 @@ class VolumeManager:
 
 
 def _log_refresh_error(pod: pods.Pod, error: VolumeError) -> None:
-    logger.warning("pod %s: keeping the old files: %s", pod.full_name, error.event_message)
+    log.warning("pod %s: keeping the old files: %s", pod.full_name, error.event_message)
 
 
 def _set_ownership(directory: Path, fs_group: int, read_only: bool) -> None:

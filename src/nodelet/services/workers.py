@@ -20,7 +20,7 @@ from nodelet.helpers import backoff, tasks
 from nodelet.model import pods
 from nodelet.services import syncing
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -71,7 +71,7 @@ class PodWorkers:
     def terminate_orphan(self, pod: pods.Pod) -> None:
         """A pod found in the runtime that no source wants (left from an earlier run)."""
         if pod.uid not in self._workers and pod.uid not in self._desired:
-            logger.info("terminating orphaned pod %s (%s)", pod.full_name, pod.uid)
+            log.info("terminating orphaned pod %s (%s)", pod.full_name, pod.uid)
             self._terminate(self._start(pod))
 
     def wake(self, uid: pods.PodUID) -> None:
@@ -138,18 +138,18 @@ class PodWorkers:
             current = asyncio.current_task()
             if not worker.terminating or (current is not None and current.cancelling()):
                 raise  # the agent is shutting down (or the worker itself was cancelled)
-            logger.info("sync of pod %s (%s) cancelled: the pod is terminating", pod.full_name,
+            log.info("sync of pod %s (%s) cancelled: the pod is terminating", pod.full_name,
                         pod.uid)
             return 0.0
         except syncing.NetworkNotReady as exc:
-            logger.warning("pod %s (%s) waits: %s", pod.full_name, pod.uid, exc)
+            log.warning("pod %s (%s) waits: %s", pod.full_name, pod.uid, exc)
             return self._sync.network_not_ready_retry
         except (syncing.SyncError, cri.CriError) as exc:
-            logger.warning("error syncing pod %s (%s), will retry: %s", pod.full_name, pod.uid,
+            log.warning("error syncing pod %s (%s), will retry: %s", pod.full_name, pod.uid,
                            exc)
             return backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
         except Exception:
-            logger.exception("unexpected error syncing pod %s (%s)", pod.full_name, pod.uid)
+            log.exception("unexpected error syncing pod %s (%s)", pod.full_name, pod.uid)
             return backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
         resync = self._sync.resync_period
         return min(wake_in, resync) if wake_in is not None else resync
@@ -159,13 +159,13 @@ class PodWorkers:
         try:
             await self._syncer.terminate(pod, worker.work)
         except (syncing.SyncError, cri.CriError) as exc:
-            logger.warning("error terminating pod %s (%s), will retry: %s", pod.full_name,
+            log.warning("error terminating pod %s (%s), will retry: %s", pod.full_name,
                            pod.uid, exc)
             return False
         except Exception:
-            logger.exception("unexpected error terminating pod %s (%s)", pod.full_name, pod.uid)
+            log.exception("unexpected error terminating pod %s (%s)", pod.full_name, pod.uid)
             return False
-        logger.info("pod %s (%s) terminated", pod.full_name, pod.uid)
+        log.info("pod %s (%s) terminated", pod.full_name, pod.uid)
         return True
 
     def alive(self) -> bool:

@@ -53,7 +53,7 @@ __all__ = [
     "RuntimeUnavailable",
 ]
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 # The longest grace period or exec timeout sent (68 years): the API allows int64 seconds, but the
 # request field takes no more and gRPC fails a call at once (DEADLINE_EXCEEDED) whose deadline
@@ -194,7 +194,7 @@ class RuntimeClient:
         try:
             self._observer(OPERATION_TYPES.get(operation, operation.lower()), seconds, error)
         except Exception:
-            logger.exception("CRI operation observer failed for %s", operation)
+            log.exception("CRI operation observer failed for %s", operation)
 
     async def _call_mapped(
         self,
@@ -216,7 +216,7 @@ class RuntimeClient:
                     raise
                 if not await self._wait_channel_ready():
                     raise
-                logger.info("CRI %s: runtime at %s is back, retrying", operation, self._endpoint)
+                log.info("CRI %s: runtime at %s is back, retrying", operation, self._endpoint)
                 return await method(request, timeout=deadline)
         except grpc.aio.AioRpcError as e:
             raise errors.from_rpc_error(
