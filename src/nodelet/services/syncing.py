@@ -30,6 +30,7 @@ from nodelet.model import (
     etchosts,
     generation,
     observers,
+    podactions,
     pods,
     runtime,
     sandboxes,
@@ -52,10 +53,6 @@ from nodelet.services import (
 
 log = logging.getLogger(__name__)
 
-# How long a container must run before its restart back-off starts over (kubelet: 10 min).
-BACKOFF_RESET_AFTER = 600.0
-
-
 Mounts = Mapping[str, tuple[runtime.Mount, ...]]
 
 
@@ -70,7 +67,10 @@ class NetworkNotReady(SyncError):
 @dataclass
 class _Restart:
     backoff: backoff.Backoff
-    not_before: float = 0.0  # monotonic time before which the container must not restart
+    not_before: float = 0.0  # POSIX time (the syncer's clock) before which it must not restart
+
+    def state(self) -> podactions.RestartState:
+        return podactions.RestartState(self.not_before, self.backoff.current)
 
 
 @dataclass
@@ -89,6 +89,20 @@ class PodWork:
     admitted: bool = False
     # Sandboxes this worker stopped (StopPodSandbox also releases a dead sandbox's network).
     stopped_sandboxes: set[runtime.SandboxID] = field(default_factory=set)
+
+
+@dataclass
+class _Run:
+    """One sync's container pass: what every container action reads, and the errors of the
+    containers that failed to start."""
+
+    pod: pods.Pod
+    sandbox: runtime.SandboxInfo
+    state: runtime.PodRuntime
+    work: PodWork
+    mounts: Mounts
+    pod_ip: str
+    errors: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -177,41 +191,30 @@ class PodSyncer:
         self._admit(pod, work)
         deadline_in = self._check_deadline(pod, work)
         self.publish(pod, state, work)
-        if self._terminal(pod):
+        action = podactions.pod_action(pod, state, terminal=self._terminal(pod),
+                                       network_problem=self._relister.network_problem)
+        if isinstance(action, podactions.StopPod):
             await self._stop_terminal(pod, state, work)
             return None
-        problem = self._relister.network_problem
-        if problem and not pod.spec.host_network:
-            # As the kubelet: no sandbox is attempted for a pod network that cannot be set up.
-            self._recorder.record(pod, "Warning", "NetworkNotReady", problem)
-            raise NetworkNotReady(problem)
-        change = sandboxes.sandbox_change(pod, state.sandboxes)
-        if change.needed and not sandboxes.should_create_sandbox(
-            pod, change, has_container_history=bool(state.containers)
-        ):
-            # As the kubelet: what is left of the pod is killed, and nothing is recreated.
-            await self._stop_terminal(pod, state, work)
-            return None
+        if isinstance(action, podactions.WaitForNetwork):
+            self._recorder.record(pod, "Warning", "NetworkNotReady", action.problem)
+            raise NetworkNotReady(action.problem)
         await self._objects_ready(pod)
         self._puller.check_pull_secrets(pod)
         # Volumes come first, as in the kubelet: a missing ConfigMap keeps the sandbox from
         # being created, so PodReadyToStartContainers stays False and says why.
         mounts = await self._prepare_volumes(pod, state, work)
-        if change.needed:
-            state = await self._replace_sandbox(pod, state, change, work)
+        if isinstance(action, podactions.CreateSandbox):
+            state = await self._replace_sandbox(pod, state, action.change, work)
             # Downward API files may carry the pod IP, which only the new sandbox knows.
             mounts = await self._prepare_volumes(pod, state, work)
-        sandbox = state.sandboxes[0]
-        exited_before = {c.id for c in state.containers
-                         if c.state is runtime.ContainerState.EXITED}
-        errors: list[str] = []
-        wake_in = await self._sync_containers(pod, sandbox, state, work, mounts, errors)
+        before = state.containers
+        errors, wake_in = await self._sync_containers(pod, state, work, mounts)
         state = await self._relister.refresh_pod(pod.uid)
         self.publish(pod, state, work)
         if errors:
             raise SyncError("; ".join(errors))
-        if self._terminal(pod) or any(c.state is runtime.ContainerState.EXITED
-                                      and c.id not in exited_before for c in state.containers):
+        if self._terminal(pod) or podactions.newly_exited(before, state.containers):
             # This sync's own refresh saw the change, so the relist will not report it:
             # act on it now rather than at the next resync.
             return 0.0
@@ -243,17 +246,19 @@ class PodSyncer:
 
     def _check_deadline(self, pod: pods.Pod, work: PodWork) -> float | None:
         """activeDeadlineSeconds: seconds left, or None (no deadline, or it has passed)."""
-        deadline = pod.spec.active_deadline_seconds
         current = self._statuses.get(pod.uid)
-        if deadline is None or current is None or current.start_time is None:
-            return None
-        left = deadline - (self._clock() - current.start_time).total_seconds()
-        if left > 0 or work.failure is not None:
-            return left if left > 0 else None
+        started = current.start_time if current is not None else None
+        left = podactions.deadline_left(
+            pod, started.timestamp() if started is not None else None, self._now())
+        if left is None or left > 0 or work.failure is not None:
+            return left if left is not None and left > 0 else None
         work.failure = (generation.DEADLINE_EXCEEDED, generation.DEADLINE_MESSAGE)
         self._recorder.record(pod, "Normal", "DeadlineExceeded",
                               "Pod was active on the node longer than the specified deadline")
         return None
+
+    def _now(self) -> float:
+        return self._clock().timestamp()
 
     async def _stop_terminal(
         self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork
@@ -265,7 +270,7 @@ class PodSyncer:
             s.id not in work.stopped_sandboxes for s in state.sandboxes
         ):
             self._probes.forget_pod(pod.uid)
-            await self._kill(pod, state, grace=self._grace(pod), work=work)
+            await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
             self.publish(pod, await self._relister.refresh_pod(pod.uid), work)
 
     async def _prepare_volumes(
@@ -299,7 +304,7 @@ class PodSyncer:
                 "Pod sandbox changed, it will be killed and re-created.",
             )
         if state.sandboxes:
-            await self._kill(pod, state, grace=self._grace(pod), work=work)
+            await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
             work.restarts.clear()
             work.waiting.clear()
         fresh_pod = not state.sandboxes and not state.containers
@@ -357,91 +362,76 @@ class PodSyncer:
         )
 
     async def _remove_old_sandboxes(self, state: runtime.PodRuntime) -> None:
-        """Keep the newest sandbox and one predecessor (its attempt number carries on)."""
-        for old in state.sandboxes[2:]:
-            if old.state is runtime.SandboxState.NOTREADY:
-                await self._client.remove_pod_sandbox(old.id)
+        for sandbox_id in podactions.sandboxes_to_remove(state):
+            await self._client.remove_pod_sandbox(sandbox_id)
 
     # -- containers -----------------------------------------------------------------------
 
     async def _sync_containers(
-        self,
-        pod: pods.Pod,
-        sandbox: runtime.SandboxInfo,
-        state: runtime.PodRuntime,
-        work: PodWork,
-        mounts: Mounts,
-        errors: list[str],
-    ) -> float | None:
-        """Bring init and app containers to the spec; a container that fails to start is noted
-        in `errors` and its siblings are still started (as the kubelet does)."""
+        self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork, mounts: Mounts
+    ) -> tuple[list[str], float | None]:
+        """Execute `podactions.container_actions`: returns the errors of containers that
+        failed to start (their siblings are still started, as the kubelet does) and the
+        seconds until a container wants the next sync."""
+        sandbox = state.sandboxes[0]
+        facts = podactions.ContainerFacts(
+            sandbox_id=sandbox.id, now=self._now(),
+            liveness_failed=frozenset(self._probes.liveness_failed(pod.uid)),
+            restarts={name: r.state() for name, r in work.restarts.items()},
+        )
+        run = _Run(pod, sandbox, state, work, mounts, sandbox.ip or self._node.host_ip)
         wake_in: list[float] = []
-        for container in pod.spec.init_containers:
-            latest = _latest(state, sandbox.id, container.name)
-            if container.restart_policy == "Always":  # a sidecar: started, then kept running
-                delay = await self._keep_running(pod, sandbox, container, latest, state, work,
-                                                 mounts, errors, kind="init")
-                wake_in += [delay] if delay is not None else []
-                continue
-            if latest is not None and latest.state is runtime.ContainerState.EXITED \
-                    and latest.exit_code == 0:
-                continue
-            delay = await self._keep_running(pod, sandbox, container, latest, state, work,
-                                             mounts, errors, kind="init")
-            return delay  # init containers run one at a time, in order
-        for container in pod.spec.containers:
-            latest = _latest(state, sandbox.id, container.name)
-            delay = await self._keep_running(pod, sandbox, container, latest, state, work,
-                                             mounts, errors, kind="regular")
+        for action in podactions.container_actions(pod, state, facts):
+            if isinstance(action, podactions.KillUnhealthy):
+                action = await self._kill_unhealthy(run, action, facts)
+            delay = await self._execute(run, action)
             wake_in += [delay] if delay is not None else []
-        return min(wake_in) if wake_in else None
+        return run.errors, min(wake_in) if wake_in else None
 
-    async def _keep_running(
-        self,
-        pod: pods.Pod,
-        sandbox: runtime.SandboxInfo,
-        container: pods.Container,
-        latest: runtime.ContainerInfo | None,
-        state: runtime.PodRuntime,
-        work: PodWork,
-        mounts: Mounts,
-        errors: list[str],
-        *,
-        kind: str,
-    ) -> float | None:
-        """Start the container if it is missing or exited and should restart; keep it probed."""
-        pod_ip = sandbox.ip or self._node.host_ip
-        if latest is not None and latest.state is runtime.ContainerState.RUNNING:
-            if container.name not in self._probes.liveness_failed(pod.uid):
-                self._maybe_reset_backoff(container.name, latest, work)
-                self._probes.ensure(pod, container, latest.id, pod_ip=pod_ip,
-                                    started_at=latest.started_at / 1e9)
-                return None
-            latest = await self._kill_unhealthy(pod, container, latest, pod_ip)
-        if latest is not None and latest.state is runtime.ContainerState.EXITED:
-            # The exited instance's probe results must not carry over to the next one.
-            self._probes.forget_container(pod.uid, container.name)
-            if not _should_restart(pod, container, latest, kind):
-                return None
-            wait = self._restart_wait(pod, container.name, work)
-            if wait > 0:
-                return wait
+    async def _execute(self, run: _Run, action: podactions.ContainerAction) -> float | None:
+        """Carry out one container action; returns seconds until it wants another sync."""
+        pod, name = run.pod, action.container.name
+        if isinstance(action, podactions.KeepRunning):
+            if action.reset_backoff:
+                run.work.restarts.pop(name, None)
+            self._probes.ensure(pod, action.container, action.latest.id, pod_ip=run.pod_ip,
+                                started_at=action.latest.started_at / 1e9)
+            return None
+        # An exited instance's probe results must not carry over to the next one.
+        self._probes.forget_container(pod.uid, name)
+        if isinstance(action, podactions.BackOff):
+            run.work.waiting[name] = (podactions.CRASH_LOOP_BACK_OFF, action.message)
+            return action.wait
+        if isinstance(action, podactions.Start):
+            return await self._start(run, action)
+        return None
+
+    async def _start(self, run: _Run, action: podactions.Start) -> float | None:
+        pod, container = run.pod, action.container
+        if action.restart:
+            self._step_backoff(run.work, container.name)
         try:
             wait_image = await self._containers.start(
-                pod, sandbox, self._sandbox_config(pod, sandbox.attempt), container,
-                attempt=_next_attempt(state, container.name), kind=kind,
-                mounts=await self._container_mounts(pod, state, container, mounts),
-                waiting=work.waiting, pod_ip=pod_ip,
+                pod, run.sandbox, self._sandbox_config(pod, run.sandbox.attempt), container,
+                attempt=action.attempt, kind=action.kind,
+                mounts=await self._container_mounts(pod, run.state, container, run.mounts),
+                waiting=run.work.waiting, pod_ip=run.pod_ip,
             )
         except containers.ContainerError as exc:
-            errors.append(str(exc))
+            run.errors.append(str(exc))
             return None
         if wait_image is None:
             # Keep the new instance and the one before it (the pod's lastState); `state` lists
             # the instances that existed before this start, newest first.
             await self._containers.remove_older(
-                [c for c in state.containers if c.name == container.name], keep=1)
+                [c for c in run.state.containers if c.name == container.name], keep=1)
         return wait_image
+
+    def _step_backoff(self, work: PodWork, name: str) -> None:
+        sync = self._settings.sync
+        restart = work.restarts.setdefault(
+            name, _Restart(backoff.Backoff(sync.restart_backoff, sync.restart_backoff_max)))
+        restart.not_before = self._now() + restart.backoff.next_delay()
 
     async def _container_mounts(
         self, pod: pods.Pod, state: runtime.PodRuntime, container: pods.Container,
@@ -461,58 +451,23 @@ class PodSyncer:
         return own if hosts is None else (*own, hosts)
 
     async def _kill_unhealthy(
-        self,
-        pod: pods.Pod,
-        container: pods.Container,
-        latest: runtime.ContainerInfo,
-        pod_ip: str,
-    ) -> runtime.ContainerInfo:
-        """A liveness (or startup) probe gave up on the container: stop it, to be restarted."""
-        probe = container.liveness_probe or container.startup_probe or {}
-        grace = probe.get("terminationGracePeriodSeconds")
+        self, run: _Run, action: podactions.KillUnhealthy, facts: podactions.ContainerFacts
+    ) -> podactions.ContainerAction:
+        """A liveness (or startup) probe gave up on the container: stop it, then decide again
+        on the exited instance (restart now, back off, or leave it by the restart policy)."""
+        pod, container = run.pod, action.container
         self._recorder.record(
             pod, "Normal", ev.KILLING,
             f"Container {container.name} failed liveness probe, will be restarted",
         )
         self._probes.forget_container(pod.uid, container.name)
-        await self._containers.stop(
-            pod, container, latest, pod_ip=pod_ip,
-            grace=float(grace) if isinstance(grace, int) else self._grace(pod),
-        )
-        return await self._client.container_status(latest.id)
-
-    def _restart_wait(self, pod: pods.Pod, name: str, work: PodWork) -> float:
-        """Seconds left in the container's back-off (CrashLoopBackOff), or 0 to restart now."""
-        sync = self._settings.sync
-        restart = work.restarts.setdefault(
-            name, _Restart(backoff.Backoff(sync.restart_backoff, sync.restart_backoff_max))
-        )
-        left = restart.not_before - time.monotonic()
-        if left > 0:
-            work.waiting[name] = (
-                "CrashLoopBackOff",
-                f"back-off {restart.backoff.current:.0f}s restarting failed "
-                f"container={name} pod={pod.name}_{pod.namespace}({pod.uid})",
-            )
-            return left
-        restart.not_before = time.monotonic() + restart.backoff.next_delay()
-        return 0.0
-
-    def _maybe_reset_backoff(
-        self, name: str, latest: runtime.ContainerInfo, work: PodWork
-    ) -> None:
-        restart = work.restarts.get(name)
-        running_for = time.time() - latest.started_at / 1e9
-        if restart is not None and running_for > BACKOFF_RESET_AFTER:
-            restart.backoff.reset()
-            restart.not_before = 0.0
+        await self._containers.stop(pod, container, action.latest, pod_ip=run.pod_ip,
+                                    grace=action.grace)
+        latest = await self._client.container_status(action.latest.id)
+        return podactions.container_action(pod, container, action.kind, latest, run.state,
+                                           facts)
 
     # -- termination ----------------------------------------------------------------------
-
-    def _grace(self, pod: pods.Pod) -> float:
-        if pod.deletion_grace_period_seconds is not None:
-            return float(pod.deletion_grace_period_seconds)
-        return float(pod.spec.termination_grace_period_seconds)
 
     async def terminate(self, pod: pods.Pod, work: PodWork) -> None:
         """Stop containers (grace period), stop and remove the sandbox; publish the last status."""
@@ -520,7 +475,7 @@ class PodSyncer:
         self._probes.forget_pod(pod.uid)
         state = await self._relister.refresh_pod(pod.uid)
         try:
-            await self._kill(pod, state, grace=self._grace(pod), work=work)
+            await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
             state = await self._relister.refresh_pod(pod.uid)
             # The last status: containers terminated, sandbox stopped, the condition False.
             # (Published before removal: without the containers it would read as Pending.)
@@ -573,30 +528,3 @@ def _downward_node(name: str, host_ip: str) -> downward.Node:
     machine = host.machine_facts()
     return downward.Node(name=name, host_ips=(host_ip,) if host_ip else (),
                          cpu_milli=machine.cpus * 1000, memory=machine.memory_bytes)
-
-
-def _latest(
-    state: runtime.PodRuntime, sandbox_id: runtime.SandboxID, name: str
-) -> runtime.ContainerInfo | None:
-    return next(
-        (c for c in state.containers if c.sandbox_id == sandbox_id and c.name == name), None
-    )
-
-
-def _next_attempt(state: runtime.PodRuntime, name: str) -> int:
-    attempts = [c.attempt for c in state.containers if c.name == name]
-    return max(attempts) + 1 if attempts else 0
-
-
-def _should_restart(
-    pod: pods.Pod, container: pods.Container, latest: runtime.ContainerInfo, kind: str
-) -> bool:
-    if container.restart_policy == "Always":
-        return True
-    policy = pod.spec.restart_policy
-    if kind == "init":
-        # Init containers are retried unless the pod never restarts anything.
-        return policy != "Never" and latest.exit_code != 0
-    if policy == "Always":
-        return True
-    return policy == "OnFailure" and latest.exit_code != 0
