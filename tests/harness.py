@@ -1,29 +1,25 @@
 """Running a real nodelet agent in the test's event loop, against the shared containerd.
 
 `Harness` owns a manifests dir and a data dir, starts `app.Agent` with fast sync settings, and
-offers polling helpers that read the agent's status cache and events. At the end it removes
-every manifest, waits until the agent has terminated every pod, and stops the agent, so no
-sandbox outlives the test.
+offers readers of the agent's status cache and events (`wait_status` polls one pod's status
+with `polling.eventually`). At the end it removes every manifest, waits until the agent has
+terminated every pod, and stops the agent, so no sandbox outlives the test.
 """
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
 import textwrap
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from nodelet import app, settings
 from nodelet.adapters import mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.model import events, pods, runtime, status
+from polling import eventually
 
 DEFAULT_WITHIN = 30.0
 
@@ -101,8 +97,8 @@ class Harness:
         if terminate_pods:
             for path in self.manifests.iterdir():
                 path.unlink()
-            await self.wait(lambda: not self.agent_or_fail().pods(), within=60,
-                            what="all pods terminated")
+            await eventually(lambda: not self.agent_or_fail().pods(), within=60,
+                             what="all pods terminated")
             left = self.pod_mounts()
             assert not left, f"mounts left after every pod was terminated: {left}"
         await self.agent.stop()
@@ -153,29 +149,15 @@ class Harness:
     def events_of(self, name: str) -> list[events.Event]:
         return self.agent_or_fail().events(pod=f"{name}-{self.settings.node_name}")
 
-    async def wait(self, check: Callable[[], Any], *, within: float = DEFAULT_WITHIN,
-                   what: str) -> Any:
-        deadline = time.monotonic() + within
-        last: Any = None
-        while time.monotonic() < deadline:
-            last = check()
-            if last:
-                return last
-            await asyncio.sleep(0.05)
-        pytest.fail(f"{what} not seen within {within}s; last: {last!r}")
-
     async def wait_status(self, name: str, check: Callable[[status.PodStatus], bool], *,
                           within: float = DEFAULT_WITHIN, what: str) -> status.PodStatus:
-        def probe() -> Any:
-            found = self.status_of(name)
-            return found if found is not None and check(found) else None
-
-        try:
-            result: status.PodStatus = await self.wait(probe, within=within, what=what)
-        except pytest.fail.Exception:
-            pytest.fail(f"{what} not seen within {within}s; status of {name}: "
-                        f"{self.status_of(name)!r}; events: {self.events_of(name)!r}")
-        return result
+        """The pod's status once `check` holds; on failure, shows its status and events."""
+        found = await eventually(
+            lambda: self.status_of(name), until=lambda s: s is not None and check(s),
+            within=within, what=what,
+            seen=lambda s: f"status of {name}: {s!r}; events: {self.events_of(name)!r}")
+        assert found is not None
+        return found
 
 
 async def exec_in(client: cri_client.RuntimeClient, pod_status: status.PodStatus, command: str,

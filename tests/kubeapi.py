@@ -739,20 +739,6 @@ def pod_object(name: str, *, node: str, namespace: str = "default", grace: int =
     return obj
 
 
-async def poll(check: Any, *, within: float = 10.0, what: str) -> Any:
-    """Poll `check()` (sync) until truthy; fail with the last value."""
-    import pytest
-
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        await asyncio.sleep(0.02)
-    pytest.fail(f"{what} not seen within {within}s; last: {last!r}")
-
-
 class StubRuntime:
     """The CRI Version/Status a node reports, for node tests that need no containers (the real
     runtime is used by the end-to-end test); same Protocol as `cri.RuntimeClient`."""

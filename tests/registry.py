@@ -296,6 +296,14 @@ class SlowProxy:
             await self._server.wait_closed()
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        # close() cancels the handlers. When a handler's task is done, Python 3.11's
+        # start_server calls `task.exception()`, which raises for a cancelled task: the loop
+        # reports "Exception in callback StreamReaderProtocol..." (3.12 checks `cancelled()`
+        # first). So a cancelled handler ends normally: its connection is closed either way.
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._proxy(client_r, client_w)
+
+    async def _proxy(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._handlers.add(task)

@@ -23,13 +23,22 @@ from nodelet.adapters import checkpoint as checkpoint_mod
 from nodelet.adapters import containerd, host, http_server
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff, tasks
-from nodelet.model import admission, credentials, envvars, health, pods, security, status
+from nodelet.model import (
+    admission,
+    credentials,
+    envvars,
+    health,
+    nodes,
+    pods,
+    security,
+    status,
+)
 from nodelet.model import events as ev
+from nodelet.model import histograms as hg
 from nodelet.services import (
     checkpointing,
     cluster,
     metrics,
-    nodestatus,
     preflight,
     probing,
     progress,
@@ -135,10 +144,10 @@ class Agent:
                     self.runtime_endpoint, len(self.workers.uids()))
 
     def _admission_facts(self) -> admission.Node:
-        spec = nodestatus.NodeSpec(name=self.settings.node_name, host_ip=self._host_ip,
-                                   machine=host.machine_facts())
+        spec = nodes.NodeSpec(name=self.settings.node_name, host_ip=self._host_ip,
+                              machine=host.machine_facts())
         return admission.Node(
-            labels=nodestatus.node_labels(spec),
+            labels=nodes.node_labels(spec),
             name=self.settings.node_name,
             allowed_unsafe_sysctls=self.settings.security.allowed_unsafe_sysctls,
             apparmor_enabled=host.apparmor_enabled(),
@@ -352,6 +361,9 @@ class Agent:
 
     def metrics_text(self) -> tuple[bytes, str]:
         return self.metrics.render()
+
+    def sandbox_metrics(self) -> hg.SandboxMetrics:
+        return self.metrics.sandbox_metrics()
 
 
 async def run(

@@ -149,7 +149,21 @@ def _security_settings(args: argparse.Namespace) -> settings.SecuritySettings:
     )
 
 
-class _JsonFormatter(logging.Formatter):
+# Attributes every LogRecord has (read off a blank one, so a newer Python's are known too);
+# any other attribute of a record came from `extra={...}`. `message` and `asctime` are set by
+# formatters.
+_RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: `ts`, `level`, `logger`, `msg`, `exc` and `stack` when
+    present, and every `extra={...}` field of the record (pod and sandbox IDs as context).
+
+    An extra field named like one of the line's own keys is written as `extra_<name>`. A value
+    JSON cannot encode is written as its `str` (or, for containers JSON cannot take, `repr`),
+    so formatting never fails."""
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
@@ -159,7 +173,23 @@ class _JsonFormatter(logging.Formatter):
         }
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        for key, value in vars(record).items():
+            if key not in _RECORD_ATTRS:
+                entry[f"extra_{key}" if key in entry else key] = _json_safe(value)
+        return json.dumps(entry, default=str)
+
+
+def _json_safe(value: object) -> object:
+    """`value` if JSON can encode it (objects it cannot are written as their `str`), else its
+    `repr` (dicts with keys JSON cannot take, cycles, NaN and infinities, which strict JSON
+    parsers refuse)."""
+    try:
+        json.dumps(value, default=str, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
 
 
 def _progress_console(args: argparse.Namespace) -> progress.Console | None:
@@ -178,7 +208,7 @@ def _setup_logging(fmt: str, verbose: bool, console: progress.Console | None = N
         handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
         handler.setLevel(logging.DEBUG if verbose else logging.ERROR)
     elif fmt == "json":
-        handler.setFormatter(_JsonFormatter())
+        handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])

@@ -20,6 +20,7 @@ import pytest
 
 from harness import Harness, all_ready, cond, pod_manifest
 from nodelet.model import status as st
+from polling import eventually
 
 DATA = Path(__file__).parent.parent / "data" / "analyze"
 EVENTS = DATA / "events.json"
@@ -172,9 +173,9 @@ async def test_analyze_a_real_nodelets_pods_and_events(agent: Harness, tmp_path:
     agent.write("vm.yaml", pod_manifest("vm", extra_spec="runtimeClassName: gvisor\n"))
     await agent.wait_status("web", all_ready, what="web Ready")
     await agent.wait_status("vm", sandbox_failed, what="vm's sandbox failing on gvisor")
-    await agent.wait(lambda: any(e.reason == "FailedCreatePodSandBox"
+    await eventually(lambda: any(e.reason == "FailedCreatePodSandBox"
                                  for e in agent.events_of("vm")),
-                     what="FailedCreatePodSandBox event of vm")
+                     within=30, what="FailedCreatePodSandBox event of vm")
     base = f"http://127.0.0.1:{agent.agent_or_fail().server_port}"
     pods, precise, events = tmp_path / "pods.json", tmp_path / "precise.json", \
         tmp_path / "events.json"

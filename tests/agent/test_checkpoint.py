@@ -38,11 +38,6 @@ def save(checkpoint: cp.Checkpoint, uid: str, at: datetime = T0) -> None:
     checkpoint.save_pod_status(pod.uid, pod.name, pod.namespace, ready_status(at))
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "data" / cp.FILENAME
-
-
 def corrupt_files(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if ".corrupt-" in p.name)
 

@@ -10,10 +10,9 @@ import logging
 import sqlite3
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -25,6 +24,7 @@ from nodelet import settings
 from nodelet.adapters import api_client
 from nodelet.adapters import checkpoint as cp
 from nodelet.model import status as st
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -104,8 +104,8 @@ async def ready_and_checkpointed(harness: Harness, name: str) -> Times:
     harness.write(f"{name}.yaml", pod_manifest(
         name, command="touch /tmp/ready; sleep 1000000", container_extra=PROBE))
     ready = await harness.wait_status(name, all_ready, what=f"{name} Ready")
-    await harness.wait(lambda: checkpointed_times(harness, name) == times(ready),
-                       what="the Ready times in the checkpoint")
+    await eventually(lambda: checkpointed_times(harness, name) == times(ready),
+                     within=WITHIN, what="the Ready times in the checkpoint")
     return times(ready)
 
 
@@ -124,8 +124,8 @@ async def unready_while_unwritable(
     changed = times(unready)
     assert changed[st.READY] != before[st.READY]
 
-    _, text = await wait_for(lambda: healthz(harness), lambda h: not h[0],
-                             what="/healthz failing")
+    _, text = await eventually(lambda: healthz(harness), until=lambda h: not h[0],
+                               within=WITHIN, every=0.1, what="/healthz failing")
     assert "[-]checkpoint failed" in text and "[+]runtime ok" in text, text
     assert await metric(harness, "nodelet_checkpoint_write_failures_total") >= 1
     assert await metric(harness, "nodelet_checkpoint_pending_writes") >= 1
@@ -149,9 +149,10 @@ async def unready_while_unwritable(
 async def recovered_and_restarted(harness: Harness, name: str, changed: Times) -> None:
     """Once writable again: /healthz recovers, the new times are written, and a restarted
     agent shows the pod with exactly those times."""
-    await wait_for(lambda: healthz(harness), lambda h: h[0], what="/healthz recovered")
-    await harness.wait(lambda: checkpointed_times(harness, name) == changed,
-                       what="the new times written to the checkpoint")
+    await eventually(lambda: healthz(harness), until=lambda h: h[0], within=WITHIN, every=0.1,
+                     what="/healthz recovered")
+    await eventually(lambda: checkpointed_times(harness, name) == changed,
+                     within=WITHIN, what="the new times written to the checkpoint")
     assert await metric(harness, "nodelet_checkpoint_pending_writes") == 0
     last = times(harness.status_of(name))
     assert last == changed
@@ -165,17 +166,6 @@ async def recovered_and_restarted(harness: Harness, name: str, changed: Times) -
     assert (await healthz(harness))[0]
 
 
-async def wait_for(
-    fetch: Callable[[], Awaitable[Any]], check: Callable[[Any], bool], *, what: str
-) -> Any:
-    deadline = time.monotonic() + WITHIN
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await fetch()
-        if check(last):
-            return last
-        await asyncio.sleep(0.1)
-    pytest.fail(f"{what} not seen within {WITHIN}s; last: {last!r}")
 
 
 async def test_locked_checkpoint_keeps_transition_times_across_a_restart(

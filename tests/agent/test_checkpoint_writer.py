@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -25,6 +24,7 @@ from nodelet.model import events as ev
 from nodelet.model import pods
 from nodelet.model import status as st
 from nodelet.services import checkpointing, metrics, statuses
+from polling import eventually
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 250000, tzinfo=UTC)
 PRTSC = st.POD_READY_TO_START_CONTAINERS
@@ -98,17 +98,6 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     await started.close()
 
 
-async def until(check: Callable[[], Any], *, what: str, within: float = WITHIN) -> Any:
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        await asyncio.sleep(0.01)
-    pytest.fail(f"{what} not seen within {within}s; last: {last!r}")
-
-
 def stored(db: Path) -> dict[pods.PodUID, cp.StoredPodStatus]:
     """What a fresh connection reads from the file (as a restarted agent would)."""
     checkpoint = cp.Checkpoint.open(db)
@@ -143,7 +132,8 @@ def lock() -> Iterator[Callable[[Path], sqlite3.Connection]]:
 async def test_writes_reach_the_file(rig: Rig) -> None:
     pod = make_pod()
     rig.statuses.set_status(pod, make_status("True"))
-    await until(lambda: rig.writer.pending == 0 and rig.attempts, what="written")
+    await eventually(lambda: rig.writer.pending == 0 and rig.attempts, within=WITHIN,
+                     what="written")
     assert stored_ltt(rig.db, pod.uid, PRTSC) == T0
     assert rig.attempts == [None]
     assert rig.writer.health().ok
@@ -158,14 +148,16 @@ async def test_a_write_waits_for_the_lock_on_its_thread_not_on_the_loop(
     try:
         other = lock(rig.db)
         rig.statuses.set_status(make_pod(), make_status("True"))
-        await until(lambda: rig.writer.in_flight == 1, what="the write waiting for the lock")
+        await eventually(lambda: rig.writer.in_flight == 1, within=WITHIN,
+                         what="the write waiting for the lock")
         turns = 0
         while turns < 20:  # the loop runs while the write is blocked in SQLite
             await asyncio.sleep(0)
             turns += 1
         assert rig.writer.in_flight == 1 and rig.attempts == [], "still waiting for the lock"
         other.execute("ROLLBACK")
-        await until(lambda: rig.writer.pending == 0 and rig.attempts, what="written")
+        await eventually(lambda: rig.writer.pending == 0 and rig.attempts, within=WITHIN,
+                         what="written")
         assert rig.attempts == [None]
     finally:
         await rig.close()
@@ -176,12 +168,13 @@ async def test_locked_writes_are_retried_until_written_newest_value_wins(
 ) -> None:
     pod = make_pod()
     rig.statuses.set_status(pod, make_status("False"))
-    await until(lambda: rig.writer.pending == 0 and rig.attempts, what="first write")
+    await eventually(lambda: rig.writer.pending == 0 and rig.attempts, within=WITHIN,
+                     what="first write")
     other = lock(rig.db)
 
     ready_at = rig.clock.advance(2)
     rig.statuses.set_status(pod, make_status("True"))  # first ready: must survive
-    await until(lambda: rig.failures >= 2, what="failed attempts while locked")
+    await eventually(lambda: rig.failures >= 2, within=WITHIN, what="failed attempts while locked")
     health = rig.writer.health()
     assert not health.ok and health.name == "checkpoint" and "locked" in health.message
     died_at = rig.clock.advance(3)
@@ -190,7 +183,8 @@ async def test_locked_writes_are_retried_until_written_newest_value_wins(
     assert stored_ltt(rig.db, pod.uid, PRTSC) == T0, "nothing written while locked"
 
     other.execute("ROLLBACK")
-    await until(lambda: rig.writer.health().ok and rig.writer.pending == 0, what="recovered")
+    await eventually(lambda: rig.writer.health().ok and rig.writer.pending == 0, within=WITHIN,
+                     what="recovered")
     assert stored_ltt(rig.db, pod.uid, PRTSC) == died_at
     assert stored(rig.db)[pod.uid].first_ready_to_start == ready_at
     assert rig.attempts[-1] is None
@@ -204,16 +198,18 @@ async def test_events_and_forgotten_pods_are_retried_too(
     pod, other_pod = make_pod("a"), make_pod("b")
     rig.statuses.set_status(pod, make_status("True"))
     rig.statuses.set_status(other_pod, make_status("True"))
-    await until(lambda: rig.writer.pending == 0 and rig.attempts, what="first writes")
+    await eventually(lambda: rig.writer.pending == 0 and rig.attempts, within=WITHIN,
+                     what="first writes")
     other = lock(rig.db)
     event = ev.new_event(pod, "Warning", "BackOff", "back-off", at=T0, host="node-a")
     rig.writer.save_event(event)
     rig.writer.save_event(ev.new_event(pod, "Normal", "Pulled", "pulled", at=T0, host="node-a"))
     rig.writer.prune_events(1)
     rig.statuses.forget(other_pod.uid)
-    await until(lambda: rig.failures >= 1, what="a failed attempt")
+    await eventually(lambda: rig.failures >= 1, within=WITHIN, what="a failed attempt")
     other.execute("ROLLBACK")
-    await until(lambda: rig.writer.pending == 0 and rig.writer.health().ok, what="recovered")
+    await eventually(lambda: rig.writer.pending == 0 and rig.writer.health().ok, within=WITHIN,
+                     what="recovered")
     assert set(stored(rig.db)) == {pod.uid}
     checkpoint = cp.Checkpoint.open(rig.db)
     try:
@@ -255,16 +251,18 @@ async def test_a_full_disk_fails_writes_until_space_is_freed(tmp_path: Path) -> 
         try:
             pod = make_pod()
             rig.statuses.set_status(pod, make_status("False"))
-            await until(lambda: rig.writer.pending == 0 and rig.attempts, what="first write")
+            await eventually(lambda: rig.writer.pending == 0 and rig.attempts, within=WITHIN,
+                             what="first write")
             filler = fill(disk)
             ready_at = rig.clock.advance(2)
             rig.statuses.set_status(pod, make_status("True"))
-            await until(lambda: rig.failures >= 1, what="a failed write on the full disk")
+            await eventually(lambda: rig.failures >= 1, within=WITHIN,
+                             what="a failed write on the full disk")
             health = rig.writer.health()
             assert not health.ok and "full" in health.message, health
             filler.unlink()
-            await until(lambda: rig.writer.health().ok and rig.writer.pending == 0,
-                        what="recovered once space is freed")
+            await eventually(lambda: rig.writer.health().ok and rig.writer.pending == 0,
+                             within=WITHIN, what="recovered once space is freed")
             assert stored_ltt(rig.db, pod.uid, PRTSC) == ready_at
         finally:
             await rig.close()

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from conftest import eventually
 from harness import pod_manifest
 from nodelet.adapters import api_client, cni, mounts
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -43,12 +43,13 @@ class Process:
         self.client = api_client.ApiClient(f"http://127.0.0.1:{port}", timeout=5)
 
     def start(self) -> None:
-        log = (self.root / "nodelet.log").open("ab")
-        self.proc = subprocess.Popen(
-            [*NODELET, "run", "--manifests", str(self.root / "manifests"),
-             "--data-dir", str(self.root / "data"), "--listen", f"127.0.0.1:{self.port}",
-             "--node-name", "clinode"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # The child gets its own copy of the descriptor: ours is closed once it runs.
+        with (self.root / "nodelet.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [*NODELET, "run", "--manifests", str(self.root / "manifests"),
+                 "--data-dir", str(self.root / "data"), "--listen", f"127.0.0.1:{self.port}",
+                 "--node-name", "clinode"],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     async def pods(self) -> list[dict[str, Any]]:
         data = await asyncio.to_thread(self.client.pods, precise=True)

@@ -6,6 +6,7 @@ import pytest
 
 from harness import Harness, all_ready, cond, is_true, pod_manifest, waiting_reason
 from nodelet.model import status as st
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -67,7 +68,7 @@ async def test_crashing_container_backs_off_longer_each_time(agent: Harness) -> 
             messages.append(state.message)
         return len(messages) >= 2
 
-    await agent.wait(backoff_seen, within=40, what="two growing CrashLoopBackOff periods")
+    await eventually(backoff_seen, within=40, what="two growing CrashLoopBackOff periods")
     # Short back-offs can pass before the relist even notices the exit, so which period is
     # seen first varies; what must hold is that each one seen is double the one before.
     periods = [int(m.split()[1].rstrip("s")) for m in messages]

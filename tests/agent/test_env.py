@@ -10,6 +10,7 @@ import pytest
 
 from harness import Harness, pod_manifest
 from nodelet.model import status as st
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -51,7 +52,7 @@ volumeMounts:
 
 
 async def log_of(agent: Harness, name: str, container: str = "main") -> Path:
-    pod, _ = await agent.wait(lambda: agent.find(name), what=f"pod {name} admitted")
+    pod, _ = await eventually(lambda: agent.find(name), within=30, what=f"pod {name} admitted")
     return (agent.settings.data_dir / "logs" / f"default_{pod.name}_{pod.uid}" / container
             / "0.log")
 
@@ -72,7 +73,7 @@ async def test_env_sources_expansion_and_sub_path_expr(agent: Harness) -> None:
                 'echo done; sleep 1000000',
         extra_spec="volumes:\n  - {name: scratch, emptyDir: {}}\n"))
     log = await log_of(agent, "envpod")
-    await agent.wait(lambda: "done" in log_text(log).splitlines(), what="the env dump")
+    await eventually(lambda: "done" in log_text(log).splitlines(), within=30, what="the env dump")
     lines = log_text(log).splitlines()
     pod_status = agent.status_of("envpod")
     assert pod_status is not None and pod_status.pod_ip
@@ -151,4 +152,5 @@ async def test_missing_config_map_holds_the_container_until_it_appears(agent: Ha
         "waits", lambda s: isinstance(container_state(s, "needs-config"), st.ContainerStateRunning),
         what="the container started once the ConfigMap exists")
     log = await log_of(agent, "waits", "needs-config")
-    await agent.wait(lambda: "value=arrived" in log_text(log), what="the value in the log")
+    await eventually(lambda: "value=arrived" in log_text(log), within=30,
+                     what="the value in the log")

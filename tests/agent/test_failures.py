@@ -9,6 +9,7 @@ import pytest
 from harness import Harness, all_ready, cond, is_true, pod_manifest
 from nodelet import settings
 from nodelet.model import status as st
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -46,7 +47,7 @@ async def test_exhausted_ip_range_keeps_pods_pending_until_ips_are_freed(
             s.condition(st.POD_READY_TO_START_CONTAINERS).message]  # type: ignore[union-attr]
         return stuck if len(up) == 5 and len(stuck) == 2 else None
 
-    stuck = await agent.wait(settled, within=60, what="5 pods up and 2 stuck without an IP")
+    stuck = await eventually(settled, within=60, what="5 pods up and 2 stuck without an IP")
     for name in stuck:
         pod_status = agent.status_of(name)
         assert pod_status is not None and pod_status.phase == "Pending"
@@ -59,7 +60,7 @@ async def test_exhausted_ip_range_keeps_pods_pending_until_ips_are_freed(
         return [e for e in agent.events_of(stuck[0]) if e.reason == "FailedCreatePodSandBox"
                 and e.message.startswith("(combined from similar events): ") and e.count >= 2]
 
-    await agent.wait(combined, within=60, what="combined FailedCreatePodSandBox events")
+    await eventually(combined, within=60, what="combined FailedCreatePodSandBox events")
     failed = [e for e in agent.events_of(stuck[0]) if e.reason == "FailedCreatePodSandBox"]
     assert all(e.type == "Warning" and "Failed to create pod sandbox: " in e.message
                and "no IP addresses available" in e.message for e in failed)
@@ -109,7 +110,7 @@ async def test_invalid_manifests_are_reported_and_do_not_disturb_running_pods(
                 found.setdefault(r.file.rsplit("/", 1)[-1], []).append(r)
         return found if set(found) == set(bad) else None
 
-    problems = await agent.wait(reports, within=10, what="a problem report per broken file")
+    problems = await eventually(reports, within=10, what="a problem report per broken file")
     assert problems["multi.yaml"][0].document == 1  # type: ignore[attr-defined]
     assert "Deployment" in problems["kind.yaml"][0].error  # type: ignore[attr-defined]
     assert "containers" in problems["empty.yaml"][0].error  # type: ignore[attr-defined]
@@ -127,12 +128,12 @@ async def test_changed_manifest_replaces_the_pod(agent: Harness) -> None:
     await agent.wait_status("change", all_ready, what="change Ready")
     old_uid = agent.find("change")[0].uid  # type: ignore[index]
     agent.write("change.yaml", pod_manifest("change", command="sleep 999999"))
-    await agent.wait(lambda: (f := agent.find("change")) is not None and f[0].uid != old_uid
+    await eventually(lambda: (f := agent.find("change")) is not None and f[0].uid != old_uid
                      and f[1] is not None and all_ready(f[1]),
                      within=30, what="the pod replaced under a new UID and Ready")
     state = await agent.agent_or_fail().relister.refresh_pod(old_uid)
-    await agent.wait(lambda: old_uid not in {p.uid for p, _ in agent.agent_or_fail().pods()},
-                     what="the old pod gone")
+    await eventually(lambda: old_uid not in {p.uid for p, _ in agent.agent_or_fail().pods()},
+                     within=30, what="the old pod gone")
     assert state.sandboxes == () or all(
         s.state.name == "NOTREADY" for s in state.sandboxes)
 
@@ -173,14 +174,13 @@ async def test_network_not_ready_holds_sandboxes_until_cni_is_configured(
     async def network_down() -> bool:
         return not (await instance.client.status()).network_ready
 
-    from conftest import eventually
     await eventually(network_down, within=30, what="containerd reporting NetworkReady=false")
     agent: Harness = await make_agent(endpoint=instance.containerd.endpoint)  # type: ignore[operator]
     agent.write("waiting.yaml", pod_manifest("waiting"))
     agent.write("hostnet.yaml", pod_manifest("hostnet", extra_spec="hostNetwork: true\n"))
-    await agent.wait(lambda: any(e.reason == "NetworkNotReady" and "network is not ready" in
+    await eventually(lambda: any(e.reason == "NetworkNotReady" and "network is not ready" in
                                  e.message for e in agent.events_of("waiting")),
-                     what="NetworkNotReady event")
+                     within=30, what="NetworkNotReady event")
     pod_status = agent.status_of("waiting")
     assert pod_status is not None and not is_true(pod_status, st.POD_READY_TO_START_CONTAINERS)
     # hostNetwork pods do not need the pod network.

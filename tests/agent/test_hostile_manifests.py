@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -20,6 +19,7 @@ from harness import Harness, all_ready, exec_in, pod_manifest
 from nodelet.model import health, manifests
 from nodelet.model import status as st
 from nodelet.services import sources
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -129,7 +129,7 @@ async def test_hostile_files_are_refused_without_growing_memory_and_later_manife
         for filename, (write, message) in HOSTILE.items():
             began = time.monotonic()
             await asyncio.to_thread(write, agent)  # the loop lag is the agent's, not ours
-            errors = await agent.wait(lambda f=filename: errors_of(agent, f), within=10,
+            errors = await eventually(lambda f=filename: errors_of(agent, f), within=10,
                                       what=f"{filename} refused")
             print(f"{filename}: refused {time.monotonic() - began:.3f}s after the write")
             assert message in errors[0], errors
@@ -161,17 +161,6 @@ async def healthz(agent: Harness) -> tuple[int, str]:
         return response.status, await response.text()
 
 
-async def poll(check: Callable[[], Awaitable[Any]], *, within: float, what: str) -> Any:
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    pytest.fail(f"{what} not seen within {within}s; last: {last!r}")
-
-
 async def test_a_crashed_manifest_source_is_restarted_and_fails_healthz_meanwhile(
     agent: Harness, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -190,7 +179,7 @@ async def test_a_crashed_manifest_source_is_restarted_and_fails_healthz_meanwhil
         status, text = await healthz(agent)
         return (status, text) if status == 500 else None
 
-    _, text = await poll(down, within=10, what="/healthz failing while the source is down")
+    _, text = await eventually(down, within=10, what="/healthz failing while the source is down")
     assert ("[-]manifest-source failed: crashed (RuntimeError: injected fault); restarting in"
             in text), text
     faults.clear()
@@ -198,7 +187,7 @@ async def test_a_crashed_manifest_source_is_restarted_and_fails_healthz_meanwhil
     async def up() -> bool:
         return (await healthz(agent))[0] == 200
 
-    await poll(up, within=40, what="/healthz passing once the source runs again")
+    await eventually(up, within=40, what="/healthz passing once the source runs again")
     await agent.wait_status("during", all_ready, what="the pod written during the crash Ready")
     assert (await healthz(agent))[1].count("[+]manifest-source ok") == 1
 
@@ -240,7 +229,7 @@ async def test_pods_defined_twice_are_refused_in_both_files_until_one_is_removed
         found = {f: errors_of(agent, f) for f in ("a.yaml", "b.yaml")}
         return found if all(found.values()) else None
 
-    errors = await agent.wait(both_refused, what="a.yaml and b.yaml both refused")
+    errors = await eventually(both_refused, within=30, what="a.yaml and b.yaml both refused")
     path_a, path_b = (str(agent.manifests / f) for f in ("a.yaml", "b.yaml"))
     assert errors["a.yaml"] == [
         f"duplicate pod default/web-testnode: {path_b} has the same namespace/name; neither "
@@ -248,7 +237,7 @@ async def test_pods_defined_twice_are_refused_in_both_files_until_one_is_removed
     assert errors["b.yaml"][0].startswith(f"duplicate pod default/web-testnode: {path_a} has")
     refused = [r for r in reports_of(agent)["a.yaml"] if not r.ok]
     assert refused[0].pod == "default/web-testnode" and refused[0].document == 0
-    await agent.wait(lambda: agent.find("web") is None, what="web terminated")
+    await eventually(lambda: agent.find("web") is None, within=30, what="web terminated")
 
     agent.remove("a.yaml")
     pod_status = await agent.wait_status("web", all_ready, what="b.yaml's web back and Ready")
@@ -258,8 +247,8 @@ async def test_pods_defined_twice_are_refused_in_both_files_until_one_is_removed
     # The same metadata.uid under two names: neither runs.
     agent.write("u1.yaml", dup_pod("first", uid="same-uid"))
     agent.write("u2.yaml", dup_pod("second", uid="same-uid"))
-    await agent.wait(lambda: errors_of(agent, "u1.yaml") and errors_of(agent, "u2.yaml"),
-                     what="both pods with one UID refused")
+    await eventually(lambda: errors_of(agent, "u1.yaml") and errors_of(agent, "u2.yaml"),
+                     within=30, what="both pods with one UID refused")
     assert "has the same UID" in errors_of(agent, "u1.yaml")[0]
     assert agent.find("first") is None and agent.find("second") is None
     agent.remove("u2.yaml")

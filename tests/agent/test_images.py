@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
-import pytest_asyncio
 
 from conftest import Instance
 from harness import (
@@ -25,9 +23,9 @@ from harness import (
     waiting,
     waiting_reason,
 )
-from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model import events as ev
 from nodelet.model import status as st
+from polling import eventually
 from registry import BLOB_GETS_PER_PULL, PULL_15S_DELAY, Registry
 
 pytestmark = pytest.mark.runtime
@@ -41,19 +39,6 @@ def image_pod(name: str, image: str, policy: str, **kwargs: object) -> str:
     text = pod_manifest(name, **kwargs)  # type: ignore[arg-type]
     assert text.count(_DEFAULT_IMAGE) == 1, text
     return text.replace(_DEFAULT_IMAGE, f"image: {image}\n      imagePullPolicy: {policy}")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def pulled(runtime: Instance) -> AsyncIterator[list[str]]:
-    """References to remove from containerd at the end. Request it before `agent`, so that
-    it is torn down after the agent has removed its pods."""
-    refs: list[str] = []
-    yield refs
-    for ref in refs:
-        try:
-            await runtime.client.remove_image(ref)
-        except cri_errors.NotFound:
-            pass
 
 
 def pull_seconds(event: ev.Event, ref: str) -> float:
@@ -185,11 +170,11 @@ async def test_pod_removed_during_a_slow_pull_is_terminated_without_waiting_for_
         ref = registry.ref(REPO, "abandoned", host=proxy.host)
         pulled.append(ref)
         agent.write("abandon.yaml", image_pod("abandon", ref, "IfNotPresent"))
-        await agent.wait(lambda: events_by(agent, "abandon", ev.PULLING),
-                         what="the pull started")
+        await eventually(lambda: events_by(agent, "abandon", ev.PULLING),
+                         within=30, what="the pull started")
         removed_at = time.monotonic()
         agent.remove("abandon.yaml")
-        await agent.wait(lambda: agent.find("abandon") is None, within=PULL_15S_DELAY,
+        await eventually(lambda: agent.find("abandon") is None, within=PULL_15S_DELAY,
                          what="the pod gone well before its pull could have finished")
         assert time.monotonic() - removed_at < PULL_15S_DELAY
         assert not events_by(agent, "abandon", ev.PULLED)

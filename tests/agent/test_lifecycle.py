@@ -9,6 +9,7 @@ import pytest
 
 from harness import Harness, all_ready, cond, pod_manifest
 from nodelet.model import status as st
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -48,19 +49,19 @@ async def test_post_start_and_pre_stop_hooks_run(agent: Harness) -> None:
     agent.write("hooks.yaml", pod_manifest("hooks", container_extra=hooks, extra_spec=volume,
                                            grace=5))
     await agent.wait_status("hooks", all_ready, what="hooks Ready")
-    await agent.wait(lambda: (shared / "post-start").exists(), what="postStart ran")
+    await eventually(lambda: (shared / "post-start").exists(), within=30, what="postStart ran")
     assert not (shared / "pre-stop").exists()
     agent.remove("hooks.yaml")
-    await agent.wait(lambda: agent.find("hooks") is None, what="hooks pod gone")
+    await eventually(lambda: agent.find("hooks") is None, within=30, what="hooks pod gone")
     assert (shared / "pre-stop").exists(), "preStop ran before the container was stopped"
 
 
 async def test_failed_post_start_hook_kills_the_container(agent: Harness) -> None:
     hooks = "lifecycle:\n  postStart:\n    exec: {command: [sh, -c, 'exit 7']}\n"
     agent.write("badhook.yaml", pod_manifest("badhook", container_extra=hooks))
-    await agent.wait(lambda: any(e.reason == "FailedPostStartHook"
+    await eventually(lambda: any(e.reason == "FailedPostStartHook"
                                  for e in agent.events_of("badhook")),
-                     what="FailedPostStartHook event")
+                     within=30, what="FailedPostStartHook event")
     await agent.wait_status("badhook", lambda s: bool(s.container_statuses)
                             and s.container_statuses[0].restart_count >= 1,
                             what="the container restarted after its hook failed")
@@ -95,7 +96,7 @@ async def test_resources_map_to_a_pod_cgroup_that_is_removed_with_the_pod(
               for d in pod_cgroup.iterdir() if d.is_dir()]
     assert 32 * 1024 * 1024 in limits, limits
     agent.remove("limited.yaml")
-    await agent.wait(lambda: agent.find("limited") is None, what="limited gone")
+    await eventually(lambda: agent.find("limited") is None, within=30, what="limited gone")
     assert not pod_cgroup.exists()
 
 
@@ -124,7 +125,7 @@ async def test_removed_pods_leave_nothing_behind(agent: Harness, runtime: object
 
     for name in ("tidy-a", "tidy-b"):
         agent.remove(f"{name}.yaml")
-    await agent.wait(lambda: not agent_.pods(), what="all pods gone")
+    await eventually(lambda: not agent_.pods(), within=30, what="all pods gone")
     for uid in uids:
         state = await agent_.relister.refresh_pod(uid)
         assert state.sandboxes == () and state.containers == ()

@@ -20,6 +20,7 @@ import pytest
 from harness import Harness, pod_manifest
 from nodelet.model import status as st
 from nodelet.services import logs as container_logs
+from polling import eventually
 
 NODELET = [sys.executable, "-m", "nodelet.cli"]
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d) ")
@@ -44,19 +45,6 @@ async def logs(agent: Harness, *args: str) -> Result:
     out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
     assert proc.returncode is not None
     return Result(proc.returncode, out.decode(), err.decode())
-
-
-async def logs_until(agent: Harness, check: Callable[[Result], bool], *args: str,
-                     within: float = 30, what: str) -> Result:
-    """Run `nodelet logs` until its result passes `check` (the runtime writes asynchronously)."""
-    deadline = time.monotonic() + within
-    while True:
-        result = await logs(agent, *args)
-        if check(result):
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} not seen within {within}s; last: {result!r}")
-        await asyncio.sleep(0.1)
 
 
 def running(pod_status: st.PodStatus) -> bool:
@@ -112,7 +100,8 @@ async def test_logs_of_a_running_pod(agent: Harness) -> None:
     agent.write("x.yaml", pod_manifest("x", command="echo one; echo two >&2; sleep 1000000"))
     await agent.wait_status("x", running, what="container running")
     # Both streams, by the manifest's name; the two pipes are not ordered against each other.
-    result = await logs_until(agent, lambda r: r.out.count("\n") == 2, "x", what="two lines")
+    result = await eventually(lambda: logs(agent, "x"), until=lambda r: r.out.count("\n") == 2,
+                              within=30, every=0.1, what="two lines")
     assert sorted(result.out.splitlines()) == ["one", "two"], result
     assert result.code == 0 and result.err == ""
 
@@ -174,8 +163,9 @@ async def test_logs_of_a_pod_with_several_containers(agent: Harness) -> None:
         1, "Error: a container name must be specified for pod multi-testnode, choose one of: "
         "[main side] or one of the init containers: [init]\n"), unnamed
     for container in ("init", "main", "side"):
-        await logs_until(agent, lambda r, c=container: r.out == f"from {c}\n",
-                         "multi", "-c", container, what=f"the logs of {container}")
+        await eventually(lambda c=container: logs(agent, "multi", "-c", c),
+                         until=lambda r, c=container: r.out == f"from {c}\n",
+                         within=30, every=0.1, what=f"the logs of {container}")
 
 
 @pytest.mark.runtime
@@ -201,7 +191,8 @@ async def test_follow_prints_new_lines(agent: Harness) -> None:
     agent.write("t.yaml", pod_manifest(
         "t", command="i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.2; done"))
     await agent.wait_status("t", running, what="container running")
-    await logs_until(agent, lambda r: "tick-0" in r.out, "t", what="a first tick")
+    await eventually(lambda: logs(agent, "t"), until=lambda r: "tick-0" in r.out,
+                     within=30, every=0.1, what="a first tick")
 
     follower = await Follower.start(agent, "t", "--tail", "1")
     try:

@@ -1,11 +1,10 @@
-"""`/metrics` after real pods start and fail, scraped over HTTP and parsed as Prometheus text;
-and the sandbox error classes against containerd's own wording."""
+"""`/metrics` after real pods start and fail, scraped over HTTP and parsed as Prometheus text
+(the error classes themselves: tests/model/test_sandboxerrors.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import urllib.request
-from collections.abc import Callable
 
 import pytest
 from prometheus_client import parser
@@ -14,7 +13,7 @@ from conftest import Instance
 from harness import Harness, all_ready, is_true, pod_manifest
 from nodelet.model import runtime as rt
 from nodelet.model import status as st
-from nodelet.services import metrics
+from polling import eventually
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -46,21 +45,10 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
-async def scrape_until(agent: Harness, check: Callable[[Samples], bool], what: str) -> Samples:
-    last: Samples = {}
-
-    async def probe() -> bool:
-        nonlocal last
-        last = await scrape(agent)
-        return check(last)
-
-    deadline = asyncio.get_running_loop().time() + 30
-    while asyncio.get_running_loop().time() < deadline:
-        if await probe():
-            return last
-        await asyncio.sleep(0.2)
-    moved = {k: v for k, v in last.items() if v and not k[0].endswith("_bucket")}
-    pytest.fail(f"{what} not seen in /metrics within 30s; non-zero samples: {moved}")
+def nonzero(samples: Samples) -> str:
+    """What moved in /metrics: the non-zero samples, buckets left out."""
+    moved = {k: v for k, v in samples.items() if v and not k[0].endswith("_bucket")}
+    return f"non-zero samples: {moved}"
 
 
 @pytest.mark.runtime
@@ -70,17 +58,19 @@ async def test_metrics_move_as_pods_start_and_fail(agent: Harness, runtime: Inst
     agent.write("cm.yaml", CONFIGMAP_POD)
     agent.write("pull.yaml", UNPULLABLE_POD)
     await agent.wait_status("web", all_ready, what="web Ready")
-    await agent.wait(lambda: [e for e in agent.events_of("vm")
-                              if e.reason == "FailedCreatePodSandBox"], what="vm sandbox error")
-    await agent.wait(lambda: [e for e in agent.events_of("cm") if e.reason == "FailedMount"],
-                     what="cm FailedMount")
-    await agent.wait(lambda: [e for e in agent.events_of("pull")
+    await eventually(lambda: [e for e in agent.events_of("vm")
+                              if e.reason == "FailedCreatePodSandBox"],
+                     within=30, what="vm sandbox error")
+    await eventually(lambda: [e for e in agent.events_of("cm") if e.reason == "FailedMount"],
+                     within=30, what="cm FailedMount")
+    await eventually(lambda: [e for e in agent.events_of("pull")
                               if e.message.startswith("Failed to pull image")],
-                     what="pull ErrImagePull")
+                     within=30, what="pull ErrImagePull")
 
-    samples = await scrape_until(
-        agent, lambda s: value(s, "kubelet_pod_start_sli_duration_seconds_count") >= 1,
-        "the pod start SLI of web")
+    samples = await eventually(
+        lambda: scrape(agent),
+        until=lambda s: value(s, "kubelet_pod_start_sli_duration_seconds_count") >= 1,
+        within=30, every=0.2, what="the pod start SLI of web in /metrics", seen=nonzero)
     op = "kubelet_runtime_operations"
     # web, pull: created; vm: failed (each retry is another attempt and another error).
     assert value(samples, f"{op}_total", operation_type="run_podsandbox") >= 3
@@ -137,44 +127,9 @@ async def test_status_update_latency_after_a_container_dies(
 
     await agent.wait_status("web", lambda s: not is_true(s, st.CONTAINERS_READY),
                             what="the container's exit in the status")
-    samples = await scrape_until(
-        agent, lambda s: value(s, "nodelet_pod_status_update_duration_seconds_count") >= 1,
-        "a status update latency")
+    samples = await eventually(
+        lambda: scrape(agent),
+        until=lambda s: value(s, "nodelet_pod_status_update_duration_seconds_count") >= 1,
+        within=30, every=0.2, what="a status update latency in /metrics", seen=nonzero)
     # Seen by the relist, then stored by the woken worker: well within a few relist periods.
     assert 0 <= value(samples, "nodelet_pod_status_update_duration_seconds_sum") < 10
-
-
-CONTAINERD_ERRORS = [
-    ('failed to setup network for sandbox "4b1f": plugin type="bridge" failed (add): failed to '
-     "allocate for range 0: no IP addresses available in range set: 10.88.0.1-10.88.0.6", "",
-     "ip_exhausted"),
-    ('failed to setup network for sandbox "4b1f": plugin type="bridge" name="nodelet" failed '
-     '(add): failed to set bridge addr: could not add IP address to "nl1": permission denied', "",
-     "cni_plugin"),
-    ('failed to setup network for sandbox "4b1f": failed to find plugin "bridge" in path '
-     "[/opt/cni/bin]", "", "cni_plugin"),
-    ("rpc error: code = Unknown desc = failed to setup network for sandbox \"4b1f\": "
-     "cni plugin not initialized", "UNKNOWN", "cni_plugin"),
-    ('rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "gvisor" '
-     "is configured", "UNKNOWN", "other"),
-    ('failed to get sandbox image "registry.k8s.io/pause:3.6": failed to pull image '
-     '"registry.k8s.io/pause:3.6": failed to resolve reference', "", "image_pull"),
-    ("failed to create containerd task: failed to create shim task: OCI runtime create failed: "
-     "failed to update /proc/self/oom_score_adj: Permission denied", "", "other"),
-    ("RunPodSandbox default/web (attempt 0) failed: container runtime at /run/c.sock is not "
-     "reachable: check that containerd is running", "UNAVAILABLE", "runtime_unavailable"),
-    ("rpc error: code = DeadlineExceeded desc = context deadline exceeded", "DEADLINE_EXCEEDED",
-     "runtime_unavailable"),
-    ('connection error: desc = "transport: Error while dialing dial unix /run/c.sock: connect: '
-     'connection refused"', "", "runtime_unavailable"),
-    ('rpc error: code = Unknown desc = failed to reserve sandbox name "web_default_1_0": name '
-     "is reserved", "UNKNOWN", "other"),
-    # A path that mentions "cni" only as part of a word is not a CNI error.
-    ("open /var/lib/technician/x: no such file or directory", "", "other"),
-]
-
-
-@pytest.mark.parametrize(("message", "code", "expected"), CONTAINERD_ERRORS)
-def test_classify_sandbox_error(message: str, code: str, expected: str) -> None:
-    assert metrics.classify_sandbox_error(message, code=code) == expected
-    assert expected in metrics.ERROR_CLASSES

@@ -16,6 +16,7 @@ from nodelet.adapters import commands, mounts
 from nodelet.model import crilogs, specs
 from nodelet.model import status as st
 from nodelet.services import logs
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -100,7 +101,7 @@ async def test_managed_etc_hosts_with_host_aliases(agent: Harness) -> None:
                                   + Path("/etc/hosts").read_text() + ALIAS_LINES)
 
     agent.remove("aliases.yaml")
-    await agent.wait(lambda: agent.find("aliases") is None, what="aliases pod gone")
+    await eventually(lambda: agent.find("aliases") is None, within=30, what="aliases pod gone")
     assert not hosts_file.parent.exists()
 
 
@@ -147,7 +148,7 @@ async def test_host_to_container_sees_mounts_made_on_the_host_later(agent: Harne
         state = terminated(pod_status)
         assert state is not None and (state.exit_code, state.message) == (0, "propagated")
         agent.remove("prop.yaml")
-        await agent.wait(lambda: agent.find("prop") is None, what="prop pod gone")
+        await eventually(lambda: agent.find("prop") is None, within=30, what="prop pod gone")
 
 
 async def test_host_to_container_on_a_private_mount_fails_with_containerds_error(

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -16,14 +15,15 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from conftest import Instance, eventually, sandbox_config
+from conftest import Instance, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import checkpoint as cp
 from nodelet.helpers import tasks
 from nodelet.model import events as ev
-from nodelet.model import pods
+from nodelet.model import pods, probespecs
 from nodelet.model import runtime as rt
 from nodelet.services import probing, recording
+from polling import eventually
 
 POD_IP = "127.0.0.1"
 WITHIN = 15.0  # seconds to wait for a probe result (periods are 1 s, the API's minimum)
@@ -58,13 +58,6 @@ class Harness:
         return seen
 
 
-@pytest.fixture
-def checkpoint(tmp_path: Path) -> Iterator[cp.Checkpoint]:
-    opened = cp.Checkpoint.open(tmp_path / cp.FILENAME)
-    yield opened
-    opened.close()
-
-
 def make_harness(checkpoint: cp.Checkpoint, client: probing.ExecRunner) -> Harness:
     recorder = recording.EventRecorder(
         checkpoint=checkpoint, node_name="node-a", clock=lambda: datetime.now(UTC),
@@ -87,10 +80,8 @@ async def harness(checkpoint: cp.Checkpoint) -> AsyncIterator[Harness]:
 
 
 async def _no_tasks_left(group: tasks.TaskGroup) -> None:
-    async def empty() -> bool:
-        return not group.names
-
-    await eventually(empty, within=5, what=f"probe tasks ended (left: {group.names})")
+    await eventually(lambda: list(group.names), until=lambda names: not names, within=5,
+                     what="probe tasks ended")
 
 
 def make_pod(*containers: pods.Container, uid: str = "uid-probe") -> pods.Pod:
@@ -98,8 +89,12 @@ def make_pod(*containers: pods.Container, uid: str = "uid-probe") -> pods.Pod:
     return pods.Pod(uid=pods.PodUID(uid), name="probed", namespace="default", spec=spec)
 
 
-def container(name: str = "app", **kwargs: Any) -> pods.Container:
-    return pods.Container(name=name, image=settings_.BUSYBOX_IMAGE, **kwargs)
+def container(name: str = "app", ports: tuple[pods.ContainerPort, ...] = (),
+              **probes_: dict[str, Any]) -> pods.Container:
+    """A container with probes written as in a manifest (`readiness_probe={...}`)."""
+    parsed = {key: probespecs.parse_probe(raw, key.removesuffix("_probe"))  # type: ignore[arg-type]
+              for key, raw in probes_.items()}
+    return pods.Container(name=name, image=settings_.BUSYBOX_IMAGE, ports=ports, **parsed)
 
 
 def fast(handler: dict[str, Any], **timings: int) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from conftest import Instance
 from harness import Harness, all_ready, pod_manifest
 from nodelet import app, cli
 from nodelet.services import progress
+from polling import eventually
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 RED = "\x1b[31m"
@@ -41,12 +42,12 @@ async def test_progress_lines_follow_real_pods(runtime: Instance) -> None:
         harness.write("web.yaml", pod_manifest("web"))
         harness.write("vm.yaml", pod_manifest("vm", extra_spec="runtimeClassName: gvisor\n"))
         await harness.wait_status("web", all_ready, what="web Ready")
-        await harness.wait(lambda: [e for e in harness.events_of("vm")
+        await eventually(lambda: [e for e in harness.events_of("vm")
                                     if e.reason == "FailedCreatePodSandBox"],
-                           what="vm sandbox error")
-        await harness.wait(lambda: "✗ FailedCreatePodSandBox" in last_frame(out.getvalue())
-                           and "✓Ready " in last_frame(out.getvalue()),
-                           what="both pods drawn by the refresh task")
+                         within=30, what="vm sandbox error")
+        await eventually(lambda: "✗ FailedCreatePodSandBox" in last_frame(out.getvalue())
+                         and "✓Ready " in last_frame(out.getvalue()),
+                         within=30, what="both pods drawn by the refresh task")
         frame = last_frame(out.getvalue())
         web = next(line for line in frame.splitlines() if line.startswith("web-testnode"))
         assert re.fullmatch(

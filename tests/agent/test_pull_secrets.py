@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
-import pytest_asyncio
 
-from conftest import Instance
 from harness import Harness, all_ready, events_by, is_true, pod_manifest, waiting, waiting_reason
-from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model import events as ev
 from nodelet.model import status as st
+from polling import eventually
 from registry import Auth, Registry
 
 pytestmark = pytest.mark.runtime
@@ -34,19 +32,6 @@ REJECTED = f'error authenticating user \\"{AUTH[0]}\\"'
 def auth_registry() -> Iterator[Registry]:
     with Registry.started(auth=AUTH) as running:
         yield running
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def pulled(runtime: Instance) -> AsyncIterator[list[str]]:
-    """References to remove from containerd at the end; requested before `agent`, so it is
-    torn down after the agent removed its pods."""
-    refs: list[str] = []
-    yield refs
-    for ref in refs:
-        try:
-            await runtime.client.remove_image(ref)
-        except cri_errors.NotFound:
-            pass
 
 
 def push(registry: Registry, tag: str, pulled: list[str]) -> str:
@@ -134,9 +119,9 @@ async def test_broken_pull_secret_is_refused_and_the_pull_goes_on_without_it(
     agent.write("pod.yaml", private_pod("broken", ref, "broken"))
     # As kube-apiserver, nodelet refuses a dockerconfigjson Secret that is not JSON: the
     # manifest is reported, the Secret does not exist, and the pull goes on without it.
-    report = await agent.wait(lambda: [m for m in agent.agent_or_fail().manifests()
+    report = await eventually(lambda: [m for m in agent.agent_or_fail().manifests()
                                        if m.file.endswith("broken.yaml") and not m.ok],
-                              what="the broken Secret refused")
+                              within=30, what="the broken Secret refused")
     assert ".dockerconfigjson" in report[0].error
     await agent.wait_status("broken", lambda s: waiting_reason(s) == "ErrImagePull",
                             what="ErrImagePull without the refused pull secret")

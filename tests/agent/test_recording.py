@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -37,13 +36,6 @@ def make_pod(name: str = "web", uid: str = "uid-1", namespace: str = "default") 
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-@pytest.fixture
-def checkpoint(tmp_path: Path) -> Iterator[cp.Checkpoint]:
-    opened = cp.Checkpoint.open(tmp_path / cp.FILENAME)
-    yield opened
-    opened.close()
 
 
 def recorder_for(
@@ -202,7 +194,6 @@ def test_event_to_api_shape(checkpoint: cp.Checkpoint, clock: FakeClock) -> None
 def test_similar_events_with_different_messages_are_combined_after_ten() -> None:
     """client-go's aggregator: the 11th distinct message of one reason joins a combined event."""
     import tempfile
-    from pathlib import Path
 
     from nodelet.adapters import checkpoint as cp
     from nodelet.model import pods as pods_model

@@ -11,6 +11,7 @@ import pytest
 from harness import Harness, all_ready, cond, is_true, pod_manifest
 from nodelet.adapters import cni
 from nodelet.model import status as st
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -125,8 +126,8 @@ async def test_restart_policy_never_pod_gets_no_new_sandbox(agent: Harness) -> N
     pod, _ = agent.find("once")  # type: ignore[misc]
     state = await agent.agent_or_fail().relister.refresh_pod(pod.uid)
     assert len(state.sandboxes) == 1, "a restartPolicy Never pod must not get a new sandbox"
-    await agent.wait(lambda: not os.path.exists(netns),
-                     what="the dead sandbox stopped: its network namespace released")
+    await eventually(lambda: not os.path.exists(netns),
+                     within=30, what="the dead sandbox stopped: its network namespace released")
 
 
 @pytest.mark.parametrize("grace", [1, 20])
@@ -148,7 +149,7 @@ async def test_removing_manifest_honours_sigterm_and_leaves_nothing(
     log_dir = agent.settings.data_dir / "logs" / f"default_{pod.name}_{pod.uid}"
 
     agent.remove("polite.yaml")
-    await agent.wait(lambda: agent.find("polite") is None, within=15,
+    await eventually(lambda: agent.find("polite") is None, within=15,
                      what="polite terminated well within its 20 s grace period")
     assert "got-sigterm" in (log_dir / "main" / "0.log").read_text()
     last = published[-1]
@@ -170,7 +171,7 @@ async def test_grace_period_ends_in_sigkill(agent: Harness) -> None:
     agent.write("stubborn.yaml", pod_manifest("stubborn", command=stubborn, grace=2))
     await agent.wait_status("stubborn", all_ready, what="stubborn Ready")
     agent.remove("stubborn.yaml")
-    await agent.wait(lambda: agent.find("stubborn") is None, within=20,
+    await eventually(lambda: agent.find("stubborn") is None, within=20,
                      what="stubborn killed after its 2 s grace period")
     kills = [e for e in agent.events_of("stubborn") if e.reason == "Killing"]
     assert kills, "a Killing event is recorded"

@@ -63,11 +63,6 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "data" / cp.FILENAME
-
-
-@pytest.fixture
 def manager(db: Path, clock: FakeClock) -> Iterator[statuses.StatusManager]:
     checkpoint = cp.Checkpoint.open(db)
     mgr = statuses.StatusManager(checkpoint=checkpoint, clock=clock)

@@ -13,6 +13,7 @@ from conftest import Instance
 from harness import Harness, exec_in
 from nodelet.adapters import mounts
 from nodelet.model import status as st
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -112,7 +113,7 @@ async def test_planted_symlink_never_mounts_the_host(agent: Harness) -> None:
     # The only bind ever made: victim's first, of the directory it ran on.
     assert mounts.mounts_under(subpaths) == [subpaths / "data" / "victim" / "0"]
     agent.remove("pod.yaml")
-    await agent.wait(lambda: agent.find("escape") is None, what="the pod gone")
+    await eventually(lambda: agent.find("escape") is None, within=30, what="the pod gone")
     assert agent.pod_mounts() == [] and not subpaths.exists()
 
 
@@ -182,7 +183,7 @@ async def test_sub_paths_work_for_the_pods_user_and_are_reused(
     assert result.exit_code == 0 and b"tmpfs" in result.stdout, result
 
     agent.remove("pod.yaml")
-    await agent.wait(lambda: agent.find("subpaths") is None, what="the pod gone")
+    await eventually(lambda: agent.find("subpaths") is None, within=30, what="the pod gone")
     assert agent.pod_mounts() == [] and not pod_dir.exists()
 
 

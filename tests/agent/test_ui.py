@@ -3,8 +3,9 @@
 Chromium runs as a subprocess (`--dump-dom`, `--screenshot`) awaited with asyncio, so the agent
 keeps serving in this event loop while the browser fetches the page, its stylesheet and script.
 Screenshots go to `test-artifacts/` (gitignored) and are checked to be real, non-blank PNGs in
-which the stylesheet's colours show. A few tests below need no browser: escaping, the metrics
-reader, and the routes' status codes and headers.
+which the stylesheet's colours show. A few tests below need no browser: escaping, and the
+routes' status codes and headers. (The histogram values and charts are tested in tests/model,
+`Metrics.sandbox_metrics` in test_metrics_values.)
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -32,11 +32,13 @@ import pytest
 from harness import Harness, all_ready, cond, pod_manifest
 from nodelet import cli
 from nodelet.adapters import http_server
-from nodelet.adapters.web import exposition, pages, svg
+from nodelet.adapters.web import pages
 from nodelet.model import events as ev
 from nodelet.model import health as hm
+from nodelet.model import histograms as hg
 from nodelet.model import pods
 from nodelet.model import status as st
+from polling import eventually
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 GVISOR_ERROR = 'no runtime for "gvisor" is configured'
@@ -250,9 +252,9 @@ async def start_pods(agent: Harness) -> None:
         return c is not None and c.status == "False" and GVISOR_ERROR in c.message
 
     await agent.wait_status("stuck", sandbox_failed, what="stuck pod's sandbox error")
-    await agent.wait(lambda: any(e.reason == ev.FAILED_CREATE_POD_SANDBOX
+    await eventually(lambda: any(e.reason == ev.FAILED_CREATE_POD_SANDBOX
                                  for e in agent.events_of("stuck")),
-                     what="FailedCreatePodSandBox event")
+                     within=30, what="FailedCreatePodSandBox event")
 
 
 async def test_ui_in_chromium(agent: Harness) -> None:
@@ -342,32 +344,37 @@ async def test_timeline_command(agent: Harness, capsys: pytest.CaptureFixture[st
     assert 'pod "nope" not found' in capsys.readouterr().err
 
 
-# --- without a browser: escaping, the metrics reader, routes ----------------------------------
+# --- without a browser: escaping, routes ------------------------------------------------------
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
-def evil_pod_json() -> dict[str, Any]:
-    condition = {"type": st.POD_READY_TO_START_CONTAINERS, "status": "False",
-                 "reason": "PodSandboxNotReady", "message": EVIL,
-                 "lastTransitionTime": st.format_precise(T0)}
-    return {"metadata": {"name": 'a"b<c>', "namespace": "ns&1", "uid": "u"},
-            "status": {"phase": "Pending", "conditions": [condition]}}
+def evil_pod() -> tuple[pods.Pod, st.PodStatus]:
+    spec = pods.PodSpec(containers=(pods.Container(name="app", image="busybox"),))
+    pod = pods.Pod(uid=pods.PodUID("u"), name='a"b<c>', namespace="ns&1", spec=spec, raw={})
+    condition = st.PodCondition(st.POD_READY_TO_START_CONTAINERS, "False",
+                                reason="PodSandboxNotReady", message=EVIL,
+                                last_transition_time=T0)
+    return pod, st.PodStatus(phase="Pending", conditions=(condition,))
 
 
-def evil_events() -> dict[str, Any]:
-    item = {"type": "Warning", "reason": EVIL, "message": EVIL, "count": 2,
-            "firstTimestamp": st.format_precise(T0), "lastTimestamp": st.format_precise(T0),
-            "involvedObject": {"kind": "Pod", "name": 'a"b<c>', "namespace": "ns&1"}}
-    return {"items": [item]}
+def evil_events() -> list[ev.Event]:
+    event = ev.new_event(evil_pod()[0], "Warning", EVIL, EVIL, at=T0, host="n")
+    return [event.repeated(T0)]
 
 
-@pytest.mark.parametrize("page", ["pods", "pod", "not_found"])
+def evil_metrics() -> hg.SandboxMetrics:
+    h = hg.Histogram('a"b<c>', (1.0, float("inf")), (1.0, 0.0), 0.5)
+    return hg.SandboxMetrics(h, h, ((EVIL, 2.0),))
+
+
+@pytest.mark.parametrize("page", ["pods", "pod", "node", "not_found"])
 def test_pages_escape_user_input(page: str) -> None:
     ui, now = pages.Ui(), T0 + timedelta(seconds=5)
-    html = {"pods": lambda: ui.pods_page([evil_pod_json()], now),
-            "pod": lambda: ui.pod_page(evil_pod_json(), evil_events(), now),
+    html = {"pods": lambda: ui.pods_page([evil_pod()], now),
+            "pod": lambda: ui.pod_page(*evil_pod(), evil_events(), now),
+            "node": lambda: ui.node_page(evil_metrics(), [evil_pod()], now),
             "not_found": lambda: ui.not_found_page('a"b<c>', EVIL, now)}[page]()
     assert "<script>alert" not in html and "<img src=x" not in html and 'a"b<c>' not in html
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
@@ -377,63 +384,8 @@ def test_pages_escape_user_input(page: str) -> None:
     assert [s.attrs.get("src") for s in dom.all("script")] == ["/ui/static/ui.js"]
 
 
-@pytest.mark.parametrize(
-    ("seconds", "label"),
-    [(0.0, "0"), (0.005, "5ms"), (0.25, "250ms"), (1.0, "1s"), (2.5, "2.5s"), (120.0, "120s"),
-     (float("inf"), "+Inf")],
-)
-def test_compact_labels(seconds: float, label: str) -> None:
-    assert svg.compact(seconds) == label
-
-
 def test_pod_links_are_url_quoted() -> None:
     assert pages.pod_path("ns&1", 'a"b<c>/d') == "/ui/pods/ns%261/a%22b%3Cc%3E%2Fd"
-
-
-EXPOSITION = """\
-# TYPE lat_seconds histogram
-lat_seconds_bucket{le="0.1"} 2.0
-lat_seconds_bucket{le="0.5"} 6.0
-lat_seconds_bucket{le="1.0"} 8.0
-lat_seconds_bucket{le="+Inf"} 10.0
-lat_seconds_count 10.0
-lat_seconds_sum 9.5
-# TYPE run_seconds histogram
-run_seconds_bucket{handler="a",le="1.0"} 1.0
-run_seconds_bucket{handler="a",le="+Inf"} 1.0
-run_seconds_bucket{handler="b",le="1.0"} 2.0
-run_seconds_bucket{handler="b",le="+Inf"} 3.0
-run_seconds_count{handler="a"} 1.0
-run_seconds_count{handler="b"} 3.0
-run_seconds_sum{handler="a"} 0.5
-run_seconds_sum{handler="b"} 7.0
-# TYPE failures_total counter
-failures_total{error_class="other",x="1"} 2.0
-failures_total{error_class="other",x="2"} 1.0
-failures_total{error_class="ip_exhausted",x="1"} 4.0
-"""
-
-
-def test_histogram_from_exposition() -> None:
-    h = exposition.histogram(EXPOSITION, "lat_seconds")
-    assert h is not None
-    assert [(b.lower, b.upper, b.count) for b in h.buckets()] == [
-        (0.0, 0.1, 2.0), (0.1, 0.5, 4.0), (0.5, 1.0, 2.0), (1.0, float("inf"), 2.0)]
-    assert (h.count, h.total, h.mean) == (10.0, 9.5, 0.95)
-    assert h.quantile(0.5) == pytest.approx(0.1 + 0.4 * 3 / 4)
-    assert h.quantile(0.99) == 1.0  # in the +Inf bucket: the highest finite bound
-    summed = exposition.histogram(EXPOSITION, "run_seconds")
-    assert summed is not None
-    assert (summed.cumulative, summed.count, summed.total) == (
-        ((1.0, 3.0), (float("inf"), 4.0)), 4.0, 7.5)
-    assert exposition.histogram(EXPOSITION, "missing_seconds") is None
-    assert exposition.histogram("not { prometheus", "lat_seconds") is None
-    assert exposition.histogram("", "lat_seconds") is None
-
-
-def test_counter_by_label_from_exposition() -> None:
-    assert exposition.counter_by_label(EXPOSITION, "failures_total", "error_class") == {
-        "ip_exhausted": 4.0, "other": 3.0}
 
 
 @dataclass
@@ -459,7 +411,13 @@ class FakeView:
         return []
 
     def metrics_text(self) -> tuple[bytes, str]:
-        return EXPOSITION.encode(), "text/plain; version=0.0.4; charset=utf-8"
+        return b"kubelet_started_pods_total 2.0\n", "text/plain; version=0.0.4; charset=utf-8"
+
+    def sandbox_metrics(self) -> hg.SandboxMetrics:
+        latency = hg.from_cumulative(
+            "lat_seconds", [(0.1, 2.0), (0.5, 6.0), (1.0, 8.0), (float("inf"), 10.0)], 9.5)
+        run = hg.from_cumulative("run_seconds", [(1.0, 3.0), (float("inf"), 4.0)], 7.5)
+        return hg.SandboxMetrics(latency, run, (("ip_exhausted", 4.0), ("other", 3.0)))
 
 
 @contextlib.asynccontextmanager

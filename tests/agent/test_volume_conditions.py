@@ -7,6 +7,7 @@ import pytest
 
 from harness import Harness, all_ready, is_true, pod_manifest
 from nodelet.model import status as st
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -39,10 +40,10 @@ async def test_missing_volume_source_blocks_sandbox_until_it_appears(
 ) -> None:
     name = f"{kind.lower()}-{'init' if init else 'plain'}"
     agent.write("pod.yaml", volume_pod(name, kind, init=init))
-    await agent.wait(
+    await eventually(
         lambda: [e for e in agent.events_of(name) if e.reason == "FailedMount"
                  and e.message.startswith('MountVolume.SetUp failed for volume "vol" : ')],
-        what="FailedMount event")
+        within=30, what="FailedMount event")
     pod_status = agent.status_of(name)
     assert pod_status is not None
     ready_to_start = pod_status.condition(st.POD_READY_TO_START_CONTAINERS)
@@ -63,5 +64,5 @@ async def test_missing_volume_source_blocks_sandbox_until_it_appears(
     condition = ready.condition(st.POD_READY_TO_START_CONTAINERS)
     assert condition is not None and condition.message == ""
     log = agent.settings.data_dir / "logs" / f"default_{pod.name}_{pod.uid}" / "main" / "0.log"
-    await agent.wait(lambda: log.exists() and "value" in log.read_text(),
-                     what="the container read the mounted key")
+    await eventually(lambda: log.exists() and "value" in log.read_text(),
+                     within=30, what="the container read the mounted key")

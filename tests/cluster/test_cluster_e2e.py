@@ -18,11 +18,12 @@ import pytest
 
 from conftest import Instance
 from harness import Harness, pod_manifest
-from kubeapi import KubeApiServer, now_rfc3339, pod_object, poll
+from kubeapi import KubeApiServer, now_rfc3339, pod_object
 from nodelet.adapters import kube, kubeconfig
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model import pods
 from nodelet.services import cluster
+from polling import eventually
 from registry import Registry
 
 pytestmark = pytest.mark.runtime
@@ -80,7 +81,7 @@ async def test_bound_pod_runs_reports_five_conditions_and_is_deleted(
                 return conds
             return None
 
-        conds = await poll(running, within=60, what="five conditions True in the API")
+        conds = await eventually(running, within=60, what="five conditions True in the API")
         # A condition that turned True carries no reason or message left from when it was False.
         assert not any(conds[t].get("reason") or conds[t].get("message") for t in ORDER), conds
         times = [_time(conds[t]["lastTransitionTime"]) for t in ORDER]
@@ -90,11 +91,11 @@ async def test_bound_pod_runs_reports_five_conditions_and_is_deleted(
         assert server.get("leases", "kube-node-lease", "e2e-node") is not None
 
         server.delete("pods", "default", "web")  # graceful: deletionTimestamp first
-        await poll(lambda: server.get("pods", "default", "web") is None, within=60,
-                   what="pod deleted from the API by nodelet")
+        await eventually(lambda: server.get("pods", "default", "web") is None, within=60,
+                         what="pod deleted from the API by nodelet")
         agent = harness.agent_or_fail()
-        await poll(lambda: not [p for p, _ in agent.pods() if p.uid == uid], within=30,
-                   what="pod gone from the agent")
+        await eventually(lambda: not [p for p, _ in agent.pods() if p.uid == uid], within=30,
+                         what="pod gone from the agent")
         deletes = [r for r in server.requests if r.verb == "delete" and r.status == 200]
         assert deletes, "nodelet issued no final delete"
 
@@ -114,8 +115,8 @@ async def test_ready_follows_a_readiness_gate_written_by_a_controller(
                 return conds
             return None
 
-        await poll(lambda: ready_is("False", "ReadinessGatesNotReady"), within=60,
-                   what="containers ready, Ready False for the missing gate")
+        await eventually(lambda: ready_is("False", "ReadinessGatesNotReady"), within=60,
+                         what="containers ready, Ready False for the missing gate")
         # The controller: a strategic merge patch of pods/status, as a real one would send.
         controller = kube.KubeClient(kubeconfig.load(tmp_path / "kubeconfig"))
         try:
@@ -126,14 +127,14 @@ async def test_ready_follows_a_readiness_gate_written_by_a_controller(
                                                      "lastTransitionTime": now_rfc3339()}]}},
                     content_type=kube.STRATEGIC)
                 reason = "" if value == "True" else "ReadinessGatesNotReady"
-                conds = await poll(lambda v=value, r=reason: ready_is(v, r), within=20,
-                                   what=f"Ready {value} after the gate turned {value}")
+                conds = await eventually(lambda v=value, r=reason: ready_is(v, r), within=20,
+                                         what=f"Ready {value} after the gate turned {value}")
                 assert conds[gate]["status"] == value  # the gate itself is left alone
         finally:
             await controller.close()
         server.delete("pods", "default", "gated")
-        await poll(lambda: server.get("pods", "default", "gated") is None, within=60,
-                   what="gated pod removed")
+        await eventually(lambda: server.get("pods", "default", "gated") is None, within=60,
+                         what="gated pod removed")
 
 
 def mirror_ready(server: KubeApiServer, name: str) -> str | None:
@@ -152,8 +153,8 @@ async def test_static_pod_has_a_mirror_pod_with_its_status(
     async with joined(runtime, tmp_path) as (server, harness):
         harness.write("static.yaml", pod_manifest("static"))
         name = "static-e2e-node"
-        first = await poll(lambda: mirror_ready(server, name), within=60,
-                           what="mirror pod with five True conditions")
+        first = await eventually(lambda: mirror_ready(server, name), within=60,
+                                 what="mirror pod with five True conditions")
         found = harness.find("static")
         assert found is not None
         mirror = server.get("pods", "default", name)
@@ -161,12 +162,12 @@ async def test_static_pod_has_a_mirror_pod_with_its_status(
         assert mirror["metadata"]["annotations"][pods.ANNOTATION_CONFIG_MIRROR] == found[0].uid
         assert found[1] is not None and mirror["status"]["podIP"] == found[1].pod_ip
         server.delete("pods", "default", name, grace=0)  # someone deletes the mirror pod
-        await poll(lambda: (uid := mirror_ready(server, name)) not in (None, first) and uid,
-                   within=30, what="mirror pod recreated with the status")
+        await eventually(lambda: (uid := mirror_ready(server, name)) not in (None, first) and uid,
+                         within=30, what="mirror pod recreated with the status")
         assert harness.find("static") is not None  # the static pod itself kept running
         harness.remove("static.yaml")
-        await poll(lambda: server.get("pods", "default", name) is None, within=60,
-                   what="mirror pod deleted with its static pod")
+        await eventually(lambda: server.get("pods", "default", name) is None, within=60,
+                         what="mirror pod deleted with its static pod")
 
 
 async def test_pull_secret_is_read_from_the_api_for_a_private_image(
@@ -187,7 +188,7 @@ async def test_pull_secret_is_read_from_the_api_for_a_private_image(
                     {"name": "regcred"}])
                 spec["spec"]["containers"][0]["image"] = ref
                 server.create("pods", spec)
-                await poll(lambda: api_conditions(server, "private").get("Ready", {}).get(
+                await eventually(lambda: api_conditions(server, "private").get("Ready", {}).get(
                     "status") == "True", within=60, what="the private image's pod Ready")
                 assert [r for r in server.requests
                         if r.resource == "secrets" and r.verb == "get" and r.status == 200]
@@ -196,8 +197,8 @@ async def test_pull_secret_is_read_from_the_api_for_a_private_image(
                 assert "FailedToRetrieveImagePullSecret" not in reasons, reasons
                 assert "Failed" not in reasons, reasons
                 server.delete("pods", "default", "private")
-                await poll(lambda: server.get("pods", "default", "private") is None,
-                           within=60, what="private pod removed")
+                await eventually(lambda: server.get("pods", "default", "private") is None,
+                                 within=60, what="private pod removed")
         finally:
             try:
                 await runtime.client.remove_image(ref)
@@ -220,10 +221,12 @@ async def test_api_pods_nodelet_cannot_run_are_refused_with_a_reason(
             status = (server.get("pods", "default", name) or {}).get("status", {})
             return status if status.get("phase") == "Failed" else None
 
-        status = await poll(lambda: failed("overhead"), what="overhead pod refused")
+        status = await eventually(lambda: failed("overhead"), within=10,
+                                  what="overhead pod refused")
         assert status["reason"] == "UnsupportedPodSpec"
         assert status["message"].startswith("Pod was rejected: spec.overhead: pod overhead")
-        status = await poll(lambda: failed("unsafe"), what="unsafe sysctl pod refused")
+        status = await eventually(lambda: failed("unsafe"), within=10,
+                                  what="unsafe sysctl pod refused")
         assert (status["reason"], status["message"]) == (
             "SysctlForbidden",
             'Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted')

@@ -4,27 +4,16 @@ pod statuses go to it, and an API pod's conditions of others reach the Pod value
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
-
-from kubeapi import ClusterRig, KubeApiServer, pod_object, poll
+from kubeapi import ClusterRig, KubeApiServer, pod_object
 from nodelet.model import manifests, pods
 from nodelet.model import status as st
-from nodelet.services import mirrors
+from polling import eventually
 
 MIRROR = pods.ANNOTATION_CONFIG_MIRROR
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def server() -> AsyncIterator[KubeApiServer]:
-    api = KubeApiServer(bookmark_interval=0.2)
-    await api.start()
-    yield api
-    await api.stop()
 
 
 def static_pod(name: str, *, command: str = "sleep 1000000", node: str = "n1") -> pods.Pod:
@@ -68,7 +57,8 @@ async def test_mirror_pod_is_created_gets_the_status_and_is_never_run(
     rig.mode.set_static_pods({pod.uid: pod})
     rig.statuses.set_status(pod, running())
     async with rig:
-        uid = await poll(lambda: ready_in(server, pod), what="mirror pod with the status")
+        uid = await eventually(lambda: ready_in(server, pod), within=10,
+                               what="mirror pod with the status")
         mirror = server.get("pods", "default", "etcd-n1")
         assert mirror is not None
         meta = mirror["metadata"]
@@ -79,7 +69,8 @@ async def test_mirror_pod_is_created_gets_the_status_and_is_never_run(
         assert mirror["spec"]["nodeName"] == "n1" and meta["labels"] == {"test": "nodelet"}
         assert mirror["status"]["podIP"] == "10.77.0.9"
         # A mirror pod is never run, and the status went to it, not to a pod of its own UID.
-        await poll(lambda: rig.mode.source.reflector.store.get(uid), what="mirror watched")
+        await eventually(lambda: rig.mode.source.reflector.store.get(uid), within=10,
+                         what="mirror watched")
         assert uid not in rig.desired and pod.uid not in rig.desired
         assert server.count(verb="create", resource="pods") == 1
         assert rig.mode.status_sync.in_sync(pod.uid)
@@ -91,15 +82,15 @@ async def test_mirror_pod_deleted_by_someone_is_recreated_with_the_status(
         pod = static_pod("proxy")
         rig.mode.set_static_pods({pod.uid: pod})
         rig.statuses.set_status(pod, running())
-        first = await poll(lambda: ready_in(server, pod), what="first mirror pod")
+        first = await eventually(lambda: ready_in(server, pod), within=10, what="first mirror pod")
         server.delete("pods", "default", "proxy-n1", grace=0)
-        second = await poll(lambda: (u := ready_in(server, pod)) != first and u,
-                            what="recreated mirror pod with the status")
+        second = await eventually(lambda: (u := ready_in(server, pod)) != first and u,
+                                  within=10, what="recreated mirror pod with the status")
         # A graceful delete (deletionTimestamp) replaces it too: a static pod cannot be
         # deleted through the API.
         server.delete("pods", "default", "proxy-n1")
-        await poll(lambda: (u := ready_in(server, pod)) not in (first, second) and u,
-                   what="mirror pod replaced after a graceful delete")
+        await eventually(lambda: (u := ready_in(server, pod)) not in (first, second) and u,
+                         within=10, what="mirror pod replaced after a graceful delete")
 
 
 async def test_changed_manifest_replaces_the_mirror_and_a_removed_one_deletes_it(
@@ -108,12 +99,14 @@ async def test_changed_manifest_replaces_the_mirror_and_a_removed_one_deletes_it
         old = static_pod("api")
         rig.mode.set_static_pods({old.uid: old})
         rig.statuses.set_status(old, running())
-        await poll(lambda: ready_in(server, old), what="mirror of the first version")
+        await eventually(lambda: ready_in(server, old), within=10,
+                         what="mirror of the first version")
         new = static_pod("api", command="sleep 2000000")
         assert new.uid != old.uid and new.full_name == old.full_name
         rig.mode.set_static_pods({new.uid: new})
         rig.statuses.set_status(new, running(ready=False))
-        await poll(lambda: ready_in(server, new, "False"), what="mirror of the new version")
+        await eventually(lambda: ready_in(server, new, "False"), within=10,
+                         what="mirror of the new version")
         rig.mode.pod_gone(old.uid)  # the old version finished terminating
         # The manifest is removed: the mirror pod stays while the pod terminates ...
         rig.mode.set_static_pods({})
@@ -121,8 +114,8 @@ async def test_changed_manifest_replaces_the_mirror_and_a_removed_one_deletes_it
         assert mirror_of(server, new) is not None
         rig.mode.pod_gone(new.uid)
         # ... and goes once it is gone (grace 0, UID precondition).
-        await poll(lambda: server.get("pods", "default", "api-n1") is None,
-                   what="mirror pod deleted")
+        await eventually(lambda: server.get("pods", "default", "api-n1") is None,
+                         within=10, what="mirror pod deleted")
         assert not rig.mode.status_sync.pending()
 
 
@@ -133,26 +126,10 @@ async def test_a_pod_of_someone_else_with_the_static_pods_name_is_left_alone(
         pod = static_pod("dns")
         rig.mode.set_static_pods({pod.uid: pod})
         assert rig.mode.mirrors is not None
-        await poll(lambda: "default/dns-n1" in rig.mode.mirrors._blocked, what="blocked")
+        await eventually(lambda: "default/dns-n1" in rig.mode.mirrors._blocked, within=10,
+                         what="blocked")
         found = server.get("pods", "default", "dns-n1")
         assert found is not None and MIRROR not in found["metadata"].get("annotations", {})
-
-
-def test_plan_is_the_kubelets_decision() -> None:
-    a, b = static_pod("a"), static_pod("b")
-    live = mirrors.mirror_object(a, node_name="n1", node_uid="node-uid")
-    live["metadata"]["uid"] = "m-a"
-    stale = mirrors.mirror_object(b, node_name="n1", node_uid=None)
-    stale["metadata"].update(uid="m-b", annotations={MIRROR: "old-hash"})
-    orphan = {"metadata": {"namespace": "default", "name": "c-n1", "uid": "m-c",
-                           "annotations": {MIRROR: "h"}}}
-    actions = mirrors.plan({a.full_name: a, b.full_name: b},
-                           {a.full_name: live, b.full_name: stale, "default/c-n1": orphan},
-                           terminating=set())
-    assert actions == [
-        mirrors.Delete("default", "b-n1", "m-b", "outdated"), mirrors.Create(b),
-        mirrors.Delete("default", "c-n1", "m-c", "its static pod is gone")]
-    assert mirrors.plan({}, {"default/c-n1": orphan}, terminating={"default/c-n1"}) == []
 
 
 async def test_own_status_patches_leave_the_pod_equal_and_gates_reach_it(
@@ -161,17 +138,17 @@ async def test_own_status_patches_leave_the_pod_equal_and_gates_reach_it(
         obj = pod_object("gated", node="n1", readinessGates=[{"conditionType": "example.com/lb"}])
         created = server.create("pods", obj)
         uid = pods.PodUID(created["metadata"]["uid"])
-        pod = await poll(lambda: rig.desired.get(uid), what="pod announced")
+        pod = await eventually(lambda: rig.desired.get(uid), within=10, what="pod announced")
         assert pod.api_conditions == () and "status" not in pod.raw
         rig.statuses.set_status(pod, running(ready=False))
-        await poll(lambda: rig.mode.status_sync.in_sync(uid), what="status sent")
+        await eventually(lambda: rig.mode.status_sync.in_sync(uid), within=10, what="status sent")
         rv = int(server.get("pods", "default", "gated")["metadata"]["resourceVersion"])
-        await poll(lambda: int(rig.mode.source.reflector.resource_version) >= rv,
-                   what="our PATCH watched")
+        await eventually(lambda: int(rig.mode.source.reflector.resource_version) >= rv,
+                         within=10, what="our PATCH watched")
         assert rig.desired[uid] == pod  # our own PATCH: no new Pod value, no wake-up
         current = server.get("pods", "default", "gated")
         current["status"]["conditions"].append({"type": "example.com/lb", "status": "True"})
         server.update_status("pods", current)
-        changed = await poll(lambda: rig.desired[uid] != pod and rig.desired[uid],
-                             what="the gate in the Pod value")
+        changed = await eventually(lambda: rig.desired[uid] != pod and rig.desired[uid],
+                                   within=10, what="the gate in the Pod value")
         assert [c["type"] for c in changed.api_conditions] == ["example.com/lb"]

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
-from kubeapi import ClusterRig, KubeApiServer, poll
+from kubeapi import ClusterRig, KubeApiServer
 from nodelet.adapters import host, kubeconfig
 from nodelet.services import cluster
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def server() -> AsyncIterator[KubeApiServer]:
-    api = KubeApiServer(bookmark_interval=0.2)
-    await api.start()
-    yield api
-    await api.stop()
+from polling import eventually
 
 
 def ready(node: dict) -> dict:
@@ -49,8 +40,8 @@ async def test_node_registered_ready_with_capacity_and_lease_renewed(
             now = server.get("leases", "kube-node-lease", "n1")
             return now is not None and now["spec"]["renewTime"] != first
 
-        await poll(renewed, within=5, what="lease renewed")
-        await poll(lambda: rig.mode.lease.renewals >= 3, within=5, what="three renewals")
+        await eventually(renewed, within=5, what="lease renewed")
+        await eventually(lambda: rig.mode.lease.renewals >= 3, within=5, what="three renewals")
 
 
 async def test_node_not_ready_when_network_is_not_and_times_move_only_on_change(
@@ -64,12 +55,12 @@ async def test_node_not_ready_when_network_is_not_and_times_move_only_on_change(
             cond = ready(server.get("nodes", "", "n1"))
             return cond if cond["status"] == "False" else None
 
-        cond = await poll(not_ready, within=5, what="node NotReady")
+        cond = await eventually(not_ready, within=5, what="node NotReady")
         assert "NetworkReady=false" in cond["message"] and "cni config" in cond["message"]
         assert cond["reason"] == "KubeletNotReady"
         # Unchanged status is not re-sent every period (the Lease is the heartbeat).
         sent = rig.mode.node.reports
-        await poll(lambda: rig.mode.lease.renewals >= 4, within=5, what="lease renewals")
+        await eventually(lambda: rig.mode.lease.renewals >= 4, within=5, what="lease renewals")
         assert rig.mode.node.reports == sent
         assert sent > reports
         assert datetime.fromisoformat(cond["lastTransitionTime"].replace("Z", "+00:00")) >= \

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest_asyncio
-
-from kubeapi import ClusterRig, KubeApiServer, pod_object, poll
+from kubeapi import ClusterRig, KubeApiServer, pod_object
 from nodelet.model import events as ev
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def server() -> AsyncIterator[KubeApiServer]:
-    api = KubeApiServer(bookmark_interval=0.2)
-    await api.start()
-    yield api
-    await api.stop()
+from polling import eventually
 
 
 def names(desired: dict) -> set[str]:
@@ -36,7 +26,7 @@ async def test_only_runnable_pods_bound_here_are_desired(
         broken = pod_object("broken", node="n1")
         broken["spec"]["containers"] = []
         server.create("pods", broken)
-        await poll(lambda: "later" in names(rig.desired), what="later announced")
+        await eventually(lambda: "later" in names(rig.desired), within=10, what="later announced")
         assert names(rig.desired) == {"before", "later"}
         pod = next(p for p in rig.desired.values() if p.name == "later")
         assert pod.source == "api" and pod.spec.node_name == "n1" and pod.name == "later"
@@ -46,20 +36,23 @@ async def test_watch_disconnects_and_410_relist_keep_one_pod_per_uid(
         server: KubeApiServer, tmp_path: Path) -> None:
     async with ClusterRig(server, tmp_path) as rig:
         server.create("pods", pod_object("a", node="n1"))
-        await poll(lambda: names(rig.desired) == {"a"}, what="a")
+        await eventually(lambda: names(rig.desired) == {"a"}, within=10, what="a")
         server.drop_watches()
         server.create("pods", pod_object("b", node="n1"))
-        await poll(lambda: names(rig.desired) == {"a", "b"}, what="b after a reconnect")
+        await eventually(lambda: names(rig.desired) == {"a", "b"}, within=10,
+                         what="b after a reconnect")
         server.compact()
         server.inject(verb="watch", status=410, times=1)
         server.drop_watches()
         server.create("pods", pod_object("c", node="n1"))
-        await poll(lambda: names(rig.desired) == {"a", "b", "c"}, what="c after relist")
+        await eventually(lambda: names(rig.desired) == {"a", "b", "c"}, within=10,
+                         what="c after relist")
         assert rig.mode.source.reflector.lists == 2
         server.inject(verb="watch", status=500, times=2)
         server.drop_watches()
         server.delete("pods", "default", "a", grace=0)
-        await poll(lambda: names(rig.desired) == {"b", "c"}, what="a deleted after errors")
+        await eventually(lambda: names(rig.desired) == {"b", "c"}, within=10,
+                         what="a deleted after errors")
         for desired in rig.announced:
             assert len(names(desired)) == len(desired)  # never two pods of one name
 
@@ -68,16 +61,17 @@ async def test_deleted_pod_is_terminated_with_its_grace_then_removed(
         server: KubeApiServer, tmp_path: Path) -> None:
     async with ClusterRig(server, tmp_path) as rig:
         uid = server.create("pods", pod_object("victim", node="n1", grace=20))["metadata"]["uid"]
-        await poll(lambda: uid in rig.desired, what="announced")
+        await eventually(lambda: uid in rig.desired, within=10, what="announced")
         seen = len(rig.announced)
         server.delete("pods", "default", "victim", grace=7)
-        await poll(lambda: uid not in rig.desired, what="left the desired set")
+        await eventually(lambda: uid not in rig.desired, within=10, what="left the desired set")
         # Passed once with its deletion grace period, then left out: workers terminate it.
         handed = [d[uid] for d in rig.announced[seen:] if uid in d]
         assert len(handed) == 1 and handed[0].deletion_grace_period_seconds == 7
         assert server.get("pods", "default", "victim") is not None  # waits for the worker
         rig.mode.pod_gone(uid)
-        await poll(lambda: server.get("pods", "default", "victim") is None, what="deleted")
+        await eventually(lambda: server.get("pods", "default", "victim") is None, within=10,
+                         what="deleted")
         delete = [r for r in server.requests if r.verb == "delete"][-1]
         assert delete.path.endswith("/pods/victim") and delete.status == 200
 
@@ -88,7 +82,7 @@ async def test_events_are_created_then_counted(server: KubeApiServer, tmp_path: 
         assert pod is None
         obj = server.create("pods", pod_object("ev", node="n1"))
         uid = obj["metadata"]["uid"]
-        await poll(lambda: uid in rig.desired, what="announced")
+        await eventually(lambda: uid in rig.desired, within=10, what="announced")
         target = rig.desired[uid]
         server.inject(method="POST", path="/events$", status=500, times=1)
         event = rig.recorder.record(target, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
@@ -97,13 +91,13 @@ async def test_events_are_created_then_counted(server: KubeApiServer, tmp_path: 
         def stored() -> dict | None:
             return server.get("events", "default", event.name)
 
-        created = await poll(stored, within=5, what="event created")
+        created = await eventually(stored, within=5, what="event created")
         assert created["involvedObject"]["uid"] == uid and created["count"] == 1
         rig.recorder.record(target, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
                             "Failed to create pod sandbox: boom")
         rig.recorder.record(target, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
                             "Failed to create pod sandbox: boom")
-        await poll(lambda: (stored() or {}).get("count") == 3, within=5, what="count 3")
+        await eventually(lambda: (stored() or {}).get("count") == 3, within=5, what="count 3")
         assert server.count(verb="create", resource="events") == 2  # one failed, one created
 
 
@@ -112,12 +106,12 @@ async def test_configmap_for_volumes_is_read_and_followed(
     async with ClusterRig(server, tmp_path) as rig:
         key = ("ConfigMap", "default", "conf")
         assert rig.mode.lookup_object(*key) is None  # a miss: fetched in the background
-        await poll(lambda: key in set().union(*rig.objects_changed) if rig.objects_changed
-                   else False, what="first answer (not found)")
+        await eventually(lambda: key in set().union(*rig.objects_changed) if rig.objects_changed
+                         else False, within=10, what="first answer (not found)")
         assert rig.mode.lookup_object(*key) is None
         rig.objects_changed.clear()
         server.create("configmaps", {"metadata": {"name": "conf", "namespace": "default"},
                                      "data": {"a": "1"}})
-        await poll(lambda: rig.objects_changed, within=5, what="configmap noticed")
+        await eventually(lambda: rig.objects_changed, within=5, what="configmap noticed")
         found = rig.mode.lookup_object(*key)
         assert found is not None and dict(found.data) == {"a": "1"}

@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
-
-from kubeapi import ClusterRig, KubeApiServer, pod_object, poll
-from nodelet.model import manifests, pods
+from kubeapi import ClusterRig, KubeApiServer, pod_object
+from nodelet.model import pods
 from nodelet.model import status as st
-from nodelet.services import statussync
+from polling import eventually
 
 OWN = (st.POD_SCHEDULED, st.POD_READY_TO_START_CONTAINERS, st.INITIALIZED,
        st.CONTAINERS_READY, st.READY)
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def server() -> AsyncIterator[KubeApiServer]:
-    api = KubeApiServer(bookmark_interval=0.2)
-    await api.start()
-    yield api
-    await api.stop()
 
 
 def status(ready: bool, *, message: str = "", ip: str = "10.77.0.5") -> st.PodStatus:
@@ -48,7 +36,7 @@ def status(ready: bool, *, message: str = "", ip: str = "10.77.0.5") -> st.PodSt
 async def admitted(rig: ClusterRig, server: KubeApiServer, obj: dict[str, Any]) -> pods.Pod:
     created = server.create("pods", obj)
     uid = created["metadata"]["uid"]
-    await poll(lambda: uid in rig.desired, what=f"pod {uid} announced")
+    await eventually(lambda: uid in rig.desired, within=10, what=f"pod {uid} announced")
     pod: pods.Pod = rig.desired[uid]
     return pod
 
@@ -80,7 +68,7 @@ async def test_status_reaches_the_api_and_others_conditions_are_kept(
         pod = await admitted(rig, server, obj)
         want = status(True)
         rig.statuses.set_status(pod, want)
-        await poll(lambda: synced(server, "web", want), what="status in the API")
+        await eventually(lambda: synced(server, "web", want), within=10, what="status in the API")
         have = conditions(server, "web")
         assert set(have) == {*OWN, "example.com/gate"}
         assert have["example.com/gate"]["lastTransitionTime"] == "2026-01-01T00:00:01Z"
@@ -94,7 +82,8 @@ async def test_status_reaches_the_api_and_others_conditions_are_kept(
         server.update_status("pods", current)
         later = status(False, message="containers with unready status: [main]", ip="10.77.0.6")
         rig.statuses.set_status(pod, later)
-        await poll(lambda: synced(server, "web", later), what="second status in the API")
+        await eventually(lambda: synced(server, "web", later), within=10,
+                         what="second status in the API")
         assert {"DisruptionTarget", "example.com/gate"} <= set(conditions(server, "web"))
         assert api_status(server, "web")["podIPs"] == [{"ip": "10.77.0.6"}]
         # Nothing changed: no call at all, not even a GET.
@@ -118,7 +107,8 @@ async def test_updates_coalesce_under_a_tight_qps_limit(
         for pod in admitted_pods:
             rig.statuses.set_status(pod, final)
         for name in names:
-            await poll(lambda n=name: synced(server, n, final), within=15, what=f"{name} synced")
+            await eventually(lambda n=name: synced(server, n, final), within=15,
+                             what=f"{name} synced")
         patches = server.count(verb="patch", resource="pods") - before
         # 55 statuses per... 11 per pod: each pod is sent at most twice (one that was already
         # waiting for its token, then the newest).
@@ -137,7 +127,7 @@ async def test_injected_faults_lose_no_status(server: KubeApiServer, tmp_path: P
             rig.statuses.set_status(pod, status(False, message=f"try {n}"))
         final = status(True)
         rig.statuses.set_status(pod, final)
-        await poll(lambda: synced(server, "flaky", final), within=15, what="final status")
+        await eventually(lambda: synced(server, "flaky", final), within=15, what="final status")
         assert all(f.hits == f.times for f in server.faults)
         assert rig.mode.status_sync.pending() == 0
 
@@ -147,13 +137,13 @@ async def test_drifted_api_status_is_repaired(server: KubeApiServer, tmp_path: P
         pod = await admitted(rig, server, pod_object("drift", node="n1"))
         want = status(True)
         rig.statuses.set_status(pod, want)
-        await poll(lambda: synced(server, "drift", want), what="status in the API")
+        await eventually(lambda: synced(server, "drift", want), within=10, what="status in the API")
         current = server.get("pods", "default", "drift")
         for cond in current["status"]["conditions"]:
             if cond["type"] == st.READY:
                 cond["status"] = "False"
         server.update_status("pods", current)
-        await poll(lambda: synced(server, "drift", want), within=5, what="status repaired")
+        await eventually(lambda: synced(server, "drift", want), within=5, what="status repaired")
 
 
 async def test_a_replaced_pod_never_gets_the_old_pods_status(
@@ -165,50 +155,8 @@ async def test_a_replaced_pod_never_gets_the_old_pods_status(
         rig.statuses.set_status(pod, status(True))
         server.delete("pods", "default", "same", grace=0)
         fresh = server.create("pods", pod_object("same", node="n1"))
-        await poll(lambda: rig.mode.status_sync.in_sync(pod.uid), within=5, what="old dropped")
+        await eventually(lambda: rig.mode.status_sync.in_sync(pod.uid), within=5,
+                         what="old dropped")
         assert server.get("pods", "default", "same")["metadata"]["uid"] == \
             fresh["metadata"]["uid"]
         assert st.READY not in conditions(server, "same")
-
-
-def test_status_patch_is_minimal_and_owns_only_its_conditions() -> None:
-    desired = st.to_api(status(True))
-    api = {"phase": "Running", "conditions": [
-        {"type": "PodHasNetwork", "status": "True"},
-        {"type": "example.com/gate", "status": "False"},
-        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-    ]}
-    patch = statussync.status_patch(api, desired)
-    assert patch is not None
-    types = [c["type"] for c in patch["conditions"]]
-    assert "example.com/gate" not in types and "PodScheduled" not in types
-    assert {"type": "PodHasNetwork", "$patch": "delete"} in patch["conditions"]
-    assert "phase" not in patch
-    applied = dict(api, **{k: v for k, v in patch.items() if k != "conditions"})
-    applied["conditions"] = [c for c in desired["conditions"]]
-    for cond in applied["conditions"]:
-        if cond["type"] == "PodScheduled":
-            cond["lastTransitionTime"] = "2026-01-01T00:00:00Z"
-    applied["podIPs"] = desired["podIPs"]
-    applied["hostIPs"] = desired["hostIPs"]
-    assert statussync.status_patch(applied, desired) is None
-
-
-def test_terminal_api_phase_is_never_reverted(tmp_path: Path) -> None:
-    state = statussync._PodState(
-        pod=manifests.pod_from_object(pod_object("t", node="n1") | {
-            "metadata": {"name": "t", "namespace": "default", "uid": "u1"}},
-            node_name="n1", source="api", strict=False),
-        status=dataclasses.replace(status(False), phase="Running"))
-    sync = statussync.StatusSync(client=None, api_object=lambda uid: None)  # type: ignore[arg-type]
-    assert sync._patch_for(state, {"status": {"phase": "Succeeded"}}) is None
-
-
-def test_a_reason_that_went_away_is_cleared_in_the_patch() -> None:
-    api = {"conditions": [{"type": st.READY, "status": "False", "reason": "ContainersNotReady",
-                           "message": "containers with unready status: [main]"}]}
-    desired = {"conditions": [{"type": st.READY, "status": "True"}]}
-    patch = statussync.status_patch(api, desired)
-    assert patch is not None
-    assert patch["conditions"] == [{"type": st.READY, "status": "True", "reason": None,
-                                    "message": None}]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nodelet.model import analysis as an
-from nodelet.model import analysis_html, analysis_report
+from nodelet.model import analysis_html, analysis_report, histograms
 from nodelet.model import analysis_input as ai
 
 PRTSC, PHN = "PodReadyToStartContainers", "PodHasNetwork"
@@ -524,6 +524,6 @@ def test_human_seconds(seconds: float | None, text: str) -> None:
 
 def test_histogram_bins_cover_every_sample_with_overflow_in_the_last() -> None:
     samples = sorted([0.1, 0.2, 0.2, 1.0, 1.9, 50.0])
-    bins = analysis_html.histogram_bins(samples, 2.0, bins=4)
+    bins = list(histograms.from_samples("x", samples, 2.0, bins=4).counts)
     assert bins == [3, 1, 0, 2]  # (0, 0.5], (0.5, 1], (1, 1.5], the rest
     assert sum(bins) == len(samples)

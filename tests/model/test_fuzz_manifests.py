@@ -37,7 +37,7 @@ from nodelet.model import (
     envvars,
     etchosts,
     generation,
-    hooks,
+    handlers,
     manifests,
     podjson,
     pods,
@@ -431,18 +431,18 @@ def _container(pod: pods.Pod, container: pods.Container, facts: downward.PodFact
                                     security=context, envs=environment.variables)
     _check_cri(config)
     parsed = probes.container_probes(container)
-    handlers: list[hooks.Hook] = [
+    found: list[handlers.Handler | handlers.Hook] = [
         p.handler for p in (parsed.startup, parsed.liveness, parsed.readiness) if p
     ]
-    handlers += [h for kind in hooks.HOOK_KINDS
-                 if (h := hooks.container_hook(container, kind)) is not None]
-    for handler in handlers:
-        if isinstance(handler, probes.HTTPGetAction | probes.TCPSocketAction):
+    found += [h for kind in handlers.HOOK_KINDS
+              if (h := container.lifecycle.hook(kind)) is not None]
+    for handler in found:
+        if isinstance(handler, handlers.HTTPGetAction | handlers.TCPSocketAction):
             try:
                 port = probes.resolve_port(handler.port, container)
             except probes.ProbeError:
                 continue
-            if isinstance(handler, probes.HTTPGetAction):
+            if isinstance(handler, handlers.HTTPGetAction):
                 probes.http_url(handler, pod_ip="10.0.0.1", port=port)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import manifests, pods
+from nodelet.model import handlers, manifests, pods
 
 NODE = "node-1"
 
@@ -234,7 +234,7 @@ def test_typed_fields() -> None:
         pods.EnvVar("NODE", "", {"fieldRef": {"fieldPath": "spec.nodeName"}}),
     )
     assert app.volume_mounts == (pods.VolumeMount("data", "/data", read_only=True),)
-    assert app.readiness_probe == {"exec": {"command": ["true"]}}
+    assert app.readiness_probe == handlers.Probe(handlers.ExecAction(("true",)))
     assert app.resources == pods.Resources(
         cpu_request_milli=250, cpu_limit_milli=1000, memory_request=64 * 2**20, memory_limit=0
     )

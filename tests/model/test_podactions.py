@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from nodelet.model import handlers, pods, runtime, sandboxes
 from nodelet.model import podactions as pa
-from nodelet.model import pods, runtime, sandboxes
 
 READY = runtime.SandboxState.READY
 NOTREADY = runtime.SandboxState.NOTREADY
@@ -210,10 +210,13 @@ def test_crash_loop_message_is_the_kubelets() -> None:
                               "pod=p_default(uid-1)")
 
 
+EXEC = handlers.ExecAction(("true",))
+
+
 @pytest.mark.parametrize(("probes", "expected"), [
-    ({"liveness_probe": {"terminationGracePeriodSeconds": 3}}, 3.0),
-    ({"startup_probe": {"terminationGracePeriodSeconds": 4}}, 4.0),
-    ({"liveness_probe": {"periodSeconds": 1}}, 30.0),
+    ({"liveness_probe": handlers.Probe(EXEC, termination_grace_period_seconds=3)}, 3.0),
+    ({"startup_probe": handlers.Probe(EXEC, termination_grace_period_seconds=4)}, 4.0),
+    ({"liveness_probe": handlers.Probe(EXEC, period_seconds=1)}, 30.0),
 ])
 def test_unhealthy_grace(probes: dict[str, Any], expected: float) -> None:
     container = pods.Container(name="a", image="busybox", **probes)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import admission, apifields, envspecs, hooks, manifests, podfields
+from nodelet.model import admission, apifields, envspecs, hookspecs, manifests, podfields
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "podspec.md"
 
@@ -22,7 +22,7 @@ ACCEPTED = (
     (apifields.ENV_FIELDS, podfields.ENV),
     (apifields.MOUNT_FIELDS, podfields.MOUNT),
     (apifields.RESOURCES_FIELDS, podfields.RESOURCES),
-    (hooks.LIFECYCLE_FIELDS, podfields.LIFECYCLE),
+    (hookspecs.LIFECYCLE_FIELDS, podfields.LIFECYCLE),
     (apifields.HOST_ALIAS_FIELDS, podfields.HOST_ALIAS),
     (apifields.VOLUME_SOURCES, podfields.VOLUME),
 )

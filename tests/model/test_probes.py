@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import pods, probes
+from nodelet.model import handlers, manifests, pods, probes, probespecs
 
 EXEC = {"exec": {"command": ["cat", "/tmp/healthy"]}}
 
@@ -17,28 +17,29 @@ EXEC = {"exec": {"command": ["cat", "/tmp/healthy"]}}
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        pytest.param(EXEC, probes.Probe(probes.ExecAction(("cat", "/tmp/healthy"))), id="defaults"),
+        pytest.param(EXEC, handlers.Probe(handlers.ExecAction(("cat", "/tmp/healthy"))),
+                     id="defaults"),
         pytest.param(
             {**EXEC, "initialDelaySeconds": 5, "periodSeconds": 2, "timeoutSeconds": 3,
              "successThreshold": 2, "failureThreshold": 7},
-            probes.Probe(probes.ExecAction(("cat", "/tmp/healthy")), 5, 2, 3, 2, 7),
+            handlers.Probe(handlers.ExecAction(("cat", "/tmp/healthy")), 5, 2, 3, 2, 7),
             id="all-timings",
         ),
         pytest.param(
             # The API's defaulting: an explicit 0 reads as "not set".
             {**EXEC, "periodSeconds": 0, "timeoutSeconds": 0, "failureThreshold": 0},
-            probes.Probe(probes.ExecAction(("cat", "/tmp/healthy"))),
+            handlers.Probe(handlers.ExecAction(("cat", "/tmp/healthy"))),
             id="zero-is-default",
         ),
         pytest.param(
             {"httpGet": {"port": 8080}},
-            probes.Probe(probes.HTTPGetAction(port=8080)),
+            handlers.Probe(handlers.HTTPGetAction(port=8080)),
             id="http-defaults",
         ),
         pytest.param(
             {"httpGet": {"port": "web", "path": "healthz", "host": "10.1.2.3", "scheme": "HTTPS",
                          "httpHeaders": [{"name": "X-Probe", "value": "1"}]}},
-            probes.Probe(probes.HTTPGetAction(
+            handlers.Probe(handlers.HTTPGetAction(
                 port="web", path="/healthz", host="10.1.2.3", scheme="HTTPS",
                 headers=(("X-Probe", "1"),),
             )),
@@ -46,18 +47,18 @@ EXEC = {"exec": {"command": ["cat", "/tmp/healthy"]}}
         ),
         pytest.param(
             {"tcpSocket": {"port": "db"}},
-            probes.Probe(probes.TCPSocketAction(port="db")),
+            handlers.Probe(handlers.TCPSocketAction(port="db")),
             id="tcp-named-port",
         ),
         pytest.param(
             {"grpc": {"port": 9090, "service": "ready"}},
-            probes.Probe(probes.GRPCAction(port=9090, service="ready")),
+            handlers.Probe(handlers.GRPCAction(port=9090, service="ready")),
             id="grpc",
         ),
     ],
 )
-def test_parse_fills_in_the_defaults(raw: dict[str, Any], expected: probes.Probe) -> None:
-    assert probes.parse_probe(raw, "readiness") == expected
+def test_parse_fills_in_the_defaults(raw: dict[str, Any], expected: handlers.Probe) -> None:
+    assert probespecs.parse_probe(raw, "readiness") == expected
 
 
 @pytest.mark.parametrize(
@@ -103,22 +104,28 @@ def test_parse_rejects_with_the_field_path(
     raw: dict[str, Any], kind: probes.ProbeKind, path: str, message: str
 ) -> None:
     with pytest.raises(probes.ProbeError) as caught:
-        probes.parse_probe(raw, kind)
+        probespecs.parse_probe(raw, kind)
     assert caught.value.path == path
     assert message in caught.value.message
 
 
-def test_container_probes_prefix_error_paths_and_list_kinds() -> None:
+def test_container_probes_list_kinds_startup_first() -> None:
     container = pods.Container(
-        name="app", image="busybox", readiness_probe={"tcpSocket": {"port": 80}},
-        startup_probe=EXEC,
+        name="app", image="busybox",
+        readiness_probe=probespecs.parse_probe({"tcpSocket": {"port": 80}}, "readiness"),
+        startup_probe=probespecs.parse_probe(EXEC, "startup"),
     )
     parsed = probes.container_probes(container)
     assert parsed.kinds == ("startup", "readiness")
     assert parsed.liveness is None
-    bad = pods.Container(name="app", image="busybox", liveness_probe={"grpc": {}})
-    with pytest.raises(probes.ProbeError) as caught:
-        probes.container_probes(bad, path="spec.containers[0]")
+
+
+def test_probe_errors_in_a_manifest_name_the_container_field() -> None:
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "app", "image": "busybox",
+                                    "livenessProbe": {"grpc": {}}}]}}
+    with pytest.raises(manifests.InvalidValueError) as caught:
+        manifests.pod_from_object(obj, node_name="n")
     assert caught.value.path == "spec.containers[0].livenessProbe.grpc.port"
 
 
@@ -143,15 +150,15 @@ def test_resolve_unknown_port_name_names_the_container() -> None:
 @pytest.mark.parametrize(
     ("action", "pod_ip", "url"),
     [
-        (probes.HTTPGetAction(port=80), "10.0.0.5", "http://10.0.0.5:80/"),
-        (probes.HTTPGetAction(port=80, path="/healthz?full=1"), "10.0.0.5",
+        (handlers.HTTPGetAction(port=80), "10.0.0.5", "http://10.0.0.5:80/"),
+        (handlers.HTTPGetAction(port=80, path="/healthz?full=1"), "10.0.0.5",
          "http://10.0.0.5:80/healthz?full=1"),
-        (probes.HTTPGetAction(port=443, host="example.test", scheme="HTTPS"), "10.0.0.5",
+        (handlers.HTTPGetAction(port=443, host="example.test", scheme="HTTPS"), "10.0.0.5",
          "https://example.test:443/"),
-        (probes.HTTPGetAction(port=80), "fd00::5", "http://[fd00::5]:80/"),
+        (handlers.HTTPGetAction(port=80), "fd00::5", "http://[fd00::5]:80/"),
     ],
 )
-def test_http_url(action: probes.HTTPGetAction, pod_ip: str, url: str) -> None:
+def test_http_url(action: handlers.HTTPGetAction, pod_ip: str, url: str) -> None:
     assert probes.http_url(action, pod_ip=pod_ip, port=action.port) == url  # type: ignore[arg-type]
 
 
@@ -162,7 +169,7 @@ def _run(
     kind: probes.ProbeKind, outcomes: str, *, success: int = 1, failure: int = 3
 ) -> list[tuple[str | None, bool]]:
     """(reported result, on hold) after each attempt; outcomes: s(uccess) f(ailure) e(rror)."""
-    probe = probes.Probe(probes.ExecAction(("true",)), success_threshold=success,
+    probe = handlers.Probe(handlers.ExecAction(("true",)), success_threshold=success,
                          failure_threshold=failure)
     names: dict[str, probes.Outcome] = {"s": "success", "f": "failure", "e": "error"}
     state = probes.initial_state(kind)

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from nodelet.model import events as ev
+from nodelet.model import podjson, pods
 from nodelet.model import status as st
 from nodelet.model import timeline as tl
 
@@ -255,3 +257,36 @@ def test_render_text_stuck() -> None:
     assert "Sandbox attempts (3 failed):" in text
     assert text.endswith(f"Sandbox error: {GVISOR}\n")
     assert "Sandbox ready after" not in text
+
+
+# --- the agent's own pods: typed values through the API's serialisers
+
+
+def typed_pod(uid: str = "u1") -> pods.Pod:
+    spec = pods.PodSpec(containers=(pods.Container(name="app", image="busybox"),))
+    return pods.Pod(uid=pods.PodUID(uid), name="web", namespace="default", spec=spec)
+
+
+def test_of_pod_keeps_microseconds_and_only_this_pods_events() -> None:
+    status = st.PodStatus(phase="Pending", conditions=(
+        st.PodCondition(st.POD_SCHEDULED, "True", last_transition_time=T0),
+        st.PodCondition(st.POD_READY_TO_START_CONTAINERS, "False", "PodSandboxNotReady", GVISOR,
+                        last_transition_time=T0 + ms(1.5)),
+    ))
+    failed = ev.new_event(typed_pod(), "Warning", ev.FAILED_CREATE_POD_SANDBOX, "boom",
+                          at=T0 + ms(20.25), host="n").repeated(T0 + ms(1500.5))
+    earlier = ev.new_event(typed_pod("u0"), "Warning", ev.FAILED_CREATE_POD_SANDBOX, "old",
+                           at=T0, host="n")
+    t = tl.of_pod(typed_pod(), status, [failed, earlier], NOW)
+    assert (t.namespace, t.name, t.phase, t.sandbox_error) == ("default", "web", "Pending", GVISOR)
+    assert t.sandbox_ready.last_transition == T0 + ms(1.5)
+    assert [(a.kind, a.count, a.first, a.last) for a in t.attempts] == [
+        ("failed", 2, T0 + ms(20.25), T0 + ms(1500.5))]
+    assert tl.render_text(t) == tl.render_text(tl.build(
+        podjson.pod_to_api(typed_pod(), status, precise=True),
+        ev.event_list_to_api([failed, earlier], precise=True), NOW))
+
+
+def test_of_pod_without_a_status_is_a_pending_pod() -> None:
+    t = tl.of_pod(typed_pod(), None, [], NOW)
+    assert t.phase == "Pending" and not any(m.status for m in t.milestones)

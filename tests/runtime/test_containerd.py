@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import InstanceFactory, eventually, sandbox_config
+from conftest import InstanceFactory, detach, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import cni, containerd
+from nodelet.adapters.cri import errors as cri_errors
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -59,7 +61,9 @@ async def test_killed_containerd_is_restarted_and_the_client_recovers(
         return instance.containerd.restarts >= 1 and instance.containerd.pid != old_pid
 
     await eventually(restarted, within=20, what="containerd restart")
-    status = await eventually(instance.client.status, within=20, what="CRI status after restart")
+    # Calls fail until the new containerd answers: "not yet", not a failure.
+    status = await eventually(instance.client.status, within=20, what="CRI status after restart",
+                              ignoring=(cri_errors.CriError,))
     assert status.runtime_ready
     sandbox_id = await instance.client.run_pod_sandbox(sandbox_config(instance, "after"))
     instance.netns_seen.add(await instance.client.sandbox_netns_path(sandbox_id))
@@ -69,7 +73,7 @@ async def test_killed_containerd_is_restarted_and_the_client_recovers(
 
 async def test_second_start_adopts_the_running_containerd(instances: InstanceFactory) -> None:
     instance = await instances()
-    await instance.containerd.detach()
+    await detach(instance.containerd)
     second = containerd.EmbeddedContainerd(
         data_dir=instance.data_dir, settings=instance.settings.runtime
     )
@@ -79,4 +83,4 @@ async def test_second_start_adopts_the_running_containerd(instances: InstanceFac
         assert second.pid == instance.containerd.pid
         assert (await instance.client.status()).runtime_ready
     finally:
-        await second.detach()
+        await detach(second)

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Instance, eventually, sandbox_config
+from conftest import Instance, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import cni
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model import runtime as rt
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 

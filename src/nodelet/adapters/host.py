@@ -9,10 +9,9 @@ from __future__ import annotations
 import os
 import platform
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 
-from nodelet.model import runtime
+from nodelet.model import nodes, runtime
 
 
 def host_ip() -> str:
@@ -56,19 +55,6 @@ def host_dns(resolv_conf: Path = Path("/etc/resolv.conf")) -> runtime.DNSConfig:
     return runtime.DNSConfig(tuple(servers), tuple(searches), tuple(options))
 
 
-@dataclass(frozen=True)
-class MachineFacts:
-    """What the Node says about the machine (capacity and nodeInfo)."""
-
-    cpus: int
-    memory_bytes: int
-    machine_id: str = ""
-    boot_id: str = ""
-    kernel_version: str = ""
-    os_image: str = ""
-    architecture: str = "amd64"
-
-
 def _read(path: Path) -> str:
     try:
         return path.read_text().strip()
@@ -93,10 +79,10 @@ def os_image(os_release: str) -> str:
     return ""
 
 
-def machine_facts(root: Path = Path("/")) -> MachineFacts:
+def machine_facts(root: Path = Path("/")) -> nodes.MachineFacts:
     """CPU count, memory, IDs and OS of this machine, read from `root`/proc and `root`/etc."""
     machine = platform.machine()
-    return MachineFacts(
+    return nodes.MachineFacts(
         cpus=os.cpu_count() or 1,
         memory_bytes=memory_total(_read(root / "proc/meminfo")),
         machine_id=_read(root / "etc/machine-id"),

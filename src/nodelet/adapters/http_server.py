@@ -16,7 +16,8 @@ Routes (all GET):
     /ui/static/FILE           its stylesheet and script
 
 The server only reads through an `AgentView`; the app wires one over the status manager, the
-event recorder and the metrics registry; the UI renders the same JSON and `/metrics` text.
+event recorder and the metrics. The UI renders the view's typed values (pods with their statuses,
+events, `sandbox_metrics()`), not the JSON or the `/metrics` text.
 The UI pages are sent with a Content-Security-Policy that allows only this origin's script and
 stylesheet, so an unescaped value could not run code. Binding a non-loopback address requires a
 bearer token; with a token every request, the UI's included, must carry
@@ -45,6 +46,7 @@ from aiohttp import web
 from nodelet.adapters.web import pages
 from nodelet.model import events as ev
 from nodelet.model import health as hm
+from nodelet.model import histograms as hg
 from nodelet.model import podjson
 from nodelet.model import pods as podmodel
 from nodelet.model import status as st
@@ -83,6 +85,10 @@ class AgentView(Protocol):
 
     def metrics_text(self) -> tuple[bytes, str]:
         """The Prometheus exposition and its content type."""
+        ...
+
+    def sandbox_metrics(self) -> hg.SandboxMetrics:
+        """The sandbox histograms and failure counts, as values (the UI's node page)."""
         ...
 
 
@@ -297,16 +303,6 @@ def _html(text: str, status: int = 200) -> web.Response:
                                  "Cache-Control": "no-store"})
 
 
-def _events_to_api(events: list[ev.Event], *, precise: bool) -> dict[str, Any]:
-    """The EventList; `precise` keeps microseconds in first/lastTimestamp, as `/pods?precise`."""
-    out = ev.event_list_to_api(events)
-    if precise:
-        for item, event in zip(out["items"], events, strict=True):
-            item["firstTimestamp"] = st.format_precise(event.first_timestamp)
-            item["lastTimestamp"] = st.format_precise(event.last_timestamp)
-    return out
-
-
 def _flag(request: web.Request, name: str) -> bool:
     """`?name`, `?name=true`, `?name=1` are on; absent or `false`/`0` are off."""
     if name not in request.query:
@@ -328,7 +324,7 @@ class _Routes:
         pod = request.query.get("pod") or None
         namespace = request.query.get("namespace") or None
         events = self._view.events(pod, namespace)
-        return _json(_events_to_api(events, precise=_flag(request, "precise")))
+        return _json(ev.event_list_to_api(events, precise=_flag(request, "precise")))
 
     async def healthz(self, request: web.Request) -> web.Response:
         checks = self._view.health()
@@ -344,11 +340,8 @@ class _Routes:
 
     # -- web UI ------------------------------------------------------------------------------
 
-    def _pods_json(self) -> list[dict[str, Any]]:
-        return [podjson.pod_to_api(pod, status, precise=True) for pod, status in self._view.pods()]
-
     async def ui_pods(self, request: web.Request) -> web.Response:
-        return _html(self._ui.pods_page(self._pods_json(), datetime.now(UTC)))
+        return _html(self._ui.pods_page(self._view.pods(), datetime.now(UTC)))
 
     async def ui_pod(self, request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
@@ -356,14 +349,13 @@ class _Routes:
         found = [(p, s) for p, s in self._view.pods() if (p.namespace, p.name) == (namespace, name)]
         if not found:
             return _html(self._ui.not_found_page(namespace, name, now), status=404)
-        pod = podjson.pod_to_api(*found[0], precise=True)
-        events = _events_to_api(self._view.events(name, namespace), precise=True)
-        return _html(self._ui.pod_page(pod, events, now))
+        pod, status = found[0]
+        return _html(self._ui.pod_page(pod, status, self._view.events(name, namespace), now))
 
     async def ui_node(self, request: web.Request) -> web.Response:
-        body, _ = self._view.metrics_text()
-        text = body.decode("utf-8", "replace")
-        return _html(self._ui.node_page(text, self._pods_json(), datetime.now(UTC)))
+        page = self._ui.node_page(self._view.sandbox_metrics(), self._view.pods(),
+                                  datetime.now(UTC))
+        return _html(page)
 
     async def ui_static(self, request: web.Request) -> web.Response:
         found = self._ui.static(request.match_info["file"])

@@ -1,6 +1,6 @@
 """nodelet's own thin Kubernetes API client (aiohttp): just the calls a node agent makes.
 
-Objects go in and out as plain JSON dicts (`Obj`); no third-party type leaves this module.
+Objects go in and out as plain JSON dicts (`apijson.Obj`); no third-party type leaves this module.
 Every request takes a token from the client's rate limiter (`helpers.ratelimit.TokenBucket`,
 the kubelet's `--kube-api-qps/--kube-api-burst`) unless the caller took one ahead with
 `reserve()` — the status sync does that so it can pick the newest status *after* the wait.
@@ -37,10 +37,10 @@ import aiohttp
 
 from nodelet.adapters import kubeconfig
 from nodelet.helpers import backoff, ratelimit
+from nodelet.model import apijson
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
@@ -87,7 +87,7 @@ class Unavailable(KubeError):
 @dataclass(frozen=True)
 class WatchEvent:
     type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
-    object: Obj
+    object: apijson.Obj
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ class KubeClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-    ) -> Obj:
+    ) -> apijson.Obj:
         """One API call; the decoded JSON answer. Raises KubeError (see the module doc)."""
         await self._throttle()
         what = f"{method} {path}"
@@ -219,7 +219,9 @@ class KubeClient:
 
     # -- list + watch ---------------------------------------------------------------------------
 
-    async def list_objects(self, path: str, *, field_selector: str = "") -> tuple[list[Obj], str]:
+    async def list_objects(
+        self, path: str, *, field_selector: str = ""
+    ) -> tuple[list[apijson.Obj], str]:
         """The items at `path` and the list's resourceVersion (to watch from)."""
         params = {"fieldSelector": field_selector} if field_selector else None
         answer = await self.request("GET", path, params=params)
@@ -263,68 +265,72 @@ class KubeClient:
 
     # -- pods -----------------------------------------------------------------------------------
 
-    async def get_pod(self, namespace: str, name: str) -> Obj:
+    async def get_pod(self, namespace: str, name: str) -> apijson.Obj:
         return await self.request("GET", pod_path(namespace, name))
 
-    async def create_pod(self, namespace: str, pod: Obj) -> Obj:
+    async def create_pod(self, namespace: str, pod: apijson.Obj) -> apijson.Obj:
         """POST a pod (mirror pods); AlreadyExists when one of that name exists."""
         return await self.request("POST", pod_path(namespace), body=pod)
 
-    async def patch_pod_status(self, namespace: str, name: str, uid: str, status: Obj) -> Obj:
+    async def patch_pod_status(
+        self, namespace: str, name: str, uid: str, status: apijson.Obj
+    ) -> apijson.Obj:
         """Strategic-merge `status` into the pod's status, only if the pod still has `uid`
         (Conflict otherwise: it was deleted and re-created under the same name)."""
         body = {"metadata": {"uid": uid}, "status": status}
         return await self.request("PATCH", pod_path(namespace, name, "status"), body=body,
                                   content_type=STRATEGIC)
 
-    async def delete_pod(self, namespace: str, name: str, *, uid: str, grace: int = 0) -> Obj:
+    async def delete_pod(
+        self, namespace: str, name: str, *, uid: str, grace: int = 0
+    ) -> apijson.Obj:
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": grace,
                 "preconditions": {"uid": uid}}
         return await self.request("DELETE", pod_path(namespace, name), body=body)
 
     # -- events ---------------------------------------------------------------------------------
 
-    async def create_event(self, namespace: str, event: Obj) -> Obj:
+    async def create_event(self, namespace: str, event: apijson.Obj) -> apijson.Obj:
         return await self.request("POST", _path("/api/v1", "events", namespace), body=event)
 
-    async def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj:
+    async def patch_event(self, namespace: str, name: str, patch: apijson.Obj) -> apijson.Obj:
         return await self.request("PATCH", _path("/api/v1", "events", namespace, name),
                                   body=patch, content_type=STRATEGIC)
 
     # -- nodes ----------------------------------------------------------------------------------
 
-    async def get_node(self, name: str) -> Obj:
+    async def get_node(self, name: str) -> apijson.Obj:
         return await self.request("GET", _path("/api/v1", "nodes", "", name))
 
-    async def create_node(self, node: Obj) -> Obj:
+    async def create_node(self, node: apijson.Obj) -> apijson.Obj:
         return await self.request("POST", "/api/v1/nodes", body=node)
 
-    async def patch_node(self, name: str, patch: Obj) -> Obj:
+    async def patch_node(self, name: str, patch: apijson.Obj) -> apijson.Obj:
         return await self.request("PATCH", _path("/api/v1", "nodes", "", name), body=patch,
                                   content_type=STRATEGIC)
 
-    async def patch_node_status(self, name: str, patch: Obj) -> Obj:
+    async def patch_node_status(self, name: str, patch: apijson.Obj) -> apijson.Obj:
         return await self.request("PATCH", _path("/api/v1", "nodes", "", name, "status"),
                                   body=patch, content_type=STRATEGIC)
 
     # -- leases ---------------------------------------------------------------------------------
 
-    async def get_lease(self, namespace: str, name: str) -> Obj:
+    async def get_lease(self, namespace: str, name: str) -> apijson.Obj:
         return await self.request("GET", _path(_LEASES, "leases", namespace, name))
 
-    async def create_lease(self, namespace: str, lease: Obj) -> Obj:
+    async def create_lease(self, namespace: str, lease: apijson.Obj) -> apijson.Obj:
         return await self.request("POST", _path(_LEASES, "leases", namespace), body=lease)
 
-    async def replace_lease(self, namespace: str, name: str, lease: Obj) -> Obj:
+    async def replace_lease(self, namespace: str, name: str, lease: apijson.Obj) -> apijson.Obj:
         """PUT; Conflict when `lease` carries a stale resourceVersion."""
         return await self.request("PUT", _path(_LEASES, "leases", namespace, name), body=lease)
 
     # -- volume sources -------------------------------------------------------------------------
 
-    async def get_config_map(self, namespace: str, name: str) -> Obj:
+    async def get_config_map(self, namespace: str, name: str) -> apijson.Obj:
         return await self.request("GET", _path("/api/v1", "configmaps", namespace, name))
 
-    async def get_secret(self, namespace: str, name: str) -> Obj:
+    async def get_secret(self, namespace: str, name: str) -> apijson.Obj:
         return await self.request("GET", _path("/api/v1", "secrets", namespace, name))
 
 
@@ -349,7 +355,7 @@ def _watch_event(line: bytes, what: str) -> WatchEvent:
     return WatchEvent(type_, obj)
 
 
-def resource_version(obj: Obj) -> str:
+def resource_version(obj: apijson.Obj) -> str:
     return str(obj.get("metadata", {}).get("resourceVersion", ""))
 
 
@@ -368,7 +374,7 @@ class Reflector:
         *,
         path: str,
         field_selector: str = "",
-        on_change: Callable[[Mapping[str, Obj]], None],
+        on_change: Callable[[Mapping[str, apijson.Obj]], None],
         name: str = "reflector",
     ) -> None:
         self._client = client
@@ -378,7 +384,7 @@ class Reflector:
         self._name = name
         settings = client.settings
         self._backoff = backoff.Backoff(settings.watch_backoff, settings.watch_backoff_max)
-        self.store: dict[str, Obj] = {}
+        self.store: dict[str, apijson.Obj] = {}
         self.resource_version = ""
         self.synced = False
         self.listed = asyncio.Event()  # set once the first list is in `store`

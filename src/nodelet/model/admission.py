@@ -13,16 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from nodelet.model import affinity, pods, security, securityspecs
+from nodelet.model import affinity, pods, security, sysctls
 
 # pkg/kubelet/sysctl/safe_sysctls.go (1.32): namespaced and isolated, so always allowed.
-SAFE_SYSCTLS = (
-    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_syncookies",
-    "net.ipv4.ping_group_range", "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time",
-    "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes",
-    "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
-)  # fmt: skip
 REJECTED_PREFIX = "Pod was rejected: "
 
 
@@ -32,7 +25,7 @@ class Node:
 
     labels: Mapping[str, str]
     name: str = ""
-    # Sysctl names or `prefix*` patterns allowed beyond SAFE_SYSCTLS (--allowed-unsafe-sysctls).
+    # Sysctl names or `prefix*` patterns allowed beyond sysctls.SAFE (--allowed-unsafe-sysctls).
     allowed_unsafe_sysctls: tuple[str, ...] = ()
     apparmor_enabled: bool = False
     selinux_enabled: bool = False
@@ -53,13 +46,10 @@ class Rejection:
         return REJECTED_PREFIX + self.message
 
 
-sysctl_namespace = securityspecs.sysctl_namespace
-
-
 def check_allowed_unsafe_sysctls(patterns: tuple[str, ...]) -> None:
     """Settings check, as the kubelet's at start-up: only namespaced sysctls may be allowed."""
     for pattern in patterns:
-        if sysctl_namespace(pattern.rstrip("*")) is None:
+        if sysctls.namespace(pattern.rstrip("*")) is None:
             raise ValueError(
                 f'the sysctl "{pattern}" is not known to be namespaced: only net.*, kernel.shm*, '
                 "kernel.msg*, kernel.sem and fs.mqueue.* may be allowed"
@@ -67,8 +57,8 @@ def check_allowed_unsafe_sysctls(patterns: tuple[str, ...]) -> None:
 
 
 def _allowlisted(name: str, allowed: tuple[str, ...]) -> bool:
-    for pattern in (*SAFE_SYSCTLS, *allowed):
-        pattern = securityspecs.normalize_sysctl(pattern)
+    for pattern in (*sysctls.SAFE, *allowed):
+        pattern = sysctls.normalize(pattern)
         if name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1])):
             return True
     return False
@@ -76,12 +66,12 @@ def _allowlisted(name: str, allowed: tuple[str, ...]) -> bool:
 
 def _sysctls(pod: pods.Pod, node: Node) -> Rejection | None:
     for raw_name, _ in pod.spec.security_context.sysctls:
-        name = securityspecs.normalize_sysctl(raw_name)
+        name = sysctls.normalize(raw_name)
         if not _allowlisted(name, node.allowed_unsafe_sysctls):
             problem = f'"{name}" not allowlisted'
-        elif sysctl_namespace(name) == "net" and pod.spec.host_network:
+        elif sysctls.namespace(name) == "net" and pod.spec.host_network:
             problem = f'"{name}" not allowed with host net enabled'
-        elif sysctl_namespace(name) == "ipc" and pod.spec.host_ipc:
+        elif sysctls.namespace(name) == "ipc" and pod.spec.host_ipc:
             problem = f'"{name}" not allowed with host ipc enabled'
         else:
             continue

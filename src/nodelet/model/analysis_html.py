@@ -4,18 +4,19 @@ One file, no scripts, no external assets (styles inline, plots as SVG): a histog
 the headline latency (sandbox-ready, or scheduled → ready in fallback) with p50/p90/p99 marks,
 the percentile tables (overall, by namespace, node and runtimeClass), the slowest pods with their
 phases and the stuck pods with their condition message and events. Every input string is
-escaped.
+escaped. The plots are drawn by `charts`, as the web UI's, styled by presentation attributes.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from html import escape
 
 from nodelet.model import analysis as an
 from nodelet.model import analysis_input as ai
 from nodelet.model import analysis_report as rep
+from nodelet.model import charts
+from nodelet.model import histograms as hg
 
 HTML_GROUP_ROWS = 500
 HTML_STUCK_PODS = 2000
@@ -140,6 +141,11 @@ def _stuck(analysis: an.Analysis) -> str:
 
 # --- plots
 
+# Presentation attributes, not a stylesheet's classes: the report is one standalone file.
+LOOK = charts.Look(width=WIDTH, height=HEIGHT, left=LEFT, right=RIGHT, top=TOP, bottom=BOTTOM,
+                   axis='stroke="#444"', bar='fill="#4a78b5"', text='font-size="11"',
+                   y_axis=True, tick_marks=True)
+
 
 def _x_range(samples: Sequence[float]) -> float:
     """Upper end of the x axis: the max, unless a long tail would squash the body (then 1.5 x
@@ -149,70 +155,42 @@ def _x_range(samples: Sequence[float]) -> float:
     return hi if hi > 0 else 1.0
 
 
-def _frame(title: str, x_hi: float, y_label: str, inner: str) -> str:
-    w, h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    ticks = []
-    for k in range(6):
-        x = LEFT + w * k / 5
-        ticks.append(f'<line x1="{x:.1f}" y1="{TOP + h}" x2="{x:.1f}" y2="{TOP + h + 4}" '
-                     f'stroke="#444"/><text x="{x:.1f}" y="{TOP + h + 17}" font-size="11" '
-                     f'text-anchor="middle">{rep.human_seconds(x_hi * k / 5)}</text>')
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-            f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img"><title>{escape(title)}</title>'
-            f'<line x1="{LEFT}" y1="{TOP + h}" x2="{LEFT + w}" y2="{TOP + h}" stroke="#444"/>'
-            f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + h}" stroke="#444"/>'
-            + "".join(ticks)
-            + f'<text x="12" y="{TOP + h / 2}" font-size="11" transform="rotate(-90 12 '
-            f'{TOP + h / 2})" text-anchor="middle">{y_label}</text>'
-            + f'<text x="{LEFT + w / 2}" y="{HEIGHT - 4}" font-size="11" text-anchor="middle">'
-            f"{escape(title)}</text>" + inner + "</svg>")
-
-
 def _empty(title: str) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT // 3}">'
             f'<text x="16" y="30" font-size="13">{escape(title)}: no samples</text></svg>')
 
 
 def _marks(samples: Sequence[float], x_hi: float) -> str:
-    w, h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     out = []
     for p in an.PERCENTILES:
         v = an.percentile(samples, p)
-        x = LEFT + w * min(v, x_hi) / x_hi
-        out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + h}" stroke="#c33" '
+        x = LOOK.x(min(v, x_hi) / x_hi)
+        out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{LOOK.base}" stroke="#c33" '
                    f'stroke-dasharray="4 3"><title>p{p} {rep.human_seconds(v)}</title></line>'
                    f'<text x="{x + 3:.1f}" y="{TOP + 12}" font-size="11" fill="#c33">p{p}'
                    "</text>")
     return "".join(out)
 
 
-def histogram_bins(samples: Sequence[float], x_hi: float, bins: int = BINS) -> list[int]:
-    """Counts per bin of width x_hi/bins over sorted samples; the last bin takes the overflow."""
-    edges = [x_hi * (k + 1) / bins for k in range(bins - 1)]
-    cuts = [bisect.bisect_right(samples, e) for e in edges]
-    bounds = [0, *cuts, len(samples)]
-    return [bounds[k + 1] - bounds[k] for k in range(bins)]
+def _ticks(x_hi: float) -> list[charts.Tick]:
+    return charts.value_ticks(x_hi, rep.human_seconds)
+
+
+def _tip(bucket: hg.Bucket) -> str:
+    return (f"{rep.human_seconds(bucket.lower)}\u2013{rep.human_seconds(bucket.upper)}: "
+            f"{bucket.count:g} pods")
 
 
 def histogram_svg(samples: Sequence[float], label: str) -> str:
-    """Histogram of sorted `samples` (seconds), with p50/p90/p99 marks."""
+    """Histogram of sorted `samples` (seconds) in BINS equal bins, with p50/p90/p99 marks."""
     title = f"histogram of {label} ({len(samples)} pods)"
     if not samples:
         return _empty(title)
     x_hi = _x_range(samples)
-    counts = histogram_bins(samples, x_hi)
-    w, h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    peak, bar = max(counts), w / len(counts)
-    bars = []
-    for k, c in enumerate(counts):
-        if c:
-            bh = h * c / peak
-            lo, hi = x_hi * k / len(counts), x_hi * (k + 1) / len(counts)
-            bars.append(f'<rect x="{LEFT + k * bar:.1f}" y="{TOP + h - bh:.1f}" '
-                        f'width="{max(bar - 1, 1):.1f}" height="{bh:.1f}" fill="#4a78b5">'
-                        f"<title>{rep.human_seconds(lo)}&ndash;{rep.human_seconds(hi)}: {c} pods"
-                        "</title></rect>")
-    return _frame(title, x_hi, f"pods (peak {peak})", "".join(bars) + _marks(samples, x_hi))
+    h = hg.from_samples(label, samples, x_hi, BINS)
+    return charts.histogram(h, LOOK, ticks=_ticks(x_hi), tip=_tip, caption=title,
+                            y_label=f"pods (peak {max(h.counts):g})",
+                            overlay=_marks(samples, x_hi))
 
 
 def cdf_svg(samples: Sequence[float], label: str) -> str:
@@ -221,10 +199,11 @@ def cdf_svg(samples: Sequence[float], label: str) -> str:
     if not samples:
         return _empty(title)
     x_hi = _x_range(samples)
-    w, h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    h = LOOK.plot_height
     n = len(samples)
     idx = sorted({round(k * (n - 1) / CDF_POINTS) for k in range(CDF_POINTS + 1)})
-    points = " ".join(f"{LEFT + w * min(samples[i], x_hi) / x_hi:.1f},"
-                      f"{TOP + h - h * (i + 1) / n:.1f}" for i in idx)
+    points = " ".join(f"{LOOK.x(min(samples[i], x_hi) / x_hi):.1f},"
+                      f"{LOOK.base - h * (i + 1) / n:.1f}" for i in idx)
     line = f'<polyline points="{points}" fill="none" stroke="#4a78b5" stroke-width="2"/>'
-    return _frame(title, x_hi, "fraction of pods (0 to 1)", line + _marks(samples, x_hi))
+    return charts.frame(LOOK, ticks=_ticks(x_hi), caption=title,
+                        y_label="fraction of pods (0 to 1)", inner=line + _marks(samples, x_hi))

@@ -127,10 +127,6 @@ SUPPLEMENTAL_GROUPS_POLICIES = ("Merge", "Strict")
 SELINUX_CHANGE_POLICIES = ("MountOption", "Recursive")
 OS_NAMES = ("linux", "windows")
 RECURSIVE_READ_ONLY = ("Disabled", "IfPossible", "Enabled")
-HOST_PATH_TYPES = (
-    "", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice",
-    "BlockDevice",
-)  # fmt: skip
 # emptyDir media of v1 (`HugePages-<size>` too); the kubelet refuses others when it mounts.
 STORAGE_MEDIA = ("", "Memory", "HugePages")
 PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")

@@ -1,5 +1,5 @@
-"""ConfigMaps and Secrets: the typed values and their parsing from v1 objects, checked as the API
-server's ValidateConfigMap and ValidateSecret do.
+"""ConfigMaps and Secrets: parsing `configs` values from v1 objects, checked as the API server's
+ValidateConfigMap and ValidateSecret do.
 
 Keys are config keys (they become file names in volumes), an object holds at most 1 MiB of data,
 and a Secret of a known type has the keys its type needs. Secret `data` is base64-decoded here,
@@ -14,10 +14,9 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from nodelet.model import apifields, fields, names, objectmeta
+from nodelet.model import apifields, configs, fields, names, objectmeta
 
 # core.MaxSecretSize, the limit of a ConfigMap too.
 MAX_DATA_BYTES = 1024 * 1024
@@ -29,28 +28,6 @@ _DOCKER_CONFIG_KEYS = {
     "kubernetes.io/dockercfg": ".dockercfg",
     "kubernetes.io/dockerconfigjson": ".dockerconfigjson",
 }
-
-
-@dataclass(frozen=True)
-class ConfigMap:
-    name: str
-    namespace: str
-    data: Mapping[str, str] = field(default_factory=dict)
-    binary_data: Mapping[str, bytes] = field(default_factory=dict)
-    immutable: bool = False
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Secret:
-    """`data` holds the decoded bytes; `stringData` entries are merged in and win."""
-
-    name: str
-    namespace: str
-    type: str = "Opaque"
-    data: Mapping[str, bytes] = field(default_factory=dict)
-    immutable: bool = False
-    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def _base64_map(obj: Mapping[str, Any], key: str, *, redact: bool) -> dict[str, bytes]:
@@ -77,7 +54,7 @@ def _too_long(total: int, path: str) -> None:
         raise fields.InvalidValueError(f"{TOO_LONG} (the values have {total})", path=path)
 
 
-def _config_map(obj: Mapping[str, Any], meta: objectmeta.Meta) -> ConfigMap:
+def _config_map(obj: Mapping[str, Any], meta: objectmeta.Meta) -> configs.ConfigMap:
     data = fields.string_map(obj, "data", "")
     for name in data:
         names.config_key(name, fields.key_path("data", name))
@@ -89,10 +66,10 @@ def _config_map(obj: Mapping[str, Any], meta: objectmeta.Meta) -> ConfigMap:
     # The API server names the whole object ("").
     _too_long(sum(len(v.encode()) for v in data.values()) + sum(map(len, binary.values())), "")
     immutable = fields.boolean(obj, "immutable", "")
-    return ConfigMap(meta.name, meta.namespace, data, binary, immutable, meta.labels)
+    return configs.ConfigMap(meta.name, meta.namespace, data, binary, immutable, meta.labels)
 
 
-def _secret(obj: Mapping[str, Any], meta: objectmeta.Meta) -> Secret:
+def _secret(obj: Mapping[str, Any], meta: objectmeta.Meta) -> configs.Secret:
     data = _base64_map(obj, "data", redact=True)
     for name, value in fields.string_map(obj, "stringData", "", redact=True).items():
         names.config_key(name, fields.key_path("data", name))
@@ -101,7 +78,7 @@ def _secret(obj: Mapping[str, Any], meta: objectmeta.Meta) -> Secret:
     type_ = fields.string(obj, "type", "") or "Opaque"
     _check_type(type_, data, meta)
     immutable = fields.boolean(obj, "immutable", "")
-    return Secret(meta.name, meta.namespace, type_, data, immutable, meta.labels)
+    return configs.Secret(meta.name, meta.namespace, type_, data, immutable, meta.labels)
 
 
 def _required(key: str, type_: str) -> fields.InvalidValueError:
@@ -149,7 +126,9 @@ def _check_docker_config(type_: str, data: Mapping[str, bytes], key: str) -> Non
         )
 
 
-def config_object_from_object(obj: Mapping[str, Any], *, strict: bool = True) -> ConfigMap | Secret:
+def config_object_from_object(
+    obj: Mapping[str, Any], *, strict: bool = True
+) -> configs.ConfigObject:
     """A v1 ConfigMap or Secret, validated."""
     objectmeta.header(obj, ("ConfigMap", "Secret"), None)
     is_map = obj["kind"] == "ConfigMap"

@@ -22,11 +22,13 @@ from nodelet.model import (
     defaulting,
     envspecs,
     fields,
-    hooks,
+    handlers,
+    hookspecs,
     names,
     podfields,
     pods,
     probes,
+    probespecs,
     resourcespecs,
     securityspecs,
 )
@@ -165,12 +167,22 @@ def _check_propagation(container: pods.Container, path: str) -> None:
             )
 
 
-def _as_written(obj: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any] | None:
-    """A probe or `lifecycle` as written; None when not set (`{}` is set, and checked)."""
-    return None if obj.get(key) is None else fields.mapping(obj, key, path)
+def _probe(obj: Mapping[str, Any], kind: probes.ProbeKind, path: str) -> handlers.Probe | None:
+    """A probe, validated when the manifest is read (not when a prober first runs it); None
+    when not set (`{}` is set, and checked)."""
+    key = f"{kind}Probe"
+    if obj.get(key) is None:
+        return None
+    raw = fields.mapping(obj, key, path)
+    try:
+        return probespecs.parse_probe(raw, kind, path=f"{path}.{key}")
+    except probes.ProbeError as exc:
+        raise fields.InvalidValueError(exc.message, path=exc.path) from exc
 
 
-def _container_restart_policy(obj: Mapping[str, Any], path: str, init: bool) -> str:
+def _container_restart_policy(
+    obj: Mapping[str, Any], path: str, init: bool
+) -> pods.ContainerRestartPolicy:
     value = fields.string(obj, "restartPolicy", path)
     if not value:
         return ""
@@ -184,7 +196,7 @@ def _container_restart_policy(obj: Mapping[str, Any], path: str, init: bool) -> 
             "containers may only set Always, which makes a sidecar)",
             path=f"{path}.restartPolicy",
         )
-    return value
+    return "Always"
 
 
 def _image(obj: Mapping[str, Any], path: str, strict: bool) -> str:
@@ -238,11 +250,6 @@ def _check_init_only(obj: Mapping[str, Any], path: str, init: bool, restart: str
             raise fields.InvalidValueError(_FORBIDDEN_FOR_INIT, path=f"{path}.{key}")
 
 
-def _check_lifecycle(obj: Mapping[str, Any], path: str, strict: bool, pod: _PodFacts) -> None:
-    lifecycle = fields.mapping(obj, "lifecycle", path)
-    hooks.check_lifecycle(lifecycle, f"{path}.lifecycle", grace=pod.grace, strict=strict)
-
-
 @dataclass(frozen=True)
 class _PodFacts:
     """What container checks need of the pod spec, read leniently (the spec's own checks are
@@ -273,14 +280,15 @@ def _container(
     name = names.dns_label(fields.string(obj, "name", path, required=True), f"{path}.name")
     image = _image(obj, path, strict)
     policy = fields.string(obj, "imagePullPolicy", path) or defaulting.default_pull_policy(image)
-    message_policy = fields.string(obj, "terminationMessagePolicy", path) or "File"
-    fields.one_of(message_policy, apifields.MESSAGE_POLICIES, f"{path}.terminationMessagePolicy")
+    message_policy = cast(pods.MessagePolicy, fields.one_of(
+        fields.string(obj, "terminationMessagePolicy", path) or "File",
+        apifields.MESSAGE_POLICIES, f"{path}.terminationMessagePolicy"))
     if strict:
         podfields.check_refused(obj, "container", path)
     _check_resize_policy(obj, path, strict, pod)
     restart = _container_restart_policy(obj, path, init)
     _check_init_only(obj, path, init, restart)
-    _check_lifecycle(obj, path, strict, pod)
+    lifecycle = hookspecs.lifecycle(obj, path, grace=pod.grace, strict=strict)
     container = pods.Container(
         name=name,
         image=image,
@@ -304,26 +312,17 @@ def _container(
         termination_message_path=fields.string(obj, "terminationMessagePath", path)
         or "/dev/termination-log",
         termination_message_policy=message_policy,
-        readiness_probe=_as_written(obj, "readinessProbe", path),
-        liveness_probe=_as_written(obj, "livenessProbe", path),
-        startup_probe=_as_written(obj, "startupProbe", path),
-        lifecycle=_as_written(obj, "lifecycle", path),
+        readiness_probe=_probe(obj, "readiness", path),
+        liveness_probe=_probe(obj, "liveness", path),
+        startup_probe=_probe(obj, "startup", path),
+        lifecycle=lifecycle,
         stdin=fields.boolean(obj, "stdin", path),
         stdin_once=fields.boolean(obj, "stdinOnce", path),
         tty=fields.boolean(obj, "tty", path),
         security_context=securityspecs.container_security_context(obj, path, strict=strict),
     )
-    _check_probes(container, path)
     _check_propagation(container, path)
     return container
-
-
-def _check_probes(container: pods.Container, path: str) -> None:
-    """Probes are validated when the manifest is read, not when a prober first runs them."""
-    try:
-        probes.container_probes(container, path=path)
-    except probes.ProbeError as exc:
-        raise fields.InvalidValueError(exc.message, path=exc.path) from exc
 
 
 def containers(spec: Mapping[str, Any], key: str, *, strict: bool) -> tuple[pods.Container, ...]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodelet.helpers import errors
-from nodelet.model import manifests, pods, runtime
+from nodelet.model import configs, pods, runtime
 from nodelet.model import volumes as vol
 
 SECRET_TYPE_DOCKERCONFIGJSON = "kubernetes.io/dockerconfigjson"
@@ -233,11 +233,11 @@ def credentials_for(image: str, keyrings: Sequence[Keyring]) -> tuple[Credential
 # Pull secrets
 
 
-def describe(secret: manifests.Secret) -> str:
+def describe(secret: configs.Secret) -> str:
     return f'image pull secret "{secret.namespace}/{secret.name}"'
 
 
-def secret_entries(secret: manifests.Secret) -> Entries | None:
+def secret_entries(secret: configs.Secret) -> Entries | None:
     """The entries of a pull secret; None when it holds no docker config (the kubelet skips
     such a Secret). Raises CredentialsError for a config that cannot be read."""
     if secret.type == SECRET_TYPE_DOCKERCONFIGJSON and secret.data.get(KEY_DOCKERCONFIGJSON):
@@ -249,7 +249,7 @@ def secret_entries(secret: manifests.Secret) -> Entries | None:
     return parse_config(data, wrapped=wrapped, source=describe(secret))
 
 
-def unusable_message(secret: manifests.Secret) -> str:
+def unusable_message(secret: configs.Secret) -> str:
     """Why a pull secret adds no credentials (type or key), and what it should be."""
     return (
         f'{describe(secret)} of type "{secret.type}" holds no registry credentials and is '
@@ -258,7 +258,7 @@ def unusable_message(secret: manifests.Secret) -> str:
     )
 
 
-def secrets_keyring(secrets: Sequence[manifests.Secret]) -> tuple[Keyring, tuple[str, ...]]:
+def secrets_keyring(secrets: Sequence[configs.Secret]) -> tuple[Keyring, tuple[str, ...]]:
     """The keyring of a pod's pull secrets and the messages about secrets that add nothing.
     Raises CredentialsError for a secret whose docker config cannot be read: the kubelet
     then fails the pull."""
@@ -280,13 +280,13 @@ def referenced_secrets(pod: pods.Pod) -> set[tuple[str, str, str]]:
 
 def pull_secrets(
     pod: pods.Pod, lookup: vol.Lookup
-) -> tuple[tuple[manifests.Secret, ...], tuple[str, ...]]:
+) -> tuple[tuple[configs.Secret, ...], tuple[str, ...]]:
     """The pod's pull secrets that exist, and the names of those that do not."""
-    found: list[manifests.Secret] = []
+    found: list[configs.Secret] = []
     missing: list[str] = []
     for name in pod.spec.image_pull_secrets:
         obj = lookup("Secret", pod.namespace, name)
-        if isinstance(obj, manifests.Secret):
+        if isinstance(obj, configs.Secret):
             found.append(obj)
         else:
             missing.append(name)

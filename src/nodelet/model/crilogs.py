@@ -19,12 +19,13 @@ Exceptions:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-JSON = Mapping[str, Any]
+from nodelet.model import apijson
+
+JSON = apijson.JSON
 
 STREAMS = (b"stdout", b"stderr")
 _PARTIAL, _FULL = b"P", b"F"
@@ -109,17 +110,17 @@ def log_path(data_dir: Path, pod: JSON, container: str, attempt: int) -> Path:
 
 
 def container_log_dir(data_dir: Path, pod: JSON, container: str) -> Path:
-    meta = _dict(pod.get("metadata"))
+    meta = apijson.obj(pod.get("metadata"))
     pod_dir = f"{meta.get('namespace', 'default')}_{meta.get('name', '')}_{meta.get('uid', '')}"
     return data_dir / "logs" / pod_dir / container
 
 
 def choose_container(pod: JSON, container: str | None) -> str:
     """The container to read: the one named, or the pod's only (non-init) container."""
-    spec = _dict(pod.get("spec"))
-    names = [str(c.get("name")) for c in _dicts(spec.get("containers"))]
-    init = [str(c.get("name")) for c in _dicts(spec.get("initContainers"))]
-    pod_name = _dict(pod.get("metadata")).get("name", "")
+    spec = apijson.obj(pod.get("spec"))
+    names = [str(c.get("name")) for c in apijson.objs(spec.get("containers"))]
+    init = [str(c.get("name")) for c in apijson.objs(spec.get("initContainers"))]
+    pod_name = apijson.obj(pod.get("metadata")).get("name", "")
     if container is None and len(names) == 1:
         return names[0]
     if container is None:
@@ -135,9 +136,9 @@ def choose_container(pod: JSON, container: str | None) -> str:
 
 def restart_count(pod: JSON, container: str) -> int | None:
     """The container's `restartCount` from the pod status, None before it has a status."""
-    status = _dict(pod.get("status"))
-    for entry in _dicts(status.get("containerStatuses")) + \
-            _dicts(status.get("initContainerStatuses")):
+    status = apijson.obj(pod.get("status"))
+    for entry in apijson.objs(status.get("containerStatuses")) + \
+            apijson.objs(status.get("initContainerStatuses")):
         if entry.get("name") == container:
             return int(entry.get("restartCount", 0) or 0)
     return None
@@ -152,7 +153,7 @@ def choose_attempt(pod: JSON, container: str, present: Sequence[int], *, previou
         return current
     earlier = [a for a in present if a < current]
     if not earlier:
-        pod_name = _dict(pod.get("metadata")).get("name", "")
+        pod_name = apijson.obj(pod.get("metadata")).get("name", "")
         raise LogsError(
             f'previous terminated container "{container}" in pod "{pod_name}" not found')
     return max(earlier)
@@ -162,14 +163,6 @@ def attempt_of(filename: str) -> int | None:
     """`3.log` → 3; None for any other file."""
     stem, dot, ext = filename.partition(".")
     return int(stem) if dot and ext == "log" and stem.isdigit() else None
-
-
-def _dict(value: Any) -> JSON:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _dicts(value: Any) -> list[JSON]:
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
 def last_lines(raw: bytes, max_lines: int, max_bytes: int) -> str:

@@ -33,7 +33,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from nodelet.helpers import errors
-from nodelet.model import downward, manifests, pods
+from nodelet.model import configs, downward, pods
 from nodelet.model import volumes as vol
 
 # The kubelet's event for envFrom keys it skips.
@@ -162,26 +162,26 @@ def is_env_var_name(name: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Sources
 
-_Reader = Callable[[str, str], vol.ConfigObject | None]
+_Reader = Callable[[str, str], configs.ConfigObject | None]
 
 
 def _reader(lookup: vol.Lookup, namespace: str) -> _Reader:
     """`lookup` for one namespace, asking once per object (the kubelet's per-container cache)."""
-    seen: dict[tuple[str, str], vol.ConfigObject | None] = {}
+    seen: dict[tuple[str, str], configs.ConfigObject | None] = {}
 
-    def read(kind: str, name: str) -> vol.ConfigObject | None:
+    def read(kind: str, name: str) -> configs.ConfigObject | None:
         if (kind, name) not in seen:
             found = lookup(kind, namespace, name)
-            wanted = manifests.ConfigMap if kind == "ConfigMap" else manifests.Secret
+            wanted = configs.ConfigMap if kind == "ConfigMap" else configs.Secret
             seen[(kind, name)] = found if isinstance(found, wanted) else None
         return seen[(kind, name)]
 
     return read
 
 
-def _string_data(obj: vol.ConfigObject) -> dict[str, str]:
+def _string_data(obj: configs.ConfigObject) -> dict[str, str]:
     """A ConfigMap's `data` (not binaryData, as the kubelet) or a Secret's decoded data."""
-    if isinstance(obj, manifests.ConfigMap):
+    if isinstance(obj, configs.ConfigMap):
         return dict(obj.data)
     # Go's string(bytes) keeps any bytes; CRI carries UTF-8, so invalid bytes are replaced.
     return {key: value.decode(errors="replace") for key, value in obj.data.items()}

@@ -3,7 +3,8 @@
 An `Event` is one aggregated event: identical occurrences (same pod UID, type, reason and
 message) share one value whose `count` grows and whose `last_timestamp` moves, as client-go's
 event correlator does. Times are precise, timezone-aware datetimes; `event_to_api` serialises
-them as Kubernetes does (RFC 3339, whole seconds). This module raises no exceptions of its own.
+them as Kubernetes does (RFC 3339, whole seconds), or with microseconds when asked to be
+precise. This module raises no exceptions of its own.
 """
 
 from __future__ import annotations
@@ -99,8 +100,10 @@ def new_event(
     )
 
 
-def event_to_api(event: Event) -> dict[str, Any]:
-    """The v1 Event object, shaped as the kubelet's (core/v1, legacy fields filled)."""
+def event_to_api(event: Event, *, precise: bool = False) -> dict[str, Any]:
+    """The v1 Event object, shaped as the kubelet's (core/v1, legacy fields filled); `precise`
+    writes firstTimestamp and lastTimestamp with microseconds (nodelet's own timelines)."""
+    stamp = st.format_precise if precise else st.format_time
     return {
         "kind": "Event",
         "apiVersion": "v1",
@@ -119,8 +122,8 @@ def event_to_api(event: Event) -> dict[str, Any]:
         "reason": event.reason,
         "message": event.message,
         "source": {"component": event.component, "host": event.host},
-        "firstTimestamp": st.format_time(event.first_timestamp),
-        "lastTimestamp": st.format_time(event.last_timestamp),
+        "firstTimestamp": stamp(event.first_timestamp),
+        "lastTimestamp": stamp(event.last_timestamp),
         "count": event.count,
         "type": event.type,
         "eventTime": None,
@@ -129,11 +132,11 @@ def event_to_api(event: Event) -> dict[str, Any]:
     }
 
 
-def event_list_to_api(events: list[Event]) -> dict[str, Any]:
-    """A v1 EventList of `events`, in the given order."""
+def event_list_to_api(events: list[Event], *, precise: bool = False) -> dict[str, Any]:
+    """A v1 EventList of `events`, in the given order (`precise`: as `event_to_api`)."""
     return {
         "kind": "EventList",
         "apiVersion": "v1",
         "metadata": {},
-        "items": [event_to_api(e) for e in events],
+        "items": [event_to_api(e, precise=precise) for e in events],
     }

@@ -50,11 +50,11 @@ from nodelet.model import (
     pods,
     podspecs,
 )
+from nodelet.model.configobjects import config_object_from_object as config_object_from_object
 
 # Re-exported: callers and tests use these names from `manifests`, where they are documented.
-from nodelet.model.configobjects import ConfigMap as ConfigMap
-from nodelet.model.configobjects import Secret as Secret
-from nodelet.model.configobjects import config_object_from_object as config_object_from_object
+from nodelet.model.configs import ConfigMap as ConfigMap
+from nodelet.model.configs import Secret as Secret
 from nodelet.model.defaulting import default_pull_policy as default_pull_policy
 from nodelet.model.fields import FieldTypeError as FieldTypeError
 from nodelet.model.fields import InvalidValueError as InvalidValueError
@@ -317,7 +317,7 @@ def parse_documents(
 # Pods
 
 
-def config_hash(obj: Mapping[str, Any], *, node_name: str, source: str) -> str:
+def config_hash(obj: Mapping[str, Any], *, node_name: str, source: pods.Source) -> str:
     """The static pod's config hash and UID: md5 of the object as written, plus where it runs
     and where it came from (as the kubelet's applyDefaults). Never depends on config.seen."""
     canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
@@ -328,11 +328,11 @@ def config_hash(obj: Mapping[str, Any], *, node_name: str, source: str) -> str:
 
 
 def pod_from_object(
-    obj: Mapping[str, Any], *, node_name: str, source: str = "file", strict: bool = True
+    obj: Mapping[str, Any], *, node_name: str, source: pods.Source = "file", strict: bool = True
 ) -> pods.Pod:
     """A validated pod from a v1 Pod object; raises ManifestError.
 
-    With `source` other than "api" the object is a static pod: its name gets `-<node_name>`,
+    With `source` "file" the object is a static pod: its name gets `-<node_name>`,
     its UID is the config hash (unless it has one) and `spec.nodeName` is this node. Every
     source gets the `kubernetes.io/config.source` annotation; `config.seen` is the caller's
     (it must not change the hash). `Pod.raw` is the defaulted v1 object.
@@ -373,7 +373,7 @@ def pod_from_object(
 
 
 def load_object(
-    obj: Mapping[str, Any], *, node_name: str, source: str = "file", strict: bool = True
+    obj: Mapping[str, Any], *, node_name: str, source: pods.Source = "file", strict: bool = True
 ) -> pods.Pod | ConfigMap | Secret:
     """A Pod, ConfigMap or Secret from a parsed document; any other kind is an error."""
     kind = obj.get("kind") if isinstance(obj, Mapping) else None

@@ -227,9 +227,9 @@ def crash_loop_message(pod: pods.Pod, name: str, delay: float) -> str:
 def unhealthy_grace(pod: pods.Pod, container: pods.Container) -> float:
     """The probe's own terminationGracePeriodSeconds (liveness first, then startup), else the
     pod's grace period."""
-    probe = container.liveness_probe or container.startup_probe or {}
-    grace = probe.get("terminationGracePeriodSeconds")
-    return float(grace) if isinstance(grace, int) else grace_period(pod)
+    probe = container.liveness_probe or container.startup_probe
+    grace = probe.termination_grace_period_seconds if probe is not None else None
+    return float(grace) if grace is not None else grace_period(pod)
 
 
 def latest_instance(

@@ -12,12 +12,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NewType
 
-from nodelet.model import affinity
+from nodelet.model import affinity, handlers
 
 PodUID = NewType("PodUID", str)
 
 RestartPolicy = Literal["Always", "OnFailure", "Never"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+# A container's own restartPolicy: only init containers have one, and "Always" (a sidecar).
+ContainerRestartPolicy = Literal["", "Always"]
+MessagePolicy = Literal["File", "FallbackToLogsOnError"]
+# Where a pod came from: "file" for static pods, "api" for pods bound by the scheduler.
+Source = Literal["file", "api"]
 
 # Annotations of static pods, as the kubelet sets them.
 ANNOTATION_CONFIG_SOURCE = "kubernetes.io/config.source"
@@ -154,14 +159,13 @@ class Container:
     volume_mounts: tuple[VolumeMount, ...] = ()
     resources: Resources = field(default_factory=Resources)
     # Only for init containers: "Always" makes it a sidecar (restartable init container).
-    restart_policy: str = ""
+    restart_policy: ContainerRestartPolicy = ""
     termination_message_path: str = "/dev/termination-log"
-    termination_message_policy: str = "File"  # or FallbackToLogsOnError
-    # The probe/lifecycle sub-objects as written; interpreted by the lifecycle code.
-    readiness_probe: Mapping[str, Any] | None = None
-    liveness_probe: Mapping[str, Any] | None = None
-    startup_probe: Mapping[str, Any] | None = None
-    lifecycle: Mapping[str, Any] | None = None
+    termination_message_policy: MessagePolicy = "File"
+    readiness_probe: handlers.Probe | None = None
+    liveness_probe: handlers.Probe | None = None
+    startup_probe: handlers.Probe | None = None
+    lifecycle: handlers.Lifecycle = field(default_factory=handlers.Lifecycle)
     security_context: SecurityContext | None = None
     stdin: bool = False
     stdin_once: bool = False
@@ -235,8 +239,7 @@ class Pod:
     deletion_grace_period_seconds: int | None = None
     # The object as given (a v1 Pod dict), used to serve it back through the API.
     raw: Mapping[str, Any] = field(default_factory=dict)
-    # Where it came from: "file" for static pods, "api" for pods bound by the scheduler.
-    source: str = "file"
+    source: Source = "file"
     # Pods from the API: the conditions of the API object's status that nodelet does not write
     # (readiness gates, DisruptionTarget, anything written by others), as v1 JSON. Only those:
     # nodelet's own status PATCHes then leave the Pod value equal, so they wake no worker.

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from nodelet.model import (
-    affinity,
+    affinityspecs,
     apifields,
     containerspecs,
     fields,
@@ -387,7 +387,7 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
         host_users=fields.optional_boolean(spec, "hostUsers", "spec"),
         os_name=securityspecs.os_name(spec, strict=strict),
         node_selector=fields.string_map(spec, "nodeSelector", "spec"),
-        required_node_affinity=affinity.required_terms(spec),
+        required_node_affinity=affinityspecs.required_terms(spec),
     )
     if strict:
         securityspecs.check_host_sysctls(out)

@@ -9,13 +9,14 @@ fields, and raise no exceptions of their own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from nodelet.model import apijson
 from nodelet.model import status as st
 
-JSON = Mapping[str, Any]
+JSON = apijson.JSON
 
 _SANDBOX_TYPES = (st.POD_READY_TO_START_CONTAINERS, st.POD_HAS_NETWORK)
 _GUTTER = "   "
@@ -58,15 +59,8 @@ def _two_units(big: int, big_unit: str, small: int, small_unit: str) -> str:
 
 
 def _age(value: str | None, now: datetime) -> str:
-    when = _parse(value)
+    when = st.parse_time_lenient(value)
     return "<unknown>" if when is None else human_duration(now - when)
-
-
-def _parse(value: Any) -> datetime | None:
-    try:
-        return st.parse_time(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
 
 
 def _table(rows: Sequence[Sequence[str]], indent: str = "", gutter: str = _GUTTER) -> list[str]:
@@ -78,20 +72,12 @@ def _table(rows: Sequence[Sequence[str]], indent: str = "", gutter: str = _GUTTE
     ]
 
 
-def _dicts(value: Any) -> list[JSON]:
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
-
-
-def _dict(value: Any) -> JSON:
-    return value if isinstance(value, Mapping) else {}
-
-
 # --- kubectl get pods
 
 
 def pods_table(pod_list: JSON, now: datetime, *, all_namespaces: bool = False) -> str:
     """`kubectl get pods` columns NAME READY STATUS RESTARTS AGE IP SANDBOX (+NAMESPACE first)."""
-    items = _dicts(pod_list.get("items"))
+    items = apijson.objs(pod_list.get("items"))
     if not items:
         return "No resources found.\n"
     header = ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "SANDBOX"]
@@ -99,12 +85,12 @@ def pods_table(pod_list: JSON, now: datetime, *, all_namespaces: bool = False) -
     if all_namespaces:
         header.insert(0, "NAMESPACE")
         for pod, row in zip(items, rows, strict=True):
-            row.insert(0, str(_dict(pod.get("metadata")).get("namespace", "")))
+            row.insert(0, str(apijson.obj(pod.get("metadata")).get("namespace", "")))
     return "\n".join(_table([header, *rows])) + "\n"
 
 
 def _pod_row(pod: JSON, now: datetime) -> list[str]:
-    meta, status = _dict(pod.get("metadata")), _dict(pod.get("status"))
+    meta, status = apijson.obj(pod.get("metadata")), apijson.obj(pod.get("status"))
     ready, total = _ready_counts(pod)
     return [
         str(meta.get("name", "")),
@@ -118,38 +104,37 @@ def _pod_row(pod: JSON, now: datetime) -> list[str]:
 
 
 def _restartable_init_names(pod: JSON) -> set[str]:
-    spec = _dict(pod.get("spec"))
+    spec = apijson.obj(pod.get("spec"))
     return {
         str(c.get("name"))
-        for c in _dicts(spec.get("initContainers"))
+        for c in apijson.objs(spec.get("initContainers"))
         if c.get("restartPolicy") == "Always"
     }
 
 
 def _ready_counts(pod: JSON) -> tuple[int, int]:
-    spec, status = _dict(pod.get("spec")), _dict(pod.get("status"))
+    spec, status = apijson.obj(pod.get("spec")), apijson.obj(pod.get("status"))
     sidecars = _restartable_init_names(pod)
-    total = len(_dicts(spec.get("containers"))) + len(sidecars)
+    total = len(apijson.objs(spec.get("containers"))) + len(sidecars)
     ready = sum(
         1
-        for c in _dicts(status.get("containerStatuses"))
-        if c.get("ready") and "running" in _dict(c.get("state"))
+        for c in apijson.objs(status.get("containerStatuses"))
+        if c.get("ready") and "running" in apijson.obj(c.get("state"))
     )
     ready += sum(
         1
-        for c in _dicts(status.get("initContainerStatuses"))
+        for c in apijson.objs(status.get("initContainerStatuses"))
         if c.get("name") in sidecars and c.get("ready")
     )
     return ready, total
 
 
 def _restarts(status: JSON, now: datetime) -> str:
-    statuses = _dicts(status.get("containerStatuses")) + _dicts(status.get("initContainerStatuses"))
+    statuses = [*apijson.objs(status.get("containerStatuses")),
+                *apijson.objs(status.get("initContainerStatuses"))]
     count = sum(int(c.get("restartCount", 0) or 0) for c in statuses)
-    finished = [
-        _parse(_dict(_dict(c.get("lastState")).get("terminated")).get("finishedAt"))
-        for c in statuses
-    ]
+    terminated = [apijson.obj(apijson.obj(c.get("lastState")).get("terminated")) for c in statuses]
+    finished = [st.parse_time_lenient(t.get("finishedAt")) for t in terminated]
     last = max((f for f in finished if f is not None), default=None)
     if count and last is not None:
         return f"{count} ({human_duration(now - last)} ago)"
@@ -158,7 +143,7 @@ def _restarts(status: JSON, now: datetime) -> str:
 
 def sandbox_summary(status: JSON) -> str:
     """The KEP-3085 condition: `True`, `False (PodSandboxNotReady)`, or `-` if absent."""
-    conditions = {str(c.get("type")): c for c in _dicts(status.get("conditions"))}
+    conditions = {str(c.get("type")): c for c in apijson.objs(status.get("conditions"))}
     for type_ in _SANDBOX_TYPES:
         cond = conditions.get(type_)
         if cond is not None:
@@ -169,7 +154,7 @@ def sandbox_summary(status: JSON) -> str:
 
 def pod_status_reason(pod: JSON) -> str:
     """kubectl's STATUS column (printPod): the most telling container reason, else the phase."""
-    meta, status = _dict(pod.get("metadata")), _dict(pod.get("status"))
+    meta, status = apijson.obj(pod.get("metadata")), apijson.obj(pod.get("status"))
     reason = str(status.get("reason") or status.get("phase") or "Unknown")
     initializing, init_reason = _init_reason(pod)
     if initializing:
@@ -182,14 +167,15 @@ def pod_status_reason(pod: JSON) -> str:
 
 
 def _init_reason(pod: JSON) -> tuple[bool, str]:
-    spec, status = _dict(pod.get("spec")), _dict(pod.get("status"))
+    spec, status = apijson.obj(pod.get("spec")), apijson.obj(pod.get("status"))
     sidecars = _restartable_init_names(pod)
-    total = len(_dicts(spec.get("initContainers")))
-    for i, c in enumerate(_dicts(status.get("initContainerStatuses"))):
+    total = len(apijson.objs(spec.get("initContainers")))
+    for i, c in enumerate(apijson.objs(status.get("initContainerStatuses"))):
         if c.get("name") in sidecars:
             continue
-        state = _dict(c.get("state"))
-        terminated, waiting = _dict(state.get("terminated")), _dict(state.get("waiting"))
+        state = apijson.obj(c.get("state"))
+        terminated = apijson.obj(state.get("terminated"))
+        waiting = apijson.obj(state.get("waiting"))
         if "terminated" in state and terminated.get("exitCode", 0) == 0:
             continue
         if "terminated" in state:
@@ -210,13 +196,13 @@ def _terminated_reason(terminated: JSON) -> str:
 
 def _containers_reason(status: JSON, reason: str) -> str:
     has_running = False
-    for c in reversed(_dicts(status.get("containerStatuses"))):
-        state = _dict(c.get("state"))
-        waiting = _dict(state.get("waiting"))
+    for c in reversed(apijson.objs(status.get("containerStatuses"))):
+        state = apijson.obj(c.get("state"))
+        waiting = apijson.obj(state.get("waiting"))
         if waiting.get("reason"):
             reason = str(waiting["reason"])
         elif "terminated" in state:
-            reason = _terminated_reason(_dict(state["terminated"]))
+            reason = _terminated_reason(apijson.obj(state["terminated"]))
         elif c.get("ready") and "running" in state:
             has_running = True
     if reason == "Completed" and has_running:
@@ -227,7 +213,7 @@ def _containers_reason(status: JSON, reason: str) -> str:
 def _condition_true(status: JSON, type_: str) -> bool:
     return any(
         c.get("type") == type_ and c.get("status") == "True"
-        for c in _dicts(status.get("conditions"))
+        for c in apijson.objs(status.get("conditions"))
     )
 
 
@@ -238,11 +224,11 @@ def find_pod(pod_list: JSON, name: str, namespace: str | None = None) -> JSON | 
     """
     matches = [
         pod
-        for pod in _dicts(pod_list.get("items"))
-        if _dict(pod.get("metadata")).get("name") == name
-        and namespace in (None, _dict(pod.get("metadata")).get("namespace"))
+        for pod in apijson.objs(pod_list.get("items"))
+        if apijson.obj(pod.get("metadata")).get("name") == name
+        and namespace in (None, apijson.obj(pod.get("metadata")).get("namespace"))
     ]
-    matches.sort(key=lambda pod: _dict(pod.get("metadata")).get("namespace") != "default")
+    matches.sort(key=lambda pod: apijson.obj(pod.get("metadata")).get("namespace") != "default")
     return matches[0] if matches else None
 
 
@@ -251,12 +237,12 @@ def find_pod(pod_list: JSON, name: str, namespace: str | None = None) -> JSON | 
 
 def events_table(event_list: JSON, now: datetime) -> str:
     """`kubectl get events` columns LAST SEEN TYPE REASON OBJECT MESSAGE, oldest first."""
-    items = _sorted_events(_dicts(event_list.get("items")))
+    items = _sorted_events(apijson.objs(event_list.get("items")))
     if not items:
         return "No resources found.\n"
     rows = [["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]]
     for e in items:
-        obj = _dict(e.get("involvedObject"))
+        obj = apijson.obj(e.get("involvedObject"))
         rows.append(
             [
                 _age(e.get("lastTimestamp") or e.get("firstTimestamp"), now),
@@ -290,7 +276,7 @@ def manifests_table(reports: Sequence[JSON]) -> str:
 
 def _sorted_events(items: list[JSON]) -> list[JSON]:
     epoch = datetime.min.replace(tzinfo=UTC)
-    return sorted(items, key=lambda e: _parse(e.get("lastTimestamp")) or epoch)
+    return sorted(items, key=lambda e: st.parse_time_lenient(e.get("lastTimestamp")) or epoch)
 
 
 # --- kubectl describe pod
@@ -301,9 +287,9 @@ def describe_pod(pod: JSON, events: JSON, now: datetime) -> str:
     reasons, messages) and the pod's events (`events` is an EventList; other pods' are skipped).
     """
     lines = _describe_header(pod)
-    status, spec = _dict(pod.get("status")), _dict(pod.get("spec"))
-    init = _dicts(status.get("initContainerStatuses"))
-    if _dicts(spec.get("initContainers")):
+    status, spec = apijson.obj(pod.get("status")), apijson.obj(pod.get("spec"))
+    init = apijson.objs(status.get("initContainerStatuses"))
+    if apijson.objs(spec.get("initContainers")):
         lines += _describe_containers("Init Containers", spec.get("initContainers"), init)
     lines += _describe_containers(
         "Containers", spec.get("containers"), status.get("containerStatuses")
@@ -318,7 +304,7 @@ def _field(key: str, value: str, indent: str = "", width: int = 18) -> str:
 
 
 def _mapping_lines(key: str, values: Any) -> list[str]:
-    items = sorted(_dict(values).items())
+    items = sorted(apijson.obj(values).items())
     if not items:
         return [_field(key, "<none>")]
     first, *rest = [f"{k}={v}" for k, v in items]
@@ -327,9 +313,9 @@ def _mapping_lines(key: str, values: Any) -> list[str]:
 
 def _describe_header(pod: JSON) -> list[str]:
     meta, spec, status = (
-        _dict(pod.get("metadata")),
-        _dict(pod.get("spec")),
-        _dict(pod.get("status")),
+        apijson.obj(pod.get("metadata")),
+        apijson.obj(pod.get("spec")),
+        apijson.obj(pod.get("status")),
     )
     node = spec.get("nodeName") or "<none>"
     if status.get("hostIP"):
@@ -357,7 +343,7 @@ def _describe_status(meta: JSON, status: JSON) -> str:
 
 
 def _describe_ips(status: JSON) -> list[str]:
-    ips = [str(i.get("ip")) for i in _dicts(status.get("podIPs"))]
+    ips = [str(i.get("ip")) for i in apijson.objs(status.get("podIPs"))]
     lines = [_field("IP", ips[0] if ips else "")]
     if not ips:
         return [*lines, _field("IPs", "<none>")]
@@ -366,22 +352,22 @@ def _describe_ips(status: JSON) -> list[str]:
 
 def _long_time(value: Any) -> str:
     """kubectl's describe time (RFC 1123 with numeric zone), `<none>` if absent."""
-    when = _parse(value)
+    when = st.parse_time_lenient(value)
     return "<none>" if when is None else when.strftime("%a, %d %b %Y %H:%M:%S %z")
 
 
 def _transition_time(value: Any) -> str:
     """RFC 3339, keeping the microseconds when the API served precise times."""
-    when = _parse(value)
+    when = st.parse_time_lenient(value)
     if when is None:
         return "<none>"
     return (st.format_precise if "." in str(value) else st.format_time)(when) or ""
 
 
 def _describe_containers(title: str, specs: Any, statuses: Any) -> list[str]:
-    by_name = {str(s.get("name")): s for s in _dicts(statuses)}
+    by_name = {str(s.get("name")): s for s in apijson.objs(statuses)}
     lines = [f"{title}:"]
-    for spec in _dicts(specs):
+    for spec in apijson.objs(specs):
         name = str(spec.get("name", ""))
         lines += [f"  {name}:", *_describe_container(spec, by_name.get(name, {}))]
     return lines if len(lines) > 1 else [f"{title}:  <none>"]
@@ -393,9 +379,9 @@ def _describe_container(spec: JSON, status: JSON) -> list[str]:
         _field("Image", str(spec.get("image", "")), "    ", 16),
         _field("Image ID", str(status.get("imageID", "")), "    ", 16),
     ]
-    lines += _describe_state("State", _dict(status.get("state")))
-    if _dict(status.get("lastState")):
-        lines += _describe_state("Last State", _dict(status.get("lastState")))
+    lines += _describe_state("State", apijson.obj(status.get("state")))
+    if apijson.obj(status.get("lastState")):
+        lines += _describe_state("Last State", apijson.obj(status.get("lastState")))
     lines += [
         _field("Ready", str(bool(status.get("ready", False))), "    ", 16),
         _field("Restart Count", str(status.get("restartCount", 0)), "    ", 16),
@@ -408,24 +394,24 @@ def _describe_state(key: str, state: JSON) -> list[str]:
         return _field(k, str(v), "      ", 14)
 
     if "running" in state:
-        started = _dict(state["running"]).get("startedAt")
+        started = apijson.obj(state["running"]).get("startedAt")
         return [_field(key, "Running", "    ", 16), sub("Started", _long_time(started))]
     if "terminated" in state:
-        t = _dict(state["terminated"])
+        t = apijson.obj(state["terminated"])
         lines = [_field(key, "Terminated", "    ", 16)]
         lines += [sub("Reason", t["reason"])] if t.get("reason") else []
         lines += [sub("Message", t["message"])] if t.get("message") else []
         lines += [sub("Exit Code", t.get("exitCode", 0))]
         lines += [sub("Started", _long_time(t.get("startedAt")))]
         return [*lines, sub("Finished", _long_time(t.get("finishedAt")))]
-    waiting = _dict(state.get("waiting"))
+    waiting = apijson.obj(state.get("waiting"))
     lines = [_field(key, "Waiting", "    ", 16)]
     lines += [sub("Reason", waiting["reason"])] if waiting.get("reason") else []
     return lines + ([sub("Message", waiting["message"])] if waiting.get("message") else [])
 
 
 def _describe_conditions(status: JSON) -> list[str]:
-    conditions = _dicts(status.get("conditions"))
+    conditions = apijson.objs(status.get("conditions"))
     if not conditions:
         return ["Conditions:  <none>"]
     rows = [["Type", "Status", "LastTransitionTime", "Reason", "Message"]]
@@ -450,7 +436,7 @@ def _describe_events(pod: JSON, events: JSON, now: datetime) -> list[str]:
     rows = [["Type", "Reason", "Age", "From", "Message"]]
     rows.append(["----", "------", "----", "----", "-------"])
     for e in mine:
-        source = _dict(e.get("source"))
+        source = apijson.obj(e.get("source"))
         rows.append(
             [
                 str(e.get("type", "")),
@@ -464,15 +450,8 @@ def _describe_events(pod: JSON, events: JSON, now: datetime) -> list[str]:
 
 
 def _pod_events(pod: JSON, events: JSON) -> list[JSON]:
-    meta = _dict(pod.get("metadata"))
-    uid = meta.get("uid")
-
-    def about_pod(e: JSON) -> bool:
-        obj = _dict(e.get("involvedObject"))
-        same = obj.get("name") == meta.get("name") and obj.get("namespace") == meta.get("namespace")
-        return same and (not uid or not obj.get("uid") or obj.get("uid") == uid)
-
-    return _sorted_events([e for e in _dicts(events.get("items")) if about_pod(e)])
+    mine = [e for e in apijson.objs(events.get("items")) if apijson.about_pod(pod, e)]
+    return _sorted_events(mine)
 
 
 def _event_age(event: JSON, now: datetime) -> str:

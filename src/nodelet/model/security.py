@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from nodelet.model import pods, runtime, securityspecs
+from nodelet.model import pods, runtime, sysctls
 
 _T = TypeVar("_T")
 
@@ -107,7 +107,7 @@ def sandbox_security(pod: pods.Pod) -> runtime.SandboxSecurity:
         seccomp=runtime.SecurityProfile("RuntimeDefault"),
         selinux=_selinux(psc.se_linux_options),
         # Dotted names, as the kubelet converts them (runc matches namespaces by prefix).
-        sysctls={securityspecs.normalize_sysctl(name): value for name, value in psc.sysctls},
+        sysctls={sysctls.normalize(name): value for name, value in psc.sysctls},
     )
 
 

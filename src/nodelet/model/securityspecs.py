@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from nodelet.model import apifields, fields, pods
+from nodelet.model import apifields, fields, pods, sysctls
 
 # The API server's bounds for user and group IDs.
 MAX_ID = 2147483647
@@ -21,11 +21,6 @@ MAX_ID = 2147483647
 _SYSCTL_SEGMENT = r"[a-z0-9]([-_a-z0-9]*[a-z0-9])?"
 SYSCTL_NAME = re.compile(rf"^({_SYSCTL_SEGMENT}[\./])*{_SYSCTL_SEGMENT}\Z")
 MAX_SYSCTL_NAME = 253
-# pkg/kubelet/sysctl/namespace.go: the sysctl prefixes the kernel namespaces, by namespace.
-SYSCTL_NAMESPACE_PREFIXES = (
-    ("kernel.shm", "ipc"), ("kernel.msg", "ipc"), ("kernel.sem", "ipc"),
-    ("fs.mqueue.", "ipc"), ("net.", "net"),
-)  # fmt: skip
 # validateAppArmorProfileField: PATH_MAX - 1.
 MAX_APPARMOR_PROFILE = 4095
 
@@ -188,27 +183,12 @@ def _sysctls(raw: Mapping[str, Any], path: str, strict: bool) -> tuple[tuple[str
     out = fields.items(raw, "sysctls", path, parse)
     seen: set[str] = set()
     for i, (name, _) in enumerate(out):
-        if normalize_sysctl(name) in seen:
+        if sysctls.normalize(name) in seen:
             raise fields.InvalidValueError(
                 f'duplicate sysctl "{name}"', path=f"{path}.sysctls[{i}].name"
             )
-        seen.add(normalize_sysctl(name))
+        seen.add(sysctls.normalize(name))
     return out
-
-
-def sysctl_namespace(name: str) -> str | None:
-    """"net" or "ipc" for a namespaced sysctl, None for one that is node-wide."""
-    name = normalize_sysctl(name)
-    return next((ns for prefix, ns in SYSCTL_NAMESPACE_PREFIXES if name.startswith(prefix)), None)
-
-
-def normalize_sysctl(name: str) -> str:
-    """`net/ipv4/ip_forward` → `net.ipv4.ip_forward` (a '/' first separator means '/' is the
-    separator and '.' is part of a segment, as the kubelet normalises names)."""
-    first = next((c for c in name if c in "./"), ".")
-    if first != "/":
-        return name
-    return name.replace(".", "\0").replace("/", ".").replace("\0", "/")
 
 
 def _optional_choice(
@@ -289,7 +269,7 @@ def check_host_sysctls(spec: pods.PodSpec) -> None:
     The API server lets older pods keep them (AllowNamespacedSysctlsForHostNetAndHostIPC), so a
     pod it sends is refused at admission instead (SysctlForbidden), as by the kubelet."""
     for i, (name, _) in enumerate(spec.security_context.sysctls):
-        namespace = sysctl_namespace(name)
+        namespace = sysctls.namespace(name)
         for shared, key in ((spec.host_network, "hostNetwork"), (spec.host_ipc, "hostIPC")):
             if shared and namespace == ("net" if key == "hostNetwork" else "ipc"):
                 raise fields.InvalidValueError(

@@ -184,12 +184,13 @@ def condition_from_api(obj: Mapping[str, Any]) -> PodCondition | None:
     return PodCondition(
         type=type_, status=value, reason=str(obj.get("reason") or ""),
         message=str(obj.get("message") or ""),
-        last_transition_time=_lenient_time(obj.get("lastTransitionTime")),
-        last_probe_time=_lenient_time(obj.get("lastProbeTime")),
+        last_transition_time=parse_time_lenient(obj.get("lastTransitionTime")),
+        last_probe_time=parse_time_lenient(obj.get("lastProbeTime")),
     )
 
 
-def _lenient_time(value: Any) -> datetime | None:
+def parse_time_lenient(value: Any) -> datetime | None:
+    """A time written by others: None when absent, not a string or not RFC 3339."""
     try:
         return parse_time(value) if isinstance(value, str) else None
     except ValueError:

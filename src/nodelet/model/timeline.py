@@ -11,7 +11,9 @@ occurrence, so an attempt carries `count`, `first` and `last`.
 
 Times are as precise as the JSON: `/pods?precise` serves microseconds, Kubernetes whole seconds.
 `build` and `render_text` read any kubelet-shaped Pod / EventList, tolerate missing fields, and
-raise no exceptions of their own.
+raise no exceptions of their own. There is one builder, over v1 JSON, because `nodelet timeline`
+only has the API's JSON; the web UI, which holds the typed values, goes through `of_pod`, which
+serialises them with the API's own serialisers (no text is parsed).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
+from nodelet.model import apijson, podjson, pods
 from nodelet.model import events as ev
 from nodelet.model import status as st
 
-JSON = Mapping[str, Any]
+JSON = apijson.JSON
 
 # Start-up order of the conditions; the sandbox slot accepts either name of the KEP-3085 condition.
 PHASES: tuple[tuple[str, ...], ...] = (
@@ -116,11 +119,11 @@ class Timeline:
 
 def build(pod: JSON, events: JSON | None, now: datetime) -> Timeline:
     """The timeline of `pod` (a v1 Pod) with its events (a v1 EventList; others' are skipped)."""
-    meta, status = _dict(pod.get("metadata")), _dict(pod.get("status"))
-    conditions = {str(c.get("type")): c for c in _dicts(status.get("conditions"))}
+    meta, status = apijson.obj(pod.get("metadata")), apijson.obj(pod.get("status"))
+    conditions = {str(c.get("type")): c for c in apijson.objs(status.get("conditions"))}
     raw = [_milestone(_pick(conditions, types), types[0]) for types in PHASES]
     milestones = _with_offsets(raw)
-    attempts = tuple(_attempts(meta, events or {}))
+    attempts = tuple(_attempts(pod, events or {}))
     sandbox = milestones[1]
     times = [m.reached_at for m in milestones if m.reached_at is not None]
     times += [t for a in attempts for t in (a.first, a.last)]
@@ -139,6 +142,15 @@ def build(pod: JSON, events: JSON | None, now: datetime) -> Timeline:
     )
 
 
+def of_pod(pod: pods.Pod, status: st.PodStatus | None, events: Sequence[ev.Event],
+           now: datetime) -> Timeline:
+    """The timeline of a pod this agent runs, with its events: `build` over the same v1 form
+    that `/pods?precise` and `/events?precise` serve, so the web UI shows what `nodelet
+    timeline` prints."""
+    api_events = ev.event_list_to_api(list(events), precise=True)
+    return build(podjson.pod_to_api(pod, status, precise=True), api_events, now)
+
+
 def _pick(conditions: Mapping[str, JSON], types: Sequence[str]) -> JSON:
     for type_ in types:
         if type_ in conditions:
@@ -148,7 +160,7 @@ def _pick(conditions: Mapping[str, JSON], types: Sequence[str]) -> JSON:
 
 def _milestone(cond: JSON, default_type: str) -> Milestone:
     status = str(cond.get("status") or "")
-    changed = _parse(cond.get("lastTransitionTime"))
+    changed = st.parse_time_lenient(cond.get("lastTransitionTime"))
     return Milestone(
         type=str(cond.get("type") or default_type),
         status=status,
@@ -175,43 +187,21 @@ def _with_offsets(raw: list[Milestone]) -> tuple[Milestone, ...]:
     return tuple(out)
 
 
-def _attempts(meta: JSON, events: JSON) -> list[SandboxAttempt]:
+def _attempts(pod: JSON, events: JSON) -> list[SandboxAttempt]:
     out = []
-    for e in _dicts(events.get("items")):
+    for e in apijson.objs(events.get("items")):
         kind = _ATTEMPT_KINDS.get(str(e.get("reason")))
-        if kind is None or not _about(meta, e):
+        if kind is None or not apijson.about_pod(pod, e):
             continue
-        last = _parse(e.get("lastTimestamp")) or _parse(e.get("eventTime"))
-        first = _parse(e.get("firstTimestamp")) or last
+        last = (st.parse_time_lenient(e.get("lastTimestamp"))
+                or st.parse_time_lenient(e.get("eventTime")))
+        first = st.parse_time_lenient(e.get("firstTimestamp")) or last
         if first is None or last is None:
             continue
         out.append(SandboxAttempt(kind=kind, reason=str(e.get("reason")),
                                   message=str(e.get("message") or "").strip(),
                                   count=max(int(e.get("count") or 1), 1), first=first, last=last))
     return sorted(out, key=lambda a: (a.first, a.last))
-
-
-def _about(meta: JSON, event: JSON) -> bool:
-    obj = _dict(event.get("involvedObject"))
-    if obj.get("name") != meta.get("name") or obj.get("namespace") != meta.get("namespace"):
-        return False
-    uid = meta.get("uid")
-    return not uid or not obj.get("uid") or obj.get("uid") == uid
-
-
-def _parse(value: Any) -> datetime | None:
-    try:
-        return st.parse_time(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-
-
-def _dicts(value: Any) -> list[JSON]:
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
-
-
-def _dict(value: Any) -> JSON:
-    return value if isinstance(value, Mapping) else {}
 
 
 # --- formatting

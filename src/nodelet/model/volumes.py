@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from nodelet.helpers import errors
-from nodelet.model import apifields, downward, manifests, pods, runtime
+from nodelet.model import configs, downward, fields, pods, quantities, runtime
 
 # The kubelet's defaultMode for configMap, secret, downwardAPI and projected volumes.
 DEFAULT_MODE = 0o644
@@ -37,10 +37,12 @@ PLUGIN_DIRS: Mapping[str, str] = {
     "projected": "kubernetes.io~projected",
 }
 
-HOST_PATH_TYPES = apifields.HOST_PATH_TYPES
 
-ConfigObject = manifests.ConfigMap | manifests.Secret
-Lookup = Callable[[str, str, str], ConfigObject | None]
+HOST_PATH_TYPES = (
+    "", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice",
+    "BlockDevice",
+)  # fmt: skip
+Lookup = Callable[[str, str, str], configs.ConfigObject | None]
 
 
 def no_objects(kind: str, namespace: str, name: str) -> None:
@@ -151,15 +153,15 @@ def _items(obj: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
 # configMap and secret
 
 
-def _config_values(obj: ConfigObject) -> dict[str, bytes]:
-    if isinstance(obj, manifests.Secret):
+def _config_values(obj: configs.ConfigObject) -> dict[str, bytes]:
+    if isinstance(obj, configs.Secret):
         return dict(obj.data)
     return {**{k: v.encode() for k, v in obj.data.items()}, **obj.binary_data}
 
 
 def _keyed_payload(
     source: Mapping[str, Any],
-    obj: ConfigObject | None,
+    obj: configs.ConfigObject | None,
     *,
     kind: str,
     name: str,
@@ -190,24 +192,24 @@ def _keyed_payload(
 
 
 def config_map_payload(
-    source: Mapping[str, Any], obj: ConfigObject | None, *, default_mode: int | None = None
+    source: Mapping[str, Any], obj: configs.ConfigObject | None, *, default_mode: int | None = None
 ) -> Payload:
     """Files of a configMap volume (or projected source when `default_mode` is given)."""
     mode = _mode(source, "defaultMode", DEFAULT_MODE) if default_mode is None else default_mode
     name = str(source.get("name", ""))
-    found = obj if isinstance(obj, manifests.ConfigMap) else None
+    found = obj if isinstance(obj, configs.ConfigMap) else None
     return _check_payload(
         _keyed_payload(source, found, kind="configmap", name=name, default_mode=mode)
     )
 
 
 def secret_payload(
-    source: Mapping[str, Any], obj: ConfigObject | None, *, default_mode: int | None = None
+    source: Mapping[str, Any], obj: configs.ConfigObject | None, *, default_mode: int | None = None
 ) -> Payload:
     """Files of a secret volume (`secretName`) or a projected secret source (`name`)."""
     mode = _mode(source, "defaultMode", DEFAULT_MODE) if default_mode is None else default_mode
     name = str(source.get("secretName") or source.get("name") or "")
-    found = obj if isinstance(obj, manifests.Secret) else None
+    found = obj if isinstance(obj, configs.Secret) else None
     return _check_payload(
         _keyed_payload(source, found, kind="secret", name=name, default_mode=mode)
     )
@@ -355,8 +357,8 @@ def tmpfs_size(source: Mapping[str, Any]) -> int | None:
     if limit is None or limit == "":
         return None
     try:
-        size = manifests.memory_bytes(limit)
-    except manifests.ManifestError as exc:
+        size = quantities.memory_bytes(limit)
+    except fields.ManifestError as exc:
         raise SourceError(f"emptyDir sizeLimit: {exc.message}") from exc
     return size if size > 0 else None
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from nodelet.model import apifields, downward, fields, names, pods, quantities
+from nodelet.model import apifields, downward, fields, names, pods, quantities, volumes
 
 FILE_MODE_MESSAGE = "must be a number between 0 and 0777 (octal), both inclusive"
 # validateVolumeSource's order: when two sources are set, the error names the later one.
@@ -232,7 +232,7 @@ def _host_path(source: Mapping[str, Any], path: str, strict: bool) -> None:
     _strict(source, apifields.HOST_PATH_FIELDS, path, strict)
     no_backsteps(_required(source, "path", f"{path}.path"), f"{path}.path")
     if source.get("type") is not None:  # an empty string is the default: no check
-        fields.one_of(fields.string(source, "type", path), apifields.HOST_PATH_TYPES,
+        fields.one_of(fields.string(source, "type", path), volumes.HOST_PATH_TYPES,
                       f"{path}.type")
 
 

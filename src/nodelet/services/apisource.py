@@ -39,12 +39,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nodelet.adapters import kube
-from nodelet.model import conditions, manifests, pods
-from nodelet.model import volumes as vol
+from nodelet.model import apijson, conditions, configs, manifests, pods
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
 
 _TERMINAL = ("Succeeded", "Failed")
@@ -67,7 +65,7 @@ class ApiPodSource:
             on_change=self._changed, name="pod-watch",
         )
         self.on_removed: Callable[[set[pods.PodUID]], None] = lambda uids: None
-        self.on_mirrors: Callable[[Mapping[str, Obj]], None] = lambda mirrors: None
+        self.on_mirrors: Callable[[Mapping[str, apijson.Obj]], None] = lambda mirrors: None
         self.desired: Mapping[pods.PodUID, pods.Pod] = {}
 
     async def run(self) -> None:
@@ -77,14 +75,14 @@ class ApiPodSource:
     def synced(self) -> bool:
         return self.reflector.synced
 
-    def api_object(self, uid: pods.PodUID) -> Obj | None:
+    def api_object(self, uid: pods.PodUID) -> apijson.Obj | None:
         """The pod as the watch last saw it (None: not in the API, or not bound here)."""
         return self.reflector.store.get(uid)
 
-    def _changed(self, store: Mapping[str, Obj]) -> None:
+    def _changed(self, store: Mapping[str, apijson.Obj]) -> None:
         desired: dict[pods.PodUID, pods.Pod] = {}
         deleting: dict[pods.PodUID, pods.Pod] = {}
-        mirrors: dict[str, Obj] = {}
+        mirrors: dict[str, apijson.Obj] = {}
         for raw_uid, obj in store.items():
             uid = pods.PodUID(raw_uid)
             if is_mirror(obj):
@@ -110,7 +108,7 @@ class ApiPodSource:
         if removed:
             self.on_removed(removed)
 
-    def _convert(self, uid: pods.PodUID, obj: Obj) -> pods.Pod | None:
+    def _convert(self, uid: pods.PodUID, obj: apijson.Obj) -> pods.Pod | None:
         rv = kube.resource_version(obj)
         cached = self._converted.get(uid)
         if cached is not None and cached[0] == rv:
@@ -134,14 +132,14 @@ def is_mirror(obj: Mapping[str, Any]) -> bool:
     return pods.ANNOTATION_CONFIG_MIRROR in annotations
 
 
-def others_conditions(obj: Mapping[str, Any]) -> tuple[Obj, ...]:
+def others_conditions(obj: Mapping[str, Any]) -> tuple[apijson.Obj, ...]:
     """The conditions of the pod's API status that nodelet does not write."""
     found = (obj.get("status") or {}).get("conditions") or ()
     return tuple(c for c in found
                  if isinstance(c, dict) and c.get("type") not in conditions.WRITTEN_TYPES)
 
 
-def _without_status(obj: Obj) -> Obj:
+def _without_status(obj: apijson.Obj) -> apijson.Obj:
     """What nodelet runs from: the object minus what every status write changes. Items of a
     list carry no kind/apiVersion (the list has them)."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items()
@@ -166,14 +164,14 @@ class ObjectCache:
         self._ttl = ttl
         self._retry = retry
         # key -> (object or None when it does not exist, monotonic time fetched)
-        self._cache: dict[ObjectKey, tuple[vol.ConfigObject | None, float]] = {}
+        self._cache: dict[ObjectKey, tuple[configs.ConfigObject | None, float]] = {}
         self._wanted: set[ObjectKey] = set()
         self._used: dict[ObjectKey, float] = {}
         self._wake = asyncio.Event()
         self._refreshed = asyncio.Event()
         self.fetches = 0
 
-    def lookup(self, kind: str, namespace: str, name: str) -> vol.ConfigObject | None:
+    def lookup(self, kind: str, namespace: str, name: str) -> configs.ConfigObject | None:
         key = (kind, namespace, name)
         self._used[key] = time.monotonic()
         cached = self._cache.get(key)
@@ -229,7 +227,7 @@ class ObjectCache:
         if changed:
             self._on_change(changed)
 
-    async def _fetch(self, key: ObjectKey) -> vol.ConfigObject | None:
+    async def _fetch(self, key: ObjectKey) -> configs.ConfigObject | None:
         kind, namespace, name = key
         self.fetches += 1
         try:

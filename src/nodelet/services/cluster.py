@@ -9,7 +9,7 @@ named, supervised task:
 - `node-lease`: renews the Lease (`leases.LeaseKeeper`);
 - `pod-watch`: the desired pods bound to this node (`apisource.ApiPodSource` → `on_pods`);
 - `status-sync`: API pod statuses from the status manager (`statussync.StatusSync`);
-- `event-sink`: the recorder's events as v1 Events (`EventSink`);
+- `event-sink`: the recorder's events as v1 Events (`eventposting.EventSink`);
 - `api-objects`: ConfigMaps and Secrets for volumes (`apisource.ObjectCache`);
 - `mirror-pods`: the mirror pods of the static pods (`mirrors.MirrorPods`), whose status the
   status sync writes;
@@ -28,16 +28,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
 
 from nodelet import settings as settings_mod
 from nodelet.adapters import host, kube, kubeconfig
 from nodelet.helpers import backoff, ratelimit, tasks
-from nodelet.model import events as ev
-from nodelet.model import health, pods
-from nodelet.model import volumes as vol
+from nodelet.model import apijson, configs, health, nodes, pods
 from nodelet.services import (
     apisource,
+    eventposting,
     leases,
     mirrors,
     nodestatus,
@@ -48,7 +46,6 @@ from nodelet.services import (
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 
 class ClusterError(Exception):
@@ -56,80 +53,6 @@ class ClusterError(Exception):
 
 
 ClusterSettings = settings_mod.ClusterSettings
-
-
-class EventSink:
-    """Sends recorded events to the API: a first occurrence is created (POST), a repeat patches
-    `count`, `lastTimestamp` and `message`, as client-go's event broadcaster does. Updates of
-    one event coalesce while it waits for its turn; at most `max_pending` events wait (the
-    oldest are dropped, like client-go's bounded queue)."""
-
-    def __init__(self, *, client: kube.KubeClient, max_pending: int = 1000,
-                 retry: float = 0.5, retry_max: float = 30.0, attempts: int = 12) -> None:
-        self._client = client
-        self._max_pending = max_pending
-        self._pending: dict[str, ev.Event] = {}
-        self._created: set[str] = set()
-        self._wake = asyncio.Event()
-        self._retry = backoff.Backoff(retry, retry_max)
-        self._attempts = attempts
-        self.sent = 0
-        self.dropped = 0
-
-    def on_event(self, event: ev.Event) -> None:
-        self._pending.pop(event.name, None)
-        self._pending[event.name] = event
-        while len(self._pending) > self._max_pending:
-            self._pending.pop(next(iter(self._pending)))
-            self.dropped += 1
-        self._wake.set()
-
-    def idle(self) -> bool:
-        return not self._pending
-
-    async def run(self) -> None:
-        while True:
-            self._wake.clear()
-            while self._pending:
-                name = next(iter(self._pending))
-                event = self._pending.pop(name)
-                await self._deliver(event)
-            await self._wake.wait()
-
-    async def _deliver(self, event: ev.Event) -> None:
-        for _ in range(self._attempts):
-            try:
-                await self._send(event)
-            except kube.KubeError as exc:
-                delay = self._retry.next_delay()
-                log.warning("cannot send event %s, retrying in %.1fs: %s", event.name, delay, exc)
-                await asyncio.sleep(delay)
-                newer = self._pending.pop(event.name, None)
-                event = newer or event
-                continue
-            self._retry.reset()
-            self.sent += 1
-            return
-        log.error("dropping event %s after %d attempts", event.name, self._attempts)
-        self.dropped += 1
-
-    async def _send(self, event: ev.Event) -> None:
-        if event.name not in self._created and event.count == 1:
-            try:
-                await self._client.create_event(event.namespace, ev.event_to_api(event))
-            except kube.AlreadyExists:
-                await self._patch(event)
-        else:
-            try:
-                await self._patch(event)
-            except kube.NotFound:
-                await self._client.create_event(event.namespace, ev.event_to_api(event))
-        self._created.add(event.name)
-
-    async def _patch(self, event: ev.Event) -> None:
-        body = ev.event_to_api(event)
-        patch = {k: body[k] for k in ("count", "lastTimestamp", "message")}
-        await self._client.patch_event(event.namespace, event.name, patch)
 
 
 class ClusterMode:
@@ -160,7 +83,7 @@ class ClusterMode:
         on_pods: Callable[[Mapping[pods.PodUID, pods.Pod]], None],
         on_objects: Callable[[set[apisource.ObjectKey]], None] = lambda keys: None,
         clock: Callable[[], datetime],
-        machine: host.MachineFacts | None = None,
+        machine: nodes.MachineFacts | None = None,
     ) -> None:
         self.settings = settings
         self._node_name = node_name
@@ -208,7 +131,7 @@ class ClusterMode:
 
     def _build(self) -> None:
         s = self.settings
-        spec = nodestatus.NodeSpec(
+        spec = nodes.NodeSpec(
             name=self._node_name, host_ip=self._host_ip,
             machine=self._machine or host.machine_facts(), max_pods=s.max_pods,
             pod_cidrs=self._pod_cidrs)
@@ -234,7 +157,7 @@ class ClusterMode:
                 resync_period=s.status_resync_period, retry=s.status_retry,
                 retry_max=s.status_retry_max, senders=s.status_senders),
             mirror_uid=mirror_pods.mirror_uid)
-        self.events = EventSink(client=self.event_client)
+        self.events = eventposting.EventSink(client=self.event_client)
         self.objects = apisource.ObjectCache(
             client=self.client, on_change=self._on_objects, ttl=s.object_ttl)
 
@@ -286,7 +209,7 @@ class ClusterMode:
 
     # -- calls from the agent ---------------------------------------------------------------------
 
-    def lookup_object(self, kind: str, namespace: str, name: str) -> vol.ConfigObject | None:
+    def lookup_object(self, kind: str, namespace: str, name: str) -> configs.ConfigObject | None:
         return self.objects.lookup(kind, namespace, name)
 
     async def objects_fetched(self, keys: set[tuple[str, str, str]]) -> None:
@@ -350,7 +273,7 @@ class ClusterMode:
 
     # -- views ----------------------------------------------------------------------------------
 
-    def api_pod(self, uid: pods.PodUID) -> Obj | None:
+    def api_pod(self, uid: pods.PodUID) -> apijson.Obj | None:
         return self.source.api_object(uid)
 
     def health(self) -> list[health.HealthCheck]:

@@ -13,7 +13,7 @@ import time
 
 from nodelet.adapters import probes_net
 from nodelet.adapters.cri import client as cri
-from nodelet.model import hooks, pods, probes, runtime
+from nodelet.model import handlers, pods, probes, runtime
 
 log = logging.getLogger(__name__)
 
@@ -26,14 +26,14 @@ class HookRunner:
         self,
         container: pods.Container,
         container_id: runtime.ContainerID,
-        kind: hooks.HookKind,
+        kind: handlers.HookKind,
         *,
         pod_ip: str,
         budget: float,
     ) -> str | None:
         """Run the hook within `budget` seconds; None when it succeeded or there is none,
         else what went wrong (for the event)."""
-        hook = hooks.container_hook(container, kind)
+        hook = container.lifecycle.hook(kind)
         if hook is None:
             return None
         try:
@@ -45,32 +45,30 @@ class HookRunner:
 
     async def _run(
         self,
-        hook: hooks.Hook,
+        hook: handlers.Hook,
         container: pods.Container,
         container_id: runtime.ContainerID,
         pod_ip: str,
         budget: float,
     ) -> str | None:
-        if isinstance(hook, hooks.SleepAction):
+        if isinstance(hook, handlers.SleepAction):
             await asyncio.sleep(min(hook.seconds, budget))
             return None
-        if isinstance(hook, probes.ExecAction):
+        if isinstance(hook, handlers.ExecAction):
             return await self._exec(hook, container_id, budget)
         try:
             port = probes.resolve_port(hook.port, container)
         except probes.ProbeError as exc:
             return exc.message
-        if isinstance(hook, probes.HTTPGetAction):
+        if isinstance(hook, handlers.HTTPGetAction):
             url = probes.http_url(hook, pod_ip=pod_ip, port=port)
             attempt = await probes_net.http_get(url, headers=hook.headers, timeout_s=budget)
-        elif isinstance(hook, probes.TCPSocketAction):
-            attempt = await probes_net.tcp_socket(hook.host or pod_ip, port, timeout_s=budget)
         else:
-            return "grpc handlers are not supported in lifecycle hooks"
+            attempt = await probes_net.tcp_socket(hook.host or pod_ip, port, timeout_s=budget)
         return None if attempt.outcome == "success" else attempt.output or "failed"
 
     async def _exec(
-        self, hook: probes.ExecAction, container_id: runtime.ContainerID, budget: float
+        self, hook: handlers.ExecAction, container_id: runtime.ContainerID, budget: float
     ) -> str | None:
         started = time.monotonic()
         try:

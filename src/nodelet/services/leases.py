@@ -16,14 +16,13 @@ import copy
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from nodelet.adapters import kube
 from nodelet.helpers import backoff
+from nodelet.model import apijson
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 NAMESPACE = "kube-node-lease"
 
 
@@ -54,7 +53,7 @@ class LeaseKeeper:
         self.renew_period = renew_period
         self._jitter = jitter
         self._retry = backoff.Backoff(retry, retry_max)
-        self.lease: Obj | None = None
+        self.lease: apijson.Obj | None = None
         self.renewals = 0
         self.last_error: str | None = None
 
@@ -73,7 +72,7 @@ class LeaseKeeper:
             self.last_error = None
             await asyncio.sleep(backoff.jittered(self.renew_period, self._jitter))
 
-    async def renew(self) -> Obj:
+    async def renew(self) -> apijson.Obj:
         if self.lease is None:
             self.lease = await self._get_or_create()
             return self.lease
@@ -89,7 +88,7 @@ class LeaseKeeper:
         self.renewals += 1
         return self.lease
 
-    async def _get_or_create(self) -> Obj:
+    async def _get_or_create(self) -> apijson.Obj:
         try:
             lease = await self._client.get_lease(NAMESPACE, self._node_name)
         except kube.NotFound:
@@ -103,8 +102,8 @@ class LeaseKeeper:
         self.renewals += 1
         return updated
 
-    def _new_lease(self) -> Obj:
-        meta: Obj = {"name": self._node_name, "namespace": NAMESPACE}
+    def _new_lease(self) -> apijson.Obj:
+        meta: apijson.Obj = {"name": self._node_name, "namespace": NAMESPACE}
         uid = self._node_uid()
         if uid:
             meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node",

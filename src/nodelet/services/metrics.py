@@ -2,7 +2,7 @@
 
 One `CollectorRegistry` per agent (no global registry), served at `/metrics`. Labels are
 bounded: no pod names or UIDs. Sandbox failures are counted by an error class derived from the
-runtime's error (`classify_sandbox_error`).
+runtime's error (`model.sandboxerrors.classify_sandbox_error`, pure).
 
 What feeds it:
 - `observe_operation`: the CRI client's `OperationObserver` (every RPC, kubelet operation names);
@@ -14,13 +14,16 @@ What feeds it:
 - `forget`: the pod is gone (per-pod bookkeeping is dropped);
 - `observe_checkpoint_write`: the checkpoint writer's observer (after every write attempt).
 
+What reads it: `render` (the `/metrics` text) and `sandbox_metrics` (the web UI's node page, as
+`model.histograms` values: prometheus_client stays inside this module).
+
 Latencies measured from condition transition times only count transitions made while this
 agent runs: a pod adopted after a restart is not observed again with its old times.
 """
 
 from __future__ import annotations
 
-import re
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +34,8 @@ import prometheus_client as prom
 from nodelet.adapters import checkpoint as cp
 from nodelet.adapters.cri import client as cri
 from nodelet.model import events as ev
-from nodelet.model import pods, runtime, status
+from nodelet.model import histograms as hg
+from nodelet.model import pods, runtime, sandboxerrors, status
 
 # Sandbox creation is 0.1-0.5 s here, slower under load; the kubelet's buckets start at 5 ms.
 _SANDBOX_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -42,35 +46,6 @@ _OPERATION_BUCKETS = tuple(0.005 * 2.5**i for i in range(14))
 _POD_START_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240,
                       300, 360, 480, 600, 900, 1200, 1800, 2700, 3600)
 _STATUS_UPDATE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-
-ERROR_CLASSES = ("ip_exhausted", "cni_plugin", "runtime_unavailable", "volume_missing",
-                 "image_pull", "other")
-
-_CNI = re.compile(r"\bcni\b|plugin type=|failed to (setup|set up|destroy) network", re.I)
-
-
-def classify_sandbox_error(message: str, *, code: str = "") -> str:
-    """The error class of a failed RunPodSandbox, from its message and gRPC code name.
-
-    Matched against containerd 1.6's own wording, e.g. `plugin type="bridge" failed (add):
-    failed to allocate for range 0: no IP addresses available in range set: ...` (ip_exhausted),
-    `failed to get sandbox image "...": failed to pull image ...` (image_pull), `failed to find
-    plugin "bridge" in path [...]` or `cni plugin not initialized` (cni_plugin). A missing
-    runtime handler (`no runtime for "gvisor" is configured`) is `other`. A runtime that does
-    not answer (UNAVAILABLE, or no answer before the deadline) is `runtime_unavailable`.
-    """
-    text = message.lower()
-    if "no ip addresses available" in text or "range is full" in text:
-        return "ip_exhausted"
-    if "failed to get sandbox image" in text or "failed to pull image" in text:
-        return "image_pull"
-    if _CNI.search(text):
-        return "cni_plugin"
-    if code in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or "connection refused" in text \
-            or "error while dialing" in text:
-        return "runtime_unavailable"
-    return "other"
-
 
 def _condition_true(pod_status: status.PodStatus) -> status.PodCondition | None:
     for type_ in (status.POD_READY_TO_START_CONTAINERS, status.POD_HAS_NETWORK):
@@ -224,7 +199,7 @@ class Metrics:
         self.run_sandbox_duration.labels(runtime_handler=pod.spec.runtime_class_name).observe(seconds)
         self.run_sandbox_errors.labels(runtime_handler=pod.spec.runtime_class_name).inc()
         self.started_pods_errors.inc()
-        error_class = classify_sandbox_error(message, code=code)
+        error_class = sandboxerrors.classify_sandbox_error(message, code=code)
         self.sandbox_failures.labels(error_class=error_class).inc()
 
     def sandbox_ready(self, pod: pods.Pod, returned_at: float | None) -> None:
@@ -321,3 +296,38 @@ class Metrics:
 
     def render(self) -> tuple[bytes, str]:
         return prom.generate_latest(self.registry), prom.CONTENT_TYPE_LATEST
+
+    # -- values for the web UI --------------------------------------------------------------
+
+    def sandbox_metrics(self) -> hg.SandboxMetrics:
+        """The sandbox-ready latency and RunPodSandbox duration histograms (all runtime
+        handlers added up) and the sandbox failures by error class, as model values."""
+        return hg.SandboxMetrics(
+            ready_latency=_histogram(self.sandbox_ready_latency, _SANDBOX_BUCKETS),
+            run_duration=_histogram(self.run_sandbox_duration, _SANDBOX_BUCKETS),
+            failures=_by_label(self.sandbox_failures, "error_class"))
+
+
+def _histogram(metric: prom.Histogram, buckets: tuple[float, ...]) -> hg.Histogram:
+    """`metric` with its series added up. Every bucket is there even before the first
+    observation: a labelled histogram has no series until then."""
+    (family,) = metric.collect()
+    cumulative = [(le, 0.0) for le in (*buckets, math.inf)]
+    total = 0.0
+    for sample in family.samples:
+        if sample.name.endswith("_bucket"):
+            cumulative.append((float(sample.labels["le"]), sample.value))
+        elif sample.name.endswith("_sum"):
+            total += sample.value
+    return hg.from_cumulative(family.name, cumulative, total)
+
+
+def _by_label(metric: prom.Counter, label: str) -> tuple[tuple[str, float], ...]:
+    """The counter per value of `label` (other labels added up), sorted by that value."""
+    (family,) = metric.collect()
+    counts: dict[str, float] = {}
+    for sample in family.samples:
+        if sample.name.endswith("_total") and label in sample.labels:
+            key = sample.labels[label]
+            counts[key] = counts.get(key, 0.0) + sample.value
+    return tuple(sorted(counts.items()))

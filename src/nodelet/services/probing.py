@@ -19,8 +19,7 @@ the status and decides which containers to kill. A new container ID given to `en
 the old instance's loops and results; `forget_*` cancel the loops (without waiting; `stop`
 waits for all of them).
 
-Exceptions: `ensure` raises `model.probes.ProbeError` for a probe that does not validate (the
-manifest validation should have refused it already). Nothing else escapes: attempts that cannot
+Exceptions: none escape. Probes were validated when the manifest was read; attempts that cannot
 be made (unknown port name, exec in a container that is gone) are "errored" — they record an
 `Unhealthy` event and, as in the kubelet, do not count towards a threshold.
 """
@@ -38,7 +37,7 @@ from nodelet.adapters import probes_net
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import tasks
 from nodelet.model import events as ev
-from nodelet.model import pods, probes, runtime
+from nodelet.model import handlers, pods, probes, runtime
 from nodelet.services import recording
 
 log = logging.getLogger(__name__)
@@ -108,7 +107,7 @@ class ProbeManager:
         pod_ip: str,
         started_at: float,
     ) -> None:
-        """Probe this container instance (no-op if it is probed already). Raises ProbeError.
+        """Probe this container instance (no-op if it is probed already).
 
         `started_at` is when the container started (wall-clock seconds since the epoch, as
         CRI's `started_at / 1e9`); initialDelaySeconds count from there. A container without
@@ -195,7 +194,7 @@ class ProbeManager:
         self,
         instance: _Instance,
         kind: probes.ProbeKind,
-        probe: probes.Probe,
+        probe: handlers.Probe,
         attempt: probes.Attempt,
     ) -> bool:
         """Count one attempt; True when this loop is done (started, or failed for good)."""
@@ -227,7 +226,7 @@ class ProbeManager:
 
     # -- one attempt ----------------------------------------------------------------------
 
-    async def _attempt(self, instance: _Instance, probe: probes.Probe) -> probes.Attempt:
+    async def _attempt(self, instance: _Instance, probe: handlers.Probe) -> probes.Attempt:
         timeout_s = probe.timeout_seconds
         try:
             async with asyncio.timeout(timeout_s + ATTEMPT_SLACK):
@@ -238,15 +237,15 @@ class ProbeManager:
             return probes.Attempt("error", exc.message)
 
     async def _run_handler(
-        self, instance: _Instance, handler: probes.Handler, timeout_s: int
+        self, instance: _Instance, handler: handlers.Handler, timeout_s: int
     ) -> probes.Attempt:
-        if isinstance(handler, probes.ExecAction):
+        if isinstance(handler, handlers.ExecAction):
             return await self._exec(instance.container_id, handler.command, timeout_s)
-        if isinstance(handler, probes.HTTPGetAction):
+        if isinstance(handler, handlers.HTTPGetAction):
             port = probes.resolve_port(handler.port, instance.container)
             url = probes.http_url(handler, pod_ip=instance.pod_ip, port=port)
             return await probes_net.http_get(url, headers=handler.headers, timeout_s=timeout_s)
-        if isinstance(handler, probes.TCPSocketAction):
+        if isinstance(handler, handlers.TCPSocketAction):
             port = probes.resolve_port(handler.port, instance.container)
             host = handler.host or instance.pod_ip
             return await probes_net.tcp_socket(host, port, timeout_s=timeout_s)

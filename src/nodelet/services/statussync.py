@@ -9,18 +9,15 @@ It subscribes to the status manager and works like the kubelet's status manager 
 - **no GET when the cache is current**: the API copy is the newer (by resourceVersion) of the
   pod watch's object and the last PATCH answer; a GET only happens when there is none or after
   a conflict;
-- **only what changed**: `status_patch` builds a strategic merge patch of the fields that differ
-  from the API copy, and no call at all when nothing does;
-- **others' conditions are kept**: only the conditions nodelet owns are written (merged by
-  `type`); conditions nodelet does not generate (readiness gates, DisruptionTarget, anything
-  else) are never in a patch. An owned condition that nodelet no longer reports (feature gate
-  switched off) is removed with a `$patch: delete` entry. A condition whose `status` equals the
-  API's keeps the API's `lastTransitionTime` (PodScheduled keeps the scheduler's time);
+- **only what changed**: `model.statuspatch.status_patch` (pure) builds a strategic merge patch
+  of the fields that differ from the API copy, owned conditions only, and no call at all is made
+  when nothing does;
 - **retries** after failures with a per-pod doubling back-off (429: the server's Retry-After);
   a 409 (UID precondition) re-reads the pod and drops it when it was replaced;
 - **reconciliation**: every `resync_period` the API copies are compared with the statuses sent
   and pods that drifted (someone else wrote them) are sent again;
-- a pod whose API phase is terminal (Succeeded/Failed) is never moved back to a running phase;
+- a pod whose API phase is terminal (Succeeded/Failed) is never moved back to a running phase
+  (`status_patch` returns no patch);
 - **static pods** go to their mirror pod, as the kubelet's status manager translates a static
   pod's UID to its mirror pod's (`mirror_uid`); without a mirror pod the status waits, and
   `retarget(uid)` (the mirror pod was created or replaced) sends it again in full.
@@ -33,77 +30,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from nodelet.adapters import kube
 from nodelet.helpers import backoff
-from nodelet.model import conditions, pods
+from nodelet.model import apijson, pods, statuspatch
 from nodelet.model import status as st
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-
-# Conditions nodelet generates and may also remove; PodScheduled is written by the scheduler
-# too, so nodelet sets it (as the kubelet does) but never deletes it.
-OWNED_CONDITIONS = conditions.WRITTEN_TYPES
-REMOVABLE_CONDITIONS = OWNED_CONDITIONS - {st.POD_SCHEDULED}
-# Status fields nodelet owns outright (conditions are merged per type instead).
-_OWNED_FIELDS = ("phase", "message", "reason", "hostIP", "podIP", "startTime",
-                 "initContainerStatuses", "containerStatuses")
-# Lists the API merges by `ip`: sent whole, with `$patch: replace`, when they differ.
-_IP_LISTS = ("hostIPs", "podIPs")
-TERMINAL = ("Succeeded", "Failed")
 
 
-def status_patch(api: Mapping[str, Any], desired: Mapping[str, Any]) -> Obj | None:
-    """The strategic merge patch that turns API status `api` into `desired` for the fields
-    nodelet owns; None when nothing differs. Pure."""
-    patch: Obj = {}
-    for key in _OWNED_FIELDS:
-        if api.get(key) != desired.get(key) and not (key not in desired and not api.get(key)):
-            patch[key] = desired.get(key)  # None removes it
-    for key in _IP_LISTS:
-        if (api.get(key) or []) != (desired.get(key) or []):
-            patch[key] = [{"$patch": "replace"}, *(desired.get(key) or [])]
-    conditions = _conditions_patch(api.get("conditions") or [], desired.get("conditions") or [])
-    if conditions:
-        patch["conditions"] = conditions
-    return patch or None
-
-
-def _conditions_patch(api: list[Any], desired: list[Any]) -> list[Obj]:
-    current = {c.get("type"): c for c in api if isinstance(c, dict)}
-    out: list[Obj] = []
-    for cond in desired:
-        if cond["type"] not in OWNED_CONDITIONS:
-            continue
-        old = current.get(cond["type"])
-        if old is not None and old.get("status") == cond["status"]:
-            # Same status: the API's transition time stands (the kubelet seeds its cache from
-            # the API status, so it keeps it too).
-            cond = {**cond, "lastTransitionTime": old.get("lastTransitionTime")}
-        if old is None or _differs(old, cond):
-            # A merged list item keeps the fields a patch leaves out: a reason or message that
-            # went away must be sent as null, or the API keeps the stale one.
-            cleared = {k: None for k in ("reason", "message") if old and old.get(k)
-                       and not cond.get(k)}
-            out.append({**cond, **cleared})
-    wanted = {c["type"] for c in desired}
-    for type_ in current:
-        if type_ in REMOVABLE_CONDITIONS and type_ not in wanted:
-            out.append({"type": type_, "$patch": "delete"})
-    return out
-
-
-def _differs(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    keys = ("status", "reason", "message", "lastTransitionTime")
-    return any((old.get(k) or None) != (new.get(k) or None) for k in keys)
-
-
-def _rv(obj: Obj | None) -> int:
+def _rv(obj: apijson.Obj | None) -> int:
     raw = kube.resource_version(obj) if obj is not None else ""
     # resourceVersions are opaque to clients, but every server we talk to (etcd revisions and
     # the test server) uses integers; a non-integer never counts as newer.
@@ -140,7 +79,7 @@ class StatusSync:
         self,
         *,
         client: kube.KubeClient,
-        api_object: Callable[[pods.PodUID], Obj | None],
+        api_object: Callable[[pods.PodUID], apijson.Obj | None],
         settings: StatusSyncSettings | None = None,
         mirror_uid: Callable[[pods.Pod], str | None] | None = None,
     ) -> None:
@@ -152,7 +91,7 @@ class StatusSync:
         self._mirror_uid = mirror_uid
         self._settings = settings or StatusSyncSettings()
         self._pods: dict[pods.PodUID, _PodState] = {}
-        self._answers: dict[pods.PodUID, Obj] = {}  # last PATCH/GET answer per pod
+        self._answers: dict[pods.PodUID, apijson.Obj] = {}  # last PATCH/GET answer per pod
         self._dirty: dict[pods.PodUID, None] = {}  # ordered set: oldest first
         self._inflight: set[pods.PodUID] = set()
         self._wake = asyncio.Event()
@@ -294,18 +233,14 @@ class StatusSync:
             return pod.uid
         return self._mirror_uid(pod) if self._mirror_uid is not None else None
 
-    def _api_copy(self, uid: pods.PodUID, target: str) -> Obj | None:
+    def _api_copy(self, uid: pods.PodUID, target: str) -> apijson.Obj | None:
         watched, answered = self._api_object(pods.PodUID(target)), self._answers.get(uid)
         if answered is not None and answered.get("metadata", {}).get("uid") != target:
             answered = None
         return answered if _rv(answered) > _rv(watched) else watched
 
-    def _patch_for(self, state: _PodState, api: Obj) -> Obj | None:
-        api_status = api.get("status") or {}
-        desired = st.to_api(state.status)
-        if api_status.get("phase") in TERMINAL and desired["phase"] not in TERMINAL:
-            return None  # a terminal phase is final (the kubelet refuses this transition)
-        return status_patch(api_status, desired)
+    def _patch_for(self, state: _PodState, api: apijson.Obj) -> apijson.Obj | None:
+        return statuspatch.status_patch(api.get("status") or {}, st.to_api(state.status))
 
     async def _send(self, uid: pods.PodUID, state: _PodState) -> None:
         version, pod = state.version, state.pod
@@ -350,7 +285,7 @@ class StatusSync:
     def _retry_later(self, state: _PodState, delay: float) -> None:
         state.not_before = time.monotonic() + delay
 
-    async def _get(self, state: _PodState, target: str) -> Obj | None:
+    async def _get(self, state: _PodState, target: str) -> apijson.Obj | None:
         """The pod as the API has it now; None when it is gone or replaced (`_lost`)."""
         pod = state.pod
         self.gets += 1

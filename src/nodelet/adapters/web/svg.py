@@ -2,7 +2,8 @@
 
 Plain SVG with presentation attributes and CSS classes (no inline styles, so the pages can run
 under a strict Content-Security-Policy); `<title>` children give native tooltips. Every text
-that comes from a pod or an event is escaped here.
+that comes from a pod or an event is escaped here. Histograms are drawn by `model.charts`, the
+same code as `nodelet analyze -o html`'s, in the page's classes.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-from nodelet.adapters.web import exposition
+from nodelet.model import charts
+from nodelet.model import histograms as hg
 from nodelet.model import timeline as tl
 
 _WIDTH = 960
@@ -40,15 +42,6 @@ def _nice_step(span: float, ticks: int = 8) -> float:
     return next(m * magnitude for m in (1.0, 2.0, 5.0, 10.0) if m * magnitude >= raw)
 
 
-def compact(seconds: float) -> str:
-    """`0`, `250ms`, `2.5s`, `120s`, `+Inf`: short labels for ticks and buckets."""
-    if math.isinf(seconds):
-        return "+Inf"
-    if seconds == 0:
-        return "0"
-    return f"{seconds * 1000:.4g}ms" if seconds < 1 else f"{seconds:.4g}s"
-
-
 def _axis(t: tl.Timeline, height: int) -> list[str]:
     span = t.span.total_seconds()
     step = _nice_step(span)
@@ -56,7 +49,7 @@ def _axis(t: tl.Timeline, height: int) -> list[str]:
     for i in range(int(span / step) + 1 if span > 0 else 1):
         x = _x(i * step / span if span > 0 else 0)
         parts.append(f'<line x1="{x}" y1="{_TOP - 10}" x2="{x}" y2="{height - 4}" class="grid"/>')
-        parts.append(_text(x, _TOP - 14, "+" + compact(i * step), "tick", "middle"))
+        parts.append(_text(x, _TOP - 14, "+" + charts.compact(i * step), "tick", "middle"))
     return parts
 
 
@@ -136,33 +129,18 @@ def _attempts_row(t: tl.Timeline, y: int) -> list[str]:
 
 # --- histogram
 
-_H_WIDTH, _H_HEIGHT = 960, 300
-_H_LEFT, _H_BOTTOM, _H_TOP = 50, 40, 16
+# Styled by ui.css, as the timeline: the page's Content-Security-Policy allows no inline styles.
+_HISTOGRAM = charts.Look(width=960, height=300, left=50, right=10, top=16, bottom=40,
+                         axis='class="axis"', bar='class="hbar"', text='class="tick"',
+                         count='class="count"', gap=6, empty_bars=True, peak_labels=True)
 
 
-def histogram(h: exposition.Histogram, element_id: str) -> str:
-    """Bars per bucket (observations in (previous le, le]), labelled `<=le`."""
-    buckets = h.buckets()
-    top = max((b.count for b in buckets), default=0.0) or 1.0
-    plot_h = _H_HEIGHT - _H_BOTTOM - _H_TOP
-    slot = (_H_WIDTH - _H_LEFT - 10) / max(len(buckets), 1)
-    parts = [f'<svg id="{escape(element_id)}" class="histogram" '
-             f'xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_H_WIDTH} {_H_HEIGHT}" '
-             f'width="{_H_WIDTH}" height="{_H_HEIGHT}" role="img" aria-label="{escape(h.name)}">',
-             f'<line class="axis" x1="{_H_LEFT}" y1="{_H_TOP + plot_h}" x2="{_H_WIDTH - 10}" '
-             f'y2="{_H_TOP + plot_h}"/>',
-             _text(_H_LEFT - 6, _H_TOP + 4, f"{top:g}", "tick", "end"),
-             _text(_H_LEFT - 6, _H_TOP + plot_h, "0", "tick", "end")]
-    for i, b in enumerate(buckets):
-        x = round(_H_LEFT + i * slot + 3, 1)
-        height = round(plot_h * b.count / top, 1)
-        y = round(_H_TOP + plot_h - height, 1)
-        parts.append(f'<rect class="hbar" data-le="{compact(b.upper)}" data-count="{b.count:g}" '
-                     f'x="{x}" y="{y}" width="{round(slot - 6, 1)}" height="{height}">'
-                     f"<title>{compact(b.lower)} .. {compact(b.upper)}: {b.count:g}</title></rect>")
-        if b.count:
-            parts.append(_text(x + (slot - 6) / 2, y - 4, f"{b.count:g}", "count", "middle"))
-        parts.append(_text(x + (slot - 6) / 2, _H_TOP + plot_h + 16, "≤" + compact(b.upper),
-                           "tick", "middle"))
-    parts.append("</svg>")
-    return "\n".join(parts)
+def histogram(h: hg.Histogram, element_id: str) -> str:
+    """Bars per bucket (observations in (previous le, le]), labelled `≤le`."""
+    return charts.histogram(h, _HISTOGRAM, ticks=charts.bucket_ticks(h), tip=_bucket_tip,
+                            attrs=(("id", element_id), ("class", "histogram"),
+                                   ("aria-label", h.name)))
+
+
+def _bucket_tip(b: hg.Bucket) -> str:
+    return f"{charts.compact(b.lower)} .. {charts.compact(b.upper)}: {b.count:g}"
