@@ -47,8 +47,8 @@ import common  # bench/common.py: the runtime, its leak check, main
 from kubeapi import KubeApiServer, pod_object  # the tests' API server
 from nodelet import app
 from nodelet import settings as settings_
-from nodelet.model import pods as pods_
-from nodelet.model import status as st
+from nodelet.model.core import pods as pods_
+from nodelet.model.core import status as st
 
 NODE = "bench-node"
 READY_TIMEOUT = 120.0

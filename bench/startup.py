@@ -42,9 +42,9 @@ from nodelet import app
 from nodelet import settings as settings_
 from nodelet.adapters import host
 from nodelet.adapters.cri import client as cri
-from nodelet.model import pods as pods_
-from nodelet.model import runtime as rt
-from nodelet.model import status as st
+from nodelet.model.core import pods as pods_
+from nodelet.model.core import runtime as rt
+from nodelet.model.core import status as st
 from nodelet.services import metrics
 
 IMAGE = settings_.BUSYBOX_IMAGE

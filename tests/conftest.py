@@ -44,7 +44,7 @@ from nodelet.adapters import checkpoint as cp
 from nodelet.adapters import cni, containerd, mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
-from nodelet.model import runtime as runtime_model
+from nodelet.model.core import runtime as runtime_model
 from nodelet.services import resetting
 
 

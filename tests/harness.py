@@ -18,7 +18,7 @@ from pathlib import Path
 from nodelet import app, settings
 from nodelet.adapters import mounts
 from nodelet.adapters.cri import client as cri_client
-from nodelet.model import events, pods, runtime, status
+from nodelet.model.core import events, pods, runtime, status
 from polling import eventually
 
 DEFAULT_WITHIN = 30.0

@@ -744,7 +744,7 @@ class StubRuntime:
     runtime is used by the end-to-end test); same Protocol as `cri.RuntimeClient`."""
 
     def __init__(self) -> None:
-        from nodelet.model import runtime as rt
+        from nodelet.model.core import runtime as rt
 
         self.rt = rt
         self.network_ready = True

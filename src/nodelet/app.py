@@ -23,7 +23,7 @@ from nodelet.adapters import checkpoint as checkpoint_mod
 from nodelet.adapters import containerd, host, http_server
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff, tasks
-from nodelet.model import (
+from nodelet.model.core import (
     admission,
     credentials,
     envvars,
@@ -33,8 +33,8 @@ from nodelet.model import (
     security,
     status,
 )
-from nodelet.model import events as ev
-from nodelet.model import histograms as hg
+from nodelet.model.core import events as ev
+from nodelet.model.reports import histograms as hg
 from nodelet.services import (
     checkpointing,
     cluster,

@@ -23,15 +23,8 @@ from rich import logging as rich_logging
 import nodelet
 from nodelet import app, settings
 from nodelet.adapters import api_client
-from nodelet.model import (
-    admission,
-    analysis,
-    analysis_html,
-    analysis_report,
-    crilogs,
-    presenting,
-    timeline,
-)
+from nodelet.model.core import admission, crilogs
+from nodelet.model.reports import analysis, analysis_html, analysis_report, presenting, timeline
 from nodelet.services import logs, preflight, progress, resetting
 
 DEFAULT_SERVER = "http://127.0.0.1:10255"

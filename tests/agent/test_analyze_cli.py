@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness import Harness, all_ready, cond, pod_manifest
-from nodelet.model import status as st
+from nodelet.model.core import status as st
 from polling import eventually
 
 DATA = Path(__file__).parent.parent / "data" / "analyze"

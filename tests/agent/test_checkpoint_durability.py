@@ -23,7 +23,7 @@ from harness import Harness, all_ready, exec_in, is_true, pod_manifest
 from nodelet import settings
 from nodelet.adapters import api_client
 from nodelet.adapters import checkpoint as cp
-from nodelet.model import status as st
+from nodelet.model.core import status as st
 from polling import eventually
 
 pytestmark = pytest.mark.runtime

@@ -20,9 +20,9 @@ from disks import fill, tiny_tmpfs
 from nodelet import settings
 from nodelet.adapters import checkpoint as cp
 from nodelet.helpers import tasks
-from nodelet.model import events as ev
-from nodelet.model import pods
-from nodelet.model import status as st
+from nodelet.model.core import events as ev
+from nodelet.model.core import pods
+from nodelet.model.core import status as st
 from nodelet.services import checkpointing, metrics, statuses
 from polling import eventually
 

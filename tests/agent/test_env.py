@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import Harness, pod_manifest
-from nodelet.model import status as st
+from nodelet.model.core import status as st
 from polling import eventually
 
 pytestmark = pytest.mark.runtime

@@ -8,7 +8,7 @@ import pytest
 
 from harness import Harness, all_ready, cond, is_true, pod_manifest
 from nodelet import settings
-from nodelet.model import status as st
+from nodelet.model.core import status as st
 from polling import eventually
 
 pytestmark = pytest.mark.runtime

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nodelet.model import manifests, pods
-from nodelet.model import volumes as vol
+from nodelet.model.core import pods
+from nodelet.model.core import volumes as vol
+from nodelet.model.parsing import manifests
 from nodelet.services import volumes
 
 FS_GROUP = 2345

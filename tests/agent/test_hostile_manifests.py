@@ -16,8 +16,9 @@ import pytest
 
 from conftest import Instance
 from harness import Harness, all_ready, exec_in, pod_manifest
-from nodelet.model import health, manifests
-from nodelet.model import status as st
+from nodelet.model.core import health
+from nodelet.model.core import status as st
+from nodelet.model.parsing import manifests
 from nodelet.services import sources
 from polling import eventually
 

@@ -13,10 +13,10 @@ import aiohttp
 import pytest
 
 from nodelet.adapters import api_client, http_server
-from nodelet.model import events as ev
-from nodelet.model import health as hm
-from nodelet.model import pods
-from nodelet.model import status as st
+from nodelet.model.core import events as ev
+from nodelet.model.core import health as hm
+from nodelet.model.core import pods
+from nodelet.model.core import status as st
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 TOKEN = "s3cret-token"

@@ -23,8 +23,8 @@ from harness import (
     waiting,
     waiting_reason,
 )
-from nodelet.model import events as ev
-from nodelet.model import status as st
+from nodelet.model.core import events as ev
+from nodelet.model.core import status as st
 from polling import eventually
 from registry import BLOB_GETS_PER_PULL, PULL_15S_DELAY, Registry
 

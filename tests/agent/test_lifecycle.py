@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import Harness, all_ready, cond, pod_manifest
-from nodelet.model import status as st
+from nodelet.model.core import status as st
 from polling import eventually
 
 pytestmark = pytest.mark.runtime

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness import Harness, pod_manifest
-from nodelet.model import status as st
+from nodelet.model.core import status as st
 from nodelet.services import logs as container_logs
 from polling import eventually
 

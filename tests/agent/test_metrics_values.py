@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nodelet.model import histograms as hg
-from nodelet.model import pods
-from nodelet.model import status as st
+from nodelet.model.core import pods
+from nodelet.model.core import status as st
+from nodelet.model.reports import histograms as hg
 from nodelet.services import metrics
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)

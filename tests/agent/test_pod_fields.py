@@ -13,8 +13,8 @@ import pytest
 
 from harness import Harness, pod_manifest
 from nodelet.adapters import commands, mounts
-from nodelet.model import crilogs, specs
-from nodelet.model import status as st
+from nodelet.model.core import crilogs, specs
+from nodelet.model.core import status as st
 from nodelet.services import logs
 from polling import eventually
 

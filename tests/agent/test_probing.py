@@ -19,9 +19,10 @@ from conftest import Instance, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import checkpoint as cp
 from nodelet.helpers import tasks
-from nodelet.model import events as ev
-from nodelet.model import pods, probespecs
-from nodelet.model import runtime as rt
+from nodelet.model.core import events as ev
+from nodelet.model.core import pods
+from nodelet.model.core import runtime as rt
+from nodelet.model.parsing import probespecs
 from nodelet.services import probing, recording
 from polling import eventually
 

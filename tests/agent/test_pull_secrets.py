@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from harness import Harness, all_ready, events_by, is_true, pod_manifest, waiting, waiting_reason
-from nodelet.model import events as ev
-from nodelet.model import status as st
+from nodelet.model.core import events as ev
+from nodelet.model.core import status as st
 from polling import eventually
 from registry import Auth, Registry
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import AgentFactory, Instance
 from criproxy import CriProxy
 from harness import all_ready, cond, pod_manifest
-from nodelet.model import status as st
+from nodelet.model.core import status as st
 
 pytestmark = pytest.mark.runtime
 

@@ -13,8 +13,8 @@ import pytest
 from conftest import AgentFactory, Instance
 from harness import Harness, all_ready, exec_in
 from nodelet import settings
-from nodelet.model import security
-from nodelet.model import status as st
+from nodelet.model.core import security
+from nodelet.model.core import status as st
 
 pytestmark = pytest.mark.runtime
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from nodelet.adapters import checkpoint as cp
-from nodelet.model import pods
-from nodelet.model import status as st
+from nodelet.model.core import pods
+from nodelet.model.core import status as st
 from nodelet.services import statuses
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 250000, tzinfo=UTC)

@@ -12,7 +12,7 @@ import pytest
 from conftest import Instance
 from harness import Harness, exec_in
 from nodelet.adapters import mounts
-from nodelet.model import status as st
+from nodelet.model.core import status as st
 from polling import eventually
 
 pytestmark = pytest.mark.runtime

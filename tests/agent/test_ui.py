@@ -33,11 +33,11 @@ from harness import Harness, all_ready, cond, pod_manifest
 from nodelet import cli
 from nodelet.adapters import http_server
 from nodelet.adapters.web import pages
-from nodelet.model import events as ev
-from nodelet.model import health as hm
-from nodelet.model import histograms as hg
-from nodelet.model import pods
-from nodelet.model import status as st
+from nodelet.model.core import events as ev
+from nodelet.model.core import health as hm
+from nodelet.model.core import pods
+from nodelet.model.core import status as st
+from nodelet.model.reports import histograms as hg
 from polling import eventually
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness import Harness, all_ready, is_true, pod_manifest
-from nodelet.model import status as st
+from nodelet.model.core import status as st
 from polling import eventually
 
 pytestmark = pytest.mark.runtime

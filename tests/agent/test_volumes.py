@@ -21,8 +21,9 @@ import pytest_asyncio
 from conftest import Instance, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import mounts
-from nodelet.model import envvars, manifests, pods, runtime
-from nodelet.model import volumes as vol
+from nodelet.model.core import envvars, pods, runtime
+from nodelet.model.core import volumes as vol
+from nodelet.model.parsing import manifests
 from nodelet.services import volumes
 
 

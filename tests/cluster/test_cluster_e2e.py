@@ -21,7 +21,7 @@ from harness import Harness, pod_manifest
 from kubeapi import KubeApiServer, now_rfc3339, pod_object
 from nodelet.adapters import kube, kubeconfig
 from nodelet.adapters.cri import errors as cri_errors
-from nodelet.model import pods
+from nodelet.model.core import pods
 from nodelet.services import cluster
 from polling import eventually
 from registry import Registry

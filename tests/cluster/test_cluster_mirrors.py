@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from kubeapi import ClusterRig, KubeApiServer, pod_object
-from nodelet.model import manifests, pods
-from nodelet.model import status as st
+from nodelet.model.core import pods
+from nodelet.model.core import status as st
+from nodelet.model.parsing import manifests
 from polling import eventually
 
 MIRROR = pods.ANNOTATION_CONFIG_MIRROR

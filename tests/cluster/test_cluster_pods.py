@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kubeapi import ClusterRig, KubeApiServer, pod_object
-from nodelet.model import events as ev
+from nodelet.model.core import events as ev
 from polling import eventually
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from kubeapi import ClusterRig, KubeApiServer, pod_object
-from nodelet.model import pods
-from nodelet.model import status as st
+from nodelet.model.core import pods
+from nodelet.model.core import status as st
 from polling import eventually
 
 OWN = (st.POD_SCHEDULED, st.POD_READY_TO_START_CONTAINERS, st.INITIALIZED,

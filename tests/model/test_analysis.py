@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import analysis as an
-from nodelet.model import analysis_html, analysis_report, histograms
-from nodelet.model import analysis_input as ai
+from nodelet.model.reports import analysis as an
+from nodelet.model.reports import analysis_html, analysis_report, histograms
+from nodelet.model.reports import analysis_input as ai
 
 PRTSC, PHN = "PodReadyToStartContainers", "PodHasNetwork"
 T = "2024-05-01T10:00:{:02d}Z"

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from nodelet import settings
-from nodelet.model import generation, pods, runtime, status
-from nodelet.model.status import PodCondition
+from nodelet.model.core import generation, pods, runtime, status
+from nodelet.model.core.status import PodCondition
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 GATE = "example.com/lb"

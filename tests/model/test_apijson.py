@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import apijson
-from nodelet.model import status as st
+from nodelet.model.core import apijson
+from nodelet.model.core import status as st
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import fields, manifests, pods, runtime, specs, volumes
+from nodelet.model.core import fields, pods, runtime, specs, volumes
+from nodelet.model.parsing import manifests
 
 NODE = "node-1"
 INT64_MAX = 2**63 - 1

@@ -9,7 +9,7 @@ import resource
 import pytest
 
 from nodelet import settings
-from nodelet.model import duplicates, inputlimits, manifests
+from nodelet.model.parsing import duplicates, inputlimits, manifests
 
 LIMITS = settings.ManifestLimits()
 POD_HEAD = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\n"

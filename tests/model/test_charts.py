@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from nodelet.model import charts
-from nodelet.model import histograms as hg
+from nodelet.model.reports import charts
+from nodelet.model.reports import histograms as hg
 
 SVG = "{http://www.w3.org/2000/svg}"
 PAGE = charts.Look(width=960, height=300, left=50, right=10, top=16, bottom=40,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nodelet import settings
-from nodelet.model import conditions, pods, runtime, status
-from nodelet.model.status import PodCondition
+from nodelet.model.core import conditions, pods, runtime, status
+from nodelet.model.core.status import PodCondition
 
 RUNNING = status.ContainerStateRunning()
 WAITING = status.ContainerStateWaiting(reason="ContainerCreating")

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import manifests, pods
+from nodelet.model.core import pods
+from nodelet.model.parsing import manifests
 
 NODE = "node-1"
 C0 = "spec.containers[0]"

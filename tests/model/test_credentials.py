@@ -1,5 +1,6 @@
-"""Registry credentials (model.credentials): docker configs, the keyring's matching and order as
-the kubelet's credentialprovider has them, pull secrets, and `imagePullSecrets` in the spec."""
+"""Registry credentials (model.core.credentials): docker configs, the keyring's matching and
+order as the kubelet's credentialprovider has them, pull secrets, and `imagePullSecrets` in the
+spec."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import credentials as cr
-from nodelet.model import manifests, pods
+from nodelet.model.core import credentials as cr
+from nodelet.model.core import pods
+from nodelet.model.parsing import manifests
 
 
 def b64(text: str, *, pad: bool = True) -> str:

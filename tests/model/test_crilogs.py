@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import crilogs
+from nodelet.model.core import crilogs
 
 T1 = "2024-05-01T12:00:00.123456789Z"
 T2 = "2024-05-01T12:00:01.5+02:00"

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import downward, envvars, manifests, pods
-from nodelet.model import volumes as vol
+from nodelet.model.core import downward, envvars, pods
+from nodelet.model.core import volumes as vol
+from nodelet.model.parsing import manifests
 
 CM = manifests.ConfigMap(
     "cfg", "default", data={"host": "db", "port": "5432", "1bad": "x", "ok.name": "y"},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodelet.model import etchosts, pods, runtime
+from nodelet.model.core import etchosts, pods, runtime
 
 LOCALHOST = (
     "127.0.0.1\tlocalhost\n"

@@ -30,24 +30,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodelet import settings as nodelet_settings
-from nodelet.model import (
+from nodelet.model.core import (
     admission,
-    apifields,
     downward,
     envvars,
     etchosts,
     generation,
     handlers,
-    manifests,
     podjson,
     pods,
-    presenting,
     probes,
     runtime,
     security,
     specs,
 )
-from nodelet.model import volumes as vol
+from nodelet.model.core import volumes as vol
+from nodelet.model.parsing import apifields, manifests
+from nodelet.model.reports import presenting
 
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)

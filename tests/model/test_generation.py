@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from nodelet import settings
-from nodelet.model import generation, pods
-from nodelet.model import status as st
+from nodelet.model.core import generation, pods
+from nodelet.model.core import status as st
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 POD = pods.Pod(uid=pods.PodUID("u"), name="p", namespace="default",

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from nodelet.model import histograms as hg
+from nodelet.model.reports import histograms as hg
 
 INF = math.inf
 # lat_seconds as /metrics exposes it: le=0.1: 2, 0.5: 6, 1.0: 8, +Inf: 10; sum 9.5.

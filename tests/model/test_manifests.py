@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import handlers, manifests, pods
+from nodelet.model.core import handlers, pods
+from nodelet.model.parsing import manifests
 
 NODE = "node-1"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodelet.model import manifests, mirrorpods, pods
+from nodelet.model.core import mirrorpods, pods
+from nodelet.model.parsing import manifests
 
 MIRROR = pods.ANNOTATION_CONFIG_MIRROR
 

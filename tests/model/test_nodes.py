@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nodelet.model import nodes
-from nodelet.model import runtime as rt
+from nodelet.model.core import nodes
+from nodelet.model.core import runtime as rt
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MACHINE = nodes.MachineFacts(cpus=2, memory_bytes=4 * 1024**3, machine_id="m1", boot_id="b1",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import phases, pods, runtime, status
+from nodelet.model.core import phases, pods, runtime, status
 
 RUNNING = status.ContainerStateRunning()
 WAITING = status.ContainerStateWaiting(reason="ContainerCreating")

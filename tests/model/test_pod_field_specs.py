@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import manifests, pods, runtime, specs
-from nodelet.model import volumes as vol
+from nodelet.model.core import pods, runtime, specs
+from nodelet.model.core import volumes as vol
+from nodelet.model.parsing import manifests
 
 NODE = "node-1"
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from nodelet.adapters.cri import convert
-from nodelet.model import admission, manifests, pods, runtime, security, specs
+from nodelet.model.core import admission, pods, runtime, security, specs
+from nodelet.model.parsing import manifests
 
 NODE = "node-1"
 OPTIONS = security.Options(seccomp_profile_root=Path("/var/lib/nodelet/seccomp"))

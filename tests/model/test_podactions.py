@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import handlers, pods, runtime, sandboxes
-from nodelet.model import podactions as pa
+from nodelet.model.core import handlers, pods, runtime, sandboxes
+from nodelet.model.core import podactions as pa
 
 READY = runtime.SandboxState.READY
 NOTREADY = runtime.SandboxState.NOTREADY

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import admission, apifields, envspecs, hookspecs, manifests, podfields
+from nodelet.model.core import admission
+from nodelet.model.parsing import apifields, envspecs, hookspecs, manifests, podfields
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "podspec.md"
 
@@ -43,7 +44,7 @@ def test_the_value_sources_of_env_are_all_described() -> None:
 def test_docs_podspec_md_is_the_rendered_table() -> None:
     assert DOC.read_text() == podfields.render_markdown(), (
         "docs/podspec.md is stale: run "
-        "`.venv/bin/python -m nodelet.model.podfields > docs/podspec.md`")
+        "`.venv/bin/python -m nodelet.model.parsing.podfields > docs/podspec.md`")
 
 
 def pod(spec: dict[str, Any] | None = None, container: dict[str, Any] | None = None,

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import events as ev
-from nodelet.model import health as hm
-from nodelet.model import podjson, pods, presenting
-from nodelet.model import status as st
+from nodelet.model.core import events as ev
+from nodelet.model.core import health as hm
+from nodelet.model.core import podjson, pods
+from nodelet.model.core import status as st
+from nodelet.model.reports import presenting
 
 NOW = datetime(2024, 5, 1, 12, 10, 0, tzinfo=UTC)
 CREATED = NOW - timedelta(minutes=3, seconds=20)

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import handlers, manifests, pods, probes, probespecs
+from nodelet.model.core import handlers, pods, probes
+from nodelet.model.parsing import manifests, probespecs
 
 EXEC = {"exec": {"command": ["cat", "/tmp/healthy"]}}
 

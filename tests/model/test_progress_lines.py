@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nodelet.model import progress_lines as pl
-from nodelet.model import status as st
+from nodelet.model.core import status as st
+from nodelet.model.reports import progress_lines as pl
 
 T0 = datetime(2026, 12, 2, 11, 0, 0, tzinfo=UTC)
 NOW = T0 + timedelta(seconds=5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodelet.model import sandboxerrors
+from nodelet.model.core import sandboxerrors
 
 CONTAINERD_ERRORS = [
     ('failed to setup network for sandbox "4b1f": plugin type="bridge" failed (add): failed to '

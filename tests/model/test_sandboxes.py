@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodelet.model import pods, runtime, sandboxes
+from nodelet.model.core import pods, runtime, sandboxes
 
 READY = runtime.SandboxState.READY
 NOTREADY = runtime.SandboxState.NOTREADY

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import status as st
-from nodelet.model import statuspatch
+from nodelet.model.core import status as st
+from nodelet.model.core import statuspatch
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

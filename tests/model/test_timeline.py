@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import events as ev
-from nodelet.model import podjson, pods
-from nodelet.model import status as st
-from nodelet.model import timeline as tl
+from nodelet.model.core import events as ev
+from nodelet.model.core import podjson, pods
+from nodelet.model.core import status as st
+from nodelet.model.reports import timeline as tl
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 100000, tzinfo=UTC)
 NOW = T0 + timedelta(seconds=30)

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nodelet.model import status as st
-from nodelet.model import transitions
+from nodelet.model.core import status as st
+from nodelet.model.core import transitions
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 NOW = T0 + timedelta(seconds=30)

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from nodelet.model import manifests, pods
-from nodelet.model import volumes as vol
-from nodelet.model.volumes import FileSpec
+from nodelet.model.core import pods
+from nodelet.model.core import volumes as vol
+from nodelet.model.core.volumes import FileSpec
+from nodelet.model.parsing import manifests
 
 CM = manifests.ConfigMap(
     "cfg", "default", data={"a": "alpha", "b.conf": "x=1"}, binary_data={"bin": b"\x00\x01"}

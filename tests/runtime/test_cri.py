@@ -13,7 +13,7 @@ from nodelet import settings as settings_
 from nodelet.adapters import cni
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
-from nodelet.model import runtime as rt
+from nodelet.model.core import runtime as rt
 from polling import eventually
 
 pytestmark = pytest.mark.runtime

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import Instance, sandbox_config
 from nodelet import settings as settings_
-from nodelet.model import runtime as rt
+from nodelet.model.core import runtime as rt
 
 pytestmark = pytest.mark.runtime
 

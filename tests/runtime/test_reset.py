@@ -12,8 +12,8 @@ import pytest
 from conftest import Instance, InstanceFactory, detach, leftovers, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import cni, mounts
-from nodelet.model import pods
-from nodelet.model import runtime as rt
+from nodelet.model.core import pods
+from nodelet.model.core import runtime as rt
 from nodelet.services import resetting, volumes
 
 pytestmark = pytest.mark.runtime

@@ -1,7 +1,7 @@
 """A tiny synchronous client of nodelet's local HTTP API, for the CLI readers (stdlib urllib).
 
 `nodelet get pods` and `nodelet describe pod` read `/pods` and `/events` from a running agent
-through this client and render them with `model.presenting`.
+through this client and render them with `model.reports.presenting`.
 
 Exceptions:
 

@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Protocol
 
 from nodelet import settings as settings_
-from nodelet.model import events as ev
-from nodelet.model import pods, transitions
-from nodelet.model import status as st
+from nodelet.model.core import events as ev
+from nodelet.model.core import pods, transitions
+from nodelet.model.core import status as st
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import platform
 import socket
 from pathlib import Path
 
-from nodelet.model import nodes, runtime
+from nodelet.model.core import nodes, runtime
 
 
 def host_ip() -> str:

@@ -44,12 +44,12 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from nodelet.adapters.web import pages
-from nodelet.model import events as ev
-from nodelet.model import health as hm
-from nodelet.model import histograms as hg
-from nodelet.model import podjson
-from nodelet.model import pods as podmodel
-from nodelet.model import status as st
+from nodelet.model.core import events as ev
+from nodelet.model.core import health as hm
+from nodelet.model.core import podjson
+from nodelet.model.core import pods as podmodel
+from nodelet.model.core import status as st
+from nodelet.model.reports import histograms as hg
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ import aiohttp
 
 from nodelet.adapters import kubeconfig
 from nodelet.helpers import backoff, ratelimit
-from nodelet.model import apijson
+from nodelet.model.core import apijson
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from nodelet.adapters import commands
 from nodelet.helpers import errors
-from nodelet.model import volumes
+from nodelet.model.core import volumes
 
 # The atomic writer's names inside a volume directory (the kubelet's AtomicWriter).
 DATA_LINK = "..data"

@@ -20,7 +20,7 @@ import aiohttp
 import grpc
 
 import nodelet
-from nodelet.model import probes
+from nodelet.model.core import probes
 
 # Servers that special-case probes look for this prefix (the kubelet sends kube-probe/<ver>).
 USER_AGENT = f"kube-probe/nodelet-{nodelet.__version__}"

@@ -39,7 +39,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nodelet.adapters import kube
-from nodelet.model import apijson, conditions, configs, manifests, pods
+from nodelet.model.core import apijson, conditions, configs, pods
+from nodelet.model.parsing import manifests
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from typing import TypeVar
 from nodelet import settings as settings_mod
 from nodelet.adapters import checkpoint as cp
 from nodelet.helpers import backoff, tasks
-from nodelet.model import events as ev
-from nodelet.model import health, pods, transitions
-from nodelet.model import status as st
+from nodelet.model.core import events as ev
+from nodelet.model.core import health, pods, transitions
+from nodelet.model.core import status as st
 
 log = logging.getLogger(__name__)
 

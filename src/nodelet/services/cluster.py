@@ -32,7 +32,7 @@ from datetime import datetime
 from nodelet import settings as settings_mod
 from nodelet.adapters import host, kube, kubeconfig
 from nodelet.helpers import backoff, ratelimit, tasks
-from nodelet.model import apijson, configs, health, nodes, pods
+from nodelet.model.core import apijson, configs, health, nodes, pods
 from nodelet.services import (
     apisource,
     eventposting,

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from nodelet.adapters.cri import client as cri
-from nodelet.model import crilogs, downward, envvars, pods, runtime, sandboxes, security, specs
-from nodelet.model import events as ev
-from nodelet.model import volumes as vol
+from nodelet.model.core import crilogs, downward, envvars, pods, runtime, sandboxes, security, specs
+from nodelet.model.core import events as ev
+from nodelet.model.core import volumes as vol
 from nodelet.services import hooks, images, recording, volumes
 
 log = logging.getLogger(__name__)

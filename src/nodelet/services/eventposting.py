@@ -17,7 +17,7 @@ import logging
 
 from nodelet.adapters import kube
 from nodelet.helpers import backoff
-from nodelet.model import events as ev
+from nodelet.model.core import events as ev
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import time
 
 from nodelet.adapters import probes_net
 from nodelet.adapters.cri import client as cri
-from nodelet.model import handlers, pods, probes, runtime
+from nodelet.model.core import handlers, pods, probes, runtime
 
 log = logging.getLogger(__name__)
 

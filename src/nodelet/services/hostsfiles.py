@@ -1,7 +1,7 @@
 """The pod's managed /etc/hosts on the host: `<pods root>/<pod uid>/etc-hosts`.
 
 Written, as by the kubelet, before each container start, and mounted at /etc/hosts into the
-containers that do not mount a volume there (`model.etchosts` decides the content). The file
+containers that do not mount a volume there (`model.core.etchosts` decides the content). The file
 is rewritten in place and only when its content differs: running containers have its inode
 bind-mounted, so a rename would leave them with the old file. It goes with the pod's
 directory when the pod is terminated.
@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from nodelet.model import etchosts, pods, runtime
+from nodelet.model.core import etchosts, pods, runtime
 
 NODE_HOSTS = Path("/etc/hosts")
 # nodelet has no --cluster-domain flag: FQDNs are those of a kubelet without one.

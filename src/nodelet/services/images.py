@@ -7,7 +7,7 @@ that case the container's waiting reason is set: `ErrImagePull` right after a fa
 `ImagePullBackOff` while the back-off (10 s doubling to 300 s per pod and image) runs,
 `ErrImageNeverPull` for a missing image with policy Never.
 
-Credentials (`model.credentials`) come from the pod's `imagePullSecrets`, read through the
+Credentials (`model.core.credentials`) come from the pod's `imagePullSecrets`, read through the
 volume manager's `lookup` (so in cluster mode they are fetched from the API like volume
 Secrets), then from the node's docker config file. As the kubelet does, every credential that
 matches the image is tried in order until a pull succeeds, and the image is pulled anonymously
@@ -31,9 +31,9 @@ from pathlib import Path
 from nodelet import settings as settings_mod
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
-from nodelet.model import credentials, pods
-from nodelet.model import events as ev
-from nodelet.model import volumes as vol
+from nodelet.model.core import credentials, pods
+from nodelet.model.core import events as ev
+from nodelet.model.core import volumes as vol
 from nodelet.services import recording
 
 log = logging.getLogger(__name__)

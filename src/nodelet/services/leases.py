@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from nodelet.adapters import kube
 from nodelet.helpers import backoff
-from nodelet.model import apijson
+from nodelet.model.core import apijson
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from nodelet.model import crilogs, presenting
+from nodelet.model.core import crilogs
+from nodelet.model.reports import presenting
 
 JSON = crilogs.JSON
 

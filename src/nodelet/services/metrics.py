@@ -2,7 +2,7 @@
 
 One `CollectorRegistry` per agent (no global registry), served at `/metrics`. Labels are
 bounded: no pod names or UIDs. Sandbox failures are counted by an error class derived from the
-runtime's error (`model.sandboxerrors.classify_sandbox_error`, pure).
+runtime's error (`model.core.sandboxerrors.classify_sandbox_error`, pure).
 
 What feeds it:
 - `observe_operation`: the CRI client's `OperationObserver` (every RPC, kubelet operation names);
@@ -15,7 +15,7 @@ What feeds it:
 - `observe_checkpoint_write`: the checkpoint writer's observer (after every write attempt).
 
 What reads it: `render` (the `/metrics` text) and `sandbox_metrics` (the web UI's node page, as
-`model.histograms` values: prometheus_client stays inside this module).
+`model.reports.histograms` values: prometheus_client stays inside this module).
 
 Latencies measured from condition transition times only count transitions made while this
 agent runs: a pod adopted after a restart is not observed again with its old times.
@@ -33,9 +33,9 @@ import prometheus_client as prom
 
 from nodelet.adapters import checkpoint as cp
 from nodelet.adapters.cri import client as cri
-from nodelet.model import events as ev
-from nodelet.model import histograms as hg
-from nodelet.model import pods, runtime, sandboxerrors, status
+from nodelet.model.core import events as ev
+from nodelet.model.core import pods, runtime, sandboxerrors, status
+from nodelet.model.reports import histograms as hg
 
 # Sandbox creation is 0.1-0.5 s here, slower under load; the kubelet's buckets start at 5 ms.
 _SANDBOX_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)

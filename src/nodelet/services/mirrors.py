@@ -4,7 +4,7 @@
 
 A mirror pod is never run (`apisource` leaves mirror pods out); it only shows the static pod,
 and its status, to the cluster. What a mirror pod looks like and when one is created or
-deleted is decided by `model.mirrorpods` (pure: `mirror_object`, `plan`); `MirrorPods.run()`
+deleted is decided by `model.core.mirrorpods` (pure: `mirror_object`, `plan`); `MirrorPods.run()`
 carries the plan out, re-planning after every change of the static pods or of the mirror pods
 the pod watch sees, retrying API errors with a back-off. Deletes use grace 0 and a UID
 precondition; a static pod that left the manifests keeps its mirror pod until its worker
@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 
 from nodelet.adapters import kube
 from nodelet.helpers import backoff
-from nodelet.model import apijson, pods
-from nodelet.model import mirrorpods as mp
+from nodelet.model.core import apijson, pods
+from nodelet.model.core import mirrorpods as mp
 
 log = logging.getLogger(__name__)
 

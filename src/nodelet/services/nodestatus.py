@@ -8,7 +8,7 @@ condition from CRI Status (RuntimeReady and NetworkReady) — and PATCHed only w
 or `report_period` passed (kubelet: `nodeStatusReportFrequency` 5 min; the Lease is the
 heartbeat in between). A condition's `lastTransitionTime` moves only when its status does.
 
-What the Node and its status say is decided by `model.nodes` (pure); facts about the machine
+What the Node and its status say is decided by `model.core.nodes` (pure); facts about the machine
 (`nodes.MachineFacts`) are read by the host adapter, once, by the caller. This module only does
 the API and CRI calls.
 
@@ -24,8 +24,8 @@ from datetime import datetime
 from typing import Protocol
 
 from nodelet.adapters import kube
-from nodelet.model import apijson, nodes
-from nodelet.model import runtime as rt
+from nodelet.model.core import apijson, nodes
+from nodelet.model.core import runtime as rt
 
 log = logging.getLogger(__name__)
 

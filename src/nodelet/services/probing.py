@@ -5,7 +5,7 @@ instance runs as its own loop — here a named task in the agent's `TaskGroup`
 (`probe:<kind>:<namespace>/<pod>:<container>`). A loop waits for the startup probe to succeed
 (liveness and readiness only), then for `initialDelaySeconds` after the container started, then
 makes one attempt every `periodSeconds`, each bounded by `timeoutSeconds`. Results go through
-the pure threshold machine in `model.probes`:
+the pure threshold machine in `model.core.probes`:
 
 - readiness toggles after `successThreshold` / `failureThreshold` equal attempts in a row;
 - startup reports success once and stops; liveness and startup report a failure after
@@ -36,8 +36,8 @@ from typing import Protocol
 from nodelet.adapters import probes_net
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import tasks
-from nodelet.model import events as ev
-from nodelet.model import handlers, pods, probes, runtime
+from nodelet.model.core import events as ev
+from nodelet.model.core import handlers, pods, probes, runtime
 from nodelet.services import recording
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,8 @@
 `ProgressService` subscribes to the status manager and the event recorder (sinks only read),
 keeps the latest status and latest Warning event of each pod, and redraws a rich `Live` region
 every `refresh` seconds from a named task of the agent's task group. The lines themselves are
-laid out by the pure `model.progress_lines`; this module only maps their styles onto colours.
+laid out by the pure `model.reports.progress_lines`; this module only maps their styles onto
+colours.
 
 Log records printed on the same `Console` (the CLI routes logging there) appear above the live
 lines. Pods the status manager forgot (terminated and gone) drop out of the display.
@@ -20,8 +21,9 @@ from rich.live import Live
 from rich.text import Text
 
 from nodelet.helpers import tasks
-from nodelet.model import events as ev
-from nodelet.model import pods, progress_lines, status
+from nodelet.model.core import events as ev
+from nodelet.model.core import pods, status
+from nodelet.model.reports import progress_lines
 from nodelet.services import recording, statuses
 
 __all__ = ["Console", "ProgressService"]

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from nodelet.adapters import checkpoint as cp
-from nodelet.model import events as ev
-from nodelet.model import pods
+from nodelet.model.core import events as ev
+from nodelet.model.core import pods
 
 log = logging.getLogger(__name__)
 

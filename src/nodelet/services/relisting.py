@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from nodelet.adapters.cri import client as cri
-from nodelet.model import pods, runtime
+from nodelet.model.core import pods, runtime
 
 log = logging.getLogger(__name__)
 

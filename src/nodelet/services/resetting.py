@@ -35,7 +35,7 @@ from nodelet import settings as settings_
 from nodelet.adapters import cgroups, cni, containerd, mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
-from nodelet.model import runtime as rt
+from nodelet.model.core import runtime as rt
 
 log = logging.getLogger(__name__)
 

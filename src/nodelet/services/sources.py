@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from nodelet import settings
-from nodelet.model import duplicates, health, manifests, pods
+from nodelet.model.core import health, pods
+from nodelet.model.parsing import duplicates, manifests
 
 log = logging.getLogger(__name__)
 

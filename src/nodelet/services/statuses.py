@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from nodelet.adapters import checkpoint as cp
-from nodelet.model import pods as podmodel
-from nodelet.model import status as st
-from nodelet.model import transitions
+from nodelet.model.core import pods as podmodel
+from nodelet.model.core import status as st
+from nodelet.model.core import transitions
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ It subscribes to the status manager and works like the kubelet's status manager 
 - **no GET when the cache is current**: the API copy is the newer (by resourceVersion) of the
   pod watch's object and the last PATCH answer; a GET only happens when there is none or after
   a conflict;
-- **only what changed**: `model.statuspatch.status_patch` (pure) builds a strategic merge patch
+- **only what changed**: `model.core.statuspatch.status_patch` (pure) builds a strategic merge patch
   of the fields that differ from the API copy, owned conditions only, and no call at all is made
   when nothing does;
 - **retries** after failures with a per-pod doubling back-off (429: the server's Retry-After);
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 from nodelet.adapters import kube
 from nodelet.helpers import backoff
-from nodelet.model import apijson, pods, statuspatch
-from nodelet.model import status as st
+from nodelet.model.core import apijson, pods, statuspatch
+from nodelet.model.core import status as st
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The runtime manager: one sync (or termination) of one pod against the CRI runtime.
 
 `PodSyncer.sync` follows the kubelet's SyncPod: publish the status as the runtime shows it;
-decide (purely, `model.sandboxes`) whether a new sandbox is needed; if so kill what is left
+decide (purely, `model.core.sandboxes`) whether a new sandbox is needed; if so kill what is left
 of the old one and run a new one; publish again at once, so PodReadyToStartContainers turns
 True before any image is pulled or container started; then bring init and app containers to
 what the spec asks. Only the pod's worker calls it, so calls for one pod never overlap.
@@ -24,7 +24,7 @@ from nodelet import settings as settings_mod
 from nodelet.adapters import cgroups, host
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
-from nodelet.model import (
+from nodelet.model.core import (
     admission,
     downward,
     etchosts,
@@ -37,8 +37,8 @@ from nodelet.model import (
     security,
     specs,
 )
-from nodelet.model import events as ev
-from nodelet.model import volumes as vol
+from nodelet.model.core import events as ev
+from nodelet.model.core import volumes as vol
 from nodelet.services import (
     containers,
     hooks,

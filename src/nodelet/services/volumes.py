@@ -40,8 +40,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from nodelet.adapters import mounts
-from nodelet.model import envvars, pods, runtime
-from nodelet.model import volumes as vol
+from nodelet.model.core import envvars, pods, runtime
+from nodelet.model.core import volumes as vol
 
 log = logging.getLogger(__name__)
 

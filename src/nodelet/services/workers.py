@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from nodelet import settings as settings_mod
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff, tasks
-from nodelet.model import pods
+from nodelet.model.core import pods
 from nodelet.services import syncing
 
 log = logging.getLogger(__name__)

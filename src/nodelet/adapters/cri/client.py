@@ -1,6 +1,6 @@
 """A small, purpose-built CRI v1 client over `grpc.aio` on a unix socket.
 
-`RuntimeClient` speaks only the RPCs nodelet needs and only in `nodelet.model.runtime` values;
+`RuntimeClient` speaks only the RPCs nodelet needs and only in `nodelet.model.core.runtime` values;
 protobuf stays inside this package (`convert.py` translates). Every call has a deadline from
 `settings.CriTimeouts`. Failures raise the tree in `nodelet.adapters.cri.errors` (`CriError` and
 subclasses, re-exported here), always `from` the gRPC error.
@@ -38,7 +38,7 @@ from nodelet.adapters.cri.errors import (
 )
 from nodelet.adapters.cri.gen import api_pb2 as pb
 from nodelet.adapters.cri.gen import api_pb2_grpc as pb_grpc
-from nodelet.model import runtime as rt
+from nodelet.model.core import runtime as rt
 
 # The exception tree is re-exported so callers need only this module.
 __all__ = [

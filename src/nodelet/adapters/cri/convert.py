@@ -1,6 +1,6 @@
 """Translation between CRI v1 protobuf messages and nodelet's plain runtime values.
 
-Pure functions, no I/O. `*_to_pb` builds requests from `nodelet.model.runtime` values;
+Pure functions, no I/O. `*_to_pb` builds requests from `nodelet.model.core.runtime` values;
 `*_from_pb` turns responses back into them. Nothing protobuf leaves the CRI adapter.
 """
 
@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 
 from nodelet.adapters.cri.gen import api_pb2 as pb
-from nodelet.model import runtime as rt
+from nodelet.model.core import runtime as rt
 
 
 def sandbox_config_to_pb(config: rt.SandboxConfig) -> pb.PodSandboxConfig:

@@ -2,7 +2,7 @@
 
 - pods: every pod with its phase, its conditions as badges and, while PodReadyToStartContainers
   is not True, the condition's message (which carries the sandbox error);
-- pod: the start-up timeline (`svg.timeline` over `model.timeline`), the sandbox error, the
+- pod: the start-up timeline (`svg.timeline` over `model.reports.timeline`), the sandbox error, the
   conditions with precise transition times, the sandbox attempts and the events;
 - node: the sandbox-ready latency histogram and sandbox failures by error class, as the agent's
   metrics give them (`histograms.SandboxMetrics`).
@@ -26,11 +26,12 @@ from importlib import resources
 from urllib.parse import quote
 
 from nodelet.adapters.web import svg
-from nodelet.model import events as ev
-from nodelet.model import histograms as hg
-from nodelet.model import podjson, pods, presenting
-from nodelet.model import status as st
-from nodelet.model import timeline as tl
+from nodelet.model.core import events as ev
+from nodelet.model.core import podjson, pods
+from nodelet.model.core import status as st
+from nodelet.model.reports import histograms as hg
+from nodelet.model.reports import presenting
+from nodelet.model.reports import timeline as tl
 
 Listed = tuple[pods.Pod, st.PodStatus | None]
 

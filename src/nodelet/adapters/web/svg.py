@@ -2,8 +2,8 @@
 
 Plain SVG with presentation attributes and CSS classes (no inline styles, so the pages can run
 under a strict Content-Security-Policy); `<title>` children give native tooltips. Every text
-that comes from a pod or an event is escaped here. Histograms are drawn by `model.charts`, the
-same code as `nodelet analyze -o html`'s, in the page's classes.
+that comes from a pod or an event is escaped here. Histograms are drawn by
+`model.reports.charts`, the same code as `nodelet analyze -o html`'s, in the page's classes.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from html import escape
 
-from nodelet.model import charts
-from nodelet.model import histograms as hg
-from nodelet.model import timeline as tl
+from nodelet.model.reports import charts
+from nodelet.model.reports import histograms as hg
+from nodelet.model.reports import timeline as tl
 
 _WIDTH = 960
 _LABEL = 220  # the condition names' column

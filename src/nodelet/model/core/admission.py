@@ -1,0 +1,183 @@
+"""Pod admission (pure): whether this node can run a pod as its spec says, before anything of
+it is created — the kubelet's admit handlers (pkg/kubelet/lifecycle, pkg/kubelet/sysctl,
+pkg/kubelet/kubelet.go canAdmitPod).
+
+A refused pod is `Failed` with the handler's reason and the message "Pod was rejected: …", and
+a Warning event with the same reason, as the kubelet reports it. Where the kubelet would
+silently run a pod without a setting this node cannot honour (SELinux, AppArmor on a host
+without them), nodelet refuses instead: an ignored security setting is a security defect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from nodelet.model.core import affinity, pods, security, sysctls
+
+# pkg/kubelet/sysctl/safe_sysctls.go (1.32): namespaced and isolated, so always allowed.
+REJECTED_PREFIX = "Pod was rejected: "
+
+
+@dataclass(frozen=True)
+class Node:
+    """What admission needs to know about this node."""
+
+    labels: Mapping[str, str]
+    name: str = ""
+    # Sysctl names or `prefix*` patterns allowed beyond sysctls.SAFE (--allowed-unsafe-sysctls).
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    apparmor_enabled: bool = False
+    selinux_enabled: bool = False
+    # containerd 1.6 has no user namespaces in CRI (they came with 1.7/2.0).
+    user_namespaces: bool = False
+    # containerd 1.6 only merges groups (SupplementalGroupsPolicy Strict came with 2.0).
+    supplemental_groups_strict: bool = False
+
+
+@dataclass(frozen=True)
+class Rejection:
+    reason: str
+    message: str
+
+    @property
+    def status_message(self) -> str:
+        """The pod's status.message, as the kubelet's rejectPod writes it."""
+        return REJECTED_PREFIX + self.message
+
+
+def check_allowed_unsafe_sysctls(patterns: tuple[str, ...]) -> None:
+    """Settings check, as the kubelet's at start-up: only namespaced sysctls may be allowed."""
+    for pattern in patterns:
+        if sysctls.namespace(pattern.rstrip("*")) is None:
+            raise ValueError(
+                f'the sysctl "{pattern}" is not known to be namespaced: only net.*, kernel.shm*, '
+                "kernel.msg*, kernel.sem and fs.mqueue.* may be allowed"
+            )
+
+
+def _allowlisted(name: str, allowed: tuple[str, ...]) -> bool:
+    for pattern in (*sysctls.SAFE, *allowed):
+        pattern = sysctls.normalize(pattern)
+        if name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1])):
+            return True
+    return False
+
+
+def _sysctls(pod: pods.Pod, node: Node) -> Rejection | None:
+    for raw_name, _ in pod.spec.security_context.sysctls:
+        name = sysctls.normalize(raw_name)
+        if not _allowlisted(name, node.allowed_unsafe_sysctls):
+            problem = f'"{name}" not allowlisted'
+        elif sysctls.namespace(name) == "net" and pod.spec.host_network:
+            problem = f'"{name}" not allowed with host net enabled'
+        elif sysctls.namespace(name) == "ipc" and pod.spec.host_ipc:
+            problem = f'"{name}" not allowed with host ipc enabled'
+        else:
+            continue
+        return Rejection("SysctlForbidden", f"forbidden sysctl: {problem}")
+    return None
+
+
+def _os(pod: pods.Pod, node: Node) -> Rejection | None:
+    if pod.spec.os_name and pod.spec.os_name != "linux":
+        return Rejection("PodOSNotSupported",
+                         "Failed to admit pod as the OS field doesn't match node OS")
+    selected = pod.spec.node_selector.get("kubernetes.io/os")
+    if selected is not None and selected != node.labels.get("kubernetes.io/os", "linux"):
+        return Rejection("PodOSSelectorNodeLabelDoesNotMatch",
+                         "Failed to admit pod as the `kubernetes.io/os` label doesn't match "
+                         "node label")
+    windows = pod.spec.security_context.windows_options is not None or any(
+        c.security_context is not None and c.security_context.windows_options is not None
+        for c in security.all_containers(pod))
+    if windows:
+        return Rejection("PodOSNotSupported",
+                         "windowsOptions only apply to Windows containers; this node runs "
+                         "Linux containers")
+    return None
+
+
+def _node_selector(pod: pods.Pod, node: Node) -> Rejection | None:
+    """nodeSelector and required node affinity, for static pods: pods from the API were
+    placed by the scheduler against the Node's live labels, which may hold labels an
+    administrator set that this node does not know of."""
+    if not pod.is_static:
+        return None
+    selected = all(node.labels.get(k) == v for k, v in pod.spec.node_selector.items())
+    if selected and affinity.matches(pod.spec.required_node_affinity, node.labels, node.name):
+        return None
+    return Rejection("NodeAffinity",
+                     "Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+                     "affinity/selector")
+
+
+def _apparmor_required(pod: pods.Pod) -> bool:
+    profiles = [pod.spec.security_context.app_armor_profile]
+    profiles += [c.security_context.app_armor_profile for c in security.all_containers(pod)
+                 if c.security_context is not None]
+    annotated = any(k.startswith(security.APPARMOR_ANNOTATION_PREFIX) and v != "unconfined"
+                    for k, v in pod.annotations.items())
+    return annotated or any(p is not None and p.type != "Unconfined" for p in profiles)
+
+
+def _apparmor(pod: pods.Pod, node: Node) -> Rejection | None:
+    if node.apparmor_enabled or not _apparmor_required(pod):
+        return None
+    return Rejection("AppArmor", "Cannot enforce AppArmor: AppArmor is not enabled on the host")
+
+
+def _selinux(pod: pods.Pod, node: Node) -> Rejection | None:
+    """seLinuxOptions need SELinux. seLinuxChangePolicy changes nothing without it (as in the
+    kubelet); with it, volumes are relabelled by the runtime (Recursive), so MountOption,
+    which would need SELinux mount options, is refused."""
+    psc = pod.spec.security_context
+    asked = psc.se_linux_options is not None or any(
+        c.security_context is not None and c.security_context.se_linux_options is not None
+        for c in security.all_containers(pod))
+    if asked and not node.selinux_enabled:
+        return Rejection("SELinux",
+                         "Cannot enforce SELinux options: SELinux is not enabled on the host")
+    if node.selinux_enabled and psc.se_linux_change_policy == "MountOption":
+        return Rejection("SELinux", "seLinuxChangePolicy MountOption is not supported: volumes "
+                         "are relabelled recursively by the runtime")
+    return None
+
+
+def _user_namespaces(pod: pods.Pod, node: Node) -> Rejection | None:
+    if pod.spec.host_users is not False or node.user_namespaces:
+        return None
+    return Rejection("UserNamespacesNotSupported",
+                     "hostUsers: false needs user namespaces, which the container runtime "
+                     "does not support (containerd 1.6 has none in CRI)")
+
+
+def _supplemental_groups_policy(pod: pods.Pod, node: Node) -> Rejection | None:
+    policy = pod.spec.security_context.supplemental_groups_policy
+    if policy != "Strict" or node.supplemental_groups_strict:
+        return None
+    return Rejection("SupplementalGroupsPolicyNotSupported",
+                     "SupplementalGroupsPolicy=Strict is not supported in this node")
+
+
+def _refused_fields(pod: pods.Pod, node: Node) -> Rejection | None:
+    """A pod from the API that sets fields nodelet cannot run (see docs/podspec.md)."""
+    if not pod.refused:
+        return None
+    path, why = pod.refused[0]
+    return Rejection("UnsupportedPodSpec", f"{path}: {why}")
+
+
+_HANDLERS: tuple[Callable[[pods.Pod, Node], Rejection | None], ...] = (
+    _refused_fields, _os, _node_selector, _sysctls, _apparmor, _selinux, _user_namespaces,
+    _supplemental_groups_policy,
+)  # fmt: skip
+
+
+def admit(pod: pods.Pod, node: Node) -> Rejection | None:
+    """The first handler's refusal, or None when the node can run the pod."""
+    for handler in _HANDLERS:
+        rejection = handler(pod, node)
+        if rejection is not None:
+            return rejection
+    return None

@@ -1,0 +1,142 @@
+"""Kubernetes events about pods, as plain values, and their v1 `Event` form (pure, no I/O).
+
+An `Event` is one aggregated event: identical occurrences (same pod UID, type, reason and
+message) share one value whose `count` grows and whose `last_timestamp` moves, as client-go's
+event correlator does. Times are precise, timezone-aware datetimes; `event_to_api` serialises
+them as Kubernetes does (RFC 3339, whole seconds), or with microseconds when asked to be
+precise. This module raises no exceptions of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from nodelet.model.core import pods
+from nodelet.model.core import status as st
+
+EventType = Literal["Normal", "Warning"]
+
+# The reporting component, as `source.component` ("kubelet" for the real thing).
+COMPONENT = "nodelet"
+
+# Reasons the kubelet uses (pkg/kubelet/events/event.go); DESIGN.md §3 gives the messages.
+FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"
+SANDBOX_CHANGED = "SandboxChanged"
+FAILED_POD_SANDBOX_STATUS = "FailedPodSandBoxStatus"
+FAILED_MOUNT = "FailedMount"
+FAILED_KILL_POD = "FailedKillPod"
+PULLING = "Pulling"
+PULLED = "Pulled"
+CREATED = "Created"
+STARTED = "Started"
+KILLING = "Killing"
+BACK_OFF = "BackOff"
+UNHEALTHY = "Unhealthy"
+FAILED = "Failed"
+
+EventKey = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One (aggregated) event about a pod.
+
+    `name` is the object name (`<pod>.<hex>`, unique per aggregated event); `host` is the node.
+    """
+
+    name: str
+    namespace: str
+    pod_name: str
+    pod_uid: pods.PodUID
+    type: EventType
+    reason: str
+    message: str
+    count: int
+    first_timestamp: datetime
+    last_timestamp: datetime
+    host: str
+    component: str = COMPONENT
+
+    @property
+    def key(self) -> EventKey:
+        """What identical events share: pod UID, type, reason, message."""
+        return event_key(self.pod_uid, self.type, self.reason, self.message)
+
+    def repeated(self, at: datetime) -> Event:
+        """This event seen once more at `at`: count + 1, last timestamp moved."""
+        return dataclasses.replace(self, count=self.count + 1, last_timestamp=at)
+
+
+def event_key(uid: pods.PodUID, type_: EventType, reason: str, message: str) -> EventKey:
+    """The aggregation key of an event."""
+    return (str(uid), type_, reason, message)
+
+
+def event_name(pod_name: str, at: datetime) -> str:
+    """`<pod>.<hex nanoseconds>`, as client-go names events."""
+    nanos = int(at.timestamp()) * 1_000_000_000 + at.microsecond * 1000
+    return f"{pod_name}.{nanos:x}"
+
+
+def new_event(
+    pod: pods.Pod, type_: EventType, reason: str, message: str, *, at: datetime, host: str
+) -> Event:
+    """A first occurrence (count 1) of an event about `pod`."""
+    return Event(
+        name=event_name(pod.name, at),
+        namespace=pod.namespace,
+        pod_name=pod.name,
+        pod_uid=pod.uid,
+        type=type_,
+        reason=reason,
+        message=message,
+        count=1,
+        first_timestamp=at,
+        last_timestamp=at,
+        host=host,
+    )
+
+
+def event_to_api(event: Event, *, precise: bool = False) -> dict[str, Any]:
+    """The v1 Event object, shaped as the kubelet's (core/v1, legacy fields filled); `precise`
+    writes firstTimestamp and lastTimestamp with microseconds (nodelet's own timelines)."""
+    stamp = st.format_precise if precise else st.format_time
+    return {
+        "kind": "Event",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": event.name,
+            "namespace": event.namespace,
+            "creationTimestamp": st.format_time(event.first_timestamp),
+        },
+        "involvedObject": {
+            "kind": "Pod",
+            "namespace": event.namespace,
+            "name": event.pod_name,
+            "uid": event.pod_uid,
+            "apiVersion": "v1",
+        },
+        "reason": event.reason,
+        "message": event.message,
+        "source": {"component": event.component, "host": event.host},
+        "firstTimestamp": stamp(event.first_timestamp),
+        "lastTimestamp": stamp(event.last_timestamp),
+        "count": event.count,
+        "type": event.type,
+        "eventTime": None,
+        "reportingComponent": event.component,
+        "reportingInstance": event.host,
+    }
+
+
+def event_list_to_api(events: list[Event], *, precise: bool = False) -> dict[str, Any]:
+    """A v1 EventList of `events`, in the given order (`precise`: as `event_to_api`)."""
+    return {
+        "kind": "EventList",
+        "apiVersion": "v1",
+        "metadata": {},
+        "items": [event_to_api(e, precise=precise) for e in events],
+    }

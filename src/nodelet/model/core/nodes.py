@@ -1,0 +1,184 @@
+"""The Node object and its status, as the kubelet's `kubelet_node_status.go` builds them.
+
+Pure functions over plain values: the facts about the machine (`MachineFacts`, read by the host
+adapter), what nodelet says about its node (`NodeSpec`), and the runtime's answers (CRI Version
+and Status, as model values). `services.nodestatus` does the API and CRI calls and sends what
+these functions return.
+
+Rules:
+- capacity (cpu, memory, pods) comes from the machine and equals allocatable (nodelet reserves
+  nothing for the system);
+- the Ready condition comes from CRI Status (RuntimeReady and NetworkReady), worded as the
+  kubelet words it; the pressure conditions are always False (no eviction signals are read);
+- a condition's `lastTransitionTime` moves only when its status does; heartbeats are `now`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import nodelet
+from nodelet.model.core import apijson
+from nodelet.model.core import runtime as rt
+from nodelet.model.core import status as st
+
+# (status, reason, message) of a node condition.
+ConditionValue = tuple[str, str, str]
+
+# The kubelet's version string is what `kubectl get nodes` shows; say what we are.
+KUBELET_VERSION = f"v1.31.0-nodelet.{nodelet.__version__}"
+
+# Conditions nodelet reports as the kubelet does when nothing presses (type, status, reason,
+# message); nodelet reads no pressure signals, so they never change.
+_NO_PRESSURE = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory",
+     "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+)
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """What the Node says about the machine (capacity and nodeInfo)."""
+
+    cpus: int
+    memory_bytes: int
+    machine_id: str = ""
+    boot_id: str = ""
+    kernel_version: str = ""
+    os_image: str = ""
+    architecture: str = "amd64"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What nodelet says about its node (everything but the runtime's state)."""
+
+    name: str
+    host_ip: str
+    machine: MachineFacts
+    max_pods: int = 110
+    pod_cidrs: tuple[str, ...] = ()
+    kubelet_port: int = 10250
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def node_labels(spec: NodeSpec) -> dict[str, str]:
+    """The well-known labels the kubelet sets on its Node, then `spec.labels` over them."""
+    return {
+        "kubernetes.io/hostname": spec.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": spec.machine.architecture,
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": spec.machine.architecture,
+        **spec.labels,
+    }
+
+
+def node_object(spec: NodeSpec) -> apijson.Obj:
+    """The Node to create."""
+    node: apijson.Obj = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": spec.name, "labels": node_labels(spec)},
+        "spec": {},
+    }
+    if spec.pod_cidrs:
+        node["spec"] = {"podCIDR": spec.pod_cidrs[0], "podCIDRs": list(spec.pod_cidrs)}
+    return node
+
+
+def ready_condition(runtime: rt.RuntimeStatus | None, error: str = "") -> ConditionValue:
+    """(status, reason, message) of the node's Ready condition, worded as the kubelet does;
+    `runtime` None means the runtime did not answer, `error` says why."""
+    if runtime is None:
+        return "False", "KubeletNotReady", f"container runtime status check may not have " \
+            f"completed yet: {error}".rstrip(": ")
+    problems = [p for p in (_runtime_problem(runtime, t) for t in ("RuntimeReady", "NetworkReady"))
+                if p]
+    if problems:
+        return "False", "KubeletNotReady", "; ".join(problems)
+    return "True", "KubeletReady", "kubelet is posting ready status"
+
+
+def _runtime_problem(runtime: rt.RuntimeStatus, type_: str) -> str:
+    """The kubelet's words for runtime condition `type_` not being true; "" when it is."""
+    cond = runtime.condition(type_)
+    if cond is not None and cond.status:
+        return ""
+    reason = cond.reason if cond else "missing"
+    message = cond.message if cond else "not reported"
+    what = "network" if type_ == "NetworkReady" else ""
+    return f"container runtime {what} not ready: {type_}=false " \
+        f"reason:{reason} message:{message}".replace("  ", " ")
+
+
+def node_status(
+    spec: NodeSpec,
+    version: rt.VersionInfo | None,
+    ready: ConditionValue,
+    *,
+    previous: Mapping[str, Any] | None,
+    now: datetime,
+) -> apijson.Obj:
+    """The Node status to report. Transition times are kept from `previous` (the API's status)
+    for conditions whose status did not change; heartbeats are `now`; `version` None (the
+    runtime did not answer) leaves containerRuntimeVersion empty."""
+    capacity = _capacity(spec)
+    return {
+        "capacity": capacity,
+        "allocatable": dict(capacity),
+        "conditions": _conditions(ready, previous, now),
+        "addresses": [{"type": "InternalIP", "address": spec.host_ip},
+                      {"type": "Hostname", "address": spec.name}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": spec.kubelet_port}},
+        "nodeInfo": _node_info(spec.machine, version),
+    }
+
+
+def status_changed(reported: Mapping[str, Any] | None, status: Mapping[str, Any]) -> bool:
+    """True when `status` says more than `reported` did beyond newer heartbeats (None: nothing
+    was reported yet)."""
+    return reported is None or _without_heartbeats(status) != _without_heartbeats(reported)
+
+
+def _capacity(spec: NodeSpec) -> dict[str, str]:
+    m = spec.machine
+    return {"cpu": str(m.cpus), "memory": f"{m.memory_bytes // 1024}Ki",
+            "pods": str(spec.max_pods), "ephemeral-storage": "0"}
+
+
+def _conditions(ready: ConditionValue, previous: Mapping[str, Any] | None,
+                now: datetime) -> list[apijson.Obj]:
+    stamp = st.format_time(now)
+    old = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
+    conditions = []
+    for type_, status, reason, message in (*_NO_PRESSURE, ("Ready", *ready)):
+        before = old.get(type_)
+        since = before.get("lastTransitionTime") if before and \
+            before.get("status") == status else stamp
+        conditions.append({"type": type_, "status": status, "reason": reason,
+                           "message": message, "lastHeartbeatTime": stamp,
+                           "lastTransitionTime": since})
+    return conditions
+
+
+def _node_info(m: MachineFacts, version: rt.VersionInfo | None) -> dict[str, str]:
+    runtime_version = f"{version.runtime_name}://{version.runtime_version}" if version else ""
+    return {
+        "machineID": m.machine_id, "systemUUID": m.machine_id, "bootID": m.boot_id,
+        "kernelVersion": m.kernel_version, "osImage": m.os_image,
+        "containerRuntimeVersion": runtime_version, "kubeletVersion": KUBELET_VERSION,
+        "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": m.architecture,
+    }
+
+
+def _without_heartbeats(status: Mapping[str, Any]) -> apijson.Obj:
+    out = dict(status)
+    out["conditions"] = [{k: v for k, v in c.items() if k != "lastHeartbeatTime"}
+                         for c in status.get("conditions", [])]
+    return out

@@ -1,0 +1,262 @@
+"""Container statuses and the pod phase, from what the runtime reports.
+
+`container_statuses` is the kubelet's convertToAPIContainerStatuses and `pod_phase` its getPhase
+(`pkg/kubelet/kubelet_pods.go`), both pure: probe results and the reasons of failed starts
+(CrashLoopBackOff, ImagePullBackOff...) are passed in by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from nodelet.model.core import pods, runtime, status
+
+# Waiting reasons of containers the runtime does not have yet (kubelet_pods.go).
+CONTAINER_CREATING = "ContainerCreating"
+POD_INITIALIZING = "PodInitializing"
+
+_TERMINAL: frozenset[status.PodPhase] = frozenset({"Succeeded", "Failed"})
+Statuses = Sequence[status.ContainerStatus]
+
+
+# --- the phase -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Counts:
+    pending_init: int = 0
+    pending_sidecars: int = 0
+    failed_init: int = 0
+    unknown: int = 0
+    running: int = 0
+    waiting: int = 0
+    stopped: int = 0
+    succeeded: int = 0
+
+
+def _exited_before(s: status.ContainerStatus) -> bool:
+    return isinstance(s.last_state, status.ContainerStateTerminated)
+
+
+def _count_init(c: _Counts, s: status.ContainerStatus | None) -> None:
+    """A regular (run-to-completion) init container."""
+    if s is None or isinstance(s.state, status.ContainerStateRunning):
+        c.pending_init += 1
+    elif isinstance(s.state, status.ContainerStateTerminated):
+        c.failed_init += int(s.state.exit_code != 0)
+    elif isinstance(s.last_state, status.ContainerStateTerminated):
+        # Waiting to be restarted after an exit: failed only if that exit was a failure.
+        c.failed_init += int(s.last_state.exit_code != 0)
+    else:
+        c.pending_init += 1
+
+
+def _count_sidecar(c: _Counts, s: status.ContainerStatus | None) -> None:
+    """A restartable init container: terminated ones are ignored, it will be restarted."""
+    if s is None:
+        c.unknown += 1
+    elif isinstance(s.state, status.ContainerStateRunning):
+        c.running += 1
+        c.pending_sidecars += int(not s.started)
+    elif isinstance(s.state, status.ContainerStateWaiting) and not _exited_before(s):
+        c.pending_sidecars += 1
+        c.waiting += 1
+
+
+def _count_regular(c: _Counts, s: status.ContainerStatus | None) -> None:
+    if s is None:
+        c.unknown += 1
+    elif isinstance(s.state, status.ContainerStateRunning):
+        c.running += 1
+    elif isinstance(s.state, status.ContainerStateTerminated):
+        c.stopped += 1
+        c.succeeded += int(s.state.exit_code == 0)
+    elif _exited_before(s):
+        c.stopped += 1
+    else:
+        c.waiting += 1
+
+
+def _count(pod: pods.Pod, init_statuses: Statuses, container_statuses: Statuses) -> _Counts:
+    counts = _Counts()
+    inits = {s.name: s for s in init_statuses}
+    for container in pod.spec.init_containers:
+        if container.restart_policy == "Always":
+            _count_sidecar(counts, inits.get(container.name))
+        else:
+            _count_init(counts, inits.get(container.name))
+    regular = {s.name: s for s in container_statuses}
+    for container in pod.spec.containers:
+        _count_regular(counts, regular.get(container.name))
+    return counts
+
+
+def _all_stopped_phase(pod: pods.Pod, c: _Counts) -> status.PodPhase:
+    policy = pod.spec.restart_policy
+    if policy == "Always":
+        return "Running"  # all containers are being restarted
+    if c.stopped == c.succeeded:
+        return "Succeeded"
+    return "Failed" if policy == "Never" else "Running"
+
+
+def pod_phase(
+    pod: pods.Pod,
+    init_statuses: Statuses,
+    container_statuses: Statuses,
+    *,
+    old_phase: status.PodPhase | None = None,
+) -> status.PodPhase:
+    """The pod phase, as the kubelet's getPhase; a terminal `old_phase` is kept for good."""
+    if old_phase in _TERMINAL:
+        return old_phase
+    c = _count(pod, init_statuses, container_statuses)
+    if c.failed_init and pod.spec.restart_policy == "Never":
+        return "Failed"
+    started = any(
+        isinstance(s.state, status.ContainerStateRunning | status.ContainerStateTerminated)
+        for s in container_statuses
+        if s.name in {x.name for x in pod.spec.containers}
+    )
+    # After a node reboot every container is exited and a new sandbox is coming: sidecars that
+    # have not started do not make the pod Pending once regular containers have run.
+    if c.pending_init or (c.pending_sidecars and not started) or c.waiting:
+        return "Pending"
+    if c.running and not c.unknown:
+        return "Running"
+    if not c.running and c.stopped and not c.unknown:
+        return _all_stopped_phase(pod, c)
+    return "Pending"
+
+
+# --- container statuses ----------------------------------------------------------------------
+
+
+def _time(ns: int) -> datetime | None:
+    """CRI nanoseconds since the epoch → an aware UTC datetime; 0 means "not set"."""
+    if ns <= 0:
+        return None
+    return datetime.fromtimestamp(ns / 1e9, UTC)
+
+
+def _container_id(info: runtime.ContainerInfo, runtime_name: str) -> str:
+    return f"{runtime_name}://{info.id}"
+
+
+def _terminated(info: runtime.ContainerInfo, runtime_name: str) -> status.ContainerStateTerminated:
+    # containerd reports "Completed", "Error" or "OOMKilled"; fill in when a runtime does not.
+    reason = info.reason or ("Completed" if info.exit_code == 0 else "Error")
+    return status.ContainerStateTerminated(
+        exit_code=info.exit_code,
+        reason=reason,
+        message=info.message,
+        started_at=_time(info.started_at),
+        finished_at=_time(info.finished_at),
+        container_id=_container_id(info, runtime_name),
+    )
+
+
+def _state(info: runtime.ContainerInfo, runtime_name: str) -> status.ContainerStateValue:
+    if info.state is runtime.ContainerState.RUNNING:
+        return status.ContainerStateRunning(started_at=_time(info.started_at))
+    if info.state is runtime.ContainerState.EXITED:
+        return _terminated(info, runtime_name)
+    if info.state is runtime.ContainerState.CREATED:
+        return status.ContainerStateWaiting(reason=CONTAINER_CREATING)
+    # UNKNOWN reads as waiting without a reason, as in the kubelet.
+    return status.ContainerStateWaiting()
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    runtime_name: str
+    ready: Mapping[str, bool]
+    started: Mapping[str, bool]
+    waiting: Mapping[str, tuple[str, str]]
+    default_reason: str
+
+
+def _one_status(
+    container: pods.Container,
+    attempts: Sequence[runtime.ContainerInfo],
+    inputs: _Inputs,
+    *,
+    is_init: bool,
+) -> status.ContainerStatus:
+    override = inputs.waiting.get(container.name)
+    waiting = status.ContainerStateWaiting(*override) if override else None
+    if not attempts:
+        return status.ContainerStatus(
+            name=container.name,
+            image=container.image,
+            state=waiting or status.ContainerStateWaiting(reason=inputs.default_reason),
+            started=False,
+        )
+    newest = attempts[0]
+    state = _state(newest, inputs.runtime_name)
+    last: status.ContainerStateValue | None = None
+    if len(attempts) > 1 and attempts[1].state is runtime.ContainerState.EXITED:
+        last = _terminated(attempts[1], inputs.runtime_name)
+    if waiting is not None and not isinstance(state, status.ContainerStateRunning):
+        # A failed start (back-off, pull error): the exited attempt becomes the last state.
+        if isinstance(state, status.ContainerStateTerminated):
+            last = state
+        state = waiting
+    running = isinstance(state, status.ContainerStateRunning)
+    started = running and inputs.started.get(container.name, container.startup_probe is None)
+    if is_init and container.restart_policy != "Always":
+        ready = isinstance(state, status.ContainerStateTerminated) and state.exit_code == 0
+    else:
+        ready = started and inputs.ready.get(container.name, container.readiness_probe is None)
+    return status.ContainerStatus(
+        name=container.name,
+        image=container.image,
+        state=state,
+        ready=ready,
+        started=started,
+        restart_count=max(newest.attempt, len(attempts) - 1),
+        image_id=newest.image_ref,
+        container_id=_container_id(newest, inputs.runtime_name),
+        last_state=last,
+    )
+
+
+def container_statuses(
+    pod: pods.Pod,
+    containers: Sequence[runtime.ContainerInfo],
+    *,
+    ready: Mapping[str, bool] | None = None,
+    waiting: Mapping[str, tuple[str, str]] | None = None,
+    started: Mapping[str, bool] | None = None,
+    runtime_name: str = "containerd",
+) -> tuple[tuple[status.ContainerStatus, ...], tuple[status.ContainerStatus, ...]]:
+    """(init container statuses, regular container statuses), each in spec order.
+
+    `containers` are all runtime containers of the pod, several attempts per name: the newest
+    is the current state, the one before it the last state. `ready` / `started`: probe results
+    by container name; without one, a running container is started unless it has a startup
+    probe and ready unless it has a readiness probe. `waiting`: (reason, message) of containers
+    that failed to start, e.g. ("CrashLoopBackOff", "back-off 10s restarting failed ...");
+    containers the runtime lacks are otherwise waiting with ContainerCreating (PodInitializing
+    in pods with init containers).
+    """
+    by_name: dict[str, list[runtime.ContainerInfo]] = {}
+    for info in sorted(containers, key=lambda c: (c.created_at, c.attempt), reverse=True):
+        by_name.setdefault(info.name, []).append(info)
+    inputs = _Inputs(
+        runtime_name=runtime_name,
+        ready=ready or {},
+        started=started or {},
+        waiting=waiting or {},
+        default_reason=POD_INITIALIZING if pod.spec.init_containers else CONTAINER_CREATING,
+    )
+    inits = tuple(
+        _one_status(c, by_name.get(c.name, ()), inputs, is_init=True)
+        for c in pod.spec.init_containers
+    )
+    regular = tuple(
+        _one_status(c, by_name.get(c.name, ()), inputs, is_init=False) for c in pod.spec.containers
+    )
+    return inits, regular

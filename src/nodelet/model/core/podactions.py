@@ -1,0 +1,276 @@
+"""What a pod worker does next (pure): the kubelet's computePodActions, as values.
+
+The worker reads the runtime (`runtime.PodRuntime`), asks these functions what to do and only
+executes the answer. Two questions, because the second one needs the sandbox the first one may
+create:
+
+- `pod_action`: stop the pod, wait for the network, create a sandbox, or sync containers;
+- `container_actions`: for each container of the sandbox in use, in the kubelet's order (init
+  containers one at a time, sidecars kept running, then the app containers): keep it running,
+  kill it (its liveness or startup probe gave up), start it (with its attempt number), wait out
+  its CrashLoopBackOff, or leave it exited.
+
+Times are POSIX seconds from the worker's injected clock (`now`); back-off state comes in as
+`RestartState` and the worker steps it when a `Start` says `restart=True`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from nodelet.model.core import pods, runtime, sandboxes
+
+# How long a container must run before its restart back-off starts over (kubelet: 10 min).
+BACKOFF_RESET_AFTER = 600.0
+CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+
+ContainerKind = Literal["init", "regular"]
+
+# -- the pod ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StopPod:
+    """Stop what still runs and create nothing: the pod is terminal, or its sandbox is gone
+    and must not be re-created (`restartPolicy: Never` after its containers ran)."""
+
+
+@dataclass(frozen=True)
+class WaitForNetwork:
+    """The runtime's pod network is not ready: as the kubelet, no sandbox is attempted."""
+
+    problem: str
+
+
+@dataclass(frozen=True)
+class CreateSandbox:
+    """Kill what is left of the old sandbox (if any) and run a new one (`change.attempt`)."""
+
+    change: sandboxes.SandboxChange
+
+
+@dataclass(frozen=True)
+class SyncContainers:
+    """The sandbox in use is fine: bring the containers to the spec."""
+
+
+PodAction = StopPod | WaitForNetwork | CreateSandbox | SyncContainers
+
+
+def pod_action(
+    pod: pods.Pod, state: runtime.PodRuntime, *, terminal: bool, network_problem: str | None
+) -> PodAction:
+    """The pod-level decision, in the kubelet's order: a terminal pod keeps nothing running;
+    a pod network that cannot be set up blocks every non-hostNetwork pod; then the sandbox
+    decision (`sandboxes.sandbox_change`)."""
+    if terminal:
+        return StopPod()
+    if network_problem and not pod.spec.host_network:
+        return WaitForNetwork(network_problem)
+    change = sandboxes.sandbox_change(pod, state.sandboxes)
+    if not change.needed:
+        return SyncContainers()
+    if not sandboxes.should_create_sandbox(pod, change,
+                                           has_container_history=bool(state.containers)):
+        return StopPod()
+    return CreateSandbox(change)
+
+
+def sandboxes_to_remove(state: runtime.PodRuntime) -> tuple[runtime.SandboxID, ...]:
+    """Dead sandboxes beyond the newest and its predecessor (whose attempt number carries on)."""
+    return tuple(s.id for s in state.sandboxes[2:] if s.state is runtime.SandboxState.NOTREADY)
+
+
+def grace_period(pod: pods.Pod) -> float:
+    """Seconds a stopping container gets: the deletion's grace period, else the spec's."""
+    if pod.deletion_grace_period_seconds is not None:
+        return float(pod.deletion_grace_period_seconds)
+    return float(pod.spec.termination_grace_period_seconds)
+
+
+def deadline_left(pod: pods.Pod, start_time: float | None, now: float) -> float | None:
+    """Seconds left of `activeDeadlineSeconds` counted from the pod's start (None: no
+    deadline or no start yet); 0 or less once it has passed."""
+    deadline = pod.spec.active_deadline_seconds
+    if deadline is None or start_time is None:
+        return None
+    return deadline - (now - start_time)
+
+
+# -- containers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestartState:
+    """A container's restart back-off: no restart before `not_before` (POSIX seconds);
+    `delay` is the back-off the last restart chose (for the CrashLoopBackOff message)."""
+
+    not_before: float = 0.0
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class KeepRunning:
+    """Running and alive: keep it probed; `reset_backoff` once it ran long enough."""
+
+    container: pods.Container
+    kind: ContainerKind
+    latest: runtime.ContainerInfo
+    reset_backoff: bool
+
+
+@dataclass(frozen=True)
+class KillUnhealthy:
+    """Its liveness (or startup) probe gave up: stop it within `grace` seconds, then decide
+    again on the exited instance (`container_action`)."""
+
+    container: pods.Container
+    kind: ContainerKind
+    latest: runtime.ContainerInfo
+    grace: float
+
+
+@dataclass(frozen=True)
+class Start:
+    """Create and start a new instance with `attempt`; `restart`: it replaces an exited one,
+    so the back-off is stepped and older instances are removed."""
+
+    container: pods.Container
+    kind: ContainerKind
+    attempt: int
+    restart: bool
+
+
+@dataclass(frozen=True)
+class BackOff:
+    """Exited and due a restart, but not before `wait` seconds (CrashLoopBackOff)."""
+
+    container: pods.Container
+    kind: ContainerKind
+    wait: float
+    message: str
+
+
+@dataclass(frozen=True)
+class LeaveExited:
+    """Exited and not to be restarted (its restart policy says so)."""
+
+    container: pods.Container
+    kind: ContainerKind
+
+
+ContainerAction = KeepRunning | KillUnhealthy | Start | BackOff | LeaveExited
+
+
+@dataclass(frozen=True)
+class ContainerFacts:
+    """What the container decisions read besides the pod and its runtime state."""
+
+    sandbox_id: runtime.SandboxID
+    now: float
+    liveness_failed: frozenset[str] = frozenset()
+    restarts: Mapping[str, RestartState] | None = None
+
+
+def container_actions(
+    pod: pods.Pod, state: runtime.PodRuntime, facts: ContainerFacts
+) -> tuple[ContainerAction, ...]:
+    """One action per container to act on, in order. Init containers run one at a time: the
+    first one not yet succeeded is the last init action and no app container is touched
+    before it succeeds; sidecars (init containers with `restartPolicy: Always`) are kept
+    running alongside."""
+    actions: list[ContainerAction] = []
+    for container in pod.spec.init_containers:
+        latest = latest_instance(state, facts.sandbox_id, container.name)
+        if container.restart_policy == "Always":
+            actions.append(container_action(pod, container, "init", latest, state, facts))
+        elif not _succeeded(latest):
+            actions.append(container_action(pod, container, "init", latest, state, facts))
+            return tuple(actions)
+    for container in pod.spec.containers:
+        latest = latest_instance(state, facts.sandbox_id, container.name)
+        actions.append(container_action(pod, container, "regular", latest, state, facts))
+    return tuple(actions)
+
+
+def container_action(
+    pod: pods.Pod, container: pods.Container, kind: ContainerKind,
+    latest: runtime.ContainerInfo | None, state: runtime.PodRuntime, facts: ContainerFacts,
+) -> ContainerAction:
+    """The action for one container whose newest instance in the sandbox is `latest`."""
+    restart = (facts.restarts or {}).get(container.name)
+    if latest is not None and latest.state is runtime.ContainerState.RUNNING:
+        if container.name in facts.liveness_failed:
+            return KillUnhealthy(container, kind, latest, unhealthy_grace(pod, container))
+        ran_for = facts.now - latest.started_at / 1e9
+        return KeepRunning(container, kind, latest,
+                           reset_backoff=restart is not None and ran_for > BACKOFF_RESET_AFTER)
+    attempt = next_attempt(state, container.name)
+    if latest is None or latest.state is not runtime.ContainerState.EXITED:
+        return Start(container, kind, attempt, restart=False)
+    if not should_restart(pod, container, latest, kind):
+        return LeaveExited(container, kind)
+    if restart is not None and restart.not_before > facts.now:
+        return BackOff(container, kind, restart.not_before - facts.now,
+                       crash_loop_message(pod, container.name, restart.delay))
+    return Start(container, kind, attempt, restart=True)
+
+
+def crash_loop_message(pod: pods.Pod, name: str, delay: float) -> str:
+    """The kubelet's CrashLoopBackOff waiting message."""
+    return (f"back-off {delay:.0f}s restarting failed container={name} "
+            f"pod={pod.name}_{pod.namespace}({pod.uid})")
+
+
+def unhealthy_grace(pod: pods.Pod, container: pods.Container) -> float:
+    """The probe's own terminationGracePeriodSeconds (liveness first, then startup), else the
+    pod's grace period."""
+    probe = container.liveness_probe or container.startup_probe
+    grace = probe.termination_grace_period_seconds if probe is not None else None
+    return float(grace) if grace is not None else grace_period(pod)
+
+
+def latest_instance(
+    state: runtime.PodRuntime, sandbox_id: runtime.SandboxID, name: str
+) -> runtime.ContainerInfo | None:
+    """The newest instance of container `name` in the sandbox (containers are newest first)."""
+    return next(
+        (c for c in state.containers if c.sandbox_id == sandbox_id and c.name == name), None
+    )
+
+
+def next_attempt(state: runtime.PodRuntime, name: str) -> int:
+    """One more than the highest attempt of any instance of `name` (0 for the first)."""
+    attempts = [c.attempt for c in state.containers if c.name == name]
+    return max(attempts) + 1 if attempts else 0
+
+
+def should_restart(
+    pod: pods.Pod, container: pods.Container, latest: runtime.ContainerInfo,
+    kind: ContainerKind,
+) -> bool:
+    """Whether an exited instance is replaced: sidecars always; init containers until they
+    succeed, unless the pod never restarts anything; app containers by the pod's policy."""
+    if container.restart_policy == "Always":
+        return True
+    policy = pod.spec.restart_policy
+    if kind == "init":
+        return policy != "Never" and latest.exit_code != 0
+    if policy == "Always":
+        return True
+    return policy == "OnFailure" and latest.exit_code != 0
+
+
+def newly_exited(
+    before: Sequence[runtime.ContainerInfo], after: Sequence[runtime.ContainerInfo]
+) -> bool:
+    """Whether a container exited between two reads of the pod's runtime state."""
+    exited = {c.id for c in before if c.state is runtime.ContainerState.EXITED}
+    return any(c.state is runtime.ContainerState.EXITED and c.id not in exited for c in after)
+
+
+def _succeeded(latest: runtime.ContainerInfo | None) -> bool:
+    return (latest is not None and latest.state is runtime.ContainerState.EXITED
+            and latest.exit_code == 0)

@@ -1,0 +1,257 @@
+"""Typed pods: the subset of the Kubernetes v1 Pod that nodelet acts on.
+
+A `Pod` keeps the object it was parsed from (`raw`) so that the HTTP API can serve the pod as
+the user wrote it (plus the kubelet's defaults and annotations); the typed fields are what the
+pod workers and the status generation read. Parsing and validation live in `manifests.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, NewType
+
+from nodelet.model.core import affinity, handlers
+
+PodUID = NewType("PodUID", str)
+
+RestartPolicy = Literal["Always", "OnFailure", "Never"]
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+# A container's own restartPolicy: only init containers have one, and "Always" (a sidecar).
+ContainerRestartPolicy = Literal["", "Always"]
+MessagePolicy = Literal["File", "FallbackToLogsOnError"]
+# Where a pod came from: "file" for static pods, "api" for pods bound by the scheduler.
+Source = Literal["file", "api"]
+
+# Annotations of static pods, as the kubelet sets them.
+ANNOTATION_CONFIG_SOURCE = "kubernetes.io/config.source"
+ANNOTATION_CONFIG_HASH = "kubernetes.io/config.hash"
+ANNOTATION_CONFIG_SEEN = "kubernetes.io/config.seen"
+ANNOTATION_CONFIG_MIRROR = "kubernetes.io/config.mirror"
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str = ""
+    # `valueFrom` as written (fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef).
+    value_from: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class EnvFromSource:
+    """One `envFrom` entry: every key of a ConfigMap or Secret, with an optional prefix."""
+
+    kind: Literal["ConfigMap", "Secret"]
+    name: str
+    prefix: str = ""
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    add: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SeccompProfile:
+    """`seccompProfile` / `appArmorProfile`: RuntimeDefault, Unconfined or Localhost."""
+
+    type: str
+    localhost_profile: str = ""
+
+
+@dataclass(frozen=True)
+class SELinuxOptions:
+    user: str = ""
+    role: str = ""
+    type: str = ""
+    level: str = ""
+
+
+@dataclass(frozen=True)
+class SecurityContext:
+    """A container's `securityContext`; None means "not set" (the pod's value or the default)."""
+
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_non_root: bool | None = None
+    privileged: bool | None = None
+    allow_privilege_escalation: bool | None = None
+    read_only_root_filesystem: bool | None = None
+    capabilities: Capabilities | None = None
+    seccomp_profile: SeccompProfile | None = None
+    app_armor_profile: SeccompProfile | None = None
+    se_linux_options: SELinuxOptions | None = None
+    proc_mount: str | None = None
+    # Set only to be refused: nodelet runs Linux containers.
+    windows_options: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PodSecurityContext:
+    """The pod's `securityContext`: defaults for every container, plus pod-only settings."""
+
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_non_root: bool | None = None
+    supplemental_groups: tuple[int, ...] = ()
+    supplemental_groups_policy: str | None = None
+    fs_group: int | None = None
+    fs_group_change_policy: str | None = None
+    sysctls: tuple[tuple[str, str], ...] = ()
+    seccomp_profile: SeccompProfile | None = None
+    app_armor_profile: SeccompProfile | None = None
+    se_linux_options: SELinuxOptions | None = None
+    se_linux_change_policy: str | None = None
+    windows_options: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class HostAlias:
+    ip: str
+    hostnames: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContainerPort:
+    container_port: int
+    protocol: str = "TCP"
+    host_port: int = 0
+    host_ip: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    name: str
+    mount_path: str
+    read_only: bool = False
+    sub_path: str = ""
+    # "None" (default), "HostToContainer" or "Bidirectional".
+    mount_propagation: str = ""
+    sub_path_expr: str = ""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Requests and limits in canonical units: CPU in millicores, memory in bytes."""
+
+    cpu_request_milli: int = 0
+    cpu_limit_milli: int = 0
+    memory_request: int = 0
+    memory_limit: int = 0
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    image: str
+    image_pull_policy: PullPolicy = "IfNotPresent"
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    working_dir: str = ""
+    env: tuple[EnvVar, ...] = ()
+    env_from: tuple[EnvFromSource, ...] = ()
+    ports: tuple[ContainerPort, ...] = ()
+    volume_mounts: tuple[VolumeMount, ...] = ()
+    resources: Resources = field(default_factory=Resources)
+    # Only for init containers: "Always" makes it a sidecar (restartable init container).
+    restart_policy: ContainerRestartPolicy = ""
+    termination_message_path: str = "/dev/termination-log"
+    termination_message_policy: MessagePolicy = "File"
+    readiness_probe: handlers.Probe | None = None
+    liveness_probe: handlers.Probe | None = None
+    startup_probe: handlers.Probe | None = None
+    lifecycle: handlers.Lifecycle = field(default_factory=handlers.Lifecycle)
+    security_context: SecurityContext | None = None
+    stdin: bool = False
+    stdin_once: bool = False
+    tty: bool = False
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A pod volume: its name and its single source, kept as written (`{"emptyDir": {...}}`)."""
+
+    name: str
+    source_type: str
+    source: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PodDNSConfig:
+    nameservers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    containers: tuple[Container, ...]
+    init_containers: tuple[Container, ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    restart_policy: RestartPolicy = "Always"
+    host_network: bool = False
+    hostname: str = ""
+    subdomain: str = ""
+    dns_policy: str = "ClusterFirst"
+    dns_config: PodDNSConfig | None = None
+    termination_grace_period_seconds: int = 30
+    active_deadline_seconds: int | None = None
+    readiness_gates: tuple[str, ...] = ()
+    node_name: str = ""
+    # Standalone there are no RuntimeClass objects: the name is the CRI runtime handler.
+    runtime_class_name: str = ""
+    host_pid: bool = False
+    host_ipc: bool = False
+    share_process_namespace: bool = False
+    security_context: PodSecurityContext = field(default_factory=PodSecurityContext)
+    # None: not set (the pod shares the host's user namespace); False asks for its own.
+    host_users: bool | None = None
+    host_aliases: tuple[HostAlias, ...] = ()
+    # Names of Secrets (in the pod's namespace) with registry credentials for pulls.
+    image_pull_secrets: tuple[str, ...] = ()
+    os_name: str = ""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # Required node affinity: ORed terms, checked at admission (static pods).
+    required_node_affinity: tuple[affinity.Term, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A pod nodelet is asked to run.
+
+    `uid` is the API server's UID in cluster mode, or for static pods the config hash (as the
+    kubelet does); a changed manifest therefore yields a new UID and replaces the pod.
+    """
+
+    uid: PodUID
+    name: str
+    namespace: str
+    spec: PodSpec
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    deletion_grace_period_seconds: int | None = None
+    # The object as given (a v1 Pod dict), used to serve it back through the API.
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    source: Source = "file"
+    # Pods from the API: the conditions of the API object's status that nodelet does not write
+    # (readiness gates, DisruptionTarget, anything written by others), as v1 JSON. Only those:
+    # nodelet's own status PATCHes then leave the Pod value equal, so they wake no worker.
+    api_conditions: tuple[Mapping[str, Any], ...] = ()
+    # Pods from the API: fields set that nodelet cannot run, as (path, why); such a pod is
+    # refused at admission (static manifests are refused when they are read).
+    refused: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_static(self) -> bool:
+        return self.source == "file"

@@ -1,0 +1,186 @@
+"""What nodelet asks the runtime for, derived from a pod (pure).
+
+The sandbox and container configs carry the kubelet's CRI labels so that sandboxes and
+containers can be matched back to their pod after an agent restart, and the same log layout
+(`<log dir>/<container>/<attempt>.log`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nodelet.model.core import envvars, pods, runtime
+from nodelet.model.core import security as security_mod
+
+ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount"
+ANNOTATION_GRACE_PERIOD = "io.kubernetes.pod.terminationGracePeriod"
+LABEL_CONTAINER_KIND = "io.nodelet.container.kind"  # "init" or "regular"
+
+# The CFS period the kubelet uses when mapping CPU limits to a quota (100 ms in µs).
+CPU_PERIOD_US = 100_000
+# The kubelet's bounds (pkg/kubelet/cm: MinShares, MaxShares, MinQuotaPeriod): the kernel
+# refuses shares above 262144 and quotas under 1 ms.
+MIN_CPU_SHARES = 2
+MAX_CPU_SHARES = 262_144
+MIN_CPU_QUOTA_US = 1_000
+# The largest quota the kernel takes (max_cfs_runtime, 2^44 - 1 µs: some 17 million CPUs at
+# this period): a larger limit is no limit on any machine, and would fail CreateContainer.
+MAX_CPU_QUOTA_US = 2**44 - 1
+
+
+def pod_labels(pod: pods.Pod) -> dict[str, str]:
+    """The sandbox labels: the pod's own labels plus the kubelet's CRI labels."""
+    labels = dict(pod.labels)
+    labels[runtime.LABEL_POD_NAME] = pod.name
+    labels[runtime.LABEL_POD_NAMESPACE] = pod.namespace
+    labels[runtime.LABEL_POD_UID] = pod.uid
+    return labels
+
+
+def pod_log_directory(logs_root: Path, pod: pods.Pod) -> str:
+    """`<root>/<namespace>_<name>_<uid>`, as the kubelet lays out /var/log/pods."""
+    return str(logs_root / f"{pod.namespace}_{pod.name}_{pod.uid}")
+
+
+def hostname(pod: pods.Pod) -> str:
+    """The sandbox hostname; empty for hostNetwork pods, which share the node's UTS namespace
+    (the kubelet leaves it unset too, and runc refuses to set one there)."""
+    if pod.spec.host_network:
+        return ""
+    # A hostname is a DNS label: at most 63 characters, no trailing dash or dot.
+    return (pod.spec.hostname or pod.name)[:63].rstrip("-.")
+
+
+def port_mappings(pod: pods.Pod) -> tuple[runtime.PortMapping, ...]:
+    return tuple(
+        runtime.PortMapping(
+            container_port=port.container_port,
+            host_port=port.host_port,
+            protocol=port.protocol,
+            host_ip=port.host_ip,
+        )
+        for container in pod.spec.containers
+        for port in container.ports
+        if port.host_port
+    )
+
+
+def dns_config(pod: pods.Pod, host: runtime.DNSConfig) -> runtime.DNSConfig:
+    """Pod DNS: the host's resolver (no cluster DNS here) unless dnsPolicy None/dnsConfig say more.
+
+    Without a cluster DNS service the kubelet also falls back to the host's resolv.conf for
+    ClusterFirst pods.
+    """
+    base = runtime.DNSConfig() if pod.spec.dns_policy == "None" else host
+    extra = pod.spec.dns_config
+    if extra is None:
+        return base
+    return runtime.DNSConfig(
+        servers=base.servers + extra.nameservers,
+        searches=base.searches + extra.searches,
+        options=base.options + extra.options,
+    )
+
+
+def qos_class(pod: pods.Pod) -> str:
+    """Guaranteed, Burstable or BestEffort, by the kubelet's rules on requests and limits."""
+    everything = (*pod.spec.init_containers, *pod.spec.containers)
+    if all(c.resources == pods.Resources() for c in everything):
+        return "BestEffort"
+    guaranteed = all(
+        r.cpu_limit_milli and r.memory_limit
+        and r.cpu_request_milli in (0, r.cpu_limit_milli)
+        and r.memory_request in (0, r.memory_limit)
+        for r in (c.resources for c in everything)
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def pod_cgroup_parent(pod: pods.Pod) -> str:
+    """The pod-level cgroup (cgroupfs layout): /kubepods[/burstable|/besteffort]/pod<uid>."""
+    qos = qos_class(pod)
+    middle = "" if qos == "Guaranteed" else f"/{qos.lower()}"
+    return f"/kubepods{middle}/pod{pod.uid}"
+
+
+def sandbox_config(
+    pod: pods.Pod,
+    *,
+    attempt: int,
+    logs_root: Path,
+    host_dns: runtime.DNSConfig,
+    cgroup_parent: str = "",
+) -> runtime.SandboxConfig:
+    return runtime.SandboxConfig(
+        name=pod.name,
+        namespace=pod.namespace,
+        uid=pod.uid,
+        attempt=attempt,
+        hostname=hostname(pod),
+        log_directory=pod_log_directory(logs_root, pod),
+        security=security_mod.sandbox_security(pod),
+        dns=dns_config(pod, host_dns),
+        port_mappings=port_mappings(pod),
+        labels=pod_labels(pod),
+        annotations=dict(pod.annotations),
+        cgroup_parent=cgroup_parent,
+    )
+
+
+def linux_resources(resources: pods.Resources) -> runtime.LinuxResources | None:
+    """Requests/limits → CRI resources, as the kubelet maps them (shares from the request)."""
+    if resources == pods.Resources():
+        return None
+    shares = min(max(resources.cpu_request_milli * 1024 // 1000, MIN_CPU_SHARES), MAX_CPU_SHARES)
+    quota = resources.cpu_limit_milli * CPU_PERIOD_US // 1000 if resources.cpu_limit_milli else 0
+    quota = min(max(quota, MIN_CPU_QUOTA_US), MAX_CPU_QUOTA_US) if quota else 0
+    return runtime.LinuxResources(
+        cpu_period=CPU_PERIOD_US if quota else 0,
+        cpu_quota=quota,
+        cpu_shares=shares,
+        memory_limit_in_bytes=resources.memory_limit,
+    )
+
+
+def container_config(
+    pod: pods.Pod,
+    container: pods.Container,
+    *,
+    attempt: int,
+    kind: str,
+    mounts: tuple[runtime.Mount, ...] = (),
+    security: runtime.ContainerSecurity | None = None,
+    envs: tuple[tuple[str, str], ...] = (),
+) -> runtime.ContainerConfig:
+    """`envs` is the container's environment as `envvars.resolve` built it; `$(VAR)` references
+    in command and args are expanded from it here, before CreateContainer, as the kubelet does."""
+    command, args = envvars.command_and_args(container, dict(envs))
+    labels = {
+        runtime.LABEL_POD_NAME: pod.name,
+        runtime.LABEL_POD_NAMESPACE: pod.namespace,
+        runtime.LABEL_POD_UID: pod.uid,
+        runtime.LABEL_CONTAINER_NAME: container.name,
+        LABEL_CONTAINER_KIND: kind,
+    }
+    annotations = {
+        ANNOTATION_RESTART_COUNT: str(attempt),
+        ANNOTATION_GRACE_PERIOD: str(pod.spec.termination_grace_period_seconds),
+    }
+    return runtime.ContainerConfig(
+        name=container.name,
+        attempt=attempt,
+        image=container.image,
+        log_path=f"{container.name}/{attempt}.log",
+        command=command,
+        args=args,
+        working_dir=container.working_dir,
+        envs=envs,
+        mounts=mounts,
+        labels=labels,
+        annotations=annotations,
+        resources=linux_resources(container.resources),
+        security=security,
+        stdin=container.stdin,
+        stdin_once=container.stdin_once,
+        tty=container.tty,
+    )

@@ -1,0 +1,350 @@
+"""Every pod-spec field nodelet accepts, with its decision: honoured, refused, node-dependent
+or not applicable on a single node. The one place that says what happens to a field.
+
+The table is the source of `docs/podspec.md` (`python -m nodelet.model.parsing.podfields`) and
+of the refusals of fields nodelet cannot run (`check_refused`): a manifest that sets one is rejected
+with the row's message. A test keeps the table, the parser's field lists and the document in
+step, so no field can be accepted without a decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from nodelet.model.core import fields
+from nodelet.model.parsing import apifields
+
+Status = Literal["honoured", "refused", "node-dependent", "not applicable"]
+Scope = Literal["spec", "container", "resources", "lifecycle"]
+
+SPEC = "spec."
+CONTAINER = "spec.containers[*]."  # and spec.initContainers[*]
+POD_SC = "spec.securityContext."
+CONTAINER_SC = "spec.containers[*].securityContext."
+PORT = "spec.containers[*].ports[*]."
+ENV = "spec.containers[*].env[*]."
+MOUNT = "spec.containers[*].volumeMounts[*]."
+RESOURCES = "spec.containers[*].resources."
+LIFECYCLE = "spec.containers[*].lifecycle."
+VOLUME = "spec.volumes[*]."
+HOST_ALIAS = "spec.hostAliases[*]."
+
+
+@dataclass(frozen=True)
+class Field:
+    path: str
+    status: Status
+    note: str
+    # Refused when set at all (to anything non-empty): the object `check_refused` checks.
+    # Refusals that depend on the value or the node are made where the value is read.
+    refused_in: Scope | None = None
+
+
+def _h(path: str, note: str) -> Field:
+    return Field(path, "honoured", note)
+
+
+def _na(path: str, note: str) -> Field:
+    return Field(path, "not applicable", note)
+
+
+def _nd(path: str, note: str) -> Field:
+    return Field(path, "node-dependent", note)
+
+
+def _refused(path: str, scope: Scope, note: str) -> Field:
+    return Field(path, "refused", note, refused_in=scope)
+
+
+_SCHEDULING = "a scheduling field: the scheduler decides, a node has nothing to do"
+
+TABLE: tuple[Field, ...] = (
+    # -- the pod --------------------------------------------------------------------------
+    _h(SPEC + "containers", "run in order of the spec after the init containers"),
+    _h(SPEC + "initContainers", "run one at a time before the app containers; "
+       "`restartPolicy: Always` makes a sidecar"),
+    _refused(SPEC + "ephemeralContainers", "spec", "ephemeral containers are added by "
+             "`kubectl debug` through the API's ephemeralcontainers subresource, which nodelet "
+             "does not run"),
+    _h(SPEC + "volumes", "emptyDir, hostPath, configMap, secret, projected, downwardAPI; "
+       "every other volume type is refused (see below)"),
+    _h(SPEC + "restartPolicy", "Always, OnFailure, Never, with CrashLoopBackOff"),
+    _h(SPEC + "terminationGracePeriodSeconds", "SIGTERM, then SIGKILL after the period "
+       "(at least 2 s), preStop within it"),
+    _h(SPEC + "activeDeadlineSeconds", "the pod fails with `DeadlineExceeded`"),
+    _h(SPEC + "dnsPolicy", "ClusterFirst and ClusterFirstWithHostNet use the node's resolver "
+       "(no cluster DNS yet), Default, None"),
+    _h(SPEC + "dnsConfig", "nameservers, searches and options are added"),
+    _h(SPEC + "nodeSelector", "admission of static pods: every label must match the node's, "
+       "else the pod fails with `NodeAffinity` (API pods were placed by the scheduler)"),
+    _h(SPEC + "nodeName", "static pods are this node's; API pods are those bound to it"),
+    _h(SPEC + "serviceAccountName", "exposed through the downward API (`spec."
+       "serviceAccountName`); no token is mounted yet (see the projected volume type)"),
+    _h(SPEC + "serviceAccount", "the deprecated name of serviceAccountName"),
+    _na(SPEC + "automountServiceAccountToken", "the API server's admission adds the token "
+        "volume; nodelet mounts the volumes the spec lists"),
+    _h(SPEC + "hostNetwork", "the sandbox uses the node's network namespace (CRI NODE)"),
+    _h(SPEC + "hostPID", "the containers use the node's PID namespace (CRI NODE)"),
+    _h(SPEC + "hostIPC", "the pod uses the node's IPC namespace (CRI NODE)"),
+    _h(SPEC + "shareProcessNamespace", "one PID namespace for the pod (CRI POD); without it "
+       "each container has its own, as under the kubelet"),
+    _h(SPEC + "securityContext", "see the pod securityContext fields below"),
+    _h(SPEC + "imagePullSecrets", "the Secrets' registry credentials are tried in order, "
+       "then the node's `<data-dir>/config.json`"),
+    _h(SPEC + "hostname", "the sandbox's hostname (default: the pod name)"),
+    _h(SPEC + "subdomain", "with hostname, the pod's FQDN in its managed /etc/hosts"),
+    _h(SPEC + "setHostnameAsFQDN", "as the kubelet: the hostname becomes the FQDN only with a "
+       "cluster domain, which nodelet does not have yet, so it stays the short name"),
+    _h(SPEC + "hostAliases", "appended to the pod's managed /etc/hosts"),
+    _h(SPEC + "readinessGates", "the pod is Ready only when every gate's condition is True"),
+    _h(SPEC + "runtimeClassName", "the CRI runtime handler (standalone there are no "
+       "RuntimeClass objects: the name is the handler)"),
+    _h(SPEC + "os", "admission: `linux` runs, anything else fails with `PodOSNotSupported`"),
+    _nd(SPEC + "hostUsers", "`false` (a user namespace) needs runtime support that containerd "
+        "1.6 lacks: refused at admission with `UserNamespacesNotSupported`"),
+    _h(SPEC + "affinity", "required node affinity is checked at the admission of static "
+       "pods (`NodeAffinity`); the rest is the scheduler's"),
+    _na(SPEC + "schedulerName", _SCHEDULING),
+    _na(SPEC + "tolerations", _SCHEDULING),
+    _na(SPEC + "topologySpreadConstraints", _SCHEDULING),
+    _na(SPEC + "schedulingGates", _SCHEDULING),
+    _na(SPEC + "priorityClassName", _SCHEDULING + " (preemption)"),
+    _na(SPEC + "priority", _SCHEDULING + " (preemption)"),
+    _na(SPEC + "preemptionPolicy", _SCHEDULING + " (preemption)"),
+    _na(SPEC + "workloadRef", _SCHEDULING + " (gang scheduling)"),
+    _na(SPEC + "enableServiceLinks", "service environment variables need Services, which a "
+        "node without a cluster does not have"),
+    _refused(SPEC + "overhead", "spec", "pod overhead (from a RuntimeClass) is not supported: "
+             "nodelet does not size pod cgroups from it"),
+    _refused(SPEC + "resourceClaims", "spec", "dynamic resource allocation is not supported"),
+    _refused(SPEC + "resources", "spec", "pod-level resources are not supported; set "
+             "resources on the containers"),
+    _refused(SPEC + "hostnameOverride", "spec", "hostnameOverride is not supported; use "
+             "spec.hostname"),
+    # -- the pod's securityContext -----------------------------------------------------------
+    _h(POD_SC + "runAsUser", "the default UID of every container (and the pause process)"),
+    _h(POD_SC + "runAsGroup", "the default GID of every container"),
+    _h(POD_SC + "runAsNonRoot", "the default for every container (checked against the "
+       "image's user)"),
+    _h(POD_SC + "supplementalGroups", "extra groups of every container's first process"),
+    _nd(POD_SC + "supplementalGroupsPolicy", "`Merge` is honoured; `Strict` needs containerd "
+        "2.0: refused at admission with `SupplementalGroupsPolicyNotSupported`"),
+    _h(POD_SC + "fsGroup", "a supplementary group of every container; emptyDir, configMap, "
+       "secret, projected and downwardAPI volumes belong to it (group rw or r, setgid dirs)"),
+    _h(POD_SC + "fsGroupChangePolicy", "an emptyDir is owned when it is made, so OnRootMismatch "
+       "and Always agree; content volumes are owned at each write whatever the policy, as in "
+       "the kubelet"),
+    _h(POD_SC + "sysctls", "set in the pod's namespaces; only the kubelet's safe set and "
+       "`--allowed-unsafe-sysctls`, else `SysctlForbidden` at admission"),
+    _h(POD_SC + "seccompProfile", "the default for every container"),
+    _nd(POD_SC + "appArmorProfile", "honoured where AppArmor is enabled; elsewhere a profile "
+        "other than Unconfined fails at admission with `AppArmor`"),
+    _nd(POD_SC + "seLinuxOptions", "honoured where SELinux is enabled (with the embedded "
+        "containerd); elsewhere refused at admission with `SELinux`"),
+    _nd(POD_SC + "seLinuxChangePolicy", "no effect without SELinux, as in the kubelet; with "
+        "SELinux, Recursive is what the runtime does and MountOption is refused at admission "
+        "with `SELinux`"),
+    Field(POD_SC + "windowsOptions", "refused", "Windows options; this node runs Linux "
+          "containers: refused at admission with `PodOSNotSupported`"),
+    # -- containers ---------------------------------------------------------------------------
+    _h(CONTAINER + "name", "the CRI container name and the `io.kubernetes.container.name` "
+       "label"),
+    _h(CONTAINER + "image", "pulled per imagePullPolicy, with ImagePullBackOff"),
+    _h(CONTAINER + "imagePullPolicy", "Always, IfNotPresent, Never"),
+    _h(CONTAINER + "command", "the entrypoint, with $(VAR) expansion"),
+    _h(CONTAINER + "args", "the arguments, with $(VAR) expansion"),
+    _h(CONTAINER + "workingDir", "the process's working directory"),
+    _h(CONTAINER + "ports", "hostPort through the CNI portmap plugin; named ports for probes"),
+    _h(CONTAINER + "env", "value, $(VAR) expansion, and every valueFrom source"),
+    _h(CONTAINER + "envFrom", "every key of a ConfigMap or Secret, with prefix; invalid "
+       "names skipped with an `InvalidEnvironmentVariableNames` event"),
+    _h(CONTAINER + "resources", "CPU shares and quota, memory limit, through CRI"),
+    _na(CONTAINER + "resizePolicy", "in-place resize is not offered: a changed static "
+        "manifest replaces the pod"),
+    _h(CONTAINER + "restartPolicy", "init containers only: `Always` makes a sidecar"),
+    _refused(CONTAINER + "restartPolicyRules", "container", "container restart rules are not "
+             "supported"),
+    _h(CONTAINER + "volumeMounts", "see the volumeMount fields below"),
+    _refused(CONTAINER + "volumeDevices", "container", "raw block volumes are not supported"),
+    _h(CONTAINER + "livenessProbe", "exec, httpGet, tcpSocket, grpc; restarts the container"),
+    _h(CONTAINER + "readinessProbe", "exec, httpGet, tcpSocket, grpc; drives Ready"),
+    _h(CONTAINER + "startupProbe", "exec, httpGet, tcpSocket, grpc; holds the others"),
+    _h(CONTAINER + "lifecycle", "see the lifecycle fields below"),
+    _h(CONTAINER + "terminationMessagePath", "a file mounted from the host"),
+    _h(CONTAINER + "terminationMessagePolicy", "File, FallbackToLogsOnError"),
+    _h(CONTAINER + "securityContext", "see the container securityContext fields below"),
+    _h(CONTAINER + "stdin", "CRI stdin: the process's stdin stays open"),
+    _h(CONTAINER + "stdinOnce", "CRI stdin_once"),
+    _h(CONTAINER + "tty", "CRI tty: the process gets a terminal"),
+    # -- the container's securityContext -------------------------------------------------------
+    _h(CONTAINER_SC + "runAsUser", "the process's UID (else the pod's, else the image's)"),
+    _h(CONTAINER_SC + "runAsGroup", "the process's GID (else the pod's)"),
+    _h(CONTAINER_SC + "runAsNonRoot", "checked against runAsUser or the image's user: "
+       "`CreateContainerConfigError` with the kubelet's messages"),
+    _h(CONTAINER_SC + "privileged", "every capability and host device, nothing masked; the "
+       "sandbox is privileged too"),
+    _h(CONTAINER_SC + "allowPrivilegeEscalation", "false sets no_new_privs"),
+    _h(CONTAINER_SC + "readOnlyRootFilesystem", "a read-only root filesystem"),
+    _h(CONTAINER_SC + "capabilities", "add and drop (ALL too) on the runtime's default set"),
+    _h(CONTAINER_SC + "seccompProfile", "RuntimeDefault, Unconfined, Localhost (under "
+       "`--seccomp-profile-root`); unset: Unconfined, or RuntimeDefault with "
+       "`--seccomp-default`"),
+    _nd(CONTAINER_SC + "appArmorProfile", "honoured where AppArmor is enabled; elsewhere a "
+        "profile other than Unconfined fails at admission with `AppArmor`"),
+    _nd(CONTAINER_SC + "seLinuxOptions", "honoured where SELinux is enabled; elsewhere "
+        "refused at admission with `SELinux`"),
+    _nd(CONTAINER_SC + "procMount", "Default: the kubelet's masked and read-only /proc paths; "
+        "Unmasked needs `hostUsers: false`, which this runtime cannot run"),
+    Field(CONTAINER_SC + "windowsOptions", "refused", "Windows options; this node runs "
+          "Linux containers: refused at admission with `PodOSNotSupported`"),
+    # -- ports, env, mounts, resources ---------------------------------------------------------
+    _h(PORT + "containerPort", "informational, and the target of named probe ports"),
+    _h(PORT + "name", "named ports for probes and hooks"),
+    _h(PORT + "protocol", "TCP, UDP, SCTP for host ports"),
+    _h(PORT + "hostPort", "forwarded from the node by the CNI portmap plugin"),
+    _h(PORT + "hostIP", "the node address a hostPort listens on"),
+    _h(ENV + "name", "the variable's name"),
+    _h(ENV + "value", "with $(VAR) expansion of earlier variables"),
+    _h(ENV + "valueFrom", "configMapKeyRef, secretKeyRef (with optional), fieldRef, "
+       "resourceFieldRef; a missing object or key is `CreateContainerConfigError`"),
+    _h(MOUNT + "name", "the volume to mount"),
+    _h(MOUNT + "mountPath", "where in the container"),
+    _h(MOUNT + "readOnly", "a read-only bind mount (content volumes always are)"),
+    _nd(MOUNT + "recursiveReadOnly", "Disabled and IfPossible (a non-recursive read-only "
+        "mount, as the kubelet on a runtime without recursive read-only mounts); Enabled is "
+        "refused: containerd 1.6 cannot make recursive read-only mounts"),
+    _h(MOUNT + "subPath", "a file or directory inside the volume, opened without following "
+       "symlinks and bind-mounted when the container is created (as the kubelet does)"),
+    _h(MOUNT + "subPathExpr", "subPath with $(VAR) expansion from the container's env"),
+    _h(MOUNT + "mountPropagation", "None, HostToContainer (rslave), Bidirectional (rshared, "
+       "privileged containers only); nodelet's pods dir is an rshared mount, as the kubelet's "
+       "root dir; a hostPath must itself be on a shared mount"),
+    _h(RESOURCES + "limits", "cpu (quota), memory (limit); requests default to limits"),
+    _h(RESOURCES + "requests", "cpu (shares); memory requests are for scheduling"),
+    _refused(RESOURCES + "claims", "resources", "dynamic resource allocation is not "
+             "supported"),
+    # -- lifecycle -----------------------------------------------------------------------------
+    _h(LIFECYCLE + "postStart", "exec, httpGet, tcpSocket, sleep; the container is killed "
+       "when it fails"),
+    _h(LIFECYCLE + "preStop", "exec, httpGet, tcpSocket, sleep; within the grace period"),
+    _refused(LIFECYCLE + "stopSignal", "lifecycle", "stopSignal is not supported: containerd "
+             "1.6 has no stop signal in CRI; set STOPSIGNAL in the image instead"),
+    _h(HOST_ALIAS + "ip", "an address in /etc/hosts"),
+    _h(HOST_ALIAS + "hostnames", "its names"),
+)
+
+
+def _volume_rows() -> tuple[Field, ...]:
+    notes = {
+        "emptyDir": "a directory (tmpfs for `medium: Memory`, with sizeLimit) removed with the "
+                    "pod; disk-backed sizeLimit is not enforced yet (it needs eviction)",
+        "hostPath": "the node's path, checked against `type` (DirectoryOrCreate, File, ...)",
+        "projected": "configMap, secret and downwardAPI sources; a serviceAccountToken source "
+                     "is skipped: nodelet mints no tokens yet, and refusing it would stop every "
+                     "pod an API server sends",
+    }
+    rows = [_h(VOLUME + t, notes.get(t, "its files written atomically, kept up to date, "
+                                        "mounted read-only"))
+            for t in apifields.SUPPORTED_VOLUMES]
+    rows += [Field(VOLUME + t, "refused", "refused when the manifest is read: nodelet runs "
+                   "only the volume types above") for t in sorted(apifields.VOLUME_SOURCES)
+             if t not in apifields.SUPPORTED_VOLUMES]
+    return tuple(rows)
+
+
+def all_fields() -> tuple[Field, ...]:
+    seen: dict[str, Field] = {}
+    for row in (*TABLE, *_volume_rows()):
+        seen.setdefault(row.path, row)
+    return tuple(seen.values())
+
+
+def _scope_rows(scope: Scope) -> tuple[Field, ...]:
+    return tuple(row for row in TABLE if row.refused_in == scope)
+
+
+def _refused_here(obj: Mapping[str, Any], scope: Scope, path: str) -> list[tuple[str, str]]:
+    return [(fields.join(path, row.path.rsplit(".", 1)[1]), row.note)
+            for row in _scope_rows(scope)
+            if obj.get(row.path.rsplit(".", 1)[1]) not in (None, "", [], {})]
+
+
+def check_refused(obj: Mapping[str, Any], scope: Scope, path: str) -> None:
+    """Raise UnsupportedError for a refused field of `scope` set in `obj` (at `path`)."""
+    for where, message in _refused_here(obj, scope, path):
+        raise fields.UnsupportedError(message, path=where)
+
+
+# Objects inside a container whose refused fields are checked, each named as its field.
+_INNER_SCOPES: tuple[Scope, ...] = ("resources", "lifecycle")
+
+
+def refused_fields(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """(path, message) of every refused field set in a pod spec that was already parsed
+    leniently (a pod the API server accepted: refused at admission, not at parsing)."""
+    found = _refused_here(spec, "spec", "spec")
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(key) or ()):
+            if not isinstance(container, Mapping):
+                continue
+            path = f"spec.{key}[{i}]"
+            found += _refused_here(container, "container", path)
+            for scope in _INNER_SCOPES:
+                inner = container.get(scope)
+                if isinstance(inner, Mapping):
+                    found += _refused_here(inner, scope, f"{path}.{scope}")
+    return tuple(found)
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/podspec.md
+
+_SECTIONS = (
+    ("The pod", SPEC), ("The pod's securityContext", POD_SC), ("Containers", CONTAINER),
+    ("The container's securityContext", CONTAINER_SC), ("Ports", PORT),
+    ("Environment variables", ENV), ("Volume mounts", MOUNT), ("Resources", RESOURCES),
+    ("Lifecycle", LIFECYCLE), ("Host aliases", HOST_ALIAS), ("Volume types", VOLUME),
+)  # fmt: skip
+
+_HEADER = """\
+# Pod spec fields: what nodelet does with each
+
+Generated from `src/nodelet/model/parsing/podfields.py` by
+`.venv/bin/python -m nodelet.model.parsing.podfields > docs/podspec.md`; a test fails when
+this file, the table or the manifest parser's field lists disagree.
+
+- **honoured**: implemented with the kubelet's semantics.
+- **refused**: a static manifest that sets it is rejected with the message shown (in
+  `nodelet get manifests` and the log); a pod from the API server that sets it is refused at
+  admission: `Failed`, reason `UnsupportedPodSpec`, and a Warning event with the message.
+- **node-dependent**: honoured where the node can, otherwise the pod is refused at admission:
+  it is `Failed` with the reason named, and a Warning event says why.
+- **not applicable**: a scheduling or cluster-level field that a node does not act on.
+
+A setting is never silently ignored. Init containers (`spec.initContainers[*]`) have the
+same fields as `spec.containers[*]`.
+"""
+
+
+def _section_of(path: str) -> str:
+    # The longest matching prefix: "spec.containers[*].securityContext." before "spec.".
+    return max((p for _, p in _SECTIONS if path.startswith(p)), key=len)
+
+
+def render_markdown() -> str:
+    lines = [_HEADER]
+    rows = all_fields()
+    for title, prefix in _SECTIONS:
+        lines += [f"## {title}", "", "| Field | Status | What nodelet does |", "|---|---|---|"]
+        for row in rows:
+            if _section_of(row.path) == prefix:
+                note = row.note.replace("|", "\\|")
+                lines.append(f"| `{row.path}` | {row.status} | {note} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
