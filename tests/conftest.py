@@ -27,7 +27,6 @@ import contextvars
 import gc
 import os
 import tempfile
-import warnings
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
@@ -84,25 +83,10 @@ async def start_instance(**runtime_overrides: object) -> Instance:
         client = await cri_client.RuntimeClient.connect(runner.endpoint, timeouts=runtime.timeouts)
         await runner.wait_ready(client)
     except BaseException:
-        await detach(runner)
+        await runner.detach()
         await resetting.reset(settings)
         raise
     return Instance(data_dir, settings, runner, client)
-
-
-async def detach(runner: containerd.EmbeddedContainerd) -> None:
-    """`runner.detach()`: stop supervising, leave containerd running (as nodelet does).
-
-    detach() drops its `subprocess.Popen` of the still running containerd, and CPython warns
-    "subprocess N is still running" from `Popen.__del__`. As an error, that warning would also
-    cut `__del__` short before it hands the child to `subprocess`'s own reaping, so containerd
-    would stay a zombie once reset kills it (and the reset tests see its /proc entry). The leak
-    is nodelet's (`EmbeddedContainerd.detach` keeps no owner for its child); until it has one,
-    exactly this warning is ignored here, and only around detach().
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r"subprocess \d+ is still running", ResourceWarning)
-        await runner.detach()
 
 
 def _existing(paths: set[str]) -> list[str]:
@@ -125,7 +109,7 @@ async def leftovers(instance: Instance) -> dict[str, object]:
 async def stop_instance(instance: Instance) -> resetting.ResetReport:
     """Reset the instance and assert it left nothing behind."""
     await instance.client.close()
-    await detach(instance.containerd)
+    await instance.containerd.detach()
     report = await resetting.reset(instance.settings)
     left = await leftovers(instance)
     assert not any(left.values()), f"instance {instance.data_dir} leaked: {left}"

@@ -12,6 +12,7 @@ agent for the same data dir adopts them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -30,6 +31,7 @@ from nodelet.model.core import (
     health,
     nodes,
     pods,
+    resources,
     security,
     status,
 )
@@ -109,6 +111,7 @@ class Agent:
         self._start_progress()
         self._client = await self._connect_runtime()
         self._host_ip = host.host_ip()
+        self.node_spec = self._node_spec()
         self.relister = relisting.Relister(client=self._client, on_change=self._runtime_changed)
         self.metrics.watch_runtime(self.relister.pod)
         self.volumes = volumes.VolumeManager(
@@ -143,12 +146,24 @@ class Agent:
         log.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
                     self.runtime_endpoint, len(self.workers.uids()))
 
+    def _node_spec(self) -> nodes.NodeSpec:
+        """This node: the machine's capacity, less the reservations of `settings.node`."""
+        s = self.settings
+        spec = nodes.NodeSpec(name=s.node_name, host_ip=self._host_ip,
+                              machine=host.machine_facts(storage=s.data_dir),
+                              max_pods=s.node.max_pods, pod_cidrs=s.runtime.pod_cidrs)
+        held = resources.reserved(
+            nodes.capacity(spec), (*s.node.system_reserved, *s.node.kube_reserved),
+            eviction_memory=s.node.eviction_hard_memory,
+            eviction_nodefs_percent=s.node.eviction_hard_nodefs_percent)
+        return dataclasses.replace(spec, reserved=held)
+
     def _admission_facts(self) -> admission.Node:
-        spec = nodes.NodeSpec(name=self.settings.node_name, host_ip=self._host_ip,
-                              machine=host.machine_facts())
+        spec = self.node_spec
         return admission.Node(
             labels=nodes.node_labels(spec),
             name=self.settings.node_name,
+            allocatable=nodes.allocatable(spec),
             allowed_unsafe_sysctls=self.settings.security.allowed_unsafe_sysctls,
             apparmor_enabled=host.apparmor_enabled(),
             # Only the embedded containerd is known to apply SELinux labels (enable_selinux).
@@ -180,7 +195,7 @@ class Agent:
             settings=s.cluster, node_name=s.node_name, host_ip=self._host_ip,
             pod_cidrs=s.runtime.pod_cidrs, statuses=self.statuses, recorder=self.recorder,
             runtime=self._client, on_pods=self._on_api_pods, on_objects=self._wake_readers,
-            clock=utc_now,
+            clock=utc_now, node_spec=self.node_spec,
         )
         self.cluster.set_static_pods(self._static_pods)  # read before: their mirror pods
         await self.cluster.start()  # lists the pods once (→ on_pods) before returning

@@ -23,7 +23,7 @@ from rich import logging as rich_logging
 import nodelet
 from nodelet import app, settings
 from nodelet.adapters import api_client
-from nodelet.model.core import admission, crilogs
+from nodelet.model.core import admission, crilogs, resources
 from nodelet.model.reports import analysis, analysis_html, analysis_report, presenting, timeline
 from nodelet.services import logs, preflight, progress, resetting
 
@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seccomp-profile-root", type=Path, metavar="DIR",
                      help="where Localhost seccomp profiles are found (default: "
                           "<data-dir>/seccomp)")
+    run.add_argument("--max-pods", type=int, default=110,
+                     help="pods admitted at once (default: %(default)s)")
+    run.add_argument("--system-reserved", default="", metavar="RESOURCES",
+                     help="held back from pods for the OS, e.g. cpu=100m,memory=256Mi")
+    run.add_argument("--kube-reserved", default="", metavar="RESOURCES",
+                     help="held back from pods for nodelet and the runtime, same form")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                      help="live per-pod progress lines on stderr; auto: when stderr is a "
@@ -125,8 +131,26 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
                         pod_cidrs=tuple(args.pod_cidr)),
         server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file),
         security=_security_settings(args),
+        node=_node_settings(args),
         cluster=cluster,
     )
+
+
+def _node_settings(args: argparse.Namespace) -> settings.NodeSettings:
+    if args.max_pods < 1:
+        raise settings.SettingsError(f"--max-pods {args.max_pods}: must be at least 1")
+    node = settings.NodeSettings(
+        max_pods=args.max_pods,
+        system_reserved=settings.parse_resource_list("--system-reserved", args.system_reserved),
+        kube_reserved=settings.parse_resource_list("--kube-reserved", args.kube_reserved),
+    )
+    for flag, pairs in (("--system-reserved", node.system_reserved),
+                        ("--kube-reserved", node.kube_reserved)):
+        try:
+            resources.amounts(pairs)
+        except ValueError as exc:
+            raise settings.SettingsError(f"{flag}: {exc}") from exc
+    return node
 
 
 def _security_settings(args: argparse.Namespace) -> settings.SecuritySettings:

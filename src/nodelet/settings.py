@@ -150,7 +150,6 @@ class ClusterSettings:
     # `node_report_period` (kubelet: 10 s and 5 min).
     node_status_period: float = 10.0
     node_report_period: float = 300.0
-    max_pods: int = 110
     # Lease (kubelet: 40 s duration, renewed every 10 s with 4 % jitter).
     lease_duration: int = 40
     lease_renew_period: float = 10.0
@@ -188,6 +187,24 @@ class ManifestLimits:
 
 
 @dataclass(frozen=True)
+class NodeSettings:
+    """What the node offers pods: Allocatable = capacity - system - kube reservations - the
+    hard eviction thresholds (the kubelet's node allocatable), checked at admission and
+    reported in the Node's status."""
+
+    # Pods admitted at once (kubelet --max-pods, default 110).
+    max_pods: int = 110
+    # Resource name → quantity held back for the OS and for the node agent and runtime
+    # (kubelet --system-reserved / --kube-reserved, e.g. (("cpu", "100m"), ("memory", "256Mi"))).
+    system_reserved: tuple[tuple[str, str], ...] = ()
+    kube_reserved: tuple[tuple[str, str], ...] = ()
+    # The kubelet's default hard eviction thresholds that allocatable keeps free:
+    # memory.available < 100Mi and nodefs.available < 10 % (as ephemeral-storage).
+    eviction_hard_memory: str = "100Mi"
+    eviction_hard_nodefs_percent: int = 10
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = DEFAULT_DATA_DIR
     # Directory of static pod manifests; None runs no static pods.
@@ -198,6 +215,7 @@ class Settings:
     sync: SyncSettings = field(default_factory=SyncSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    node: NodeSettings = field(default_factory=NodeSettings)
     # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
     cluster: ClusterSettings | None = None
     # How often the manifest directory is rescanned (changes are noticed within this time).
@@ -234,6 +252,18 @@ _GATES = {
 
 class SettingsError(ValueError):
     """A setting given on the command line is invalid; the message says which and why."""
+
+
+def parse_resource_list(flag: str, text: str) -> tuple[tuple[str, str], ...]:
+    """`cpu=100m,memory=256Mi` as the kubelet's --system-reserved (values checked later, as
+    quantities, where the model reads them)."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise SettingsError(f"{flag}: {item!r} is not NAME=QUANTITY (e.g. cpu=100m)")
+        pairs.append((name.strip(), value.strip()))
+    return tuple(pairs)
 
 
 def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureGates:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import InstanceFactory, detach, sandbox_config
+from conftest import InstanceFactory, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import cni, containerd
 from nodelet.adapters.cri import errors as cri_errors
@@ -73,7 +73,7 @@ async def test_killed_containerd_is_restarted_and_the_client_recovers(
 
 async def test_second_start_adopts_the_running_containerd(instances: InstanceFactory) -> None:
     instance = await instances()
-    await detach(instance.containerd)
+    await instance.containerd.detach()
     second = containerd.EmbeddedContainerd(
         data_dir=instance.data_dir, settings=instance.settings.runtime
     )
@@ -83,4 +83,4 @@ async def test_second_start_adopts_the_running_containerd(instances: InstanceFac
         assert second.pid == instance.containerd.pid
         assert (await instance.client.status()).runtime_ready
     finally:
-        await detach(second)
+        await second.detach()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Instance, InstanceFactory, detach, leftovers, sandbox_config
+from conftest import Instance, InstanceFactory, leftovers, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import cni, mounts
 from nodelet.model.core import pods
@@ -51,7 +51,7 @@ async def test_reset_leaves_nothing(instances: InstanceFactory) -> None:
     await _run_pod(instance, "two")
     assert mounts.mounts_under(instance.data_dir)  # rootfs and shm mounts exist
     await instance.client.close()
-    await detach(instance.containerd)
+    await instance.containerd.detach()
 
     report = await resetting.reset(instance.settings)
 
@@ -65,7 +65,7 @@ async def test_reset_after_containerd_died(instances: InstanceFactory) -> None:
     instance = await instances()
     await _run_pod(instance, "orphan")
     await instance.client.close()
-    await detach(instance.containerd)
+    await instance.containerd.detach()
     assert instance.containerd.pid is not None
     os.kill(instance.containerd.pid, signal.SIGKILL)
 

@@ -25,6 +25,7 @@ import math
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -391,7 +392,14 @@ class EmbeddedContainerd:
     async def detach(self) -> None:
         """Stop supervising and leave containerd (and its pods) running."""
         await self._cancel_supervisor()
-        self._proc = None
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            # Still our child: someone must reap it when it ends (a later `nodelet reset`, or
+            # `stop` of another runner for the same data dir, may kill it while this process
+            # lives on). A daemon thread waits for it; when this process exits first, init
+            # inherits containerd as usual.
+            threading.Thread(target=proc.wait, name=f"reap-containerd-{proc.pid}",
+                             daemon=True).start()
 
     close = detach
 

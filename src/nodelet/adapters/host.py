@@ -79,18 +79,53 @@ def os_image(os_release: str) -> str:
     return ""
 
 
-def machine_facts(root: Path = Path("/")) -> nodes.MachineFacts:
-    """CPU count, memory, IDs and OS of this machine, read from `root`/proc and `root`/etc."""
+def machine_facts(root: Path = Path("/"), storage: Path | None = None) -> nodes.MachineFacts:
+    """CPU count, memory, huge pages, IDs and OS of this machine, read from `root`/proc,
+    `root`/sys and `root`/etc; ephemeral storage is the size of `storage`'s filesystem (the
+    data dir, as the kubelet's root dir; 0 when None or unreadable)."""
     machine = platform.machine()
     return nodes.MachineFacts(
         cpus=os.cpu_count() or 1,
         memory_bytes=memory_total(_read(root / "proc/meminfo")),
+        ephemeral_storage_bytes=filesystem_size(storage) if storage is not None else 0,
+        hugepages=hugepages(root / "sys/kernel/mm/hugepages"),
         machine_id=_read(root / "etc/machine-id"),
         boot_id=_read(root / "proc/sys/kernel/random/boot_id"),
         kernel_version=platform.release(),
         os_image=os_image(_read(root / "etc/os-release")),
         architecture={"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine),
     )
+
+
+def filesystem_size(path: Path) -> int:
+    """Bytes of the filesystem holding `path` (its nearest existing parent); 0 if unreadable."""
+    for candidate in (path, *path.parents):
+        try:
+            stat = os.statvfs(candidate)
+        except OSError:
+            continue
+        return stat.f_blocks * stat.f_frsize
+    return 0
+
+
+def hugepages(sysfs: Path) -> dict[str, int]:
+    """Pre-allocated huge pages per size, as resource names (`hugepages-2Mi`) → bytes, from
+    `<sysfs>/hugepages-<kB>kB/nr_hugepages` (the kubelet's cadvisor reading)."""
+    found = {}
+    for entry in sorted(sysfs.glob("hugepages-*kB")) if sysfs.is_dir() else ():
+        size_kb = entry.name.removeprefix("hugepages-").removesuffix("kB")
+        count = _read(entry / "nr_hugepages")
+        if size_kb.isdigit() and count.isdigit():
+            found[f"hugepages-{_binary(int(size_kb) * 1024)}"] = int(count) * int(size_kb) * 1024
+    return found
+
+
+def _binary(size: int) -> str:
+    """2097152 → 2Mi, 1073741824 → 1Gi (the resource name of a page size)."""
+    for suffix, unit in (("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
+        if size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
 
 
 def apparmor_enabled(root: Path = Path("/")) -> bool:

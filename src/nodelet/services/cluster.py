@@ -83,8 +83,10 @@ class ClusterMode:
         on_pods: Callable[[Mapping[pods.PodUID, pods.Pod]], None],
         on_objects: Callable[[set[apisource.ObjectKey]], None] = lambda keys: None,
         clock: Callable[[], datetime],
-        machine: nodes.MachineFacts | None = None,
+        node_spec: nodes.NodeSpec | None = None,
     ) -> None:
+        """`node_spec`: what the Node says about this node (capacity, allocatable, labels);
+        None: read from this machine with the default max pods and no reservations."""
         self.settings = settings
         self._node_name = node_name
         self._host_ip = host_ip
@@ -95,7 +97,7 @@ class ClusterMode:
         self._on_pods = on_pods
         self._on_objects = on_objects
         self._clock = clock
-        self._machine = machine
+        self._node_spec = node_spec
         self._group = tasks.TaskGroup()
         self._unsubscribe: list[Callable[[], None]] = []
         self._deleting: set[pods.PodUID] = set()
@@ -131,9 +133,8 @@ class ClusterMode:
 
     def _build(self) -> None:
         s = self.settings
-        spec = nodes.NodeSpec(
-            name=self._node_name, host_ip=self._host_ip,
-            machine=self._machine or host.machine_facts(), max_pods=s.max_pods,
+        spec = self._node_spec or nodes.NodeSpec(
+            name=self._node_name, host_ip=self._host_ip, machine=host.machine_facts(),
             pod_cidrs=self._pod_cidrs)
         self.node = nodestatus.NodeReporter(
             client=self.client, spec=spec, runtime=self._runtime, clock=self._clock,

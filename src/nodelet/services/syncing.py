@@ -147,6 +147,8 @@ class PodSyncer:
         self._node = node
         self._clock = clock
         self._observer = observer or observers.NoObserver()
+        # Pods admitted and not yet terminated, which admission weighs a new pod against.
+        self._admitted: dict[pods.PodUID, pods.Pod] = {}
         # The runtime, not the agent, sets the pace: sandboxes created all at once each take
         # several times longer (measured: 0.26 s at 4 in flight, 2 s at 30 on 2 cores).
         self._sandbox_slots = asyncio.Semaphore(settings.sync.max_parallel_sandboxes)
@@ -229,15 +231,19 @@ class PodSyncer:
         """A pod this node cannot run as its spec says is Failed before anything is created
         (the kubelet's admit handlers). As in the kubelet, a pod is admitted once: a running
         pod (also one found running after an agent restart) is not judged again when it
-        changes, e.g. when `kubectl debug` adds an ephemeral container."""
+        changes, e.g. when `kubectl debug` adds an ephemeral container. Resources and host
+        ports are judged beside the pods admitted before it and not yet terminated."""
         if work.admitted or work.failure is not None:
             return
         old = self._statuses.last_known(pod.uid)
         rejection = None
         if old is None or old.phase == "Pending":  # a Failed pod stays so, with its reason
-            rejection = admission.admit(pod, self._node.admission)
+            others = [p for uid, p in self._admitted.items() if uid != pod.uid]
+            rejection = admission.admit(pod, self._node.admission, others)
         if rejection is None:
             work.admitted = True
+            if old is None or old.phase not in ("Succeeded", "Failed"):
+                self._admitted[pod.uid] = pod
             return
         work.failure = (rejection.reason, rejection.status_message)
         self._recorder.record(pod, "Warning", rejection.reason, rejection.message)
@@ -266,6 +272,7 @@ class PodSyncer:
         """A pod in a terminal phase keeps nothing running: its sandboxes are stopped too, so
         the condition turns False and the pod's IP is released (as the kubelet does). A sandbox
         whose pause process died is NOTREADY but keeps its network until it is stopped."""
+        self._admitted.pop(pod.uid, None)  # its resources and host ports are free again
         if any(c.state is not runtime.ContainerState.EXITED for c in state.containers) or any(
             s.id not in work.stopped_sandboxes for s in state.sandboxes
         ):
@@ -473,6 +480,7 @@ class PodSyncer:
         """Stop containers (grace period), stop and remove the sandbox; publish the last status."""
         # No liveness kill or Unhealthy event while the pod shuts down.
         self._probes.forget_pod(pod.uid)
+        self._admitted.pop(pod.uid, None)
         state = await self._relister.refresh_pod(pod.uid)
         try:
             await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)

@@ -10,10 +10,10 @@ without them), nodelet refuses instead: an ignored security setting is a securit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodelet.model.core import affinity, pods, security, sysctls
+from nodelet.model.core import affinity, pods, resources, security, sysctls
 
 # pkg/kubelet/sysctl/safe_sysctls.go (1.32): namespaced and isolated, so always allowed.
 REJECTED_PREFIX = "Pod was rejected: "
@@ -33,6 +33,8 @@ class Node:
     user_namespaces: bool = False
     # containerd 1.6 only merges groups (SupplementalGroupsPolicy Strict came with 2.0).
     supplemental_groups_strict: bool = False
+    # The node's Allocatable (`resources` units); None: resources are not checked.
+    allocatable: resources.Amounts | None = None
 
 
 @dataclass(frozen=True)
@@ -168,15 +170,44 @@ def _refused_fields(pod: pods.Pod, node: Node) -> Rejection | None:
     return Rejection("UnsupportedPodSpec", f"{path}: {why}")
 
 
+def _resources(pod: pods.Pod, node: Node, others: Sequence[pods.Pod]) -> Rejection | None:
+    if node.allocatable is None:
+        return None
+    found = resources.misfit(pod, others, node.allocatable)
+    return None if found is None else Rejection(found.reason, found.message)
+
+
+def _host_ports(pod: pods.Pod, node: Node, others: Sequence[pods.Pod]) -> Rejection | None:
+    if not resources.ports_conflict(pod, others):
+        return None
+    return Rejection(resources.PORTS_REASON, resources.PORTS_MESSAGE)
+
+
 _HANDLERS: tuple[Callable[[pods.Pod, Node], Rejection | None], ...] = (
-    _refused_fields, _os, _node_selector, _sysctls, _apparmor, _selinux, _user_namespaces,
-    _supplemental_groups_policy,
+    _refused_fields, _sysctls, _os,
+)  # fmt: skip
+# The kubelet's predicate handler: resources, then node affinity, then host ports.
+_PREDICATES: tuple[Callable[[pods.Pod, Node, Sequence[pods.Pod]], Rejection | None], ...] = (
+    _resources, lambda pod, node, _: _node_selector(pod, node), _host_ports,
+)  # fmt: skip
+_SECURITY: tuple[Callable[[pods.Pod, Node], Rejection | None], ...] = (
+    _apparmor, _selinux, _user_namespaces, _supplemental_groups_policy,
 )  # fmt: skip
 
 
-def admit(pod: pods.Pod, node: Node) -> Rejection | None:
-    """The first handler's refusal, or None when the node can run the pod."""
+def admit(pod: pods.Pod, node: Node, others: Sequence[pods.Pod] = ()) -> Rejection | None:
+    """The first handler's refusal, or None when the node can run the pod beside `others`
+    (the pods already admitted and not terminated), in the kubelet's order: sysctls and OS,
+    the predicates (resources, node affinity, host ports), then what the runtime cannot do."""
     for handler in _HANDLERS:
+        rejection = handler(pod, node)
+        if rejection is not None:
+            return rejection
+    for predicate in _PREDICATES:
+        rejection = predicate(pod, node, others)
+        if rejection is not None:
+            return rejection
+    for handler in _SECURITY:
         rejection = handler(pod, node)
         if rejection is not None:
             return rejection

@@ -6,8 +6,8 @@ and Status, as model values). `services.nodestatus` does the API and CRI calls a
 these functions return.
 
 Rules:
-- capacity (cpu, memory, pods) comes from the machine and equals allocatable (nodelet reserves
-  nothing for the system);
+- capacity (cpu, memory, pods, ephemeral-storage, hugepages) comes from the machine; allocatable
+  is capacity less the reservations and hard eviction thresholds (`NodeSpec.reserved`);
 - the Ready condition comes from CRI Status (RuntimeReady and NetworkReady), worded as the
   kubelet words it; the pressure conditions are always False (no eviction signals are read);
 - a condition's `lastTransitionTime` moves only when its status does; heartbeats are `now`.
@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import nodelet
-from nodelet.model.core import apijson
+from nodelet.model.core import apijson, resources
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import status as st
 
@@ -47,6 +47,10 @@ class MachineFacts:
 
     cpus: int
     memory_bytes: int
+    # The data dir's filesystem (the kubelet's nodefs): ephemeral-storage capacity in bytes.
+    ephemeral_storage_bytes: int = 0
+    # Pre-allocated huge pages by resource name (`hugepages-2Mi`) in bytes.
+    hugepages: Mapping[str, int] = field(default_factory=dict)
     machine_id: str = ""
     boot_id: str = ""
     kernel_version: str = ""
@@ -63,6 +67,8 @@ class NodeSpec:
     machine: MachineFacts
     max_pods: int = 110
     pod_cidrs: tuple[str, ...] = ()
+    # What allocatable holds back (reservations and hard eviction thresholds), summed.
+    reserved: Mapping[str, int] = field(default_factory=dict)
     kubelet_port: int = 10250
     labels: dict[str, str] = field(default_factory=dict)
 
@@ -128,10 +134,9 @@ def node_status(
     """The Node status to report. Transition times are kept from `previous` (the API's status)
     for conditions whose status did not change; heartbeats are `now`; `version` None (the
     runtime did not answer) leaves containerRuntimeVersion empty."""
-    capacity = _capacity(spec)
     return {
-        "capacity": capacity,
-        "allocatable": dict(capacity),
+        "capacity": _quantities(capacity(spec)),
+        "allocatable": _quantities(allocatable(spec)),
         "conditions": _conditions(ready, previous, now),
         "addresses": [{"type": "InternalIP", "address": spec.host_ip},
                       {"type": "Hostname", "address": spec.name}],
@@ -146,10 +151,29 @@ def status_changed(reported: Mapping[str, Any] | None, status: Mapping[str, Any]
     return reported is None or _without_heartbeats(status) != _without_heartbeats(reported)
 
 
-def _capacity(spec: NodeSpec) -> dict[str, str]:
+def capacity(spec: NodeSpec) -> dict[str, int]:
+    """The node's capacity in `resources` units (cpu in millicores, bytes, counts)."""
     m = spec.machine
-    return {"cpu": str(m.cpus), "memory": f"{m.memory_bytes // 1024}Ki",
-            "pods": str(spec.max_pods), "ephemeral-storage": "0"}
+    return {"cpu": m.cpus * 1000, "memory": m.memory_bytes, "pods": spec.max_pods,
+            "ephemeral-storage": m.ephemeral_storage_bytes, **m.hugepages}
+
+
+def allocatable(spec: NodeSpec) -> dict[str, int]:
+    """Capacity less what is reserved: what admission lets pods ask for."""
+    return resources.allocatable(capacity(spec), spec.reserved)
+
+
+def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
+    """Amounts as the kubelet writes them: whole cores or millicores, memory in Ki."""
+    out = {}
+    for name, value in amounts.items():
+        if name == "cpu":
+            out[name] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
+        elif name == "memory" and value % 1024 == 0:
+            out[name] = f"{value // 1024}Ki"
+        else:
+            out[name] = str(value)
+    return out
 
 
 def _conditions(ready: ConditionValue, previous: Mapping[str, Any] | None,

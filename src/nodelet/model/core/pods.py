@@ -137,12 +137,21 @@ class VolumeMount:
 
 @dataclass(frozen=True)
 class Resources:
-    """Requests and limits in canonical units: CPU in millicores, memory in bytes."""
+    """Requests and limits in canonical units: CPU in millicores, memory in bytes.
+    `other_requests`: the requests of every other resource (ephemeral-storage and
+    hugepages-<size> in bytes, extended resources as counts), for admission."""
 
     cpu_request_milli: int = 0
     cpu_limit_milli: int = 0
     memory_request: int = 0
     memory_limit: int = 0
+    other_requests: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def compute(self) -> tuple[int, int, int, int]:
+        """CPU and memory requests and limits: what QoS and the runtime's limits read."""
+        return (self.cpu_request_milli, self.cpu_limit_milli, self.memory_request,
+                self.memory_limit)
 
 
 @dataclass(frozen=True)

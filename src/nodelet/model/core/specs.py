@@ -85,7 +85,7 @@ def dns_config(pod: pods.Pod, host: runtime.DNSConfig) -> runtime.DNSConfig:
 def qos_class(pod: pods.Pod) -> str:
     """Guaranteed, Burstable or BestEffort, by the kubelet's rules on requests and limits."""
     everything = (*pod.spec.init_containers, *pod.spec.containers)
-    if all(c.resources == pods.Resources() for c in everything):
+    if all(c.resources.compute == (0, 0, 0, 0) for c in everything):
         return "BestEffort"
     guaranteed = all(
         r.cpu_limit_milli and r.memory_limit
@@ -129,7 +129,7 @@ def sandbox_config(
 
 def linux_resources(resources: pods.Resources) -> runtime.LinuxResources | None:
     """Requests/limits → CRI resources, as the kubelet maps them (shares from the request)."""
-    if resources == pods.Resources():
+    if resources.compute == (0, 0, 0, 0):
         return None
     shares = min(max(resources.cpu_request_milli * 1024 // 1000, MIN_CPU_SHARES), MAX_CPU_SHARES)
     quota = resources.cpu_limit_milli * CPU_PERIOD_US // 1000 if resources.cpu_limit_milli else 0

@@ -203,7 +203,8 @@ TABLE: tuple[Field, ...] = (
     _h(PORT + "containerPort", "informational, and the target of named probe ports"),
     _h(PORT + "name", "named ports for probes and hooks"),
     _h(PORT + "protocol", "TCP, UDP, SCTP for host ports"),
-    _h(PORT + "hostPort", "forwarded from the node by the CNI portmap plugin"),
+    _h(PORT + "hostPort", "forwarded from the node by the CNI portmap plugin; a port another "
+       "pod holds is refused at admission (`NodePorts`)"),
     _h(PORT + "hostIP", "the node address a hostPort listens on"),
     _h(ENV + "name", "the variable's name"),
     _h(ENV + "value", "with $(VAR) expansion of earlier variables"),
@@ -222,7 +223,9 @@ TABLE: tuple[Field, ...] = (
        "privileged containers only); nodelet's pods dir is an rshared mount, as the kubelet's "
        "root dir; a hostPath must itself be on a shared mount"),
     _h(RESOURCES + "limits", "cpu (quota), memory (limit); requests default to limits"),
-    _h(RESOURCES + "requests", "cpu (shares); memory requests are for scheduling"),
+    _h(RESOURCES + "requests", "cpu (shares); every request must fit the node's allocatable "
+       "beside the pods already admitted (`OutOfcpu`, `OutOfmemory`, `OutOfhugepages-2Mi`, "
+       "...); extended resources the node does not have are skipped, as by the kubelet"),
     _refused(RESOURCES + "claims", "resources", "dynamic resource allocation is not "
              "supported"),
     # -- lifecycle -----------------------------------------------------------------------------

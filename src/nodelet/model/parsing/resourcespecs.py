@@ -172,4 +172,6 @@ def resources(obj: Mapping[str, Any], path: str, *, strict: bool) -> pods.Resour
         cpu_limit_milli=_milli(limits.get("cpu")),
         memory_request=quantities.ceil(requests.get("memory", Decimal(0))),
         memory_limit=quantities.ceil(limits.get("memory", Decimal(0))),
+        other_requests={name: quantities.ceil(value) for name, value in requests.items()
+                        if name not in ("cpu", "memory")},
     )

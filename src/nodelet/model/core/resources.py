@@ -1,0 +1,158 @@
+"""Node resources and whether a pod fits (pure): the kubelet's predicate admission
+(pkg/kubelet/lifecycle/predicate.go over the scheduler's AdmissionCheck: noderesources.Fits,
+then nodeports.Fits).
+
+Amounts are integers in canonical units: `cpu` in millicores, `memory`, `ephemeral-storage`
+and `hugepages-<size>` in bytes, `pods` and extended resources as counts. A pod's request is
+the kubelet's PodRequests: app containers and sidecars run together, and each init container
+runs beside the sidecars started before it, so the pod needs the larger of the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from nodelet.model.core import pods, quantities
+
+Amounts = Mapping[str, int]
+# The resources noderesources.Fits checks first, in its order; the rest follow sorted by name.
+_FIRST = ("cpu", "memory", "ephemeral-storage")
+_OUT_OF = "OutOf"
+PORTS_REASON = "NodePorts"
+PORTS_MESSAGE = ("Predicate NodePorts failed: node(s) didn't have free ports for the requested "
+                 "pod ports")
+
+
+@dataclass(frozen=True)
+class Misfit:
+    """A resource the node does not have enough of (InsufficientResourceError)."""
+
+    resource: str
+    requested: int
+    used: int
+    capacity: int
+
+    @property
+    def reason(self) -> str:
+        """OutOfcpu, OutOfmemory, OutOfpods, OutOfhugepages-2Mi, ..."""
+        return _OUT_OF + self.resource
+
+    @property
+    def message(self) -> str:
+        return (f"Node didn't have enough resource: {self.resource}, requested: "
+                f"{self.requested}, used: {self.used}, capacity: {self.capacity}")
+
+
+def container_requests(container: pods.Container) -> dict[str, int]:
+    r = container.resources
+    found = {"cpu": r.cpu_request_milli, "memory": r.memory_request, **r.other_requests}
+    return {name: value for name, value in found.items() if value}
+
+
+def _add(total: dict[str, int], more: Amounts) -> dict[str, int]:
+    out = dict(total)
+    for name, value in more.items():
+        out[name] = out.get(name, 0) + value
+    return out
+
+
+def _max(a: Amounts, b: Amounts) -> dict[str, int]:
+    return {name: max(a.get(name, 0), b.get(name, 0)) for name in {*a, *b}}
+
+
+def pod_requests(pod: pods.Pod) -> dict[str, int]:
+    """What the pod asks of the node: max(app containers + sidecars, each init container +
+    the sidecars started before it)."""
+    running: dict[str, int] = {}
+    for container in pod.spec.containers:
+        running = _add(running, container_requests(container))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for container in pod.spec.init_containers:
+        own = container_requests(container)
+        if container.restart_policy == "Always":
+            sidecars = _add(sidecars, own)
+            init_peak = _max(init_peak, sidecars)
+        else:
+            init_peak = _max(init_peak, _add(sidecars, own))
+    return {k: v for k, v in _max(_add(running, sidecars), init_peak).items() if v}
+
+
+def amounts(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:
+    """(name, quantity) pairs such as ("cpu", "100m") in `Amounts` units, summed per name.
+    Raises fields.ManifestError (a ValueError) for a quantity that does not parse."""
+    out: dict[str, int] = {}
+    for name, text in pairs:
+        value = (quantities.cpu_millis(text, path=name) if name == "cpu"
+                 else quantities.memory_bytes(text, path=name))
+        out[name] = out.get(name, 0) + value
+    return out
+
+
+def reserved(capacity: Amounts, reservations: Iterable[tuple[str, str]], *,
+             eviction_memory: str, eviction_nodefs_percent: int) -> dict[str, int]:
+    """Everything allocatable holds back: the reservations plus the hard eviction thresholds
+    (memory.available as memory, nodefs.available as a share of ephemeral-storage)."""
+    held = _add(amounts(reservations), amounts([("memory", eviction_memory)]))
+    nodefs = capacity.get("ephemeral-storage", 0) * eviction_nodefs_percent // 100
+    return _add(held, {"ephemeral-storage": nodefs})
+
+
+def allocatable(capacity: Amounts, *holds: Amounts) -> dict[str, int]:
+    """Capacity minus everything held back (see `reserved`), never below zero: the node's
+    Allocatable."""
+    out = dict(capacity)
+    for reservation in holds:
+        for name, value in reservation.items():
+            if name in out:
+                out[name] = max(out[name] - value, 0)
+    return out
+
+
+def misfit(pod: pods.Pod, others: Sequence[pods.Pod], node: Amounts) -> Misfit | None:
+    """The first resource the pod does not fit in beside the `others` already admitted (the
+    kubelet reports only the first): pods, then cpu, memory, ephemeral-storage, then the
+    others by name. Extended resources the node does not have are skipped, as the kubelet
+    does (removeMissingExtendedResources); hugepages are native and checked (0 when the node
+    has none)."""
+    pods_cap = node.get("pods")
+    if pods_cap is not None and len(others) + 1 > pods_cap:
+        return Misfit("pods", 1, len(others), pods_cap)
+    wanted = pod_requests(pod)
+    used: dict[str, int] = {}
+    for other in others:
+        used = _add(used, pod_requests(other))
+    names = [n for n in _FIRST if n in wanted]
+    names += sorted(n for n in wanted if n not in _FIRST)
+    for name in names:
+        if name not in node and _extended(name):
+            continue
+        capacity = node.get(name, 0)
+        if wanted[name] > capacity - used.get(name, 0):
+            return Misfit(name, wanted[name], used.get(name, 0), capacity)
+    return None
+
+
+def _extended(name: str) -> bool:
+    """helper.IsExtendedResourceName: a domain-qualified name outside kubernetes.io."""
+    return "/" in name and not name.split("/", 1)[0].endswith("kubernetes.io")
+
+
+def host_ports(pod: pods.Pod) -> set[tuple[str, str, int]]:
+    """(protocol, host IP, host port) of every container port with a hostPort."""
+    return {(p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port)
+            for c in (*pod.spec.init_containers, *pod.spec.containers) for p in c.ports
+            if p.host_port}
+
+
+def ports_conflict(pod: pods.Pod, others: Sequence[pods.Pod]) -> bool:
+    """nodeports.Fits: a hostPort is taken when another pod uses it with the same protocol on
+    the same host IP, or either side binds every address (0.0.0.0)."""
+    wanted = host_ports(pod)
+    taken = set().union(*(host_ports(o) for o in others)) if others else set()
+    return any(
+        proto == t_proto and port == t_port
+        and (ip == t_ip or "0.0.0.0" in (ip, t_ip))
+        for proto, ip, port in wanted for t_proto, t_ip, t_port in taken
+    )

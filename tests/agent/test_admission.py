@@ -1,0 +1,76 @@
+"""Admission against the node's resources and host ports, on real containerd: a pod that does
+not fit is Failed with the kubelet's reason and message before anything of it is created, and
+the other pods run."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import Instance
+from harness import Harness, all_ready, pod_manifest
+from nodelet.model.core import nodes, resources
+from nodelet.model.core import status as st
+
+PORT = 18093
+
+
+def failed(pod_status: st.PodStatus) -> bool:
+    return pod_status.phase == "Failed"
+
+
+async def refused(agent: Harness, name: str) -> st.PodStatus:
+    pod_status = await agent.wait_status(name, failed, what=f"{name} refused at admission")
+    assert pod_status.message.startswith("Pod was rejected: ")
+    assert pod_status.container_statuses == ()
+    assert any(e.type == "Warning" and e.reason == pod_status.reason
+               for e in agent.events_of(name))
+    return pod_status
+
+
+def requesting(name: str, requests: str) -> str:
+    return pod_manifest(name, container_extra=f"""\
+        resources:
+          requests: {requests}
+          limits: {requests}
+        """)
+
+
+async def test_pods_that_do_not_fit_the_allocatable_are_refused(
+    agent: Harness, runtime: Instance
+) -> None:
+    agent.write("bystander.yaml", pod_manifest("bystander"))
+    agent.write("cpu.yaml", requesting("cpu", "{cpu: '1000', memory: 64Mi}"))
+    agent.write("memory.yaml", requesting("memory", "{cpu: 100m, memory: 100Ti}"))
+    agent.write("huge.yaml", requesting("huge", "{memory: 64Mi, hugepages-2Mi: 4Mi}"))
+    allocatable = nodes.allocatable(agent.agent_or_fail().node_spec)
+    assert allocatable["cpu"] == (os.cpu_count() or 1) * 1000  # nothing reserved for cpu
+    cpu = await refused(agent, "cpu")
+    assert (cpu.reason, cpu.message) == (
+        "OutOfcpu", "Pod was rejected: Node didn't have enough resource: cpu, requested: "
+        f"1000000, used: 0, capacity: {allocatable['cpu']}")
+    memory = await refused(agent, "memory")
+    assert memory.reason == "OutOfmemory"
+    assert f"capacity: {allocatable['memory']}" in memory.message
+    huge = await refused(agent, "huge")  # this machine pre-allocates no huge pages
+    assert huge.reason == "OutOfhugepages-2Mi"
+    await agent.wait_status("bystander", all_ready, what="bystander runs")
+    sandbox_uids = {s.uid for s in await runtime.client.list_pod_sandboxes()}
+    assert all(agent.status_of(n) is not None for n in ("cpu", "memory", "huge"))
+    pod_uids = {p.uid for p, _ in agent.agent_or_fail().pods()
+                if p.name.startswith(("cpu-", "memory-", "huge-"))}
+    assert pod_uids and not pod_uids & sandbox_uids  # nothing was created for them
+
+
+async def test_a_taken_host_port_is_refused_until_it_is_free(agent: Harness) -> None:
+    ports = f"ports: [{{containerPort: 80, hostPort: {PORT}}}]\n"
+    agent.write("first.yaml", pod_manifest("first", container_extra=ports))
+    await agent.wait_status("first", all_ready, what="first pod on the host port")
+    agent.write("second.yaml", pod_manifest("second", container_extra=ports))
+    second = await refused(agent, "second")
+    assert (second.reason, second.message) == (
+        resources.PORTS_REASON, f"Pod was rejected: {resources.PORTS_MESSAGE}")
+    assert all_ready(agent.status_of("first"))  # type: ignore[arg-type]
+    agent.remove("first.yaml")
+    agent.remove("second.yaml")
+    agent.write("third.yaml", pod_manifest("third", container_extra=ports))
+    await agent.wait_status("third", all_ready, what="the freed host port taken again")
