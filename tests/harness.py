@@ -66,7 +66,8 @@ def pod_manifest(name: str, *, command: str = "sleep 1000000", extra_spec: str =
 class Harness:
     def __init__(self, *, endpoint: str, node_name: str = "testnode",
                  gates: settings.FeatureGates | None = None,
-                 security: settings.SecuritySettings | None = None) -> None:
+                 security: settings.SecuritySettings | None = None,
+                 logs: settings.LogSettings | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="nla-", dir="/tmp"))
         self.manifests = self.root / "manifests"
         self.manifests.mkdir()
@@ -76,6 +77,7 @@ class Harness:
             base,
             gates=gates or base.gates,
             security=security or base.security,
+            logs=logs or base.logs,
             runtime=replace(base.runtime, endpoint=endpoint),
             # Fast retries so tests that wait for a retry stay short; the behaviour is the same.
             sync=replace(base.sync, retry_period=1.0, resync_period=2.0,

@@ -32,6 +32,7 @@ from nodelet.model.core import (
     nodes,
     pods,
     resources,
+    runtime,
     security,
     status,
 )
@@ -40,6 +41,7 @@ from nodelet.model.reports import histograms as hg
 from nodelet.services import (
     checkpointing,
     cluster,
+    logrotation,
     metrics,
     preflight,
     probing,
@@ -142,6 +144,10 @@ class Agent:
         await self._join_cluster()
         self._terminate_orphans()
         self._group.spawn("relist", self.relister.run(s.sync.relist_period))
+        self.log_rotator = logrotation.LogRotator(
+            client=self._client, settings=s.logs, running=self._running_containers,
+            clock=utc_now)
+        self._group.spawn("log-rotation", self.log_rotator.run())
         await self._start_server()
         log.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
                     self.runtime_endpoint, len(self.workers.uids()))
@@ -157,6 +163,10 @@ class Agent:
             eviction_memory=s.node.eviction_hard_memory,
             eviction_nodefs_percent=s.node.eviction_hard_nodefs_percent)
         return dataclasses.replace(spec, reserved=held)
+
+    def _running_containers(self) -> list[runtime.ContainerInfo]:
+        return [c for uid in self.relister.uids() for c in self.relister.pod(uid).containers
+                if c.state is runtime.ContainerState.RUNNING]
 
     def _admission_facts(self) -> admission.Node:
         spec = self.node_spec

@@ -83,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="held back from pods for the OS, e.g. cpu=100m,memory=256Mi")
     run.add_argument("--kube-reserved", default="", metavar="RESOURCES",
                      help="held back from pods for nodelet and the runtime, same form")
+    run.add_argument("--container-log-max-size", default="10Mi", metavar="QUANTITY",
+                     help="rotate a container's log above this size (default: %(default)s)")
+    run.add_argument("--container-log-max-files", type=int, default=5, metavar="N",
+                     help="log files kept per container, the current one included "
+                          "(default: %(default)s)")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                      help="live per-pod progress lines on stderr; auto: when stderr is a "
@@ -132,8 +137,22 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
         server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file),
         security=_security_settings(args),
         node=_node_settings(args),
+        logs=_log_settings(args),
         cluster=cluster,
     )
+
+
+def _log_settings(args: argparse.Namespace) -> settings.LogSettings:
+    if args.container_log_max_files < 2:
+        raise settings.SettingsError(
+            f"--container-log-max-files {args.container_log_max_files}: must be at least 2")
+    try:
+        max_size = resources.amounts([("memory", args.container_log_max_size)])["memory"]
+    except ValueError as exc:
+        raise settings.SettingsError(f"--container-log-max-size: {exc}") from exc
+    if max_size < 1:
+        raise settings.SettingsError("--container-log-max-size: must be more than 0")
+    return settings.LogSettings(max_size=max_size, max_files=args.container_log_max_files)
 
 
 def _node_settings(args: argparse.Namespace) -> settings.NodeSettings:

@@ -187,6 +187,20 @@ class ManifestLimits:
 
 
 @dataclass(frozen=True)
+class LogSettings:
+    """Container log rotation (the kubelet's containerLogMaxSize, containerLogMaxFiles,
+    containerLogMonitorInterval, containerLogMaxWorkers)."""
+
+    # A running container's log is rotated once it is larger than this (bytes; 10 MiB).
+    max_size: int = 10 * 1024 * 1024
+    # Files kept per container log, the current one included (at least 2; default 5).
+    max_files: int = 5
+    # Seconds between checks (10 s), and rotations at once (1).
+    monitor_period: float = 10.0
+    max_workers: int = 1
+
+
+@dataclass(frozen=True)
 class NodeSettings:
     """What the node offers pods: Allocatable = capacity - system - kube reservations - the
     hard eviction thresholds (the kubelet's node allocatable), checked at admission and
@@ -216,6 +230,7 @@ class Settings:
     security: SecuritySettings = field(default_factory=SecuritySettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
+    logs: LogSettings = field(default_factory=LogSettings)
     # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
     cluster: ClusterSettings | None = None
     # How often the manifest directory is rescanned (changes are noticed within this time).

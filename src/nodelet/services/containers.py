@@ -23,7 +23,7 @@ from nodelet.adapters.cri import client as cri
 from nodelet.model.core import crilogs, downward, envvars, pods, runtime, sandboxes, security, specs
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
-from nodelet.services import hooks, images, recording, volumes
+from nodelet.services import hooks, images, logrotation, recording, volumes
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,8 @@ class ContainerRunner:
         for old in list(instances)[keep:]:
             if old.state is runtime.ContainerState.EXITED:
                 await self._client.remove_container(old.id)
+                # As the kubelet's removeContainerLog: the runtime keeps the file.
+                await asyncio.to_thread(logrotation.remove_logs, old.log_path)
 
     async def stop(
         self,

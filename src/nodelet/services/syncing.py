@@ -496,6 +496,9 @@ class PodSyncer:
             # By UID under every QoS level: an orphan's spec (and so its QoS) is unknown.
             await asyncio.to_thread(cgroups.remove_pod_cgroups, pod.uid)
             await asyncio.to_thread(shutil.rmtree, self._node.pods_root / pod.uid, True)
+            # The pod's log directory (every container's logs, rotated ones too).
+            log_directory = self._sandbox_config(pod, 0).log_directory
+            await asyncio.to_thread(shutil.rmtree, log_directory, True)
         except (cri.CriError, volumes.VolumeError) as exc:
             self._recorder.record(pod, "Warning", ev.FAILED_KILL_POD, f"error killing pod: {exc}")
             raise SyncError(f"kill pod {pod.full_name}: {exc}") from exc

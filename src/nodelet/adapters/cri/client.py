@@ -349,6 +349,12 @@ class RuntimeClient:
         request = pb.RemoveContainerRequest(container_id=container_id)
         await self._call(self._runtime.RemoveContainer, request, target=container_id)
 
+    async def reopen_container_log(self, container_id: rt.ContainerID) -> None:
+        """Make the runtime write the container's log to a fresh file at its log path (after
+        the old one was renamed away, for rotation)."""
+        request = pb.ReopenContainerLogRequest(container_id=container_id)
+        await self._call(self._runtime.ReopenContainerLog, request, target=container_id)
+
     async def list_containers(
         self,
         sandbox_id: rt.SandboxID | None = None,
