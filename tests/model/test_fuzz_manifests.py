@@ -40,6 +40,7 @@ from nodelet.model.core import (
     podjson,
     pods,
     probes,
+    resources,
     runtime,
     security,
     specs,
@@ -479,7 +480,7 @@ def exercise(pod: pods.Pod) -> None:
     node = downward.Node(name=NODE, host_ips=("10.0.0.1",), cpu_milli=2000, memory=2**33)
     facts = downward.pod_facts(pod, node, ["10.244.0.5"])
     admission.admit(pod, admission.Node(labels={"kubernetes.io/os": "linux"}, name=NODE))
-    specs.qos_class(pod)
+    resources.qos_class(pod)
     sandbox = specs.sandbox_config(pod, attempt=1, logs_root=Path("/var/log/pods"),
                                    host_dns=runtime.DNSConfig(),
                                    cgroup_parent=specs.pod_cgroup_parent(pod))

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from nodelet.model.core import admission, nodes, pods, resources
+from nodelet import settings
+from nodelet.model.core import admission, generation, nodes, pods, resources
+from nodelet.model.core import status as st
 
 GI = 1024**3
 MI = 1024**2
@@ -134,3 +136,26 @@ def test_node_status_reports_capacity_and_allocatable_as_the_kubelet_writes_them
                                   "ephemeral-storage": str(GI)}
     assert status["allocatable"]["cpu"] == "1750m"
     assert status["allocatable"]["memory"] == f"{(8 * GI - 100 * MI) // 1024}Ki"
+
+
+def limited(cpu_req: int, cpu_lim: int, mem_req: int, mem_lim: int) -> pods.Container:
+    return pods.Container(name="c", image="busybox", resources=pods.Resources(
+        cpu_request_milli=cpu_req, cpu_limit_milli=cpu_lim, memory_request=mem_req,
+        memory_limit=mem_lim))
+
+
+@pytest.mark.parametrize(("containers", "expected"), [
+    ((ctr("a"),), "BestEffort"),
+    ((ctr("a", ephemeral_storage=GI),), "BestEffort"),  # only cpu and memory count
+    ((limited(100, 100, MI, MI),), "Guaranteed"),
+    ((limited(100, 100, MI, MI), limited(0, 0, 0, 0)), "Burstable"),
+    ((limited(50, 100, MI, MI),), "Burstable"),
+    ((ctr("a", 100),), "Burstable"),
+])
+def test_qos_class(containers: tuple[pods.Container, ...], expected: str) -> None:
+    the_pod = pod(*containers)
+    assert resources.qos_class(the_pod) == expected
+    status = generation.generate_status(
+        the_pod, sandboxes=[], containers=[], old=None, last_sandbox_error=None, waiting={},
+        host_ip="", now=datetime(2026, 1, 1, tzinfo=UTC), gates=settings.FeatureGates())
+    assert st.to_api(status)["qosClass"] == expected

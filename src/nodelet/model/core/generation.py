@@ -11,7 +11,16 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from nodelet import settings
-from nodelet.model.core import admission, conditions, phases, pods, runtime, sandboxes, status
+from nodelet.model.core import (
+    admission,
+    conditions,
+    phases,
+    pods,
+    resources,
+    runtime,
+    sandboxes,
+    status,
+)
 
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
@@ -96,6 +105,7 @@ def generate_status(
         # none, so `kubectl get pods` shows the reason rather than ContainerCreating.
         container_statuses=() if _rejected(failure) else container_statuses,
         init_container_statuses=() if _rejected(failure) else init_statuses,
+        qos_class=resources.qos_class(pod),
     )
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from nodelet.model.core import pods, quantities
 
 Amounts = Mapping[str, int]
+QOSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
 # The resources noderesources.Fits checks first, in its order; the rest follow sorted by name.
 _FIRST = ("cpu", "memory", "ephemeral-storage")
 _OUT_OF = "OutOf"
@@ -156,3 +158,18 @@ def ports_conflict(pod: pods.Pod, others: Sequence[pods.Pod]) -> bool:
         and (ip == t_ip or "0.0.0.0" in (ip, t_ip))
         for proto, ip, port in wanted for t_proto, t_ip, t_port in taken
     )
+
+
+def qos_class(pod: pods.Pod) -> QOSClass:
+    """Guaranteed, Burstable or BestEffort, by the kubelet's rules on cpu and memory requests
+    and limits (other resources do not count)."""
+    everything = (*pod.spec.init_containers, *pod.spec.containers)
+    if all(c.resources.compute == (0, 0, 0, 0) for c in everything):
+        return "BestEffort"
+    guaranteed = all(
+        r.cpu_limit_milli and r.memory_limit
+        and r.cpu_request_milli in (0, r.cpu_limit_milli)
+        and r.memory_request in (0, r.memory_limit)
+        for r in (c.resources for c in everything)
+    )
+    return "Guaranteed" if guaranteed else "Burstable"

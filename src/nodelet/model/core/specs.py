@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodelet.model.core import envvars, pods, runtime
+from nodelet.model.core import envvars, pods, resources, runtime
 from nodelet.model.core import security as security_mod
 
 ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount"
@@ -82,23 +82,9 @@ def dns_config(pod: pods.Pod, host: runtime.DNSConfig) -> runtime.DNSConfig:
     )
 
 
-def qos_class(pod: pods.Pod) -> str:
-    """Guaranteed, Burstable or BestEffort, by the kubelet's rules on requests and limits."""
-    everything = (*pod.spec.init_containers, *pod.spec.containers)
-    if all(c.resources.compute == (0, 0, 0, 0) for c in everything):
-        return "BestEffort"
-    guaranteed = all(
-        r.cpu_limit_milli and r.memory_limit
-        and r.cpu_request_milli in (0, r.cpu_limit_milli)
-        and r.memory_request in (0, r.memory_limit)
-        for r in (c.resources for c in everything)
-    )
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
 def pod_cgroup_parent(pod: pods.Pod) -> str:
     """The pod-level cgroup (cgroupfs layout): /kubepods[/burstable|/besteffort]/pod<uid>."""
-    qos = qos_class(pod)
+    qos = resources.qos_class(pod)
     middle = "" if qos == "Guaranteed" else f"/{qos.lower()}"
     return f"/kubepods{middle}/pod{pod.uid}"
 

@@ -92,6 +92,7 @@ class PodStatus:
     start_time: datetime | None = None
     container_statuses: tuple[ContainerStatus, ...] = ()
     init_container_statuses: tuple[ContainerStatus, ...] = ()
+    qos_class: str = ""  # Guaranteed, Burstable or BestEffort ("" when not known)
 
     @property
     def pod_ip(self) -> str:
@@ -220,4 +221,6 @@ def to_api(status: PodStatus) -> dict[str, Any]:
             _container_status_to_api(s) for s in status.init_container_statuses
         ]
     out["containerStatuses"] = [_container_status_to_api(s) for s in status.container_statuses]
+    if status.qos_class:
+        out["qosClass"] = status.qos_class
     return out
