@@ -235,3 +235,10 @@ def test_newly_exited() -> None:
     assert pa.newly_exited([ctr("a")], [ctr("a", EXITED)])
     assert not pa.newly_exited([ctr("a", EXITED)], [ctr("a", EXITED)])
     assert not pa.newly_exited([], [ctr("a")])
+
+
+def test_something_runs_until_every_container_exited_and_every_sandbox_was_stopped() -> None:
+    sb = sandbox(state=NOTREADY)
+    assert pa.something_runs(state(ctr("a"), boxes=(sb,)), stopped={sb.id})
+    assert pa.something_runs(state(ctr("a", EXITED), boxes=(sb,)), stopped=set())
+    assert not pa.something_runs(state(ctr("a", EXITED), boxes=(sb,)), stopped={sb.id})

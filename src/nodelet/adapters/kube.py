@@ -251,8 +251,10 @@ class KubeClient:
                     raise _error(response.status, _decode(await response.text()),
                                  response.headers, what)
                 while True:
-                    line = await asyncio.wait_for(response.content.readline(),
-                                                  self.settings.watch_inactivity)
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
+                    # cancellation that arrives as the line does, leaving the watch running.
+                    async with asyncio.timeout(self.settings.watch_inactivity):
+                        line = await response.content.readline()
                     if not line:
                         return
                     if line.strip():

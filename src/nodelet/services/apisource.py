@@ -200,10 +200,10 @@ class ObjectCache:
             self._wake.clear()
             await self._refresh()
             self._refreshed.set()
-            try:
-                await asyncio.wait_for(self._wake.wait(), min(self._ttl, self._retry))
-            except TimeoutError:
-                pass
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(self._ttl, self._retry)):
+                    await self._wake.wait()
 
     async def _refresh(self) -> None:
         now = time.monotonic()

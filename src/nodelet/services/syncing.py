@@ -273,9 +273,7 @@ class PodSyncer:
         the condition turns False and the pod's IP is released (as the kubelet does). A sandbox
         whose pause process died is NOTREADY but keeps its network until it is stopped."""
         self._admitted.pop(pod.uid, None)  # its resources and host ports are free again
-        if any(c.state is not runtime.ContainerState.EXITED for c in state.containers) or any(
-            s.id not in work.stopped_sandboxes for s in state.sandboxes
-        ):
+        if podactions.something_runs(state, stopped=work.stopped_sandboxes):
             self._probes.forget_pod(pod.uid)
             await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
             self.publish(pod, await self._relister.refresh_pod(pod.uid), work)

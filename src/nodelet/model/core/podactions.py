@@ -16,7 +16,7 @@ Times are POSIX seconds from the worker's injected clock (`now`); back-off state
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,6 +76,13 @@ def pod_action(
                                            has_container_history=bool(state.containers)):
         return StopPod()
     return CreateSandbox(change)
+
+
+def something_runs(state: runtime.PodRuntime, *, stopped: Set[runtime.SandboxID]) -> bool:
+    """Whether a stopped pod still has a container not exited, or a sandbox not yet stopped
+    (`stopped`: those this worker stopped; a NOTREADY sandbox keeps its network until then)."""
+    return any(c.state is not runtime.ContainerState.EXITED for c in state.containers) or any(
+        s.id not in stopped for s in state.sandboxes)
 
 
 def sandboxes_to_remove(state: runtime.PodRuntime) -> tuple[runtime.SandboxID, ...]:
