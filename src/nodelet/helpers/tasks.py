@@ -106,3 +106,17 @@ class TaskGroup:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=grace)
+
+
+async def wait_event(event: asyncio.Event, within: float | None) -> bool:
+    """Wait until `event` is set (True) or `within` seconds passed (False; None: no limit).
+
+    asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation that
+    arrives as the event is set, and the loop that called it would then run on after its task
+    group was closed."""
+    try:
+        async with asyncio.timeout(within):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nodelet.adapters import kube
+from nodelet.helpers import tasks
 from nodelet.model.core import apijson, conditions, configs, pods
 from nodelet.model.parsing import manifests
 
@@ -200,10 +201,7 @@ class ObjectCache:
             self._wake.clear()
             await self._refresh()
             self._refreshed.set()
-            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(self._ttl, self._retry)):
-                    await self._wake.wait()
+            await tasks.wait_event(self._wake, min(self._ttl, self._retry))
 
     async def _refresh(self) -> None:
         now = time.monotonic()

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from nodelet.adapters import kube
-from nodelet.helpers import backoff
+from nodelet.helpers import backoff, tasks
 from nodelet.model.core import apijson, pods
 from nodelet.model.core import mirrorpods as mp
 
@@ -138,9 +138,7 @@ class MirrorPods:
                 await asyncio.sleep(delay)
                 continue
             self._retry.reset()
-            try:
-                await asyncio.wait_for(self._wake.wait(), self._resync)
-            except TimeoutError:
+            if not await tasks.wait_event(self._wake, self._resync):
                 self._blocked.clear()
                 self._created.clear()
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nodelet.adapters import kube
-from nodelet.helpers import backoff
+from nodelet.helpers import backoff, tasks
 from nodelet.model.core import apijson, pods, statuspatch
 from nodelet.model.core import status as st
 
@@ -221,11 +221,8 @@ class StatusSync:
                     return uid
                 soonest = min(soonest or state.not_before, state.not_before)
             self._wake.clear()
-            try:
-                timeout = None if soonest is None else max(0.0, soonest - now)
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except TimeoutError:
-                pass
+            await tasks.wait_event(self._wake,
+                                   None if soonest is None else max(0.0, soonest - now))
 
     def _target(self, pod: pods.Pod) -> str | None:
         """The API UID that `pod`'s status is written to: its own, or its mirror pod's."""

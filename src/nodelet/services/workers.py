@@ -109,10 +109,7 @@ class PodWorkers:
     async def _run(self, worker: _Worker) -> None:
         delay: float | None = None
         while True:
-            try:
-                await asyncio.wait_for(worker.wake.wait(), timeout=delay)
-            except TimeoutError:
-                pass
+            await tasks.wait_event(worker.wake, delay)
             worker.wake.clear()
             if worker.terminating:
                 if await self._attempt_termination(worker):
