@@ -95,6 +95,17 @@ async def test_resources_map_to_a_pod_cgroup_that_is_removed_with_the_pod(
     limits = [int((d / "memory.limit_in_bytes").read_text())
               for d in pod_cgroup.iterdir() if d.is_dir()]
     assert 32 * 1024 * 1024 in limits, limits
+    # The pod level itself has the kubelet's pod limits: 100m → 102 shares, 10 ms quota.
+    assert int((pod_cgroup / "memory.limit_in_bytes").read_text()) == 32 * 1024 * 1024
+    cpu = Path("/sys/fs/cgroup/cpu/kubepods") / f"pod{pod.uid}"
+    assert int((cpu / "cpu.shares").read_text()) == 102
+    assert int((cpu / "cpu.cfs_quota_us").read_text()) == 10_000
+    agent.write("free.yaml", pod_manifest("free"))  # BestEffort: the minimum shares
+    await agent.wait_status("free", all_ready, what="free Ready")
+    free, _ = agent.find("free")  # type: ignore[misc]
+    free_cpu = Path("/sys/fs/cgroup/cpu/kubepods/besteffort") / f"pod{free.uid}"
+    assert int((free_cpu / "cpu.shares").read_text()) == 2
+    agent.remove("free.yaml")
     agent.remove("limited.yaml")
     await eventually(lambda: agent.find("limited") is None, within=30, what="limited gone")
     assert not pod_cgroup.exists()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nodelet import settings
-from nodelet.model.core import admission, generation, nodes, pods, resources
+from nodelet.model.core import admission, generation, nodes, pods, resources, specs
 from nodelet.model.core import status as st
 
 GI = 1024**3
@@ -159,3 +159,18 @@ def test_qos_class(containers: tuple[pods.Container, ...], expected: str) -> Non
         the_pod, sandboxes=[], containers=[], old=None, last_sandbox_error=None, waiting={},
         host_ip="", now=datetime(2026, 1, 1, tzinfo=UTC), gates=settings.FeatureGates())
     assert st.to_api(status)["qosClass"] == expected
+
+
+@pytest.mark.parametrize(("the_pod", "expected"), [
+    (pod(ctr("a")), specs.PodCgroup(cpu_shares=2)),
+    (pod(limited(100, 100, 32 * MI, 32 * MI)),
+     specs.PodCgroup(cpu_shares=102, cpu_quota_us=10_000, memory_limit=32 * MI)),
+    # Burstable: a limit only when every container declares it.
+    (pod(limited(250, 500, MI, 0), limited(250, 500, MI, 0)),
+     specs.PodCgroup(cpu_shares=512, cpu_quota_us=100_000)),
+    (pod(limited(250, 0, MI, 4 * MI)), specs.PodCgroup(cpu_shares=256, memory_limit=4 * MI)),
+    (pod(limited(100, 200, MI, 2 * MI), init=(limited(1000, 1000, MI, 8 * MI),)),
+     specs.PodCgroup(cpu_shares=1024, cpu_quota_us=100_000, memory_limit=8 * MI)),
+])
+def test_pod_cgroup_limits(the_pod: pods.Pod, expected: specs.PodCgroup) -> None:
+    assert specs.pod_cgroup(the_pod) == expected

@@ -336,6 +336,7 @@ class PodSyncer:
     async def _run_sandbox(self, pod: pods.Pod, attempt: int, work: PodWork) -> runtime.SandboxID:
         config = self._sandbox_config(pod, attempt)
         await asyncio.to_thread(Path(config.log_directory).mkdir, parents=True, exist_ok=True)
+        await self._pod_cgroup(pod, config.cgroup_parent)
         self._observer.sandbox_starting(pod)
         try:
             async with self._sandbox_slots:
@@ -359,6 +360,20 @@ class PodSyncer:
         log.info("created sandbox %s for pod %s (attempt %d)", sandbox_id, pod.full_name,
                     attempt)
         return sandbox_id
+
+    async def _pod_cgroup(self, pod: pods.Pod, parent: str) -> None:
+        """The pod-level cgroup with the pod's limits, before its sandbox (the kubelet's
+        pod container manager); a failure is logged and the pod runs with its containers'
+        own limits."""
+        try:
+            applied = await asyncio.to_thread(cgroups.apply_pod_cgroup, parent,
+                                              specs.pod_cgroup(pod))
+        except OSError as exc:
+            log.warning("pod cgroup %s of %s: %s", parent, pod.full_name, exc)
+            return
+        if not applied:
+            log.warning("cgroup v2 host: pod-level limits of %s not set (containers keep "
+                        "theirs)", pod.full_name)
 
     def _sandbox_config(self, pod: pods.Pod, attempt: int) -> runtime.SandboxConfig:
         return specs.sandbox_config(

@@ -10,7 +10,7 @@ runs beside the sidecars started before it, so the pod needs the larger of the t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -66,13 +66,21 @@ def _max(a: Amounts, b: Amounts) -> dict[str, int]:
 def pod_requests(pod: pods.Pod) -> dict[str, int]:
     """What the pod asks of the node: max(app containers + sidecars, each init container +
     the sidecars started before it)."""
+    return pod_amounts(pod, container_requests)
+
+
+def pod_amounts(
+    pod: pods.Pod, of: Callable[[pods.Container], Amounts]
+) -> dict[str, int]:
+    """The pod's total of a per-container amount (requests, limits), as the kubelet's
+    PodRequests/PodLimits add them up with init containers and sidecars."""
     running: dict[str, int] = {}
     for container in pod.spec.containers:
-        running = _add(running, container_requests(container))
+        running = _add(running, of(container))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for container in pod.spec.init_containers:
-        own = container_requests(container)
+        own = of(container)
         if container.restart_policy == "Always":
             sidecars = _add(sidecars, own)
             init_peak = _max(init_peak, sidecars)

@@ -7,6 +7,7 @@ containers can be matched back to their pod after an agent restart, and the same
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from nodelet.model.core import envvars, pods, resources, runtime
@@ -80,6 +81,34 @@ def dns_config(pod: pods.Pod, host: runtime.DNSConfig) -> runtime.DNSConfig:
         searches=base.searches + extra.searches,
         options=base.options + extra.options,
     )
+
+
+@dataclass(frozen=True)
+class PodCgroup:
+    """The pod-level cgroup's limits, as the kubelet's ResourceConfigForPod sets them: CPU
+    shares from the requests (2 for BestEffort), a CFS quota and a memory limit only when
+    every container declares that limit (None: unlimited)."""
+
+    cpu_shares: int
+    cpu_quota_us: int | None = None
+    memory_limit: int | None = None
+    cpu_period_us: int = CPU_PERIOD_US
+
+
+def pod_cgroup(pod: pods.Pod) -> PodCgroup:
+    everything = (*pod.spec.init_containers, *pod.spec.containers)
+    requests = resources.pod_requests(pod)
+    limits = resources.pod_amounts(pod, lambda c: {"cpu": c.resources.cpu_limit_milli,
+                                                   "memory": c.resources.memory_limit})
+    if resources.qos_class(pod) == "BestEffort":
+        return PodCgroup(cpu_shares=MIN_CPU_SHARES)
+    shares = min(max(requests.get("cpu", 0) * 1024 // 1000, MIN_CPU_SHARES), MAX_CPU_SHARES)
+    quota = None
+    if all(c.resources.cpu_limit_milli for c in everything):
+        quota = min(max(limits["cpu"] * CPU_PERIOD_US // 1000, MIN_CPU_QUOTA_US),
+                    MAX_CPU_QUOTA_US)
+    memory = limits["memory"] if all(c.resources.memory_limit for c in everything) else None
+    return PodCgroup(cpu_shares=shares, cpu_quota_us=quota, memory_limit=memory)
 
 
 def pod_cgroup_parent(pod: pods.Pod) -> str:
