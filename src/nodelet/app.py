@@ -150,7 +150,7 @@ class Agent:
         self._group.spawn("log-rotation", self.log_rotator.run())
         await self._start_server()
         log.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
-                    self.runtime_endpoint, len(self.workers.uids()))
+                 self.runtime_endpoint, len(self.workers.uids()))
 
     def _node_spec(self) -> nodes.NodeSpec:
         """This node: the machine's capacity, less the reservations of `settings.node`."""

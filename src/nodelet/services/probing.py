@@ -129,8 +129,8 @@ class ProbeManager:
             name = f"probe:{kind}:{pod.full_name}:{container.name}"
             instance.tasks.append(self._group.spawn(name, self._loop(instance, kind)))
         log.info("probing container %s of pod %s (%s): %s", container.name, pod.full_name,
-                    container_id[:13], ", ".join(parsed.kinds),
-                    extra={"pod": pod.full_name, "pod_uid": str(pod.uid)})
+                 container_id[:13], ", ".join(parsed.kinds),
+                 extra={"pod": pod.full_name, "pod_uid": str(pod.uid)})
 
     def forget_container(self, uid: pods.PodUID, name: str) -> None:
         """Stop probing the container (its loops are cancelled) and drop its results."""
@@ -215,8 +215,8 @@ class ProbeManager:
     ) -> None:
         pod = instance.pod
         log.info("%s probe of container %s in pod %s: %s", kind, instance.container.name,
-                    pod.full_name, state.result,
-                    extra={"pod": pod.full_name, "pod_uid": str(pod.uid), "probe": kind})
+                 pod.full_name, state.result,
+                 extra={"pod": pod.full_name, "pod_uid": str(pod.uid), "probe": kind})
         if kind == "startup" and state.result == "success":
             instance.started.set()
         try:

@@ -169,7 +169,7 @@ class ManifestSource:
             return _problem(path, doc.index, str(exc))
         except Exception as exc:  # one document must never stop the source
             log.error("unexpected error reading %s (document %d)", path, doc.index,
-                         exc_info=exc)
+                      exc_info=exc)
             return _problem(path, doc.index, (
                 f"cannot read this document: {type(exc).__name__} (a bug in nodelet, the log "
                 "has the details); the other documents and files are not affected"))

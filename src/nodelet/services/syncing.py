@@ -248,7 +248,7 @@ class PodSyncer:
         work.failure = (rejection.reason, rejection.status_message)
         self._recorder.record(pod, "Warning", rejection.reason, rejection.message)
         log.warning("pod %s (%s) rejected: %s: %s", pod.full_name, pod.uid, rejection.reason,
-                       rejection.message)
+                    rejection.message)
 
     def _check_deadline(self, pod: pods.Pod, work: PodWork) -> float | None:
         """activeDeadlineSeconds: seconds left, or None (no deadline, or it has passed)."""
@@ -358,7 +358,7 @@ class PodSyncer:
         self._observer.sandbox_created(pod, work.sandbox_returned_at - started)
         work.last_sandbox_error = None
         log.info("created sandbox %s for pod %s (attempt %d)", sandbox_id, pod.full_name,
-                    attempt)
+                 attempt)
         return sandbox_id
 
     async def _pod_cgroup(self, pod: pods.Pod, parent: str) -> None:

@@ -104,7 +104,7 @@ class VolumeManager:
         except (mounts.MountError, OSError) as exc:
             detail = exc.message if isinstance(exc, mounts.MountError) else str(exc)
             log.warning("pods dir %s is not a shared mount, so mountPropagation "
-                           "HostToContainer and Bidirectional will fail: %s", self._root, detail)
+                        "HostToContainer and Bidirectional will fail: %s", self._root, detail)
             return
         if bound:
             log.info("bound %s onto itself as a shared mount", self._root)
@@ -195,7 +195,7 @@ class VolumeManager:
         if not await asyncio.to_thread(mounts.write_atomically, directory, payload):
             return False
         log.info("wrote volume %s of pod %s (%d files)", volume.name, pod.full_name,
-                    len(payload))
+                 len(payload))
         return True
 
     # -- mounts ---------------------------------------------------------------------------

@@ -136,14 +136,14 @@ class PodWorkers:
             if not worker.terminating or (current is not None and current.cancelling()):
                 raise  # the agent is shutting down (or the worker itself was cancelled)
             log.info("sync of pod %s (%s) cancelled: the pod is terminating", pod.full_name,
-                        pod.uid)
+                     pod.uid)
             return 0.0
         except syncing.NetworkNotReady as exc:
             log.warning("pod %s (%s) waits: %s", pod.full_name, pod.uid, exc)
             return self._sync.network_not_ready_retry
         except (syncing.SyncError, cri.CriError) as exc:
             log.warning("error syncing pod %s (%s), will retry: %s", pod.full_name, pod.uid,
-                           exc)
+                        exc)
             return backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
         except Exception:
             log.exception("unexpected error syncing pod %s (%s)", pod.full_name, pod.uid)
@@ -157,7 +157,7 @@ class PodWorkers:
             await self._syncer.terminate(pod, worker.work)
         except (syncing.SyncError, cri.CriError) as exc:
             log.warning("error terminating pod %s (%s), will retry: %s", pod.full_name,
-                           pod.uid, exc)
+                        pod.uid, exc)
             return False
         except Exception:
             log.exception("unexpected error terminating pod %s (%s)", pod.full_name, pod.uid)
