@@ -510,8 +510,8 @@ class PodSyncer:
             await asyncio.to_thread(cgroups.remove_pod_cgroups, pod.uid)
             await asyncio.to_thread(shutil.rmtree, self._node.pods_root / pod.uid, True)
             # The pod's log directory (every container's logs, rotated ones too).
-            log_directory = self._sandbox_config(pod, 0).log_directory
-            await asyncio.to_thread(shutil.rmtree, log_directory, True)
+            await asyncio.to_thread(
+                shutil.rmtree, specs.pod_log_directory(self._node.logs_root, pod), True)
         except (cri.CriError, volumes.VolumeError) as exc:
             self._recorder.record(pod, "Warning", ev.FAILED_KILL_POD, f"error killing pod: {exc}")
             raise SyncError(f"kill pod {pod.full_name}: {exc}") from exc
@@ -547,8 +547,8 @@ async def _nothing_to_wait_for(pod: pods.Pod) -> None:
 
 
 def _downward_node(name: str, host_ip: str) -> downward.Node:
-    """The node as env vars see it: unset limits are its CPUs and memory, as the Node reports
-    them (and its ephemeral-storage, which the Node reports as 0)."""
+    """The node as env vars see it: an unset limit is the machine's CPUs or memory (its
+    capacity; ephemeral-storage is left 0)."""
     machine = host.machine_facts()
     return downward.Node(name=name, host_ips=(host_ip,) if host_ip else (),
                          cpu_milli=machine.cpus * 1000, memory=machine.memory_bytes)

@@ -102,13 +102,11 @@ def pod_cgroup(pod: pods.Pod) -> PodCgroup:
                                                    "memory": c.resources.memory_limit})
     if resources.qos_class(pod) == "BestEffort":
         return PodCgroup(cpu_shares=MIN_CPU_SHARES)
-    shares = min(max(requests.get("cpu", 0) * 1024 // 1000, MIN_CPU_SHARES), MAX_CPU_SHARES)
-    quota = None
-    if all(c.resources.cpu_limit_milli for c in everything):
-        quota = min(max(limits["cpu"] * CPU_PERIOD_US // 1000, MIN_CPU_QUOTA_US),
-                    MAX_CPU_QUOTA_US)
+    quota = cpu_quota(limits["cpu"]) if all(c.resources.cpu_limit_milli
+                                             for c in everything) else None
     memory = limits["memory"] if all(c.resources.memory_limit for c in everything) else None
-    return PodCgroup(cpu_shares=shares, cpu_quota_us=quota, memory_limit=memory)
+    return PodCgroup(cpu_shares=cpu_shares(requests.get("cpu", 0)), cpu_quota_us=quota,
+                     memory_limit=memory)
 
 
 def pod_cgroup_parent(pod: pods.Pod) -> str:
@@ -142,17 +140,27 @@ def sandbox_config(
     )
 
 
+def cpu_shares(request_milli: int) -> int:
+    """CPU shares for a request, as the kubelet's MilliCPUToShares (clamped to 2..262144)."""
+    return min(max(request_milli * 1024 // 1000, MIN_CPU_SHARES), MAX_CPU_SHARES)
+
+
+def cpu_quota(limit_milli: int) -> int:
+    """The CFS quota (µs per CPU_PERIOD_US) for a limit, as MilliCPUToQuota; 0: no limit."""
+    if not limit_milli:
+        return 0
+    return min(max(limit_milli * CPU_PERIOD_US // 1000, MIN_CPU_QUOTA_US), MAX_CPU_QUOTA_US)
+
+
 def linux_resources(resources: pods.Resources) -> runtime.LinuxResources | None:
     """Requests/limits → CRI resources, as the kubelet maps them (shares from the request)."""
     if resources.compute == (0, 0, 0, 0):
         return None
-    shares = min(max(resources.cpu_request_milli * 1024 // 1000, MIN_CPU_SHARES), MAX_CPU_SHARES)
-    quota = resources.cpu_limit_milli * CPU_PERIOD_US // 1000 if resources.cpu_limit_milli else 0
-    quota = min(max(quota, MIN_CPU_QUOTA_US), MAX_CPU_QUOTA_US) if quota else 0
+    quota = cpu_quota(resources.cpu_limit_milli)
     return runtime.LinuxResources(
         cpu_period=CPU_PERIOD_US if quota else 0,
         cpu_quota=quota,
-        cpu_shares=shares,
+        cpu_shares=cpu_shares(resources.cpu_request_milli),
         memory_limit_in_bytes=resources.memory_limit,
     )
 
