@@ -155,6 +155,10 @@ def _log_settings(args: argparse.Namespace) -> settings.LogSettings:
     return settings.LogSettings(max_size=max_size, max_files=args.container_log_max_files)
 
 
+# What --system-reserved and --kube-reserved may hold back (the kubelet's pid is not offered).
+_RESERVABLE = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
 def _node_settings(args: argparse.Namespace) -> settings.NodeSettings:
     if args.max_pods < 1:
         raise settings.SettingsError(f"--max-pods {args.max_pods}: must be at least 1")
@@ -165,6 +169,11 @@ def _node_settings(args: argparse.Namespace) -> settings.NodeSettings:
     )
     for flag, pairs in (("--system-reserved", node.system_reserved),
                         ("--kube-reserved", node.kube_reserved)):
+        unknown = sorted({name for name, _ in pairs} - _RESERVABLE)
+        if unknown:
+            raise settings.SettingsError(
+                f"{flag}: cannot reserve {', '.join(unknown)}: only "
+                f"{', '.join(sorted(_RESERVABLE))}")
         try:
             resources.amounts(pairs)
         except ValueError as exc:

@@ -62,6 +62,12 @@ def test_a_broken_kubeconfig_is_reported_before_start(tmp_path: Path) -> None:
 @pytest.mark.parametrize("flags", [
     ["--listen", "0.0.0.0:10399"],
     ["--listen", "127.0.0.1:10399", "--auth-token-file", "EMPTY"],
+    ["--system-reserved", "pid=100"],
+    ["--kube-reserved", "cpu=1x"],
+    ["--system-reserved", "memory"],
+    ["--max-pods", "0"],
+    ["--container-log-max-files", "1"],
+    ["--container-log-max-size", "ten"],
 ])
 def test_nodelet_run_refuses_before_starting_anything(tmp_path: Path, flags: list[str]) -> None:
     (tmp_path / "empty").write_text("")
