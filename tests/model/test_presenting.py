@@ -397,6 +397,16 @@ def test_find_pod() -> None:
     assert presenting.find_pod(pod_list, "nope") is None
 
 
+def test_find_a_static_pod_by_its_manifest_name() -> None:
+    static = {"metadata": {"name": "web-node-1", "namespace": "default"},
+              "spec": {"nodeName": "node-1"}}
+    pod_list = {"items": [static, {"metadata": {"name": "web-node-1-x", "namespace": "default"},
+                                   "spec": {"nodeName": "node-1"}}]}
+    assert presenting.find_pod(pod_list, "web") == static
+    assert presenting.find_pod(pod_list, "web-node-1") == static
+    assert presenting.find_pod(pod_list, "web", "kube-system") is None
+
+
 def test_events_table() -> None:
     text = presenting.events_table(sandbox_events(), NOW)
     lines = text.splitlines()

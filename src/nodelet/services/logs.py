@@ -44,19 +44,11 @@ class LogTarget:
 
 def find_pod(pod_list: JSON, name: str, namespace: str | None) -> JSON:
     """The pod by its full name, or by its manifest name (static pods are `<name>-<node>`)."""
-    for candidate in [name, *(f"{name}-{node}" for node in _node_names(pod_list))]:
-        pod = presenting.find_pod(pod_list, candidate, namespace)
-        if pod is not None:
-            return pod
+    pod = presenting.find_pod(pod_list, name, namespace)
+    if pod is not None:
+        return pod
     where = f' in namespace "{namespace}"' if namespace else ""
     raise crilogs.LogsError(f'pods "{name}" not found{where}')
-
-
-def _node_names(pod_list: JSON) -> list[str]:
-    items = pod_list.get("items")
-    pods = [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
-    return sorted({str(p.get("spec", {}).get("nodeName")) for p in pods
-                   if p.get("spec", {}).get("nodeName")})
 
 
 def locate(pod: JSON, *, container: str | None, previous: bool, data_dir: Path) -> LogTarget:

@@ -218,18 +218,24 @@ def _condition_true(status: JSON, type_: str) -> bool:
 
 
 def find_pod(pod_list: JSON, name: str, namespace: str | None = None) -> JSON | None:
-    """The pod called `name` (in `namespace`, or in any namespace when None), else None.
+    """The pod called `name`, or a static pod by its manifest name (`<name>-<node>`), in
+    `namespace` (any namespace when None), else None.
 
     Without a namespace, a pod in `default` wins over same-named pods elsewhere.
     """
-    matches = [
-        pod
-        for pod in apijson.objs(pod_list.get("items"))
-        if apijson.obj(pod.get("metadata")).get("name") == name
-        and namespace in (None, apijson.obj(pod.get("metadata")).get("namespace"))
-    ]
-    matches.sort(key=lambda pod: apijson.obj(pod.get("metadata")).get("namespace") != "default")
-    return matches[0] if matches else None
+    pods = apijson.objs(pod_list.get("items"))
+    nodes = sorted({str(n) for p in pods if (n := apijson.obj(p.get("spec")).get("nodeName"))})
+    for candidate in [name, *(f"{name}-{node}" for node in nodes)]:
+        matches = [
+            pod for pod in pods
+            if apijson.obj(pod.get("metadata")).get("name") == candidate
+            and namespace in (None, apijson.obj(pod.get("metadata")).get("namespace"))
+        ]
+        matches.sort(
+            key=lambda pod: apijson.obj(pod.get("metadata")).get("namespace") != "default")
+        if matches:
+            return matches[0]
+    return None
 
 
 # --- kubectl get events / manifests
