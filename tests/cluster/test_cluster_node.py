@@ -52,8 +52,10 @@ async def test_node_not_ready_when_network_is_not_and_times_move_only_on_change(
         rig.runtime.network_ready = False
 
         def not_ready() -> dict | None:
+            # The server may hold the PATCH before the reporter counted it: wait for both.
             cond = ready(server.get("nodes", "", "n1"))
-            return cond if cond["status"] == "False" else None
+            counted = rig.mode.node.reports > reports
+            return cond if cond["status"] == "False" and counted else None
 
         cond = await eventually(not_ready, within=5, what="node NotReady")
         assert "NetworkReady=false" in cond["message"] and "cni config" in cond["message"]
