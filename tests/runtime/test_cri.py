@@ -138,3 +138,39 @@ async def test_nonexistent_endpoint_is_unavailable_within_the_connect_timeout() 
     with pytest.raises(cri_errors.RuntimeUnavailable, match=endpoint):
         await cri_client.RuntimeClient.connect(endpoint, timeouts=timeouts)
     assert time.monotonic() - started < timeouts.connect + 1.0
+
+
+async def test_image_filesystem_and_container_writable_layer_usage(runtime: Instance) -> None:
+    filesystems = await runtime.client.image_fs_info()
+    assert filesystems and all(Path(f.mountpoint).is_dir() for f in filesystems)
+    assert Path(filesystems[0].mountpoint).is_relative_to(runtime.data_dir)
+
+    async def measured() -> bool:  # containerd sums its snapshots every 10 s (stats period)
+        return (await runtime.client.image_fs_info())[0].used_bytes > 0
+
+    await eventually(measured, within=30, what="image filesystem usage")
+    config = sandbox_config(runtime, "writer")
+    sandbox_id = await runtime.client.run_pod_sandbox(config)
+    try:
+        container = rt.ContainerConfig(
+            name="writer", attempt=0, image=settings_.BUSYBOX_IMAGE, log_path="writer.log",
+            command=("sh", "-c", "dd if=/dev/zero of=/big bs=1M count=3 && sleep 3600"),
+            labels={rt.LABEL_POD_UID: "uid-writer", rt.LABEL_CONTAINER_NAME: "writer"},
+        )
+        container_id = await runtime.client.create_container(sandbox_id, container, config)
+        await runtime.client.start_container(container_id)
+
+        async def written() -> rt.ContainerStats | None:
+            stats = await runtime.client.list_container_stats({rt.LABEL_POD_UID: "uid-writer"})
+            ours = [s for s in stats if s.id == container_id]
+            layer = ours[0].writable_layer_bytes if ours else None
+            return ours[0] if layer is not None and layer >= 3 * 1024 * 1024 else None
+
+        stats = await eventually(written, within=30, what="3 MiB in the writable layer")
+        assert (stats.pod_uid, stats.name) == ("uid-writer", "writer")
+        assert stats.memory_working_set is not None and stats.memory_working_set > 0
+        assert stats.writable_layer_inodes is not None and stats.writable_layer_inodes >= 1
+        await runtime.client.stop_container(container_id, 0)
+        await runtime.client.remove_container(container_id)
+    finally:
+        await _remove(runtime, sandbox_id)

@@ -355,6 +355,15 @@ class RuntimeClient:
         request = pb.ReopenContainerLogRequest(container_id=container_id)
         await self._call(self._runtime.ReopenContainerLog, request, target=container_id)
 
+    async def list_container_stats(
+        self, labels: Mapping[str, str] | None = None
+    ) -> list[rt.ContainerStats]:
+        """Usage of the running containers matching all `labels` (CRI ListContainerStats)."""
+        request = pb.ListContainerStatsRequest(
+            filter=pb.ContainerStatsFilter(label_selector=convert.label_filter(labels)))
+        response = await self._call(self._runtime.ListContainerStats, request)
+        return [convert.container_stats_from_pb(s) for s in response.stats]
+
     async def list_containers(
         self,
         sandbox_id: rt.SandboxID | None = None,
@@ -416,6 +425,11 @@ class RuntimeClient:
     async def list_images(self) -> list[rt.ImageInfo]:
         response = await self._call(self._images.ListImages, pb.ListImagesRequest())
         return [convert.image_from_pb(image) for image in response.images]
+
+    async def image_fs_info(self) -> list[rt.FilesystemUsage]:
+        """The filesystems holding the runtime's images, with what the images use there."""
+        response = await self._call(self._images.ImageFsInfo, pb.ImageFsInfoRequest())
+        return [convert.filesystem_from_pb(f) for f in response.image_filesystems]
 
     async def remove_image(self, ref: str) -> None:
         request = pb.RemoveImageRequest(image=pb.ImageSpec(image=ref))

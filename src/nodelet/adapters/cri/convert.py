@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from nodelet.adapters.cri.gen import api_pb2 as pb
 from nodelet.model.core import runtime as rt
@@ -275,6 +276,33 @@ def image_from_pb(image: pb.Image) -> rt.ImageInfo:
         size=image.size,
         uid=image.uid.value if image.HasField("uid") else None,
         username=image.username,
+    )
+
+
+def _uint64(message: Any, name: str) -> int | None:
+    """An optional UInt64Value field: its value, or None when the runtime left it unset."""
+    return getattr(message, name).value if message.HasField(name) else None
+
+
+def filesystem_from_pb(usage: pb.FilesystemUsage) -> rt.FilesystemUsage:
+    return rt.FilesystemUsage(
+        mountpoint=usage.fs_id.mountpoint,
+        used_bytes=_uint64(usage, "used_bytes") or 0,
+        inodes_used=_uint64(usage, "inodes_used"),
+    )
+
+
+def container_stats_from_pb(stats: pb.ContainerStats) -> rt.ContainerStats:
+    layer = stats.writable_layer if stats.HasField("writable_layer") else None
+    return rt.ContainerStats(
+        id=rt.ContainerID(stats.attributes.id),
+        labels=dict(stats.attributes.labels),
+        cpu_usage_core_ns=_uint64(stats.cpu, "usage_core_nano_seconds")
+        if stats.HasField("cpu") else None,
+        memory_working_set=_uint64(stats.memory, "working_set_bytes")
+        if stats.HasField("memory") else None,
+        writable_layer_bytes=_uint64(layer, "used_bytes") if layer is not None else None,
+        writable_layer_inodes=_uint64(layer, "inodes_used") if layer is not None else None,
     )
 
 

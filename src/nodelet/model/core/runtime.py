@@ -300,6 +300,37 @@ class ImageInfo:
 
 
 @dataclass(frozen=True)
+class FilesystemUsage:
+    """What the runtime says one of its filesystems holds (CRI ImageFsInfo): the mount point
+    and the bytes and inodes its images (or containers' layers) use there."""
+
+    mountpoint: str
+    used_bytes: int
+    inodes_used: int | None = None
+
+
+@dataclass(frozen=True)
+class ContainerStats:
+    """One container's resource usage (CRI ContainerStats); None where the runtime gave none."""
+
+    id: ContainerID
+    labels: Mapping[str, str]
+    cpu_usage_core_ns: int | None = None
+    memory_working_set: int | None = None
+    # The container's writable layer (its rootfs changes) in bytes and inodes.
+    writable_layer_bytes: int | None = None
+    writable_layer_inodes: int | None = None
+
+    @property
+    def pod_uid(self) -> str:
+        return self.labels.get(LABEL_POD_UID, "")
+
+    @property
+    def name(self) -> str:
+        return self.labels.get(LABEL_CONTAINER_NAME, "")
+
+
+@dataclass(frozen=True)
 class PodRuntime:
     """One pod's sandboxes (newest first) and containers, as the runtime reports them."""
 
