@@ -64,10 +64,12 @@ def _require_root() -> None:
         pytest.fail("runtime tests need root (containerd, runc and CNI plugins); run as root")
 
 
-async def start_instance(**runtime_overrides: object) -> Instance:
-    """Start a ready containerd with images in a fresh, short data dir (socket paths <108)."""
+async def start_instance(*, data_dir: Path | None = None,
+                         **runtime_overrides: object) -> Instance:
+    """Start a ready containerd with images in a fresh, short data dir (socket paths <108),
+    or in `data_dir` (a new directory the caller made, e.g. on a small filesystem)."""
     _require_root()
-    data_dir = Path(tempfile.mkdtemp(prefix="nl-", dir="/tmp"))
+    data_dir = data_dir or Path(tempfile.mkdtemp(prefix="nl-", dir="/tmp"))
     defaults: dict[str, object] = {
         # Explicit, so tests can read it back; derived from the data dir, so it is unique.
         "pod_cidrs": (cni.default_pod_cidr(data_dir),),

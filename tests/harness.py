@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nodelet import app, settings
-from nodelet.adapters import mounts
+from nodelet.adapters import cgroups, mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.model.core import events, pods, runtime, status
 from polling import eventually
@@ -67,7 +67,10 @@ class Harness:
     def __init__(self, *, endpoint: str, node_name: str = "testnode",
                  gates: settings.FeatureGates | None = None,
                  security: settings.SecuritySettings | None = None,
-                 logs: settings.LogSettings | None = None) -> None:
+                 logs: settings.LogSettings | None = None,
+                 node: settings.NodeSettings | None = None,
+                 gc: settings.GCSettings | None = None,
+                 eviction: settings.EvictionSettings | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="nla-", dir="/tmp"))
         self.manifests = self.root / "manifests"
         self.manifests.mkdir()
@@ -78,6 +81,11 @@ class Harness:
             gates=gates or base.gates,
             security=security or base.security,
             logs=logs or base.logs,
+            eviction=eviction or base.eviction,
+            gc=gc or base.gc,
+            # Its own cgroup root: agents of parallel tests never rewrite each other's
+            # kubepods and QoS levels (removed again in `cleanup`).
+            node=replace(node or base.node, cgroup_root=f"/nodelet-test-{self.root.name}"),
             runtime=replace(base.runtime, endpoint=endpoint),
             # Fast retries so tests that wait for a retry stay short; the behaviour is the same.
             sync=replace(base.sync, retry_period=1.0, resync_period=2.0,
@@ -107,11 +115,15 @@ class Harness:
         self.agent = None
 
     def pod_mounts(self) -> list[Path]:
-        """Mounts under the data dir besides the agent's own shared bind of its pods dir."""
-        pods_dir = (self.settings.data_dir / "pods").resolve()
-        return [p for p in mounts.mounts_under(self.settings.data_dir) if p != pods_dir]
+        """Mounts under the data dir besides the agent's own shared bind of its pods dir (and
+        a filesystem a test mounted as the data dir itself)."""
+        own = {(self.settings.data_dir / "pods").resolve(), self.settings.data_dir.resolve()}
+        return [p for p in mounts.mounts_under(self.settings.data_dir) if p not in own]
 
     def cleanup(self) -> None:
+        cgroup_root = self.settings.node.cgroup_root
+        cgroups.remove_qos_cgroups(cgroup_root)
+        cgroups.remove_pod_cgroup(cgroup_root)
         # The shared bind of the pods dir outlives the agent, as it does for `nodelet run`
         # (`nodelet reset` removes it); never delete through a mount point.
         for point in mounts.mounts_under(self.root):

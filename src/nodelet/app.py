@@ -28,9 +28,11 @@ from nodelet.model.core import (
     admission,
     credentials,
     envvars,
+    eviction,
     health,
     nodes,
     pods,
+    qoscgroups,
     resources,
     runtime,
     security,
@@ -41,6 +43,8 @@ from nodelet.model.reports import histograms as hg
 from nodelet.services import (
     checkpointing,
     cluster,
+    containergc,
+    imagegc,
     logrotation,
     metrics,
     preflight,
@@ -54,6 +58,8 @@ from nodelet.services import (
     volumes,
     workers,
 )
+from nodelet.services import eviction as evicting
+from nodelet.services import qoscgroups as qos_service
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +120,7 @@ class Agent:
         self._client = await self._connect_runtime()
         self._host_ip = host.host_ip()
         self.node_spec = self._node_spec()
+        self.qos = self._qos_cgroups()
         self.relister = relisting.Relister(client=self._client, on_change=self._runtime_changed)
         self.metrics.watch_runtime(self.relister.pod)
         self.volumes = volumes.VolumeManager(
@@ -127,7 +134,8 @@ class Agent:
             client=self._client, relister=self.relister, statuses=self.statuses,
             volumes=self.volumes, probes=self.probes,
             recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
-            lookup=self._lookup_object, objects_ready=self._objects_ready,
+            lookup=self._lookup_object, objects_ready=self._objects_ready, qos=self.qos,
+            pressure=self._pressure,
             node=syncing.NodeFacts(host_ip=self._host_ip, host_dns=host.host_dns(),
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods",
@@ -136,6 +144,7 @@ class Agent:
                                        seccomp_default=s.security.seccomp_default,
                                        seccomp_profile_root=s.seccomp_profile_root)),
         )
+        await self.qos.start(self._group)
         self.workers = workers.PodWorkers(
             syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,
         )
@@ -143,11 +152,20 @@ class Agent:
         await self._start_source()
         await self._join_cluster()
         self._terminate_orphans()
+        self.container_gc = self._container_gc()  # after the orphans: it judges "gone" too
+        self._group.spawn("container-gc", self.container_gc.run())
         self._group.spawn("relist", self.relister.run(s.sync.relist_period))
         self.log_rotator = logrotation.LogRotator(
             client=self._client, settings=s.logs, running=self._running_containers,
             clock=utc_now)
         self._group.spawn("log-rotation", self.log_rotator.run())
+        # Never removes the sandbox image nodelet's embedded containerd runs pods with.
+        self.image_gc = imagegc.ImageGC(
+            client=self._client, recorder=self.recorder, settings=s.gc,
+            protected=(settings_mod.PAUSE_IMAGE,), clock=utc_now)
+        self._group.spawn("image-gc", self.image_gc.run())
+        self.eviction = self._eviction_manager()
+        self._group.spawn("eviction", self.eviction.run())
         await self._start_server()
         log.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
                  self.runtime_endpoint, len(self.workers.uids()))
@@ -159,10 +177,19 @@ class Agent:
                               machine=host.machine_facts(storage=s.data_dir),
                               max_pods=s.node.max_pods, pod_cidrs=s.runtime.pod_cidrs)
         held = resources.reserved(
-            nodes.capacity(spec), (*s.node.system_reserved, *s.node.kube_reserved),
-            eviction_memory=s.node.eviction_hard_memory,
-            eviction_nodefs_percent=s.node.eviction_hard_nodefs_percent)
+            (*s.node.system_reserved, *s.node.kube_reserved),
+            eviction.allocatable_holds(self._checked.thresholds, nodes.capacity(spec)))
         return dataclasses.replace(spec, reserved=held)
+
+    def _qos_cgroups(self) -> qos_service.QosCgroups:
+        """kubepods with node allocatable, its QoS levels following the syncer's admitted
+        pods (started once the syncer exists, before any pod cgroup is made)."""
+        node = self.settings.node
+        return qos_service.QosCgroups(
+            cgroup_root=node.cgroup_root, period=node.qos_update_period,
+            node=qoscgroups.node_allocatable(nodes.capacity(self.node_spec),
+                                             (*node.system_reserved, *node.kube_reserved)),
+            active=lambda: self.syncer.admitted_pods())
 
     def _running_containers(self) -> list[runtime.ContainerInfo]:
         return [c for uid in self.relister.uids() for c in self.relister.pod(uid).containers
@@ -205,7 +232,7 @@ class Agent:
             settings=s.cluster, node_name=s.node_name, host_ip=self._host_ip,
             pod_cidrs=s.runtime.pod_cidrs, statuses=self.statuses, recorder=self.recorder,
             runtime=self._client, on_pods=self._on_api_pods, on_objects=self._wake_readers,
-            clock=utc_now, node_spec=self.node_spec,
+            clock=utc_now, node_spec=self.node_spec, pressure=self._pressure,
         )
         self.cluster.set_static_pods(self._static_pods)  # read before: their mirror pods
         await self.cluster.start()  # lists the pods once (→ on_pods) before returning
@@ -241,6 +268,44 @@ class Agent:
             spec=pods.PodSpec(containers=(), termination_grace_period_seconds=int(
                 self.settings.sync.default_grace_period)),
         ))
+
+    def _eviction_manager(self) -> evicting.EvictionManager:
+        assert self._client is not None
+        s = self.settings
+        return evicting.EvictionManager(
+            settings=s.eviction, thresholds=self._checked.thresholds, stats=self._client,
+            paths=evicting.Paths(data_dir=s.data_dir, logs_root=s.data_dir / "logs",
+                                 volumes_dir=self.volumes.volumes_dir),
+            active_pods=self.syncer.admitted_pods,
+            evict=lambda pod, message, grace: self.workers.fail(
+                pod.uid, eviction.REASON, message, grace=grace),
+            recorder=self.recorder,
+            reclaimers=evicting.Reclaimers(
+                containers=lambda: self.container_gc.collect(evict_terminated=True),
+                images=self.image_gc.delete_unused),
+            memory_capacity=self.node_spec.machine.memory_bytes)
+
+    def _pressure(self) -> frozenset[str]:
+        """The node's pressure conditions (none before the eviction manager started)."""
+        manager: evicting.EvictionManager | None = getattr(self, "eviction", None)
+        return manager.conditions() if manager is not None else frozenset()
+
+    def _container_gc(self) -> containergc.ContainerGC:
+        assert self._client is not None
+        return containergc.ContainerGC(
+            client=self._client, settings=self.settings.gc,
+            logs_root=self.settings.data_dir / "logs", removable=self._pod_content_removable,
+            terminated=self._pod_terminated, clock=time.time)
+
+    def _pod_content_removable(self, uid: pods.PodUID) -> bool:
+        """For the container GC: no source wants the pod and no worker is terminating it
+        (the worker removes its own pod's things), judged only after every source was read
+        once — never because a manifest was not read yet."""
+        return self._sources_synced and uid not in self.workers.uids()
+
+    def _pod_terminated(self, uid: pods.PodUID) -> bool:
+        current = self.statuses.get(uid)
+        return current is not None and current.phase in ("Succeeded", "Failed")
 
     def _start_progress(self) -> None:
         if self._console is not None:

@@ -11,6 +11,7 @@ import gc
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from dataclasses import replace
@@ -83,11 +84,51 @@ def build_parser() -> argparse.ArgumentParser:
                      help="held back from pods for the OS, e.g. cpu=100m,memory=256Mi")
     run.add_argument("--kube-reserved", default="", metavar="RESOURCES",
                      help="held back from pods for nodelet and the runtime, same form")
+    run.add_argument("--cgroup-root", default="/", metavar="CGROUP",
+                     help="the cgroup that holds kubepods and its QoS levels "
+                          "(default: %(default)s)")
     run.add_argument("--container-log-max-size", default="10Mi", metavar="QUANTITY",
                      help="rotate a container's log above this size (default: %(default)s)")
     run.add_argument("--container-log-max-files", type=int, default=5, metavar="N",
                      help="log files kept per container, the current one included "
                           "(default: %(default)s)")
+    run.add_argument("--minimum-container-ttl-duration", default="0s", metavar="DURATION",
+                     help="keep a dead container at least this long after its creation, "
+                          "e.g. 90s, 1m30s (default: %(default)s)")
+    run.add_argument("--maximum-dead-containers-per-container", type=int, default=1,
+                     metavar="N", help="dead instances kept per container, -1: no limit "
+                                       "(default: %(default)s)")
+    run.add_argument("--maximum-dead-containers", type=int, default=-1, metavar="N",
+                     help="dead containers kept on the node, -1: no limit "
+                          "(default: %(default)s)")
+    run.add_argument("--image-gc-high-threshold", type=int, default=85, metavar="PERCENT",
+                     help="image filesystem usage at which unused images are removed; 100: "
+                          "never periodically (default: %(default)s)")
+    run.add_argument("--image-gc-low-threshold", type=int, default=80, metavar="PERCENT",
+                     help="usage that image garbage collection frees down to "
+                          "(default: %(default)s)")
+    run.add_argument("--image-minimum-gc-age", default="2m", metavar="DURATION",
+                     help="never remove an image first seen less than this long ago "
+                          "(default: %(default)s)")
+    run.add_argument("--eviction-hard", default=settings.EvictionSettings.hard,
+                     metavar="THRESHOLDS",
+                     help="evict pods at once below these, e.g. memory.available<100Mi,"
+                          "nodefs.available<10%%; '' for none (default: %(default)s)")
+    run.add_argument("--eviction-soft", default="", metavar="THRESHOLDS",
+                     help="evict pods once below these for their grace period")
+    run.add_argument("--eviction-soft-grace-period", default="", metavar="GRACES",
+                     help="grace period of each soft threshold, e.g. memory.available=1m30s")
+    run.add_argument("--eviction-max-pod-grace-period", type=int, default=0, metavar="SECONDS",
+                     help="most a pod evicted for a soft threshold gets to stop; 0: its own "
+                          "(default: %(default)s)")
+    run.add_argument("--eviction-pressure-transition-period", default="5m0s",
+                     metavar="DURATION",
+                     help="keep a pressure condition this long after it cleared "
+                          "(default: %(default)s)")
+    run.add_argument("--evict-static-pods", action="store_true",
+                     help="let node pressure and local storage limits evict static pods, "
+                          "which the kubelet never does (they would stay Failed until their "
+                          "manifest changes)")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                      help="live per-pod progress lines on stderr; auto: when stderr is a "
@@ -138,6 +179,8 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
         security=_security_settings(args),
         node=_node_settings(args),
         logs=_log_settings(args),
+        gc=_image_gc_settings(args, _container_gc_settings(args, base.gc)),
+        eviction=_eviction_settings(args),
         cluster=cluster,
     )
 
@@ -155,6 +198,75 @@ def _log_settings(args: argparse.Namespace) -> settings.LogSettings:
     return settings.LogSettings(max_size=max_size, max_files=args.container_log_max_files)
 
 
+def _container_gc_settings(args: argparse.Namespace,
+                           gc_settings: settings.GCSettings) -> settings.GCSettings:
+    """The container GC flags onto `gc_settings` (the image GC's are left as they are)."""
+    for flag, value in (("--maximum-dead-containers-per-container",
+                         args.maximum_dead_containers_per_container),
+                        ("--maximum-dead-containers", args.maximum_dead_containers)):
+        if value < -1:
+            raise settings.SettingsError(f"{flag} {value}: must be -1 (no limit) or more")
+    return replace(
+        gc_settings,
+        min_age=_duration("--minimum-container-ttl-duration",
+                          args.minimum_container_ttl_duration),
+        max_per_pod_container=args.maximum_dead_containers_per_container,
+        max_containers=args.maximum_dead_containers,
+    )
+
+
+def _image_gc_settings(args: argparse.Namespace,
+                       gc_settings: settings.GCSettings) -> settings.GCSettings:
+    """The image GC flags onto `gc_settings`: thresholds in 0..100, low not above high."""
+    high, low = args.image_gc_high_threshold, args.image_gc_low_threshold
+    for flag, value in (("--image-gc-high-threshold", high), ("--image-gc-low-threshold", low)):
+        if not 0 <= value <= 100:
+            raise settings.SettingsError(f"{flag} {value}: must be a percentage, 0 to 100")
+    if low > high:
+        raise settings.SettingsError(
+            f"--image-gc-low-threshold {low}: must not be above --image-gc-high-threshold {high}")
+    return replace(gc_settings, image_gc_high_percent=high, image_gc_low_percent=low,
+                   image_minimum_gc_age=_duration("--image-minimum-gc-age",
+                                                  args.image_minimum_gc_age))
+
+
+def _eviction_settings(args: argparse.Namespace) -> settings.EvictionSettings:
+    """The eviction flags (the thresholds themselves are read at start-up, by preflight)."""
+    graces = []
+    for item in filter(None, (p.strip() for p in args.eviction_soft_grace_period.split(","))):
+        signal, sep, value = item.partition("=")
+        if not sep:
+            raise settings.SettingsError(
+                f"--eviction-soft-grace-period: {item!r} is not SIGNAL=DURATION "
+                "(e.g. memory.available=1m30s)")
+        graces.append((signal.strip(),
+                       _duration("--eviction-soft-grace-period", value.strip())))
+    if args.eviction_max_pod_grace_period < 0:
+        raise settings.SettingsError("--eviction-max-pod-grace-period: must not be negative")
+    return settings.EvictionSettings(
+        hard=args.eviction_hard, soft=args.eviction_soft, soft_grace_periods=tuple(graces),
+        max_pod_grace_period=float(args.eviction_max_pod_grace_period),
+        pressure_transition_period=_duration("--eviction-pressure-transition-period",
+                                             args.eviction_pressure_transition_period),
+        static_pods_critical=not args.evict_static_pods)
+
+
+# A Go duration as the kubelet's flags take it: 90s, 1m30s, 1.5h, 500ms.
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s)")
+_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _duration(flag: str, text: str) -> float:
+    """Seconds of a non-negative Go duration; "0" alone is allowed, as in Go."""
+    if text.strip() == "0":
+        return 0.0
+    parts = _DURATION_PART.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        raise settings.SettingsError(
+            f"{flag} {text!r}: not a duration (write e.g. 0s, 90s, 1m30s, 2h)")
+    return sum(float(number) * _SECONDS[unit] for number, unit in parts)
+
+
 # What --system-reserved and --kube-reserved may hold back (the kubelet's pid is not offered).
 _RESERVABLE = frozenset({"cpu", "memory", "ephemeral-storage"})
 
@@ -166,7 +278,11 @@ def _node_settings(args: argparse.Namespace) -> settings.NodeSettings:
         max_pods=args.max_pods,
         system_reserved=settings.parse_resource_list("--system-reserved", args.system_reserved),
         kube_reserved=settings.parse_resource_list("--kube-reserved", args.kube_reserved),
+        cgroup_root=args.cgroup_root,
     )
+    if not args.cgroup_root.startswith("/") or ".." in args.cgroup_root.split("/"):
+        raise settings.SettingsError(
+            f"--cgroup-root {args.cgroup_root!r}: must be an absolute cgroup path without '..'")
     for flag, pairs in (("--system-reserved", node.system_reserved),
                         ("--kube-reserved", node.kube_reserved)):
         unknown = sorted({name for name, _ in pairs} - _RESERVABLE)

@@ -201,10 +201,64 @@ class LogSettings:
 
 
 @dataclass(frozen=True)
+class GCSettings:
+    """Garbage collection of what the node accumulates (the kubelet's GC policies)."""
+
+    # Seconds between image collections (the kubelet's ImageGCPeriod, 300).
+    image_gc_period: float = 300.0
+    # Unused images are removed once the image filesystem is this full (percent, 85;
+    # --image-gc-high-threshold; 100 turns the periodic collection off) ...
+    image_gc_high_percent: int = 85
+    # ... until it is only this full (percent, 80; --image-gc-low-threshold).
+    image_gc_low_percent: int = 80
+    # An image first seen less than this many seconds ago is never removed: it may have just
+    # been pulled for a container about to start (120; --image-minimum-gc-age).
+    image_minimum_gc_age: float = 120.0
+    # Seconds between collections of dead containers and sandboxes (ContainerGCPeriod, 60).
+    container_gc_period: float = 60.0
+    # A dead container is kept at least this many seconds after it was created
+    # (0; --minimum-container-ttl-duration).
+    min_age: float = 0.0
+    # Dead instances kept per container of a pod, for `--previous` logs and lastState;
+    # -1: no limit (1; --maximum-dead-containers-per-container).
+    max_per_pod_container: int = 1
+    # Dead containers kept on the whole node; -1: no limit (-1; --maximum-dead-containers).
+    max_containers: int = -1
+
+
+@dataclass(frozen=True)
+class EvictionSettings:
+    """Node-pressure eviction (the kubelet's eviction manager). Thresholds are written as the
+    kubelet's flags write them: `SIGNAL<QUANTITY` or `SIGNAL<PERCENT%`, comma-separated, with
+    the signals memory.available, nodefs.available, nodefs.inodesFree, imagefs.available,
+    imagefs.inodesFree, pid.available."""
+
+    # Met: pods are evicted at once, with no grace period (--eviction-hard; the kubelet's
+    # Linux defaults). Memory and nodefs thresholds are also held out of Allocatable.
+    hard: str = ("memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,"
+                 "imagefs.available<15%")
+    # Met for their grace period (signal → seconds): pods are evicted with at most
+    # `max_pod_grace_period` seconds to stop (--eviction-soft, --eviction-soft-grace-period).
+    soft: str = ""
+    soft_grace_periods: tuple[tuple[str, float], ...] = ()
+    max_pod_grace_period: float = 0.0
+    # A pressure condition stays True this long after its signal cleared, so it does not
+    # flap (--eviction-pressure-transition-period, 300).
+    pressure_transition_period: float = 300.0
+    # Seconds between observations (the kubelet's housekeeping interval, 10).
+    monitoring_period: float = 10.0
+    # The kubelet never evicts static pods (they are critical: it would not admit them
+    # again). A standalone node runs only static pods; false lets it evict them, so a pod
+    # filling the disk cannot take the node down. An evicted static pod stays Failed until
+    # its manifest changes.
+    static_pods_critical: bool = True
+
+
+@dataclass(frozen=True)
 class NodeSettings:
     """What the node offers pods: Allocatable = capacity - system - kube reservations - the
-    hard eviction thresholds (the kubelet's node allocatable), checked at admission and
-    reported in the Node's status."""
+    hard eviction thresholds of memory and nodefs (the kubelet's node allocatable; see
+    EvictionSettings), checked at admission and reported in the Node's status."""
 
     # Pods admitted at once (kubelet --max-pods, default 110).
     max_pods: int = 110
@@ -212,10 +266,13 @@ class NodeSettings:
     # (kubelet --system-reserved / --kube-reserved, e.g. (("cpu", "100m"), ("memory", "256Mi"))).
     system_reserved: tuple[tuple[str, str], ...] = ()
     kube_reserved: tuple[tuple[str, str], ...] = ()
-    # The kubelet's default hard eviction thresholds that allocatable keeps free:
-    # memory.available < 100Mi and nodefs.available < 10 % (as ephemeral-storage).
-    eviction_hard_memory: str = "100Mi"
-    eviction_hard_nodefs_percent: int = 10
+    # The cgroup that holds `kubepods` and its QoS levels (kubelet --cgroup-root, "/": the
+    # pods go under /kubepods). Agents that share a machine but not their pods (tests) each
+    # take their own, so they never overwrite each other's QoS limits.
+    cgroup_root: str = "/"
+    # Seconds between rewrites of the QoS levels' limits, besides those on pod admission and
+    # removal (the kubelet's periodic QoS cgroup update: 60).
+    qos_update_period: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -231,6 +288,8 @@ class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
     logs: LogSettings = field(default_factory=LogSettings)
+    gc: GCSettings = field(default_factory=GCSettings)
+    eviction: EvictionSettings = field(default_factory=EvictionSettings)
     # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
     cluster: ClusterSettings | None = None
     # How often the manifest directory is rescanned (changes are noticed within this time).

@@ -78,8 +78,10 @@ async def test_active_deadline_fails_the_pod_and_stops_its_sandbox(agent: Harnes
     assert pod_status.message == "Pod was active on the node longer than the specified deadline"
 
 
-def _cgroup(relative: str) -> Path:
-    return Path("/sys/fs/cgroup/memory") / relative.lstrip("/")
+def _cgroup(agent: Harness, relative: str, controller: str = "memory") -> Path:
+    """`relative` under the agent's own cgroup root, in one v1 hierarchy."""
+    root = agent.settings.node.cgroup_root.strip("/")
+    return Path("/sys/fs/cgroup", controller, root) / relative.lstrip("/")
 
 
 async def test_resources_map_to_a_pod_cgroup_that_is_removed_with_the_pod(
@@ -90,20 +92,20 @@ async def test_resources_map_to_a_pod_cgroup_that_is_removed_with_the_pod(
     agent.write("limited.yaml", pod_manifest("limited", container_extra=resources))
     await agent.wait_status("limited", all_ready, what="limited Ready")
     pod, _ = agent.find("limited")  # type: ignore[misc]
-    pod_cgroup = _cgroup(f"/kubepods/pod{pod.uid}")  # Guaranteed: no QoS level
+    pod_cgroup = _cgroup(agent, f"/kubepods/pod{pod.uid}")  # Guaranteed: no QoS level
     assert pod_cgroup.is_dir()
     limits = [int((d / "memory.limit_in_bytes").read_text())
               for d in pod_cgroup.iterdir() if d.is_dir()]
     assert 32 * 1024 * 1024 in limits, limits
     # The pod level itself has the kubelet's pod limits: 100m → 102 shares, 10 ms quota.
     assert int((pod_cgroup / "memory.limit_in_bytes").read_text()) == 32 * 1024 * 1024
-    cpu = Path("/sys/fs/cgroup/cpu/kubepods") / f"pod{pod.uid}"
+    cpu = _cgroup(agent, f"/kubepods/pod{pod.uid}", "cpu")
     assert int((cpu / "cpu.shares").read_text()) == 102
     assert int((cpu / "cpu.cfs_quota_us").read_text()) == 10_000
     agent.write("free.yaml", pod_manifest("free"))  # BestEffort: the minimum shares
     await agent.wait_status("free", all_ready, what="free Ready")
     free, _ = agent.find("free")  # type: ignore[misc]
-    free_cpu = Path("/sys/fs/cgroup/cpu/kubepods/besteffort") / f"pod{free.uid}"
+    free_cpu = _cgroup(agent, f"/kubepods/besteffort/pod{free.uid}", "cpu")
     assert int((free_cpu / "cpu.shares").read_text()) == 2
     agent.remove("free.yaml")
     agent.remove("limited.yaml")

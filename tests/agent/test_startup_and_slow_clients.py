@@ -66,8 +66,13 @@ def test_a_broken_kubeconfig_is_reported_before_start(tmp_path: Path) -> None:
     ["--kube-reserved", "cpu=1x"],
     ["--system-reserved", "memory"],
     ["--max-pods", "0"],
+    ["--cgroup-root", "kubepods-parent"],
+    ["--cgroup-root", "/a/../b"],
     ["--container-log-max-files", "1"],
     ["--container-log-max-size", "ten"],
+    ["--minimum-container-ttl-duration", "ten"],
+    ["--maximum-dead-containers", "-2"],
+    ["--maximum-dead-containers-per-container", "-2"],
 ])
 def test_nodelet_run_refuses_before_starting_anything(tmp_path: Path, flags: list[str]) -> None:
     (tmp_path / "empty").write_text("")

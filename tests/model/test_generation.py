@@ -52,3 +52,26 @@ def test_a_rejected_pod_has_no_container_statuses_and_keeps_its_reason() -> None
     again = generate(status)  # after an agent restart: no failure from admission any more
     assert (again.phase, again.reason, again.message) == ("Failed", *rejected)
     assert again.container_statuses == ()
+
+
+def test_an_evicted_pod_is_a_disruption_target_a_refused_one_is_not() -> None:
+    status = generate(None, failure=("Evicted", "The node was low on resource: memory. "))
+    marks = [c for c in status.conditions if c.type == st.DISRUPTION_TARGET]
+    assert [(c.status, c.reason, c.message) for c in marks] == [
+        ("True", "TerminationByKubelet", "The node was low on resource: memory. ")]
+    assert [c.type for c in generate(status).conditions].count(st.DISRUPTION_TARGET) == 1
+    refused = generate(None, failure=(
+        "Evicted", "Pod was rejected: The node had condition: [DiskPressure]. "))
+    assert all(c.type != st.DISRUPTION_TARGET for c in refused.conditions)
+
+
+def test_a_collected_container_keeps_its_last_terminated_status() -> None:
+    ended = st.ContainerStatus("c", "i", st.ContainerStateTerminated(
+        exit_code=137, reason="Error", started_at=NOW, finished_at=NOW), container_id="cid")
+    before = st.PodStatus(phase="Failed", reason="Evicted", message="m",
+                          container_statuses=(ended,))
+    assert generate(before).container_statuses == (ended,)
+    waiting = st.PodStatus(phase="Pending", container_statuses=(st.ContainerStatus(
+        "c", "i", st.ContainerStateWaiting("ContainerCreating")),))
+    assert generate(waiting).container_statuses[0].state == \
+        st.ContainerStateWaiting("ContainerCreating")

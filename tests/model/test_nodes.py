@@ -106,3 +106,24 @@ def test_a_status_that_only_beats_is_not_a_change() -> None:
     down = nodes.node_status(SPEC, VERSION, nodes.ready_condition(runtime_status(network=False)),
                              previous=first, now=T0 + timedelta(seconds=10))
     assert nodes.status_changed(first, down)
+
+
+def test_pressure_conditions_are_worded_as_the_kubelet_words_them() -> None:
+    ready = nodes.ready_condition(runtime_status())
+    calm = nodes.node_status(SPEC, VERSION, ready, previous=None, now=T0)
+    pressed = nodes.node_status(SPEC, VERSION, ready, previous=calm,
+                                now=T0 + timedelta(seconds=10),
+                                pressure=frozenset({"DiskPressure", "PIDPressure"}))
+    disk, pid, memory = (condition(pressed, t) for t in
+                         ("DiskPressure", "PIDPressure", "MemoryPressure"))
+    assert (disk["status"], disk["reason"], disk["message"]) == (
+        "True", "KubeletHasDiskPressure", "kubelet has disk pressure")
+    assert (pid["status"], pid["reason"], pid["message"]) == (
+        "True", "KubeletHasInsufficientPID", "kubelet has insufficient PID available")
+    assert disk["lastTransitionTime"] == "2026-01-01T00:00:10Z"
+    assert (memory["status"], memory["reason"]) == ("False", "KubeletHasSufficientMemory")
+    assert memory["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    assert nodes.status_changed(calm, pressed)
+    short = nodes.node_status(SPEC, VERSION, ready, previous=None, now=T0,
+                              pressure=frozenset({"MemoryPressure"}))
+    assert condition(short, "MemoryPressure")["reason"] == "KubeletHasInsufficientMemory"

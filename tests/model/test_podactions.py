@@ -88,12 +88,6 @@ def test_pod_action(the_pod: pods.Pod, the_state: runtime.PodRuntime, terminal: 
                          network_problem=network) == expected
 
 
-def test_only_dead_sandboxes_beyond_the_newest_two_are_removed() -> None:
-    boxes = (sandbox("d", attempt=3), sandbox("c", attempt=2, state=NOTREADY),
-             sandbox("b", attempt=1, state=NOTREADY), sandbox("a", attempt=0))
-    assert pa.sandboxes_to_remove(state(boxes=boxes)) == (runtime.SandboxID("b"),)
-
-
 @pytest.mark.parametrize(("spec", "deletion", "expected"), [
     ({}, None, 30.0), ({"termination_grace_period_seconds": 5}, None, 5.0),
     ({"termination_grace_period_seconds": 5}, 0, 0.0),

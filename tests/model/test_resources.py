@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nodelet import settings
-from nodelet.model.core import admission, generation, nodes, pods, resources, specs
+from nodelet.model.core import admission, eviction, generation, nodes, pods, resources, specs
 from nodelet.model.core import status as st
 
 GI = 1024**3
@@ -116,9 +116,9 @@ def test_allocatable_holds_back_reservations_and_eviction_thresholds() -> None:
     machine = nodes.MachineFacts(cpus=2, memory_bytes=8 * GI, ephemeral_storage_bytes=100 * GI,
                                  hugepages={"hugepages-2Mi": 0})
     spec = nodes.NodeSpec(name="n", host_ip="192.0.2.1", machine=machine, max_pods=50)
-    held = resources.reserved(nodes.capacity(spec), [("cpu", "100m"), ("memory", "1Gi"),
-                                                     ("cpu", "0.4")],
-                              eviction_memory="100Mi", eviction_nodefs_percent=10)
+    thresholds = eviction.parse_thresholds(settings.EvictionSettings().hard)
+    held = resources.reserved([("cpu", "100m"), ("memory", "1Gi"), ("cpu", "0.4")],
+                              eviction.allocatable_holds(thresholds, nodes.capacity(spec)))
     assert held == {"cpu": 500, "memory": GI + 100 * MI, "ephemeral-storage": 10 * GI}
     spec = nodes.NodeSpec(name="n", host_ip="192.0.2.1", machine=machine, max_pods=50,
                           reserved=held)

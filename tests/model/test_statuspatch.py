@@ -109,3 +109,20 @@ def test_ip_lists_are_replaced_whole() -> None:
     patch = statuspatch.status_patch({"podIPs": [{"ip": "10.0.0.1"}]},
                                      {"podIPs": [{"ip": "10.0.0.2"}]})
     assert patch == {"podIPs": [{"$patch": "replace"}, {"ip": "10.0.0.2"}]}
+
+
+def test_an_eviction_sends_disruption_target_but_never_removes_one() -> None:
+    evicted = st.PodStatus(phase="Failed", reason="Evicted", message="low on disk",
+                           conditions=(st.PodCondition(
+                               st.DISRUPTION_TARGET, "True", "TerminationByKubelet",
+                               "low on disk", last_transition_time=T0),))
+    patch = statuspatch.status_patch({"phase": "Running"}, st.to_api(evicted))
+    assert patch is not None and patch["phase"] == "Failed"
+    assert [c["type"] for c in patch["conditions"]] == ["DisruptionTarget"]
+    assert patch["conditions"][0]["reason"] == "TerminationByKubelet"
+    # One written by someone else (the taint manager) and not in nodelet's status stays.
+    api = {"phase": "Running", "conditions": [
+        {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager"}]}
+    kept = statuspatch.status_patch(api, st.to_api(status(True)))
+    assert kept is not None
+    assert all(c["type"] != "DisruptionTarget" for c in kept.get("conditions", []))

@@ -1,12 +1,19 @@
-"""Pod-level cgroups on the host: made with the pod's limits before its sandbox, removed once
-its containers are gone.
+"""The QoS cgroup hierarchy on the host: kubepods, its QoS levels and the pod-level cgroups,
+made with their limits and removed when empty.
 
-As the kubelet's pod container manager (cgroupfs driver): the pod's cgroup
-`/kubepods[/burstable|/besteffort]/pod<uid>` is created in the cpu and memory hierarchies with
-the limits `specs.pod_cgroup` computes, before RunPodSandbox, so runc puts the containers
-under it. runc removes only the containers' own cgroups; the pod level is removed here. Only
-empty directories are removed (rmdir), never their contents. cgroup v1 only: on a cgroup v2
-host the limits are not written (a warning says so) and each container keeps its own limits.
+As the kubelet's container manager (cgroupfs driver). What each cgroup holds and which
+interface files carry it is decided in `model.core.qoscgroups`; this module makes the
+directories and writes those files, on either kind of host:
+
+- cgroup v1 (a directory per controller under the mount, as on these machines): the cgroup
+  is made in the cpu and memory hierarchies (runc makes the containers' own in the others);
+- cgroup v2 (`cgroup.controllers` at the mount): one tree; the cpu and memory controllers
+  are enabled in `cgroup.subtree_control` of every level above the cgroup, as the kubelet's
+  cgroup manager does, since a cgroup can only use what its parent enabled for it.
+
+The pod's cgroup is made before RunPodSandbox, so runc puts the containers under it; runc
+removes only the containers' own cgroups, the pod level is removed here. Only empty
+directories are removed (rmdir), never their contents. Writes raise OSError.
 """
 
 from __future__ import annotations
@@ -14,21 +21,84 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from nodelet.model.core import specs
+from nodelet.model.core import qoscgroups, specs
 
 log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
+def is_unified(root: Path = CGROUP_ROOT) -> bool:
+    """True on a cgroup v2 (unified) host: the mount itself is a cgroup."""
+    return (root / "cgroup.controllers").exists()
+
+
 def _hierarchies(root: Path) -> list[Path]:
     """cgroup v2 (root itself) or the v1 hierarchies (one directory per controller set)."""
-    if (root / "cgroup.controllers").exists():
+    if is_unified(root):
         return [root]
     try:
         return [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
     except OSError:
         return []
+
+
+# -- making and limiting --------------------------------------------------------------------
+
+
+def apply(cgroup: str, limits: qoscgroups.Limits, root: Path = CGROUP_ROOT) -> None:
+    """Make `cgroup` (and its parents) if missing and write `limits`; settings that are None
+    are left as they are."""
+    if is_unified(root):
+        _apply_v2(root, cgroup, limits)
+    else:
+        _apply_v1(root, cgroup, limits)
+
+
+def apply_pod_cgroup(parent: str, limits: specs.PodCgroup, root: Path = CGROUP_ROOT) -> None:
+    """The pod-level cgroup with the kubelet's pod limits (a limit the pod lacks is lifted)."""
+    apply(parent, qoscgroups.pod_limits(limits), root)
+
+
+def _apply_v1(root: Path, cgroup: str, limits: qoscgroups.Limits) -> None:
+    for controller, files in qoscgroups.v1_files(limits).items():
+        path = root / controller / cgroup.lstrip("/")
+        path.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (path / name).write_text(text)
+
+
+def _apply_v2(root: Path, cgroup: str, limits: qoscgroups.Limits) -> None:
+    missing = [c for c in qoscgroups.V2_CONTROLLERS if c not in _words(root, "cgroup.controllers")]
+    if missing:
+        raise OSError(f"cgroup v2 at {root} lacks the {' and '.join(missing)} controller(s)")
+    path = root
+    for part in Path(cgroup.lstrip("/")).parts:
+        _enable_controllers(path)
+        path = path / part
+        path.mkdir(exist_ok=True)
+    for name, text in qoscgroups.v2_files(limits).items():
+        (path / name).write_text(text)
+
+
+def _enable_controllers(path: Path) -> None:
+    """Enable cpu and memory for `path`'s children (those not enabled yet, in one write)."""
+    enabled = _words(path, "cgroup.subtree_control")
+    wanted = [c for c in qoscgroups.V2_CONTROLLERS if c not in enabled]
+    if wanted:
+        (path / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+
+
+def _words(path: Path, name: str) -> set[str]:
+    """The controllers a cgroup v2 list file names (`+` prefixes dropped); none if missing."""
+    try:
+        text = (path / name).read_text()
+    except FileNotFoundError:
+        return set()
+    return {word.lstrip("+") for word in text.split()}
+
+
+# -- removing -------------------------------------------------------------------------------
 
 
 def remove_pod_cgroup(parent: str, root: Path = CGROUP_ROOT) -> list[str]:
@@ -41,31 +111,20 @@ def remove_pod_cgroup(parent: str, root: Path = CGROUP_ROOT) -> list[str]:
         try:
             path.rmdir()
         except OSError as exc:
-            log.warning("cannot remove pod cgroup %s: %s", path, exc.strerror)
+            log.warning("cannot remove cgroup %s: %s", path, exc.strerror)
             left.append(str(path))
     return left
 
 
-def remove_pod_cgroups(uid: str, root: Path = CGROUP_ROOT) -> list[str]:
+def remove_pod_cgroups(uid: str, root: Path = CGROUP_ROOT, *, cgroup_root: str = "/") -> list[str]:
     """Remove the pod's cgroup under whichever QoS level it was made (the QoS class of a pod
     known only by its UID, such as an orphan, cannot be computed)."""
-    return [path for qos in ("", "/burstable", "/besteffort")
-            for path in remove_pod_cgroup(f"/kubepods{qos}/pod{uid}", root)]
+    return [path for parent in qoscgroups.pod_parents(uid, cgroup_root)
+            for path in remove_pod_cgroup(parent, root)]
 
 
-def apply_pod_cgroup(parent: str, limits: specs.PodCgroup, root: Path = CGROUP_ROOT) -> bool:
-    """Create `parent` with `limits` (cgroup v1: cpu.shares, cpu.cfs_period_us,
-    cpu.cfs_quota_us, memory.limit_in_bytes). False on a cgroup v2 host (nothing written);
-    raises OSError when a file cannot be written."""
-    if (root / "cgroup.controllers").exists():
-        return False
-    cpu = {"cpu.shares": limits.cpu_shares, "cpu.cfs_period_us": limits.cpu_period_us,
-           "cpu.cfs_quota_us": -1 if limits.cpu_quota_us is None else limits.cpu_quota_us}
-    memory = {"memory.limit_in_bytes": -1 if limits.memory_limit is None
-              else limits.memory_limit}
-    for controller, values in (("cpu", cpu), ("memory", memory)):
-        path = root / controller / parent.lstrip("/")
-        path.mkdir(parents=True, exist_ok=True)
-        for name, value in values.items():
-            (path / name).write_text(str(value))
-    return True
+def remove_qos_cgroups(cgroup_root: str, root: Path = CGROUP_ROOT) -> list[str]:
+    """Remove kubepods and its QoS levels once no pod is left under them (the kubelet never
+    does; for an agent whose cgroup root goes away with it, such as a test's)."""
+    return [path for cgroup in qoscgroups.qos_levels(cgroup_root)
+            for path in remove_pod_cgroup(cgroup, root)]

@@ -11,7 +11,7 @@ import platform
 import socket
 from pathlib import Path
 
-from nodelet.model.core import nodes, runtime
+from nodelet.model.core import nodes, runtime, usage
 
 
 def host_ip() -> str:
@@ -108,6 +108,19 @@ def filesystem_size(path: Path) -> int:
     return 0
 
 
+def filesystem_stats(path: Path | str) -> usage.FilesystemStats:
+    """Size and free space of the filesystem holding `path` (statvfs; `available` is what an
+    unprivileged writer may still use, as cadvisor reports it). Unlike the readers above it
+    raises OSError: a filesystem that cannot be read is not an empty one."""
+    stat = os.statvfs(path)
+    return usage.FilesystemStats(
+        capacity=stat.f_blocks * stat.f_frsize,
+        available=stat.f_bavail * stat.f_frsize,
+        inodes=stat.f_files,
+        inodes_free=stat.f_ffree,
+    )
+
+
 def hugepages(sysfs: Path) -> dict[str, int]:
     """Pre-allocated huge pages per size, as resource names (`hugepages-2Mi`) → bytes, from
     `<sysfs>/hugepages-<kB>kB/nr_hugepages` (the kubelet's cadvisor reading)."""
@@ -136,3 +149,89 @@ def apparmor_enabled(root: Path = Path("/")) -> bool:
 def selinux_enabled(root: Path = Path("/")) -> bool:
     """SELinux is mounted and enforcing or permissive (labels would be applied)."""
     return (root / "sys/fs/selinux/enforce").exists()
+
+
+# -- pressure signals (the eviction manager's observations) --------------------------------------
+
+
+def _meminfo_field(meminfo: str, name: str) -> int | None:
+    for line in meminfo.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == f"{name}:" and fields[1].isdigit():
+            return int(fields[1]) * 1024
+    return None
+
+
+def memory_working_set(root: Path = Path("/")) -> int:
+    """Bytes of memory in use as the kubelet counts it for memory.available: the root memory
+    cgroup's usage less its inactive file pages (cgroup v1, as cadvisor reads it); on a host
+    without that file, MemTotal - MemAvailable. Raises OSError when neither can be read."""
+    cgroup = root / "sys/fs/cgroup/memory"
+    try:
+        usage_bytes = int((cgroup / "memory.usage_in_bytes").read_text())
+        stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines()
+                    if line.count(" ") == 1)
+        return max(usage_bytes - int(stat.get("total_inactive_file", 0)), 0)
+    except (OSError, ValueError):
+        pass
+    meminfo = (root / "proc/meminfo").read_text()
+    total, available = _meminfo_field(meminfo, "MemTotal"), _meminfo_field(meminfo, "MemAvailable")
+    if total is None or available is None:
+        raise OSError(f"no MemTotal/MemAvailable in {root / 'proc/meminfo'}")
+    return max(total - available, 0)
+
+
+def pid_counts(root: Path = Path("/")) -> tuple[int, int]:
+    """(the most processes the kernel allows, how many there are now) for pid.available: the
+    smaller of kernel.pid_max and kernel.threads-max, and the number of tasks (threads
+    included, as sysinfo counts them) from /proc/loadavg. Raises OSError when unreadable."""
+    limits = [int((root / f"proc/sys/kernel/{name}").read_text())
+              for name in ("pid_max", "threads-max")]
+    fields = (root / "proc/loadavg").read_text().split()
+    running = int(fields[3].partition("/")[2])
+    return min(limits), running
+
+
+def directory_usage(path: Path) -> tuple[int, int]:
+    """(bytes, inodes) used below `path` on its own filesystem, as `du` counts them (allocated
+    blocks, each hard-linked file once; mounts below it are not entered); (0, 0) if it is
+    gone. Walks the tree: call it on a thread."""
+    try:
+        device = os.lstat(path).st_dev
+    except OSError:
+        return 0, 0
+    seen: set[int] = set()
+    total = inodes = 0
+    for directory, subdirs, files in os.walk(path):
+        for name in (*subdirs, *files):
+            try:
+                stat = os.lstat(os.path.join(directory, name))
+            except OSError:
+                continue  # removed meanwhile
+            if stat.st_dev != device or stat.st_ino in seen:
+                continue
+            seen.add(stat.st_ino)
+            total += stat.st_blocks * 512
+            inodes += 1
+        subdirs[:] = [d for d in subdirs
+                      if _same_device(os.path.join(directory, d), device)]
+    return total, inodes
+
+
+def _same_device(path: str, device: int) -> bool:
+    try:
+        return os.lstat(path).st_dev == device
+    except OSError:
+        return False
+
+
+def cgroup_processes(parent: str, root: Path = Path("/")) -> int:
+    """Tasks in the cgroup `parent` and below it (pids controller; 0 when it cannot be read)."""
+    base = root / "sys/fs/cgroup"
+    for path in (base / "pids" / parent.lstrip("/") / "pids.current",
+                 base / parent.lstrip("/") / "pids.current"):
+        try:
+            return int(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return 0

@@ -84,9 +84,12 @@ class ClusterMode:
         on_objects: Callable[[set[apisource.ObjectKey]], None] = lambda keys: None,
         clock: Callable[[], datetime],
         node_spec: nodes.NodeSpec | None = None,
+        pressure: Callable[[], frozenset[str]] = frozenset,
     ) -> None:
         """`node_spec`: what the Node says about this node (capacity, allocatable, labels);
-        None: read from this machine with the default max pods and no reservations."""
+        None: read from this machine with the default max pods and no reservations;
+        `pressure()`: the node's pressure conditions that are True."""
+        self._pressure = pressure
         self.settings = settings
         self._node_name = node_name
         self._host_ip = host_ip
@@ -139,7 +142,7 @@ class ClusterMode:
         self.node = nodestatus.NodeReporter(
             client=self.client, spec=spec, runtime=self._runtime, clock=self._clock,
             monotonic=time.monotonic, update_period=s.node_status_period,
-            report_period=s.node_report_period)
+            report_period=s.node_report_period, pressure=self._pressure)
         self.lease = leases.LeaseKeeper(
             client=self.client, node_name=self._node_name, node_uid=lambda: self.node.uid,
             clock=self._clock, duration=s.lease_duration, renew_period=s.lease_renew_period)

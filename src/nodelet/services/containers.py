@@ -15,7 +15,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Iterable, MutableMapping
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -23,7 +23,7 @@ from nodelet.adapters.cri import client as cri
 from nodelet.model.core import crilogs, downward, envvars, pods, runtime, sandboxes, security, specs
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
-from nodelet.services import hooks, images, logrotation, recording, volumes
+from nodelet.services import hooks, images, recording, volumes
 
 log = logging.getLogger(__name__)
 
@@ -178,16 +178,6 @@ class ContainerRunner:
         waiting.pop(container.name, None)
         self._recorder.record(pod, "Normal", ev.STARTED, f"Started container {container.name}")
         return container_id
-
-    async def remove_older(
-        self, instances: Iterable[runtime.ContainerInfo], *, keep: int = 1
-    ) -> None:
-        """Remove exited instances beyond the newest `keep` (their state is the lastState)."""
-        for old in list(instances)[keep:]:
-            if old.state is runtime.ContainerState.EXITED:
-                await self._client.remove_container(old.id)
-                # As the kubelet's removeContainerLog: the runtime keeps the file.
-                await asyncio.to_thread(logrotation.remove_logs, old.log_path)
 
     async def stop(
         self,

@@ -4,7 +4,8 @@
 (a restart) it is kept and its labels and status are brought up to date. Then every
 `update_period` (kubelet: `nodeStatusUpdateFrequency` 10 s) the status is computed — capacity
 (cpu, memory, pods) from the machine, addresses, nodeInfo from the CRI Version, the Ready
-condition from CRI Status (RuntimeReady and NetworkReady) — and PATCHed only when it changed
+condition from CRI Status (RuntimeReady and NetworkReady), the pressure conditions from the
+eviction manager — and PATCHed only when it changed
 or `report_period` passed (kubelet: `nodeStatusReportFrequency` 5 min; the Lease is the
 heartbeat in between). A condition's `lastTransitionTime` moves only when its status does.
 
@@ -53,12 +54,14 @@ class NodeReporter:
         monotonic: Callable[[], float],
         update_period: float = 10.0,
         report_period: float = 300.0,
+        pressure: Callable[[], frozenset[str]] = frozenset,
     ) -> None:
         self._client = client
         self._spec = spec
         self._runtime = runtime
         self._clock = clock
         self._monotonic = monotonic
+        self._pressure = pressure
         self.update_period = update_period
         self.report_period = report_period
         self.node: apijson.Obj | None = None
@@ -88,7 +91,7 @@ class NodeReporter:
         version, ready = await self._runtime_state()
         previous = (self.node or {}).get("status")
         status = nodes.node_status(self._spec, version, ready, previous=previous,
-                                   now=self._clock())
+                                   now=self._clock(), pressure=self._pressure())
         due = self._monotonic() - self._reported_at >= self.report_period
         if not force and not due and not nodes.status_changed(self._reported, status):
             return False

@@ -4,7 +4,8 @@ or file behind.
 
 Exceptions::
 
-    StartupError    a setting that cannot work (token file, listen address, kubeconfig)
+    StartupError    a setting that cannot work (token file, listen address, kubeconfig,
+                    eviction thresholds)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from nodelet import settings as settings_mod
 from nodelet.adapters import http_server, kubeconfig
+from nodelet.model.core import eviction
 
 
 class StartupError(Exception):
@@ -26,6 +28,8 @@ class Checked:
     """What the checks read, so that start-up does not read it again."""
 
     token: str | None
+    # --eviction-hard and --eviction-soft, read.
+    thresholds: tuple[eviction.Threshold, ...] = ()
 
 
 def check(settings: settings_mod.Settings) -> Checked:
@@ -44,7 +48,20 @@ def check(settings: settings_mod.Settings) -> Checked:
     if settings.manifests_dir is not None and settings.manifests_dir.exists() \
             and not settings.manifests_dir.is_dir():
         raise StartupError(f"--manifests {settings.manifests_dir} is not a directory")
-    return Checked(token=token)
+    return Checked(token=token, thresholds=_thresholds(settings.eviction))
+
+
+def _thresholds(s: settings_mod.EvictionSettings) -> tuple[eviction.Threshold, ...]:
+    try:
+        hard = eviction.parse_thresholds(s.hard)
+    except eviction.ThresholdError as exc:
+        raise StartupError(f"--eviction-hard: {exc}") from exc
+    try:
+        graces = eviction.parse_grace_periods(s.soft_grace_periods)
+        soft = eviction.parse_thresholds(s.soft, hard=False, grace_periods=graces)
+    except eviction.ThresholdError as exc:
+        raise StartupError(f"--eviction-soft: {exc}") from exc
+    return (*hard, *soft)
 
 
 def _token(path: Path | None) -> str | None:

@@ -1,8 +1,10 @@
 """The event recorder: Kubernetes events about pods, aggregated, bounded and checkpointed.
 
 `record()` is what the pod workers call for `FailedCreatePodSandBox`, `Pulling`, `BackOff`...
-(DESIGN.md §3). Identical events — same pod UID, type, reason and message — are aggregated the
-way client-go's correlator does: one event whose `count` grows and whose `lastTimestamp` moves.
+(DESIGN.md §3); `record_node()` records events about the node itself (involvedObject: the
+Node), such as image GC's `FreeDiskSpaceFailed`, aggregated the same way but not checkpointed.
+Identical events — same pod UID, type, reason and message — are aggregated the way client-go's
+correlator does: one event whose `count` grows and whose `lastTimestamp` moves.
 Similar events — same pod, type and reason, different messages (a sandbox error names the
 sandbox ID, so every retry's message differs) — are combined like client-go's aggregator does:
 after 10 distinct messages within 10 minutes, further ones update a single event whose message is
@@ -73,33 +75,52 @@ class EventRecorder:
 
     def record(self, pod: pods.Pod, type_: ev.EventType, reason: str, message: str) -> ev.Event:
         """Record one occurrence of an event about `pod`; return the (aggregated) event."""
-        now = self._clock()
-        message, key = self._aggregate(pod, type_, reason, message, now)
-        previous = self._events.pop(key, None)
-        if previous is not None:
-            event = dataclasses.replace(previous.repeated(now), message=message)
-        else:
-            event = ev.new_event(pod, type_, reason, message, at=now, host=self._node_name)
-            event = self._unique_name(event)
-        self._events[key] = event
-        _log_event(pod, event)
+        event = self._occur(str(pod.uid), type_, reason, message, lambda text, at: ev.new_event(
+            pod, type_, reason, text, at=at, host=self._node_name))
+        _log_event(event, {"pod": pod.full_name, "pod_uid": str(pod.uid)})
         self._persist(event, evicted=self._evict())
         self._notify(event)
         return event
 
+    def record_node(self, type_: ev.EventType, reason: str, message: str) -> ev.Event:
+        """Record one occurrence of an event about this node (image GC's FreeDiskSpaceFailed,
+        node pressure...); aggregated and passed to subscribers like pod events, but kept in
+        memory only: the checkpoint's events are pods'."""
+        event = self._occur(self._node_name, type_, reason, message, lambda text, at: (
+            ev.new_node_event(self._node_name, type_, reason, text, at=at)))
+        _log_event(event, {"node": self._node_name})
+        self._evict()
+        self._notify(event)
+        return event
+
+    def _occur(self, uid: str, type_: ev.EventType, reason: str, message: str,
+               new: Callable[[str, datetime], ev.Event]) -> ev.Event:
+        """Aggregate one occurrence into the history: a repeat of a known event, or `new`
+        (message, time) with a unique name."""
+        now = self._clock()
+        message, key = self._aggregate(uid, type_, reason, message, now)
+        previous = self._events.pop(key, None)
+        if previous is not None:
+            event = dataclasses.replace(previous.repeated(now), message=message)
+        else:
+            event = self._unique_name(new(message, now))
+        self._events[key] = event
+        return event
+
     def _aggregate(
-        self, pod: pods.Pod, type_: ev.EventType, reason: str, message: str, now: datetime
+        self, uid: str, type_: ev.EventType, reason: str, message: str, now: datetime
     ) -> tuple[str, ev.EventKey]:
         """The message to record and the key to aggregate under (combining similar events)."""
-        similar_key = (str(pod.uid), type_, reason)
+        similar_key = (uid, type_, reason)
         similar = self._similar.get(similar_key)
         if similar is None or now - similar.last > SIMILAR_WINDOW:
             similar = self._similar[similar_key] = _Similar(set(), now)
         similar.last = now
         if message in similar.messages or len(similar.messages) < SIMILAR_MAX:
             similar.messages.add(message)
-            return message, ev.event_key(pod.uid, type_, reason, message)
-        return COMBINED_PREFIX + message, ev.event_key(pod.uid, type_, reason, COMBINED_PREFIX)
+            return message, ev.event_key(pods.PodUID(uid), type_, reason, message)
+        combined = ev.event_key(pods.PodUID(uid), type_, reason, COMBINED_PREFIX)
+        return COMBINED_PREFIX + message, combined
 
     def _unique_name(self, event: ev.Event) -> ev.Event:
         # Names are `<pod>.<hex nanoseconds>`; two events in the same microsecond (a fake clock,
@@ -154,21 +175,17 @@ class EventRecorder:
         return unsubscribe
 
 
-def _log_event(pod: pods.Pod, event: ev.Event) -> None:
+def _log_event(event: ev.Event, about: dict[str, str]) -> None:
+    """Log `event` with what it is about (`pod` and `pod_uid`, or `node`) as fields."""
     level = logging.WARNING if event.type == "Warning" else logging.INFO
+    subject = f"pod {about['pod']}" if "pod" in about else f"node {about.get('node', '')}"
     log.log(
         level,
-        "event %s %s for pod %s: %s (x%d)",
+        "event %s %s for %s: %s (x%d)",
         event.type,
         event.reason,
-        pod.full_name,
+        subject,
         event.message,
         event.count,
-        extra={
-            "pod": pod.full_name,
-            "pod_uid": str(pod.uid),
-            "reason": event.reason,
-            "event_type": event.type,
-            "count": event.count,
-        },
+        extra={**about, "reason": event.reason, "event_type": event.type, "count": event.count},
     )

@@ -28,6 +28,7 @@ from nodelet.model.core import (
     admission,
     downward,
     etchosts,
+    eviction,
     generation,
     observers,
     podactions,
@@ -40,11 +41,13 @@ from nodelet.model.core import (
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
 from nodelet.services import (
+    containergc,
     containers,
     hooks,
     hostsfiles,
     images,
     probing,
+    qoscgroups,
     recording,
     relisting,
     statuses,
@@ -87,6 +90,9 @@ class PodWork:
     failure: tuple[str, str] | None = None
     # Passed admission (checked before the pod's first sync only).
     admitted: bool = False
+    # Seconds the containers get when the pod is stopped for `failure` (eviction), instead of
+    # the pod's own grace period.
+    grace_override: float | None = None
     # Sandboxes this worker stopped (StopPodSandbox also releases a dead sandbox's network).
     stopped_sandboxes: set[runtime.SandboxID] = field(default_factory=set)
 
@@ -132,11 +138,17 @@ class PodSyncer:
         observer: observers.SyncObserver | None = None,
         lookup: vol.Lookup | None = None,
         objects_ready: Callable[[pods.Pod], Awaitable[None]] | None = None,
+        qos: qoscgroups.QosCgroups | None = None,
+        pressure: Callable[[], frozenset[str]] | None = None,
     ) -> None:
         """`lookup` finds ConfigMaps and Secrets (volumes, env, pull secrets);
         `objects_ready(pod)` returns once those the pod names can be looked up (in cluster
-        mode: once they were read from the API), so "absent" is never "not fetched yet"."""
+        mode: once they were read from the API), so "absent" is never "not fetched yet";
+        `pressure()` the node's pressure conditions (MemoryPressure...), which admission
+        weighs."""
         self._objects_ready = objects_ready or _nothing_to_wait_for
+        self._pressure = pressure or frozenset
+        self._static_pods_critical = settings.eviction.static_pods_critical
         self._client = client
         self._relister = relister
         self._statuses = statuses
@@ -149,6 +161,8 @@ class PodSyncer:
         self._observer = observer or observers.NoObserver()
         # Pods admitted and not yet terminated, which admission weighs a new pod against.
         self._admitted: dict[pods.PodUID, pods.Pod] = {}
+        # The QoS levels' shares follow `_admitted` (None: no QoS cgroups are managed).
+        self._qos = qos
         # The runtime, not the agent, sets the pace: sandboxes created all at once each take
         # several times longer (measured: 0.26 s at 4 in flight, 2 s at 30 on 2 cores).
         self._sandbox_slots = asyncio.Semaphore(settings.sync.max_parallel_sandboxes)
@@ -211,6 +225,7 @@ class PodSyncer:
             # Downward API files may carry the pod IP, which only the new sandbox knows.
             mounts = await self._prepare_volumes(pod, state, work)
         before = state.containers
+        await self._collect_dead(pod, state)  # before starts: at most the policy's dead + 1
         errors, wake_in = await self._sync_containers(pod, state, work, mounts)
         state = await self._relister.refresh_pod(pod.uid)
         self.publish(pod, state, work)
@@ -222,6 +237,10 @@ class PodSyncer:
             return 0.0
         waits = [w for w in (wake_in, deadline_in) if w is not None]
         return min(waits) if waits else None
+
+    def admitted_pods(self) -> list[pods.Pod]:
+        """The pods admitted and not yet terminated (the kubelet's active pods)."""
+        return list(self._admitted.values())
 
     def _terminal(self, pod: pods.Pod) -> bool:
         current = self._statuses.get(pod.uid)
@@ -239,11 +258,15 @@ class PodSyncer:
         rejection = None
         if old is None or old.phase == "Pending":  # a Failed pod stays so, with its reason
             others = [p for uid, p in self._admitted.items() if uid != pod.uid]
-            rejection = admission.admit(pod, self._node.admission, others)
+            # The eviction manager's handler comes first, as in the kubelet.
+            rejection = eviction.admission_rejection(
+                pod, self._pressure(), static_pods_critical=self._static_pods_critical,
+            ) or admission.admit(pod, self._node.admission, others)
         if rejection is None:
             work.admitted = True
             if old is None or old.phase not in ("Succeeded", "Failed"):
                 self._admitted[pod.uid] = pod
+                self._qos_changed()
             return
         work.failure = (rejection.reason, rejection.status_message)
         self._recorder.record(pod, "Warning", rejection.reason, rejection.message)
@@ -272,11 +295,20 @@ class PodSyncer:
         """A pod in a terminal phase keeps nothing running: its sandboxes are stopped too, so
         the condition turns False and the pod's IP is released (as the kubelet does). A sandbox
         whose pause process died is NOTREADY but keeps its network until it is stopped."""
-        self._admitted.pop(pod.uid, None)  # its resources and host ports are free again
+        if self._admitted.pop(pod.uid, None) is not None:  # its resources are free again
+            self._qos_changed()
         if podactions.something_runs(state, stopped=work.stopped_sandboxes):
             self._probes.forget_pod(pod.uid)
-            await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
+            grace = work.grace_override if work.grace_override is not None \
+                else podactions.grace_period(pod)
+            await self._kill(pod, state, grace=grace, work=work)
             self.publish(pod, await self._relister.refresh_pod(pod.uid), work)
+            # As the kubelet tears down a terminated pod's volumes: an emptyDir's space is
+            # given back (an evicted pod's above all) while the pod object stays.
+            try:
+                await self._volumes.cleanup(pod.uid)
+            except volumes.VolumeError as exc:
+                raise SyncError(f"volumes of terminated pod {pod.full_name}: {exc}") from exc
 
     async def _prepare_volumes(
         self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork
@@ -330,7 +362,6 @@ class PodSyncer:
         # container starts, not at the end of this sync.
         self.publish(pod, state, work)
         self._observer.sandbox_ready(pod, work.sandbox_returned_at)
-        await self._remove_old_sandboxes(state)
         return state
 
     async def _run_sandbox(self, pod: pods.Pod, attempt: int, work: PodWork) -> runtime.SandboxID:
@@ -363,27 +394,37 @@ class PodSyncer:
 
     async def _pod_cgroup(self, pod: pods.Pod, parent: str) -> None:
         """The pod-level cgroup with the pod's limits, before its sandbox (the kubelet's
-        pod container manager); a failure is logged and the pod runs with its containers'
-        own limits."""
+        pod container manager), after its QoS level counted it (as the kubelet updates the
+        QoS cgroups before making a pod's); a failure is logged and the pod runs with its
+        containers' own limits."""
+        if self._qos is not None:
+            await self._qos.update()
         try:
-            applied = await asyncio.to_thread(cgroups.apply_pod_cgroup, parent,
-                                              specs.pod_cgroup(pod))
+            await asyncio.to_thread(cgroups.apply_pod_cgroup, parent, specs.pod_cgroup(pod))
         except OSError as exc:
             log.warning("pod cgroup %s of %s: %s", parent, pod.full_name, exc)
-            return
-        if not applied:
-            log.warning("cgroup v2 host: pod-level limits of %s not set (containers keep "
-                        "theirs)", pod.full_name)
+
+    def _qos_changed(self) -> None:
+        if self._qos is not None:
+            self._qos.changed()
 
     def _sandbox_config(self, pod: pods.Pod, attempt: int) -> runtime.SandboxConfig:
         return specs.sandbox_config(
             pod, attempt=attempt, logs_root=self._node.logs_root, host_dns=self._node.host_dns,
-            cgroup_parent=specs.pod_cgroup_parent(pod),
+            cgroup_parent=specs.pod_cgroup_parent(pod, self._settings.node.cgroup_root),
         )
 
-    async def _remove_old_sandboxes(self, state: runtime.PodRuntime) -> None:
-        for sandbox_id in podactions.sandboxes_to_remove(state):
-            await self._client.remove_pod_sandbox(sandbox_id)
+    async def _collect_dead(self, pod: pods.Pod, state: runtime.PodRuntime) -> None:
+        """The container GC's per-pod rule on this pod, in each sync before containers are
+        started: a crash-looping container keeps only its newest dead instances (for
+        lastState and `--previous` logs) between two collections, and sandboxes older than
+        the newest go once empty. Failures only log: the collector tries again."""
+        result = await containergc.collect_pod(self._client, state,
+                                               containergc.policy(self._settings.gc),
+                                               now=self._now())
+        if result.errors:
+            log.warning("pod %s: dead containers or sandboxes left for the collector: %s",
+                        pod.full_name, "; ".join(result.errors))
 
     # -- containers -----------------------------------------------------------------------
 
@@ -431,7 +472,7 @@ class PodSyncer:
         if action.restart:
             self._step_backoff(run.work, container.name)
         try:
-            wait_image = await self._containers.start(
+            return await self._containers.start(
                 pod, run.sandbox, self._sandbox_config(pod, run.sandbox.attempt), container,
                 attempt=action.attempt, kind=action.kind,
                 mounts=await self._container_mounts(pod, run.state, container, run.mounts),
@@ -440,12 +481,6 @@ class PodSyncer:
         except containers.ContainerError as exc:
             run.errors.append(str(exc))
             return None
-        if wait_image is None:
-            # Keep the new instance and the one before it (the pod's lastState); `state` lists
-            # the instances that existed before this start, newest first.
-            await self._containers.remove_older(
-                [c for c in run.state.containers if c.name == container.name], keep=1)
-        return wait_image
 
     def _step_backoff(self, work: PodWork, name: str) -> None:
         sync = self._settings.sync
@@ -493,7 +528,8 @@ class PodSyncer:
         """Stop containers (grace period), stop and remove the sandbox; publish the last status."""
         # No liveness kill or Unhealthy event while the pod shuts down.
         self._probes.forget_pod(pod.uid)
-        self._admitted.pop(pod.uid, None)
+        if self._admitted.pop(pod.uid, None) is not None:
+            self._qos_changed()
         state = await self._relister.refresh_pod(pod.uid)
         try:
             await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
@@ -507,7 +543,8 @@ class PodSyncer:
                 await self._client.remove_pod_sandbox(sandbox.id)
             await self._volumes.cleanup(pod.uid)
             # By UID under every QoS level: an orphan's spec (and so its QoS) is unknown.
-            await asyncio.to_thread(cgroups.remove_pod_cgroups, pod.uid)
+            await asyncio.to_thread(cgroups.remove_pod_cgroups, pod.uid,
+                                    cgroup_root=self._settings.node.cgroup_root)
             await asyncio.to_thread(shutil.rmtree, self._node.pods_root / pod.uid, True)
             # The pod's log directory (every container's logs, rotated ones too).
             await asyncio.to_thread(

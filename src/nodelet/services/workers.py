@@ -74,6 +74,19 @@ class PodWorkers:
             log.info("terminating orphaned pod %s (%s)", pod.full_name, pod.uid)
             self._terminate(self._start(pod))
 
+    def fail(self, uid: pods.PodUID, reason: str, message: str, *,
+             grace: float | None = None) -> bool:
+        """Fail the pod for good (eviction): it turns Failed with `reason` and `message` and is
+        stopped, its containers getting `grace` seconds (None: the pod's own grace period).
+        False when there is no such pod, or it is terminating or failed already."""
+        worker = self._workers.get(uid)
+        if worker is None or worker.terminating or worker.work.failure is not None:
+            return False
+        worker.work.failure = (reason, message)
+        worker.work.grace_override = grace
+        worker.wake.set()
+        return True
+
     def wake(self, uid: pods.PodUID) -> None:
         worker = self._workers.get(uid)
         if worker is not None:

@@ -1,4 +1,5 @@
-"""Kubernetes events about pods, as plain values, and their v1 `Event` form (pure, no I/O).
+"""Kubernetes events about pods (and the node), as plain values, and their v1 `Event` form
+(pure, no I/O).
 
 An `Event` is one aggregated event: identical occurrences (same pod UID, type, reason and
 message) share one value whose `count` grows and whose `last_timestamp` moves, as client-go's
@@ -18,6 +19,8 @@ from nodelet.model.core import pods
 from nodelet.model.core import status as st
 
 EventType = Literal["Normal", "Warning"]
+# What an event is about (its involvedObject's kind).
+InvolvedKind = Literal["Pod", "Node"]
 
 # The reporting component, as `source.component` ("kubelet" for the real thing).
 COMPONENT = "nodelet"
@@ -39,12 +42,18 @@ FAILED = "Failed"
 
 EventKey = tuple[str, str, str, str]
 
+# Where events about the node go (client-go: cluster-scoped objects' events go to "default").
+NODE_EVENT_NAMESPACE = "default"
+
 
 @dataclass(frozen=True)
 class Event:
-    """One (aggregated) event about a pod.
+    """One (aggregated) event about a pod, or about the node when `kind` is "Node".
 
     `name` is the object name (`<pod>.<hex>`, unique per aggregated event); `host` is the node.
+    A node event has the node's name as `pod_name` and `pod_uid` (the kubelet's node reference
+    uses the name as UID) and lives in the `default` namespace, as client-go puts events about
+    cluster-scoped objects.
     """
 
     name: str
@@ -59,6 +68,7 @@ class Event:
     last_timestamp: datetime
     host: str
     component: str = COMPONENT
+    kind: InvolvedKind = "Pod"
 
     @property
     def key(self) -> EventKey:
@@ -100,6 +110,34 @@ def new_event(
     )
 
 
+def new_node_event(
+    node_name: str, type_: EventType, reason: str, message: str, *, at: datetime
+) -> Event:
+    """A first occurrence (count 1) of an event about the node itself."""
+    return Event(
+        name=event_name(node_name, at),
+        namespace=NODE_EVENT_NAMESPACE,
+        pod_name=node_name,
+        pod_uid=pods.PodUID(node_name),
+        type=type_,
+        reason=reason,
+        message=message,
+        count=1,
+        first_timestamp=at,
+        last_timestamp=at,
+        host=node_name,
+        kind="Node",
+    )
+
+
+def involved_object(event: Event) -> dict[str, Any]:
+    """The v1 ObjectReference of what the event is about (a Node has no namespace)."""
+    if event.kind == "Node":
+        return {"kind": "Node", "name": event.pod_name, "uid": event.pod_uid, "apiVersion": "v1"}
+    return {"kind": "Pod", "namespace": event.namespace, "name": event.pod_name,
+            "uid": event.pod_uid, "apiVersion": "v1"}
+
+
 def event_to_api(event: Event, *, precise: bool = False) -> dict[str, Any]:
     """The v1 Event object, shaped as the kubelet's (core/v1, legacy fields filled); `precise`
     writes firstTimestamp and lastTimestamp with microseconds (nodelet's own timelines)."""
@@ -112,13 +150,7 @@ def event_to_api(event: Event, *, precise: bool = False) -> dict[str, Any]:
             "namespace": event.namespace,
             "creationTimestamp": st.format_time(event.first_timestamp),
         },
-        "involvedObject": {
-            "kind": "Pod",
-            "namespace": event.namespace,
-            "name": event.pod_name,
-            "uid": event.pod_uid,
-            "apiVersion": "v1",
-        },
+        "involvedObject": involved_object(event),
         "reason": event.reason,
         "message": event.message,
         "source": {"component": event.component, "host": event.host},

@@ -14,6 +14,7 @@ from nodelet import settings
 from nodelet.model.core import (
     admission,
     conditions,
+    eviction,
     phases,
     pods,
     resources,
@@ -75,6 +76,9 @@ def generate_status(
     init_statuses, container_statuses = phases.container_statuses(
         pod, containers, ready=ready, waiting=waiting, started=started
     )
+    if old is not None:
+        init_statuses = _keep_terminated(init_statuses, old.init_container_statuses)
+        container_statuses = _keep_terminated(container_statuses, old.container_statuses)
     phase = phases.pod_phase(
         pod, init_statuses, container_statuses, old_phase=old.phase if old else None
     )
@@ -93,6 +97,11 @@ def generate_status(
         phase=phase,
         gates=gates,
     )
+    if _evicted(failure) and all(c.type != status.DISRUPTION_TARGET for c in pod_conditions):
+        assert failure is not None
+        pod_conditions = (*pod_conditions, status.PodCondition(
+            type=status.DISRUPTION_TARGET, status="True", reason=eviction.DISRUPTION_REASON,
+            message=failure[1]))
     return status.PodStatus(
         phase=phase,
         reason=reason,
@@ -107,6 +116,22 @@ def generate_status(
         init_container_statuses=() if _rejected(failure) else init_statuses,
         qos_class=resources.qos_class(pod),
     )
+
+
+def _keep_terminated(
+    statuses: tuple[status.ContainerStatus, ...], old: Sequence[status.ContainerStatus]
+) -> tuple[status.ContainerStatus, ...]:
+    """A container the runtime no longer has (garbage-collected after it ended) keeps its
+    last terminated status, as the kubelet's convertToAPIContainerStatuses keeps it, rather
+    than reading as not yet created."""
+    ended = {s.name: s for s in old if isinstance(s.state, status.ContainerStateTerminated)}
+    return tuple(ended.get(s.name, s) if not s.container_id else s for s in statuses)
+
+
+def _evicted(failure: tuple[str, str] | None) -> bool:
+    """Evicted by the node (not refused at admission under pressure, which has the same
+    reason): the kubelet marks such a pod with DisruptionTarget (TerminationByKubelet)."""
+    return failure is not None and failure[0] == eviction.REASON and not _rejected(failure)
 
 
 def _rejected(failure: tuple[str, str] | None) -> bool:

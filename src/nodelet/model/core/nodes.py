@@ -31,13 +31,15 @@ ConditionValue = tuple[str, str, str]
 # The kubelet's version string is what `kubectl get nodes` shows; say what we are.
 KUBELET_VERSION = f"v1.31.0-nodelet.{nodelet.__version__}"
 
-# Conditions nodelet reports as the kubelet does when nothing presses (type, status, reason,
-# message); nodelet reads no pressure signals, so they never change.
-_NO_PRESSURE = (
-    ("MemoryPressure", "False", "KubeletHasSufficientMemory",
-     "kubelet has sufficient memory available"),
-    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+# The pressure conditions as the kubelet reports them: (type, (reason, message) when False,
+# (reason, message) when True).
+_PRESSURE = (
+    ("MemoryPressure", ("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+     ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available")),
+    ("DiskPressure", ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+     ("KubeletHasDiskPressure", "kubelet has disk pressure")),
+    ("PIDPressure", ("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+     ("KubeletHasInsufficientPID", "kubelet has insufficient PID available")),
 )
 
 
@@ -130,14 +132,16 @@ def node_status(
     *,
     previous: Mapping[str, Any] | None,
     now: datetime,
+    pressure: frozenset[str] = frozenset(),
 ) -> apijson.Obj:
     """The Node status to report. Transition times are kept from `previous` (the API's status)
     for conditions whose status did not change; heartbeats are `now`; `version` None (the
-    runtime did not answer) leaves containerRuntimeVersion empty."""
+    runtime did not answer) leaves containerRuntimeVersion empty; `pressure` names the
+    pressure conditions that are True (the eviction manager's)."""
     return {
         "capacity": _quantities(capacity(spec)),
         "allocatable": _quantities(allocatable(spec)),
-        "conditions": _conditions(ready, previous, now),
+        "conditions": _conditions(ready, pressure, previous, now),
         "addresses": [{"type": "InternalIP", "address": spec.host_ip},
                       {"type": "Hostname", "address": spec.name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": spec.kubelet_port}},
@@ -176,12 +180,14 @@ def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
     return out
 
 
-def _conditions(ready: ConditionValue, previous: Mapping[str, Any] | None,
-                now: datetime) -> list[apijson.Obj]:
+def _conditions(ready: ConditionValue, pressure: frozenset[str],
+                previous: Mapping[str, Any] | None, now: datetime) -> list[apijson.Obj]:
     stamp = st.format_time(now)
     old = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
     conditions = []
-    for type_, status, reason, message in (*_NO_PRESSURE, ("Ready", *ready)):
+    values = [(type_, "True", *pressed) if type_ in pressure else (type_, "False", *fine)
+              for type_, fine, pressed in _PRESSURE]
+    for type_, status, reason, message in (*values, ("Ready", *ready)):
         before = old.get(type_)
         since = before.get("lastTransitionTime") if before and \
             before.get("status") == status else stamp

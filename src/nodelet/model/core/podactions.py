@@ -85,11 +85,6 @@ def something_runs(state: runtime.PodRuntime, *, stopped: Set[runtime.SandboxID]
         s.id not in stopped for s in state.sandboxes)
 
 
-def sandboxes_to_remove(state: runtime.PodRuntime) -> tuple[runtime.SandboxID, ...]:
-    """Dead sandboxes beyond the newest and its predecessor (whose attempt number carries on)."""
-    return tuple(s.id for s in state.sandboxes[2:] if s.state is runtime.SandboxState.NOTREADY)
-
-
 def grace_period(pod: pods.Pod) -> float:
     """Seconds a stopping container gets: the deletion's grace period, else the spec's."""
     if pod.deletion_grace_period_seconds is not None:

@@ -146,6 +146,8 @@ class Resources:
     memory_request: int = 0
     memory_limit: int = 0
     other_requests: Mapping[str, int] = field(default_factory=dict)
+    # limits.ephemeral-storage in bytes (0: none): enforced by eviction, as the kubelet does.
+    ephemeral_storage_limit: int = 0
 
     @property
     def compute(self) -> tuple[int, int, int, int]:
@@ -198,6 +200,25 @@ class PodDNSConfig:
 
 
 @dataclass(frozen=True)
+class Toleration:
+    """One of spec.tolerations: the node reads them only at admission under pressure (a
+    BestEffort pod tolerating the memory-pressure taint is admitted under MemoryPressure)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, key: str, effect: str) -> bool:
+        """Whether it tolerates a taint `key` (with no value) of `effect`."""
+        if self.effect and self.effect != effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        return self.key == key and (self.operator == "Exists" or not self.value)
+
+
+@dataclass(frozen=True)
 class PodSpec:
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...] = ()
@@ -227,6 +248,10 @@ class PodSpec:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     # Required node affinity: ORed terms, checked at admission (static pods).
     required_node_affinity: tuple[affinity.Term, ...] = ()
+    # spec.priority (set from priorityClassName by the API server): ranks pods for eviction;
+    # None when unset (0 for eviction, as the kubelet reads it).
+    priority: int | None = None
+    tolerations: tuple[Toleration, ...] = ()
 
 
 @dataclass(frozen=True)

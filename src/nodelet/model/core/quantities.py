@@ -96,3 +96,13 @@ def cpu_millis(value: Any, *, path: str = "") -> int:
 def memory_bytes(value: Any, *, path: str = "") -> int:
     """A memory quantity in bytes, rounded up like Quantity.Value ("128Mi" → 134217728)."""
     return ceil(parse_quantity(value, path=path))
+
+
+def format_binary(value: int) -> str:
+    """An amount of bytes as Quantity.String writes a binary-SI quantity: the largest of Ki,
+    Mi, Gi, Ti, Pi, Ei that divides it exactly, else the plain number ("100Mi", "1234")."""
+    for suffix, power in sorted(_BINARY.items(), key=lambda item: -item[1]):
+        unit = 1024**power
+        if value and value % unit == 0:
+            return f"{value // unit}{suffix}"
+    return str(value)

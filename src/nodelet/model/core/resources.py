@@ -100,13 +100,13 @@ def amounts(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:
     return out
 
 
-def reserved(capacity: Amounts, reservations: Iterable[tuple[str, str]], *,
-             eviction_memory: str, eviction_nodefs_percent: int) -> dict[str, int]:
-    """Everything allocatable holds back: the reservations plus the hard eviction thresholds
-    (memory.available as memory, nodefs.available as a share of ephemeral-storage)."""
-    held = _add(amounts(reservations), amounts([("memory", eviction_memory)]))
-    nodefs = capacity.get("ephemeral-storage", 0) * eviction_nodefs_percent // 100
-    return _add(held, {"ephemeral-storage": nodefs})
+def reserved(reservations: Iterable[tuple[str, str]], *holds: Amounts) -> dict[str, int]:
+    """Everything allocatable holds back: the reservations (--system-reserved,
+    --kube-reserved) plus `holds` (the hard eviction thresholds, `eviction.allocatable_holds`)."""
+    held = amounts(reservations)
+    for hold in holds:
+        held = _add(held, hold)
+    return held
 
 
 def allocatable(capacity: Amounts, *holds: Amounts) -> dict[str, int]:

@@ -109,11 +109,12 @@ def pod_cgroup(pod: pods.Pod) -> PodCgroup:
                      memory_limit=memory)
 
 
-def pod_cgroup_parent(pod: pods.Pod) -> str:
-    """The pod-level cgroup (cgroupfs layout): /kubepods[/burstable|/besteffort]/pod<uid>."""
+def pod_cgroup_parent(pod: pods.Pod, cgroup_root: str = "/") -> str:
+    """The pod-level cgroup (cgroupfs layout):
+    <cgroup root>/kubepods[/burstable|/besteffort]/pod<uid> (`qoscgroups` has the levels)."""
     qos = resources.qos_class(pod)
     middle = "" if qos == "Guaranteed" else f"/{qos.lower()}"
-    return f"/kubepods{middle}/pod{pod.uid}"
+    return f"{cgroup_root.rstrip('/')}/kubepods{middle}/pod{pod.uid}"
 
 
 def sandbox_config(

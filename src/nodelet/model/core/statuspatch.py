@@ -6,7 +6,8 @@ returns); the status sync (`services.statussync`) only sends what `status_patch`
 Rules, as the kubelet's status manager follows them (`pkg/kubelet/status/status_manager.go`):
 - **only what changed**: a strategic merge patch of the fields that differ, None when none does;
 - **others' conditions are kept**: only the conditions nodelet owns are written (merged by
-  `type`); readiness gates, DisruptionTarget and anything else are never in a patch. An owned
+  `type`), and DisruptionTarget when nodelet evicted the pod (it shares that type with
+  others, so it never removes it); readiness gates and anything else are never in a patch. An owned
   condition nodelet no longer reports (feature gate switched off) is removed with a
   `$patch: delete` entry. A condition whose `status` equals the API's keeps the API's
   `lastTransitionTime` (PodScheduled keeps the scheduler's time);
@@ -25,6 +26,9 @@ from nodelet.model.core import status as st
 # too, so nodelet sets it (as the kubelet does) but never deletes it.
 OWNED_CONDITIONS = conditions.WRITTEN_TYPES
 REMOVABLE_CONDITIONS = OWNED_CONDITIONS - {st.POD_SCHEDULED}
+# Written when nodelet's status has them (the kubelet's PodConditionSharedByKubelet), never
+# removed.
+SHARED_CONDITIONS = frozenset({st.DISRUPTION_TARGET})
 TERMINAL_PHASES = ("Succeeded", "Failed")
 # Status fields nodelet owns outright (conditions are merged per type instead).
 _OWNED_FIELDS = ("phase", "message", "reason", "hostIP", "podIP", "startTime",
@@ -59,7 +63,7 @@ def _conditions_patch(api: list[Any], desired: list[Any]) -> list[apijson.Obj]:
     then `$patch: delete` entries for removable ones no longer in `desired`."""
     current = {c.get("type"): c for c in api if isinstance(c, dict)}
     out = [_condition_entry(current.get(c["type"]), c) for c in desired
-           if c["type"] in OWNED_CONDITIONS]
+           if c["type"] in OWNED_CONDITIONS | SHARED_CONDITIONS]
     wanted = {c["type"] for c in desired}
     out.extend({"type": type_, "$patch": "delete"} for type_ in current
                if type_ in REMOVABLE_CONDITIONS and type_ not in wanted)

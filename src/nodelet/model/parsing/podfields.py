@@ -107,11 +107,15 @@ TABLE: tuple[Field, ...] = (
     _h(SPEC + "affinity", "required node affinity is checked at the admission of static "
        "pods (`NodeAffinity`); the rest is the scheduler's"),
     _na(SPEC + "schedulerName", _SCHEDULING),
-    _na(SPEC + "tolerations", _SCHEDULING),
+    _h(SPEC + "tolerations", "scheduling, except at admission under node pressure: a "
+       "BestEffort pod tolerating `node.kubernetes.io/memory-pressure` (NoSchedule) is "
+       "admitted under MemoryPressure"),
     _na(SPEC + "topologySpreadConstraints", _SCHEDULING),
     _na(SPEC + "schedulingGates", _SCHEDULING),
-    _na(SPEC + "priorityClassName", _SCHEDULING + " (preemption)"),
-    _na(SPEC + "priority", _SCHEDULING + " (preemption)"),
+    _na(SPEC + "priorityClassName", _SCHEDULING + " (the API server resolves it into "
+        "`priority`, which nodelet reads)"),
+    _h(SPEC + "priority", "ranks pods for eviction under node pressure (lower goes first); "
+       "2000000000 and more is critical and never evicted"),
     _na(SPEC + "preemptionPolicy", _SCHEDULING + " (preemption)"),
     _na(SPEC + "workloadRef", _SCHEDULING + " (gang scheduling)"),
     _na(SPEC + "enableServiceLinks", "service environment variables need Services, which a "
@@ -222,7 +226,8 @@ TABLE: tuple[Field, ...] = (
     _h(MOUNT + "mountPropagation", "None, HostToContainer (rslave), Bidirectional (rshared, "
        "privileged containers only); nodelet's pods dir is an rshared mount, as the kubelet's "
        "root dir; a hostPath must itself be on a shared mount"),
-    _h(RESOURCES + "limits", "cpu (quota), memory (limit); requests default to limits"),
+    _h(RESOURCES + "limits", "cpu (quota), memory (limit), ephemeral-storage (the container's "
+       "writable layer and logs; over it the pod is evicted); requests default to limits"),
     _h(RESOURCES + "requests", "cpu (shares); every request must fit the node's allocatable "
        "beside the pods already admitted (`OutOfcpu`, `OutOfmemory`, `OutOfhugepages-2Mi`, "
        "...); extended resources the node does not have are skipped, as by the kubelet"),
@@ -241,8 +246,8 @@ TABLE: tuple[Field, ...] = (
 
 def _volume_rows() -> tuple[Field, ...]:
     notes = {
-        "emptyDir": "a directory (tmpfs for `medium: Memory`, with sizeLimit) removed with the "
-                    "pod; disk-backed sizeLimit is not enforced yet (it needs eviction)",
+        "emptyDir": "a directory removed with the pod (tmpfs for `medium: Memory`, sized by "
+                    "sizeLimit; on disk, a pod whose emptyDir outgrows sizeLimit is evicted)",
         "hostPath": "the node's path, checked against `type` (DirectoryOrCreate, File, ...)",
         "projected": "configMap, secret and downwardAPI sources; a serviceAccountToken source "
                      "is skipped: nodelet mints no tokens yet, and refusing it would stop every "

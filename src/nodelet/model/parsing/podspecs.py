@@ -213,8 +213,8 @@ def _scheduling_gates(spec: Mapping[str, Any], strict: bool) -> None:
         seen.add(name)
 
 
-def _toleration(item: Mapping[str, Any], path: str, strict: bool) -> None:
-    """ValidateTolerations (a scheduling field, checked all the same)."""
+def _toleration(item: Mapping[str, Any], path: str, strict: bool) -> pods.Toleration:
+    """ValidateTolerations; the node reads tolerations only at admission under pressure."""
     if strict:
         fields.check_fields(item, apifields.TOLERATION_FIELDS, path)
     key, value = fields.string(item, "key", path), fields.string(item, "value", path)
@@ -240,6 +240,7 @@ def _toleration(item: Mapping[str, Any], path: str, strict: bool) -> None:
         names.label_value(value, f"{path}.operator")  # the API server's path, not `value`
     if effect:
         fields.one_of(effect, apifields.TAINT_EFFECTS, f"{path}.effect")
+    return pods.Toleration(key=key, operator=operator or "Equal", value=value, effect=effect)
 
 
 def _image_pull_secrets(spec: Mapping[str, Any], strict: bool) -> tuple[str, ...]:
@@ -294,8 +295,6 @@ def _scheduling(spec: Mapping[str, Any], strict: bool) -> None:
     if spec.get("preemptionPolicy") is not None:
         fields.one_of(fields.string(spec, "preemptionPolicy", "spec"),
                       apifields.PREEMPTION_POLICIES, "spec.preemptionPolicy")
-    fields.integer(spec, "priority", "spec", bits=32)
-    fields.items(spec, "tolerations", "spec", lambda item, p: _toleration(item, p, strict))
     _scheduling_gates(spec, strict)
 
 
@@ -386,6 +385,9 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
         os_name=securityspecs.os_name(spec, strict=strict),
         node_selector=fields.string_map(spec, "nodeSelector", "spec"),
         required_node_affinity=affinityspecs.required_terms(spec),
+        priority=fields.integer(spec, "priority", "spec", bits=32),
+        tolerations=fields.items(spec, "tolerations", "spec",
+                                 lambda item, p: _toleration(item, p, strict)),
     )
     if strict:
         securityspecs.check_host_sysctls(out)

@@ -174,4 +174,5 @@ def resources(obj: Mapping[str, Any], path: str, *, strict: bool) -> pods.Resour
         memory_limit=quantities.ceil(limits.get("memory", Decimal(0))),
         other_requests={name: quantities.ceil(value) for name, value in requests.items()
                         if name not in ("cpu", "memory")},
+        ephemeral_storage_limit=quantities.ceil(limits.get("ephemeral-storage", Decimal(0))),
     )

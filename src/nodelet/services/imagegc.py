@@ -1,0 +1,235 @@
+"""Image garbage collection: the kubelet's realImageGCManager, run every `image_gc_period`.
+
+Each collection looks at the runtime (CRI ListImages and ListContainers: every container,
+running or exited, marks its image used now), reads how full the image filesystem is
+(CRI ImageFsInfo gives its mount point, `statvfs` the numbers) and, once it is
+`image_gc_high_percent` full or more, removes unused images (CRI RemoveImage, by ID) in the
+order `model.core.imagegc` decides until usage is back at `image_gc_low_percent`. Images in
+use, the protected ones (the sandbox image nodelet runs pods with) and images first seen less
+than `image_minimum_gc_age` ago stay. A high threshold of 100 turns the periodic collection
+off, as in the kubelet.
+
+Events about the Node, as the kubelet records them:
+- `FreeDiskSpaceFailed` (Warning) when fewer bytes could be freed than needed
+  (`Failed to garbage collect required amount of images. Attempted to free N bytes, but only
+  found M bytes eligible to free.`);
+- `ImageGCFailed` (Warning, the error) when collections fail twice or more in a row;
+- `InvalidDiskCapacity` (Warning) for an image filesystem of capacity 0.
+
+`delete_unused()` removes every unused image that is old enough, whatever the usage: the
+eviction manager's first resort under disk pressure.
+
+Exceptions: none escape `collect()`, `delete_unused()` or `run()`: runtime and filesystem
+errors are logged and reported in the result, and the loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from nodelet import settings as settings_mod
+from nodelet.adapters import host
+from nodelet.adapters.cri import errors as cri_errors
+from nodelet.model.core import events as ev
+from nodelet.model.core import imagegc as gc
+from nodelet.model.core import runtime as rt
+from nodelet.model.core import usage
+
+log = logging.getLogger(__name__)
+
+
+class ImageGCError(Exception):
+    """The image filesystem cannot be found or read."""
+
+
+class ImageRuntime(Protocol):
+    """What image GC needs of the runtime (`cri.RuntimeClient` has it)."""
+
+    async def list_images(self) -> list[rt.ImageInfo]: ...
+    async def list_containers(self) -> list[rt.ContainerInfo]: ...
+    async def image_fs_info(self) -> list[rt.FilesystemUsage]: ...
+    async def remove_image(self, ref: str) -> None: ...
+
+
+class NodeEvents(Protocol):
+    """Where events about the node go (`recording.EventRecorder` has it)."""
+
+    def record_node(self, type_: ev.EventType, reason: str, message: str) -> ev.Event: ...
+
+
+class ImageGC:
+    """Keeps a record of every image and removes unused ones when the disk fills up."""
+
+    def __init__(
+        self, *, client: ImageRuntime, recorder: NodeEvents, settings: settings_mod.GCSettings,
+        protected: Sequence[str], clock: Callable[[], datetime],
+        stats: Callable[[str], usage.FilesystemStats] = host.filesystem_stats,
+    ) -> None:
+        """`protected`: references (tags, digests or IDs) of images never to remove; `stats`:
+        reads a filesystem's size and free space (statvfs)."""
+        self._client = client
+        self._recorder = recorder
+        self._period = settings.image_gc_period
+        self.policy = gc.Policy(settings.image_gc_high_percent, settings.image_gc_low_percent,
+                                timedelta(seconds=settings.image_minimum_gc_age))
+        self._protected = tuple(protected)
+        self._clock = clock
+        self._stats = stats
+        self._records: dict[str, gc.ImageRecord] = {}
+        self._looked = False
+        self._failed_last = False
+        # collect() and delete_unused() (the eviction manager's) never run at once.
+        self._lock = asyncio.Lock()
+
+    @property
+    def records(self) -> dict[str, gc.ImageRecord]:
+        """The images known, by ID (a copy)."""
+        return dict(self._records)
+
+    async def run(self) -> None:
+        """Look at the images at once (those already there count as old), then collect now
+        and every period; run as a named task."""
+        async with self._lock:
+            try:
+                await self._detect(self._clock())
+            except cri_errors.CriError as exc:
+                log.warning("image GC: cannot list images yet: %s", exc)
+        while True:
+            if self.policy.periodic:
+                try:
+                    await self.collect()
+                except Exception:  # a bug must not end the collection for good
+                    log.exception("image garbage collection crashed; trying again next period")
+            await asyncio.sleep(self._period)
+
+    async def collect(self) -> gc.ImageGCResult:
+        """One collection by the thresholds; failures are logged, evented and returned."""
+        async with self._lock:
+            try:
+                result = await self._collect()
+            except (cri_errors.CriError, ImageGCError) as exc:
+                result = gc.ImageGCResult(0, 0, error=f"image garbage collection failed: {exc}")
+        self._report(result)
+        return result
+
+    async def delete_unused(self) -> int:
+        """Remove every unused image older than the minimum age, whatever the disk usage;
+        return the bytes freed (0 when the runtime cannot be read: logged)."""
+        async with self._lock:
+            try:
+                now = self._clock()
+                in_use = await self._detect(now)
+                freed, removed, errors = await self._free(sys.maxsize, now, in_use)
+            except cri_errors.CriError as exc:
+                log.error("deleting unused images failed: %s", exc)
+                return 0
+        log.info("deleted %d unused images, %d bytes freed%s", len(removed), freed,
+                 f"; errors: {'; '.join(errors)}" if errors else "")
+        return freed
+
+    # -- one collection --------------------------------------------------------------------
+
+    async def _collect(self) -> gc.ImageGCResult:
+        stats = await self._image_fs_stats()
+        try:
+            amount = gc.amount_to_free(self.policy, stats)
+        except gc.InvalidCapacity as exc:
+            self._recorder.record_node("Warning", gc.INVALID_DISK_CAPACITY, str(exc))
+            return gc.ImageGCResult(0, 0, error=str(exc))
+        now = self._clock()
+        in_use = await self._detect(now)
+        if amount <= 0:
+            return gc.ImageGCResult(stats.used_percent, 0)
+        log.info("image filesystem is %d%% full (high threshold %d%%): freeing %d bytes to "
+                 "reach %d%%", stats.used_percent, self.policy.high_percent, amount,
+                 self.policy.low_percent,
+                 extra={"usage_percent": stats.used_percent, "amount_to_free": amount})
+        freed, removed, errors = await self._free(amount, now, in_use)
+        return self._outcome(stats.used_percent, amount, freed, removed, errors)
+
+    def _outcome(self, percent: int, amount: int, freed: int, removed: list[str],
+                 errors: list[str]) -> gc.ImageGCResult:
+        """The result; not enough freed is the kubelet's FreeDiskSpaceFailed event."""
+        problems = []
+        if freed < amount:
+            message = gc.failure_message(amount, freed)
+            self._recorder.record_node("Warning", gc.FREE_DISK_SPACE_FAILED, message)
+            problems.append(message)
+        if errors:
+            problems.append(f"errors removing images: {'; '.join(errors)}")
+        return gc.ImageGCResult(percent, amount, freed, tuple(removed), " ".join(problems))
+
+    def _report(self, result: gc.ImageGCResult) -> None:
+        """Log the result; a second failure in a row is an ImageGCFailed event (the kubelet
+        events only repeated failures: the first may be stats not ready yet)."""
+        if result.ok:
+            if result.removed or self._failed_last:
+                log.info("image garbage collection succeeded: %d images removed, %d bytes "
+                         "freed", len(result.removed), result.freed)
+            self._failed_last = False
+            return
+        log.error("image garbage collection failed%s: %s",
+                  " again" if self._failed_last else "", result.error)
+        if self._failed_last:
+            self._recorder.record_node("Warning", gc.IMAGE_GC_FAILED, result.error)
+        self._failed_last = True
+
+    # -- reading and removing ------------------------------------------------------------------
+
+    async def _image_fs_stats(self) -> usage.FilesystemStats:
+        filesystems = await self._client.image_fs_info()
+        if not filesystems:
+            raise ImageGCError("the runtime reports no image filesystem (CRI ImageFsInfo)")
+        mountpoint = filesystems[0].mountpoint
+        try:
+            return await asyncio.to_thread(self._stats, mountpoint)
+        except OSError as exc:
+            raise ImageGCError(f"cannot read image filesystem {mountpoint}: {exc}") from exc
+
+    async def _detect(self, now: datetime) -> frozenset[str]:
+        """Refresh the records from the runtime; returns the IDs of the images in use."""
+        images = await self._client.list_images()
+        containers = await self._client.list_containers()
+        in_use = gc.images_in_use(images, containers)
+        self._records = gc.detect(self._records, images, in_use, now=now, first=not self._looked)
+        self._looked = True
+        return in_use
+
+    async def _free(
+        self, amount: int, now: datetime, in_use: frozenset[str]
+    ) -> tuple[int, list[str], list[str]]:
+        """Remove candidates in order until `amount` bytes are freed; a removal that fails
+        is skipped for the next candidate. Returns bytes freed, IDs removed, errors."""
+        ordered = gc.candidates(self._records.values(), in_use=in_use,
+                                protected=self._protected, now=now, min_age=self.policy.min_age)
+        freed, removed, errors = 0, [], []
+        while ordered and freed < amount:
+            chosen = gc.select(ordered, amount - freed).remove
+            ordered = ordered[len(chosen):]
+            for record in chosen:
+                error = await self._remove(record)
+                if error:
+                    errors.append(error)
+                else:
+                    freed += record.size
+                    removed.append(record.id)
+        return freed, removed, errors
+
+    async def _remove(self, record: gc.ImageRecord) -> str:
+        """Remove one image by ID; returns the error ("" when removed or already gone)."""
+        try:
+            await self._client.remove_image(record.id)
+        except cri_errors.NotFound:
+            pass  # removed by someone else: its space is free all the same
+        except cri_errors.CriError as exc:
+            log.warning("cannot remove image %s %s: %s", record.id, record.tags, exc)
+            return f"{record.id}: {exc}"
+        self._records.pop(record.id, None)
+        log.info("removed image %s %s to free %d bytes", record.id, list(record.tags),
+                 record.size, extra={"image_id": record.id, "size": record.size})
+        return ""
