@@ -7,6 +7,9 @@ PY := $(VENV)/bin/python
 APT_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2 iptables gcc libc6-dev make sqlite3 docker-registry chromium chromium-driver
 PROTO := src/nodelet/adapters/cri/api.proto
 GEN := src/nodelet/adapters/cri/gen
+EVENTS_DIR := src/nodelet/adapters/events
+EVENTS_PROTO := $(EVENTS_DIR)/events.proto $(EVENTS_DIR)/payloads.proto
+EVENTS_GEN := $(EVENTS_DIR)/gen
 IMAGES := images/out
 
 .PHONY: setup run test lint unit apt venv proto images clean
@@ -28,14 +31,20 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,lint,gen]'
 	touch $@
 
-# CRI messages and stubs, generated from our own .proto subset.
-proto: $(GEN)/.generated
+# CRI and containerd-events messages and stubs, generated from our own .proto subsets.
+proto: $(GEN)/.generated $(EVENTS_GEN)/.generated
 $(GEN)/.generated: $(PROTO) $(VENV)/.installed
 	mkdir -p $(GEN)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I src/nodelet/adapters/cri --python_out=$(GEN) \
 	  --grpc_python_out=$(GEN) --mypy_out=$(GEN) --mypy_grpc_out=$(GEN) $(PROTO)
 	sed -i 's/^import api_pb2/from . import api_pb2/' $(GEN)/api_pb2_grpc.py $(GEN)/api_pb2_grpc.pyi
 	touch $(GEN)/__init__.py $@
+$(EVENTS_GEN)/.generated: $(EVENTS_PROTO) $(VENV)/.installed
+	mkdir -p $(EVENTS_GEN)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I $(EVENTS_DIR) --python_out=$(EVENTS_GEN) \
+	  --grpc_python_out=$(EVENTS_GEN) --mypy_out=$(EVENTS_GEN) --mypy_grpc_out=$(EVENTS_GEN) $(EVENTS_PROTO)
+	sed -i 's/^import events_pb2/from . import events_pb2/' $(EVENTS_GEN)/events_pb2_grpc.py $(EVENTS_GEN)/events_pb2_grpc.pyi
+	touch $(EVENTS_GEN)/__init__.py $@
 
 # Local OCI image archives (pause + busybox); nodelet imports them into containerd when missing.
 images: $(IMAGES)/pause.tar $(IMAGES)/busybox.tar
@@ -63,4 +72,4 @@ test: lint
 	$(VENV)/bin/pytest -q
 
 clean:
-	rm -rf $(GEN) $(IMAGES) $(VENV)
+	rm -rf $(GEN) $(EVENTS_GEN) $(IMAGES) $(VENV)

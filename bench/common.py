@@ -42,6 +42,18 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of one process (containerd's own CPU; shims and runc are separate)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 # -- the runtime under test ---------------------------------------------------------------------
 
 
@@ -56,12 +68,13 @@ class Runtime:
     netns_seen: set[str] = field(default_factory=set)
 
 
-async def start_runtime(*, prefix: str) -> Runtime:
-    """An embedded containerd in a fresh, short data dir /tmp/<prefix>… (as tests/conftest.py)."""
+async def start_runtime(*, prefix: str, pod_cidr: str | None = None) -> Runtime:
+    """An embedded containerd in a fresh, short data dir /tmp/<prefix>… (as tests/conftest.py),
+    its pods in `pod_cidr` (default: the /24 derived from the data dir)."""
     data_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     runtime = dataclasses.replace(
         settings_.RuntimeSettings(),
-        pod_cidrs=(cni.default_pod_cidr(data_dir),),
+        pod_cidrs=(pod_cidr or cni.default_pod_cidr(data_dir),),
         ready_timeout=30.0,
         timeouts=settings_.CriTimeouts(default=30.0, run_sandbox=60.0, connect=5.0),
     )
@@ -87,6 +100,9 @@ async def teardown_runtime(runtime: Runtime, extra_dirs: Sequence[Path] = ()) ->
     await runtime.runner.detach()
     report = await resetting.reset(runtime.settings)
     for directory in extra_dirs:
+        # An agent's shared bind of its pods dir outlives it (as `nodelet run`'s does).
+        for point in mounts.mounts_under(directory):
+            mounts.detach(point)
         shutil.rmtree(directory, ignore_errors=True)
     left = await leftovers(runtime, extra_dirs)
     print(f"reset: removed {len(report.containers)} containers, {len(report.sandboxes)} "

@@ -54,7 +54,7 @@ CONTAINER = "sleep"
 # Generous deadlines: a 2-core machine runs 30 pods in ~5 s; these only catch a hang.
 START_TIMEOUT_PER_POD = 3.0
 REMOVE_TIMEOUT = 120.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+CLK_TCK = common.CLK_TCK
 
 MANIFEST = """\
 apiVersion: v1
@@ -79,15 +79,6 @@ def ms(value: float) -> str:
     return f"{value * 1000:.1f} ms"
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of one process (containerd's own CPU; shims and runc are separate)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
 def machine_busy_seconds() -> float:
     """CPU seconds all CPUs spent not idle since boot (/proc/stat), anyone's work included."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
@@ -108,14 +99,14 @@ class CpuMeter:
     @contextlib.contextmanager
     def measure(self) -> Iterator[None]:
         wall, own, machine = time.monotonic(), time.process_time(), machine_busy_seconds()
-        ctr = cpu_seconds(self.containerd_pid) if self.containerd_pid else float("nan")
+        ctr = common.cpu_seconds(self.containerd_pid) if self.containerd_pid else float("nan")
         try:
             yield
         finally:
             self.wall = time.monotonic() - wall
             self.own = time.process_time() - own
             self.machine = machine_busy_seconds() - machine
-            after = cpu_seconds(self.containerd_pid) if self.containerd_pid else float("nan")
+            after = common.cpu_seconds(self.containerd_pid) if self.containerd_pid else float("nan")
             self.runtime = after - ctr
 
     def describe(self) -> str:
@@ -377,7 +368,7 @@ class NodeletResult:
 
 
 def agent_settings(
-    runtime: common.Runtime, data_dir: Path, manifests: Path, poll: float | None
+    runtime: common.Runtime, data_dir: Path, manifests: Path, poll: float | None, pods: int
 ) -> settings_.Settings:
     defaults = settings_.Settings()
     return settings_.Settings(
@@ -386,6 +377,8 @@ def agent_settings(
         manifest_poll_period=defaults.manifest_poll_period if poll is None else poll,
         runtime=dataclasses.replace(runtime.settings.runtime, endpoint=runtime.runner.endpoint),
         server=settings_.ServerSettings(port=0),
+        # More than the kubelet's default 110 pods needs --max-pods, as on a kubelet.
+        node=settings_.NodeSettings(max_pods=max(defaults.node.max_pods, pods)),
     )
 
 
@@ -423,7 +416,7 @@ async def run_nodelet(
     runtime: common.Runtime, args: argparse.Namespace, dirs: tuple[Path, Path]
 ) -> NodeletResult:
     data_dir, manifests = dirs
-    agent = app.Agent(agent_settings(runtime, data_dir, manifests, args.manifest_poll))
+    agent = app.Agent(agent_settings(runtime, data_dir, manifests, args.manifest_poll, args.pods))
     observer = BenchMetrics()
     # Replaced before start(): the agent passes `self.metrics` to the syncer as its observer.
     agent.metrics = observer
@@ -431,9 +424,10 @@ async def run_nodelet(
     try:
         tracker = Tracker(agent, observer, args.pods)
         calls: list[tuple[str, float]] = []
-        # start() scanned the manifest dir just now; writing at once would always land right
-        # after a scan (the worst case, a whole poll period). Half a period is the average case.
-        await asyncio.sleep(agent.settings.manifest_poll_period / 2)
+        if not agent.settings.manifest_watch:
+            # Polled: start() scanned just now; writing at once would land right after a scan
+            # (the worst case, a whole poll period). Half a period is the average case.
+            await asyncio.sleep(agent.settings.manifest_poll_period / 2)
         agent.statuses.subscribe(tracker)
         with contextlib.ExitStack() as stack:
             if args.cri_trace:
@@ -657,8 +651,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="print per-operation CRI latency of the nodelet phase")
     parser.add_argument("-v", "--verbose", action="store_true", help="nodelet's INFO logs")
     args = parser.parse_args(argv)
-    if args.pods < 1 or args.pods > 200 or args.concurrency < 1 or args.rounds < 1:
-        parser.error("--pods must be 1..200 (the pod CIDR is a /24); --concurrency, --rounds >= 1")
+    if args.pods < 1 or args.pods > 1000 or args.concurrency < 1 or args.rounds < 1:
+        parser.error("--pods must be 1..1000; --concurrency, --rounds >= 1")
     return args
 
 
@@ -677,7 +671,9 @@ def what_ifs(args: argparse.Namespace) -> str:
 
 
 async def bench(args: argparse.Namespace) -> None:
-    runtime = await common.start_runtime(prefix="nlb-")
+    # Above 200 pods a /24 is too small: a /22 of its own.
+    runtime = await common.start_runtime(
+        prefix="nlb-", pod_cidr="10.251.0.0/22" if args.pods > 200 else None)
     work_dir = Path(tempfile.mkdtemp(prefix="nlb-agent-", dir="/tmp"))
     try:
         print(f"containerd {runtime.runner.endpoint} (pid {runtime.runner.pid}), "

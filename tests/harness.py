@@ -70,7 +70,9 @@ class Harness:
                  logs: settings.LogSettings | None = None,
                  node: settings.NodeSettings | None = None,
                  gc: settings.GCSettings | None = None,
-                 eviction: settings.EvictionSettings | None = None) -> None:
+                 eviction: settings.EvictionSettings | None = None,
+                 manifest_settings: dict[str, object] | None = None,
+                 sync_settings: dict[str, object] | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="nla-", dir="/tmp"))
         self.manifests = self.root / "manifests"
         self.manifests.mkdir()
@@ -94,6 +96,11 @@ class Harness:
             server=replace(base.server, port=0),
             manifest_poll_period=0.2,
         )
+        # Root settings named `manifest_*` (watching, resync and poll periods).
+        self.settings = replace(self.settings, **(manifest_settings or {}))  # type: ignore[arg-type]
+        # SyncSettings fields over the fast ones above (relist periods, runtime events...).
+        self.settings = replace(self.settings, sync=replace(
+            self.settings.sync, **(sync_settings or {})))  # type: ignore[arg-type]
         self.agent: app.Agent | None = None
 
     async def start(self) -> app.Agent:

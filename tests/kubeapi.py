@@ -28,7 +28,8 @@ JSON patch, server-side apply, list pagination.
 
 Tests steer it with `inject()` (per-route faults: status codes with `Retry-After`, delays,
 watch disconnects), `drop_watches()`, `compact()` (forces 410 for older resourceVersions) and
-read `requests` (method, path, verb, status) to count API calls.
+read `requests` (method, path, verb, status) to count API calls and `open_watches()` to see
+which watches are open.
 """
 
 from __future__ import annotations
@@ -214,10 +215,20 @@ class KubeApiServer:
     def clear_faults(self) -> None:
         self.faults.clear()
 
-    def drop_watches(self) -> None:
-        """Close every open watch stream (the client sees the connection end)."""
+    def drop_watches(self, plural: str | None = None) -> None:
+        """Close every open watch stream, or those of `plural` (the client sees the connection
+        end)."""
         for watcher in list(self._watchers):
-            watcher.queue.put_nowait(None)
+            if plural is None or watcher.plural == plural:
+                watcher.queue.put_nowait(None)
+
+    def open_watches(self, plural: str) -> list[tuple[str | None, str]]:
+        """The watch streams of `plural` open now, as (namespace, fieldSelector). A stream the
+        client closed counts until the server's next write to it fails (at the latest the
+        next bookmark, as in the real server)."""
+        found = [(w.namespace, ",".join(f"{k}{op}{v}" for k, op, v in w.selector))
+                 for w in self._watchers if w.plural == plural]
+        return sorted(found, key=lambda watch: (watch[0] or "", watch[1]))
 
     def compact(self) -> int:
         """Forget history up to now: watches from an older resourceVersion get 410 Gone."""
@@ -783,7 +794,7 @@ class ClusterRig:
         defaults: dict[str, Any] = dict(
             kubeconfig=server.write_kubeconfig(root / "kubeconfig"),
             status_resync_period=0.5, status_retry=0.05, status_retry_max=0.5,
-            node_status_period=0.2, lease_renew_period=0.2, object_ttl=0.3,
+            node_status_period=0.2, lease_renew_period=0.2,
             watch_backoff=0.05, watch_backoff_max=0.2, watch_inactivity=5.0, watch_timeout=30,
             delete_retry=0.05, delete_retry_max=0.2, start_timeout=5.0)
         self.mode = cluster.ClusterMode(

@@ -23,6 +23,7 @@ from nodelet import settings as settings_mod
 from nodelet.adapters import checkpoint as checkpoint_mod
 from nodelet.adapters import containerd, host, http_server
 from nodelet.adapters.cri import client as cri
+from nodelet.adapters.events import client as events_client
 from nodelet.helpers import backoff, tasks
 from nodelet.model.core import (
     admission,
@@ -39,6 +40,7 @@ from nodelet.model.core import (
     status,
 )
 from nodelet.model.core import events as ev
+from nodelet.model.core import runtimeevents as rev
 from nodelet.model.reports import histograms as hg
 from nodelet.services import (
     checkpointing,
@@ -46,12 +48,14 @@ from nodelet.services import (
     containergc,
     imagegc,
     logrotation,
+    manifestwatching,
     metrics,
     preflight,
     probing,
     progress,
     recording,
     relisting,
+    runtimeevents,
     sources,
     statuses,
     syncing,
@@ -81,12 +85,16 @@ class Agent:
         self._group = tasks.TaskGroup()
         self._containerd: containerd.EmbeddedContainerd | None = None
         self._client: cri.RuntimeClient | None = None
+        self._events_client: events_client.EventsClient | None = None
+        self.runtime_events: runtimeevents.RuntimeEvents | None = None
         self._checkpoint: checkpointing.CheckpointWriter | None = None
         self._server: http_server.HttpServer | None = None
         self._source: sources.ManifestSource | None = None
         self._source_task: tasks.Supervised | None = None
         self._objects: Mapping[tuple[str, str, str], Any] = {}
         self._static_pods: dict[pods.PodUID, pods.Pod] = {}
+        # What each worker's pod reads (cached per Pod value), for cluster mode's watches.
+        self._reads: dict[pods.PodUID, tuple[pods.Pod, frozenset[tuple[str, str, str]]]] = {}
         self._api_pods: dict[pods.PodUID, pods.Pod] = {}
         self.cluster: cluster.ClusterMode | None = None
         self._sources_synced = False
@@ -154,7 +162,8 @@ class Agent:
         self._terminate_orphans()
         self.container_gc = self._container_gc()  # after the orphans: it judges "gone" too
         self._group.spawn("container-gc", self.container_gc.run())
-        self._group.spawn("relist", self.relister.run(s.sync.relist_period))
+        self._start_runtime_events()  # after the orphans: its wakes may judge orphans
+        self._group.spawn("relist", self.relister.run(self._relist_period))
         self.log_rotator = logrotation.LogRotator(
             client=self._client, settings=s.logs, running=self._running_containers,
             clock=utc_now)
@@ -169,6 +178,24 @@ class Agent:
         await self._start_server()
         log.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
                  self.runtime_endpoint, len(self.workers.uids()))
+
+    def _start_runtime_events(self) -> None:
+        """Subscribe to containerd's events on the CRI socket (SyncSettings.runtime_events)."""
+        assert self._client is not None
+        if not self.settings.sync.runtime_events:
+            return
+        self._events_client = events_client.EventsClient.open(self.runtime_endpoint)
+        self.runtime_events = runtimeevents.RuntimeEvents(
+            source=self._events_client, client=self._client, relister=self.relister,
+            group=self._group, settings=self.settings.sync, on_change=self._runtime_changed,
+            on_oom=self._runtime_oom)
+        self._group.spawn("runtime-events", self.runtime_events.run())
+
+    def _relist_period(self) -> float:
+        """Long while runtime events arrive, polling without them."""
+        if self.runtime_events is not None:
+            return self.runtime_events.period()
+        return self.settings.sync.polling_relist_period
 
     def _node_spec(self) -> nodes.NodeSpec:
         """This node: the machine's capacity, less the reservations of `settings.node`."""
@@ -235,6 +262,7 @@ class Agent:
             clock=utc_now, node_spec=self.node_spec, pressure=self._pressure,
         )
         self.cluster.set_static_pods(self._static_pods)  # read before: their mirror pods
+        self._track_readers()  # and the objects they read
         await self.cluster.start()  # lists the pods once (→ on_pods) before returning
 
     async def _start_source(self) -> None:
@@ -246,10 +274,12 @@ class Agent:
             clock=utc_now, limits=s.manifest_limits,
         )
         await source.scan()
+        watcher = manifestwatching.ManifestWatcher(
+            source=source, directory=s.manifests_dir, settings=s)
         # Supervised: if reading manifests ever crashes, it starts again (and /healthz fails
         # meanwhile) instead of leaving later manifest changes unseen.
         self._source_task = self._group.supervise(
-            "manifest-source", lambda: source.run(s.manifest_poll_period),
+            "manifest-source", watcher.run,
             backoff=backoff.Backoff(s.manifest_restart_backoff, s.manifest_restart_backoff_max))
 
     def _terminate_orphans(self) -> None:
@@ -331,6 +361,8 @@ class Agent:
             await self._server.stop()
         if self._client is not None:
             await self._client.close()
+        if self._events_client is not None:
+            await self._events_client.close()
         if self._containerd is not None:
             await self._containerd.detach()
         if self._checkpoint is not None:  # after the loops: flushes what they wrote last
@@ -346,6 +378,13 @@ class Agent:
     def _runtime_changed(self, uid: pods.PodUID) -> None:
         self.metrics.runtime_changed(uid)  # before the wake: it starts the status update clock
         self._wake(uid)
+
+    def _runtime_oom(self, uid: pods.PodUID, container: str) -> None:
+        """containerd saw the OOM killer act in a container of the pod: a Warning event (the
+        container's status gets reason OOMKilled from CRI when it exits)."""
+        pod = self.workers.pod(uid)
+        if pod is not None:
+            self.recorder.record(pod, "Warning", ev.OOM_KILLING, rev.oom_message(container))
 
     def _wake(self, uid: pods.PodUID) -> None:
         """The runtime state of a pod changed: wake its worker; a pod no source wants (its
@@ -372,6 +411,7 @@ class Agent:
         previous, self._objects = self._objects, snapshot.objects
         self._static_pods = dict(snapshot.pods)
         self.workers.update({**self._static_pods, **self._api_pods})
+        self._track_readers()
         if self.cluster is not None:
             self.cluster.set_static_pods(self._static_pods)  # their mirror pods follow
         self._wake_readers({key for key in set(previous) | set(self._objects)
@@ -380,6 +420,22 @@ class Agent:
     def _on_api_pods(self, desired: Mapping[pods.PodUID, pods.Pod]) -> None:
         self._api_pods = dict(desired)
         self.workers.update({**self._static_pods, **self._api_pods})
+        self._track_readers()
+
+    def _track_readers(self) -> None:
+        """Cluster mode watches the ConfigMaps and Secrets the pods read, from when a pod
+        arrives until its worker is done (the kubelet's RegisterPod / UnregisterPod)."""
+        if self.cluster is None:
+            return
+        held = {uid: self.workers.pod(uid) for uid in self.workers.uids()}
+        reads = {}
+        for uid, pod in (held | self._static_pods | self._api_pods).items():
+            cached = self._reads.get(uid)
+            if pod is not None:
+                reads[uid] = cached if cached is not None and cached[0] is pod else (
+                    pod, frozenset(self._referenced(pod)))
+        self._reads = reads
+        self.cluster.set_readers({uid: keys for uid, (_, keys) in reads.items()})
 
     def _wake_readers(self, changed: set[tuple[str, str, str]]) -> None:
         """Pods waiting for a ConfigMap or Secret (of a volume, env vars, or a pull secret) go on
@@ -412,6 +468,7 @@ class Agent:
         self.statuses.forget(uid)
         if self.cluster is not None:
             self.cluster.pod_gone(uid)  # the final DELETE (grace 0, UID precondition)
+            self._track_readers()  # its ConfigMaps and Secrets are no longer watched for it
         self.metrics.forget(uid)
 
     # -- the view served over HTTP -----------------------------------------------------------
@@ -437,13 +494,14 @@ class Agent:
         return [health.HealthCheck("manifest-source", task.up, task.error or "")]
 
     def health(self) -> list[health.HealthCheck]:
-        period = self.settings.sync.relist_period
+        period = self._relist_period()
         last = self.relister.last_success
         fresh = last is not None and time.monotonic() - last < max(10.0, 5 * period)
         return [
             health.HealthCheck("runtime", fresh, self.relister.last_error
                                or ("" if fresh else "no successful relist recently")),
             health.HealthCheck("pod-workers", self.workers.alive(), ""),
+            *((self.runtime_events.health(),) if self.runtime_events is not None else ()),
             *self._source_health(),
             *((self._checkpoint.health(),) if self._checkpoint is not None else ()),
             *(self.cluster.health() if self.cluster is not None else ()),

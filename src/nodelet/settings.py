@@ -70,8 +70,24 @@ class SyncSettings:
     retry_jitter: float = 0.5
     # Retry when the runtime's network is not ready (kubelet: 1 s).
     network_not_ready_retry: float = 1.0
-    # How often sandboxes and containers are listed from CRI (PLEG relist).
-    relist_period: float = 1.0
+    # Subscribe to containerd's event stream (issue 13): an exit reaches its pod worker at
+    # once and the relist is only a safety net. False: relist every `polling_relist_period`.
+    runtime_events: bool = True
+    # How often sandboxes and containers are listed from CRI (PLEG relist) while the event
+    # subscription is live: the kubelet's relist period with Evented PLEG (KEP-3386), 300 s.
+    relist_period: float = 300.0
+    # The relist period without events (subscription down, or a runtime without containerd's
+    # event service): the kubelet's generic PLEG period, 1 s.
+    polling_relist_period: float = 1.0
+    # Back-off between event subscription attempts (runtime restarting): initial and cap.
+    events_backoff: float = 0.1
+    events_backoff_max: float = 5.0
+    # A new subscription is live once its probe event comes back; give up (and back off)
+    # after this long.
+    events_confirm_timeout: float = 5.0
+    # CRI lags an exit event by tens of ms (measured: ~40 ms for a killed pause process): the
+    # pod is read again, 10 ms doubling, until CRI shows the exit, at most this long.
+    event_settle_timeout: float = 2.0
     # A pod with nothing pending is synced again after this long anyway (catches lost wakes).
     resync_period: float = 10.0
     # Container restart back-off (CrashLoopBackOff): initial and cap.
@@ -153,9 +169,8 @@ class ClusterSettings:
     # Lease (kubelet: 40 s duration, renewed every 10 s with 4 % jitter).
     lease_duration: int = 40
     lease_renew_period: float = 10.0
-    # ConfigMaps/Secrets for volumes are read again after this long.
-    object_ttl: float = 30.0
-    # Request deadline; watch length and inactivity timeout; watch reconnect back-off.
+    # Request deadline; watch length and inactivity timeout; watch reconnect back-off (the
+    # pod watch and the watch of each ConfigMap/Secret a pod reads).
     request_timeout: float = 10.0
     watch_timeout: int = 300
     watch_inactivity: float = 120.0
@@ -292,7 +307,20 @@ class Settings:
     eviction: EvictionSettings = field(default_factory=EvictionSettings)
     # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
     cluster: ClusterSettings | None = None
-    # How often the manifest directory is rescanned (changes are noticed within this time).
+    # Watch the manifest directory with inotify (services/manifestwatching.py); false: poll it.
+    manifest_watch: bool = True
+    # While watched: the least seconds between two reads of a burst of changes, and how long
+    # a write in progress (not closed yet) must pause before it is read; a finished change is
+    # read at once. The most seconds from a write's first event to its read (a writer that
+    # never pauses).
+    manifest_debounce: float = 0.05
+    manifest_debounce_max: float = 0.5
+    # While watched: a full re-read this often, in seconds, as a safety net for a missed event
+    # (the kubelet's fileCheckFrequency, 20 s).
+    manifest_resync_period: float = 20.0
+    # Seconds between rescans while the directory is NOT watched (manifest_watch false, or the
+    # watch failed: no inotify instance or watch left, no parent directory); the watch is
+    # tried again at each rescan.
     manifest_poll_period: float = 0.2
     # Limits on each manifest file (size, nesting, YAML aliases).
     manifest_limits: ManifestLimits = field(default_factory=ManifestLimits)

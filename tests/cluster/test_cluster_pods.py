@@ -100,18 +100,3 @@ async def test_events_are_created_then_counted(server: KubeApiServer, tmp_path: 
         await eventually(lambda: (stored() or {}).get("count") == 3, within=5, what="count 3")
         assert server.count(verb="create", resource="events") == 2  # one failed, one created
 
-
-async def test_configmap_for_volumes_is_read_and_followed(
-        server: KubeApiServer, tmp_path: Path) -> None:
-    async with ClusterRig(server, tmp_path) as rig:
-        key = ("ConfigMap", "default", "conf")
-        assert rig.mode.lookup_object(*key) is None  # a miss: fetched in the background
-        await eventually(lambda: key in set().union(*rig.objects_changed) if rig.objects_changed
-                         else False, within=10, what="first answer (not found)")
-        assert rig.mode.lookup_object(*key) is None
-        rig.objects_changed.clear()
-        server.create("configmaps", {"metadata": {"name": "conf", "namespace": "default"},
-                                     "data": {"a": "1"}})
-        await eventually(lambda: rig.objects_changed, within=5, what="configmap noticed")
-        found = rig.mode.lookup_object(*key)
-        assert found is not None and dict(found.data) == {"a": "1"}

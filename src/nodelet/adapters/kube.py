@@ -9,7 +9,8 @@ Requests are not retried here: callers own their retry policy (back-off, coalesc
 
 Calls: pods (list, watch, get, create, PATCH status as a strategic merge patch with the pod UID as
 precondition, DELETE with grace period and UID precondition), events (create, patch), nodes
-(get, create, patch, patch status), leases (get, create, replace), configmaps and secrets (get).
+(get, create, patch, patch status), leases (get, create, replace); any collection (list,
+watch: configmaps and secrets are read that way, one object each, by `Reflector`).
 
 Exceptions (all carry `.status` — the HTTP code, 0 for transport errors — and `.reason`)::
 
@@ -132,6 +133,11 @@ def pod_path(namespace: str, name: str = "", sub: str = "") -> str:
     return _path("/api/v1", "pods", namespace, name, sub)
 
 
+def core_path(plural: str, namespace: str = "", name: str = "") -> str:
+    """The path of a core/v1 collection (`name` empty: to list and watch) or object."""
+    return _path("/api/v1", plural, namespace, name)
+
+
 def _path(prefix: str, plural: str, namespace: str, name: str = "", sub: str = "") -> str:
     path = f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
     if name:
@@ -163,7 +169,11 @@ class KubeClient:
             headers["Authorization"] = f"Bearer {config.token}"
         # True: aiohttp's default verification (plain http ignores it).
         self._ssl: ssl.SSLContext | bool = config.ssl_context() or True
-        self._session = aiohttp.ClientSession(headers=headers)
+        # No connection limit (aiohttp's default is 100): without HTTP/2 every open watch holds
+        # a connection — one per ConfigMap/Secret pods read — and a full pool would stall every
+        # other call. Requests are bounded by the rate limiter instead.
+        self._session = aiohttp.ClientSession(
+            headers=headers, connector=aiohttp.TCPConnector(limit=0))
         self._reserved = 0
         self.calls = 0  # requests sent (watches included)
 
@@ -326,14 +336,6 @@ class KubeClient:
     async def replace_lease(self, namespace: str, name: str, lease: apijson.Obj) -> apijson.Obj:
         """PUT; Conflict when `lease` carries a stale resourceVersion."""
         return await self.request("PUT", _path(_LEASES, "leases", namespace, name), body=lease)
-
-    # -- volume sources -------------------------------------------------------------------------
-
-    async def get_config_map(self, namespace: str, name: str) -> apijson.Obj:
-        return await self.request("GET", _path("/api/v1", "configmaps", namespace, name))
-
-    async def get_secret(self, namespace: str, name: str) -> apijson.Obj:
-        return await self.request("GET", _path("/api/v1", "secrets", namespace, name))
 
 
 def _decode(text: str) -> Any:

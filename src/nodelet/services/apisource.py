@@ -1,4 +1,4 @@
-"""The API pod source and the ConfigMap/Secret cache of cluster mode.
+"""The API pod source of cluster mode (ConfigMaps and Secrets: `objectwatches`).
 
 `ApiPodSource` lists and watches the pods bound to this node (`fieldSelector=spec.nodeName=`)
 and tells `on_pods` the complete desired set after every change, converted with
@@ -19,33 +19,21 @@ only the conditions of others in `Pod.api_conditions`: a status PATCH of nodelet
 equal Pod, so it does not wake the pod's worker, while a readiness gate flipped by a controller
 does (and Ready is generated again).
 
-`ObjectCache` answers the volume manager's synchronous `lookup(kind, namespace, name)` from a
-cache: a miss returns None and fetches the object in the background, so a pod's sync first
-awaits `fetched(keys)` for the objects it reads (then None means "absent"); every `ttl` the
-cached objects are read again. `on_change` hears the keys whose value changed, so the pods
-reading them can be woken at once.
-
 Exceptions: none escape; API errors are logged and retried by the loops.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import logging
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from nodelet.adapters import kube
-from nodelet.helpers import tasks
-from nodelet.model.core import apijson, conditions, configs, pods
+from nodelet.model.core import apijson, conditions, pods
 from nodelet.model.parsing import manifests
 
 log = logging.getLogger(__name__)
-
-ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
 
 _TERMINAL = ("Succeeded", "Failed")
 
@@ -148,97 +136,3 @@ def _without_status(obj: apijson.Obj) -> apijson.Obj:
             if k not in ("resourceVersion", "managedFields")}
     body = {k: v for k, v in obj.items() if k != "status"}
     return {**body, "metadata": meta, "apiVersion": "v1", "kind": "Pod"}
-
-
-class ObjectCache:
-    """ConfigMaps and Secrets read from the API for volumes (see the module docstring)."""
-
-    def __init__(
-        self,
-        *,
-        client: kube.KubeClient,
-        on_change: Callable[[set[ObjectKey]], None],
-        ttl: float = 30.0,
-        retry: float = 2.0,
-    ) -> None:
-        self._client = client
-        self._on_change = on_change
-        self._ttl = ttl
-        self._retry = retry
-        # key -> (object or None when it does not exist, monotonic time fetched)
-        self._cache: dict[ObjectKey, tuple[configs.ConfigObject | None, float]] = {}
-        self._wanted: set[ObjectKey] = set()
-        self._used: dict[ObjectKey, float] = {}
-        self._wake = asyncio.Event()
-        self._refreshed = asyncio.Event()
-        self.fetches = 0
-
-    def lookup(self, kind: str, namespace: str, name: str) -> configs.ConfigObject | None:
-        key = (kind, namespace, name)
-        self._used[key] = time.monotonic()
-        cached = self._cache.get(key)
-        if cached is None:
-            self._wanted.add(key)
-            self._wake.set()
-            return None
-        return cached[0]
-
-    async def fetched(self, keys: Iterable[ObjectKey], *, within: float) -> None:
-        """Wait (at most `within` s) until each object was read from the API once, found or
-        not: a lookup then means "absent" rather than "not fetched yet" (the kubelet's object
-        managers wait for their first read too)."""
-        missing = [key for key in keys if key not in self._cache]
-        for key in missing:
-            self.lookup(*key)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(within):
-                while any(key not in self._cache for key in missing):
-                    self._refreshed.clear()
-                    await self._refreshed.wait()
-
-    async def run(self) -> None:
-        while True:
-            self._wake.clear()
-            await self._refresh()
-            self._refreshed.set()
-            await tasks.wait_event(self._wake, min(self._ttl, self._retry))
-
-    async def _refresh(self) -> None:
-        now = time.monotonic()
-        stale = {k for k, (_, at) in self._cache.items() if now - at >= self._ttl}
-        for key in [k for k, used in self._used.items() if now - used > 10 * self._ttl]:
-            self._used.pop(key, None)
-            self._cache.pop(key, None)
-            stale.discard(key)
-        todo, self._wanted = self._wanted | stale, set()
-        changed: set[ObjectKey] = set()
-        for key in sorted(todo):
-            try:
-                value = await self._fetch(key)
-            except kube.KubeError as exc:
-                log.warning("cannot read %s %s/%s: %s", *key, exc)
-                self._wanted.add(key)
-                continue
-            previous = self._cache.get(key)
-            self._cache[key] = (value, time.monotonic())
-            if previous is None or previous[0] != value:
-                changed.add(key)
-        if changed:
-            self._on_change(changed)
-
-    async def _fetch(self, key: ObjectKey) -> configs.ConfigObject | None:
-        kind, namespace, name = key
-        self.fetches += 1
-        try:
-            if kind == "ConfigMap":
-                obj = await self._client.get_config_map(namespace, name)
-            else:
-                obj = await self._client.get_secret(namespace, name)
-        except kube.NotFound:
-            return None
-        try:
-            return manifests.config_object_from_object(
-                {"kind": kind, "apiVersion": "v1", **obj}, strict=False)
-        except manifests.ManifestError as exc:
-            log.error("cannot use %s %s/%s from the API: %s", kind, namespace, name, exc)
-            return None

@@ -10,7 +10,8 @@ named, supervised task:
 - `pod-watch`: the desired pods bound to this node (`apisource.ApiPodSource` → `on_pods`);
 - `status-sync`: API pod statuses from the status manager (`statussync.StatusSync`);
 - `event-sink`: the recorder's events as v1 Events (`eventposting.EventSink`);
-- `api-objects`: ConfigMaps and Secrets for volumes (`apisource.ObjectCache`);
+- `object-watch:<kind>:<namespace>/<name>`: one watch per ConfigMap or Secret a pod reads
+  (`objectwatches.ObjectWatches`), from the first pod reading it to the last;
 - `mirror-pods`: the mirror pods of the static pods (`mirrors.MirrorPods`), whose status the
   status sync writes;
 - `pod-delete`: the final delete (grace 0, UID precondition) of pods deleted in the API, once
@@ -27,6 +28,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 
 from nodelet import settings as settings_mod
@@ -39,6 +41,7 @@ from nodelet.services import (
     leases,
     mirrors,
     nodestatus,
+    objectwatches,
     recording,
     statuses,
     statussync,
@@ -62,8 +65,10 @@ class ClusterMode:
     - `on_pods(desired)`: the complete set of API pods to run (see `apisource`); called from
       the event loop, synchronously, after every change;
     - `on_objects(keys)`: ConfigMaps/Secrets (kind, namespace, name) whose content changed;
-      wake the pods whose volumes read them.
+      wake the pods that read them.
     Calls from the agent:
+    - `set_readers(readers)`: the complete map pod UID → ConfigMaps/Secrets the pod reads;
+      exactly those are watched; may be called before `start()`;
     - `lookup_object(kind, namespace, name)`: the volume manager's lookup;
     - `pod_gone(uid)`: a pod worker finished terminating `uid` (after `statuses.forget`);
     - `set_static_pods(pods)`: the complete set of static pods (from the manifests), whose
@@ -81,7 +86,7 @@ class ClusterMode:
         recorder: recording.EventRecorder,
         runtime: nodestatus.RuntimeInfo,
         on_pods: Callable[[Mapping[pods.PodUID, pods.Pod]], None],
-        on_objects: Callable[[set[apisource.ObjectKey]], None] = lambda keys: None,
+        on_objects: Callable[[set[objectwatches.ObjectKey]], None] = lambda keys: None,
         clock: Callable[[], datetime],
         node_spec: nodes.NodeSpec | None = None,
         pressure: Callable[[], frozenset[str]] = frozenset,
@@ -106,7 +111,9 @@ class ClusterMode:
         self._deleting: set[pods.PodUID] = set()
         self._clients: list[kube.KubeClient] = []
         self._static_pods: dict[pods.PodUID, pods.Pod] = {}
+        self._readers: Mapping[pods.PodUID, AbstractSet[objectwatches.ObjectKey]] = {}
         self.mirrors: mirrors.MirrorPods | None = None
+        self.objects: objectwatches.ObjectWatches | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -162,8 +169,9 @@ class ClusterMode:
                 retry_max=s.status_retry_max, senders=s.status_senders),
             mirror_uid=mirror_pods.mirror_uid)
         self.events = eventposting.EventSink(client=self.event_client)
-        self.objects = apisource.ObjectCache(
-            client=self.client, on_change=self._on_objects, ttl=s.object_ttl)
+        self.objects = objectwatches.ObjectWatches(
+            client=self.client, group=self._group, on_change=self._on_objects)
+        self.objects.set_readers(self._readers)  # read before start(): static pods'
 
     async def _first_contact(self) -> None:
         """Register the node, and list the pods once, so that the first desired set is known
@@ -182,7 +190,6 @@ class ClusterMode:
         self._group.spawn("node-lease", self._lease_loop())
         self._group.spawn("status-sync", self.status_sync.run())
         self._group.spawn("event-sink", self.events.run())
-        self._group.spawn("api-objects", self.objects.run())
         if self.mirrors is not None:
             self._group.spawn("mirror-pods", self.mirrors.run())
         # Statuses set before the sync subscribed (static pods start before the cluster is
@@ -214,11 +221,26 @@ class ClusterMode:
     # -- calls from the agent ---------------------------------------------------------------------
 
     def lookup_object(self, kind: str, namespace: str, name: str) -> configs.ConfigObject | None:
+        """The object as its watch last saw it; None: absent, not listed yet, or no pod
+        reads it."""
+        if self.objects is None:
+            return None
         return self.objects.lookup(kind, namespace, name)
 
     async def objects_fetched(self, keys: set[tuple[str, str, str]]) -> None:
-        """Until the ConfigMaps and Secrets `keys` were read from the API once (bounded)."""
-        await self.objects.fetched(keys, within=self.settings.request_timeout)
+        """Until the watched ConfigMaps and Secrets of `keys` were listed once (bounded by
+        `request_timeout`): a missing one is then absent, not "not read yet"."""
+        if self.objects is not None:
+            await self.objects.fetched(keys, within=self.settings.request_timeout)
+
+    def set_readers(
+        self, readers: Mapping[pods.PodUID, AbstractSet[objectwatches.ObjectKey]]
+    ) -> None:
+        """The complete map pod UID → ConfigMaps/Secrets it reads (the kubelet's RegisterPod
+        and UnregisterPod): each object is watched while at least one pod reads it."""
+        self._readers = dict(readers)
+        if self.objects is not None:
+            self.objects.set_readers(self._readers)
 
     def set_static_pods(self, desired: Mapping[pods.PodUID, pods.Pod]) -> None:
         """The complete set of static pods to run; their mirror pods follow."""

@@ -79,11 +79,11 @@ class ContainerRunner:
         pod_ip: str,
     ) -> float | None:
         """Start one instance; None when started, else seconds until an image retry."""
-        wait = await self._puller.ensure(pod, container, waiting)
-        if wait is not None:
-            return wait
+        image = await self._puller.ensure(pod, container, waiting)
+        if isinstance(image, int | float):  # not there yet: seconds until a retry
+            return float(image)
         # The security check first: it has no side effects, the subPath bind mounts do.
-        context = await self._security_context(pod, container, waiting)
+        context = self._security_context(pod, container, image, waiting)
         envs, mounts = await self._environment(pod, sandbox, container, mounts, waiting)
         message_file = self.message_file(pod.uid, container.name, attempt)
         await asyncio.to_thread(_touch, message_file)
@@ -126,15 +126,16 @@ class ContainerRunner:
             self._recorder.record(pod, "Warning", envvars.INVALID_NAMES_REASON, skipped.message)
         return environment.variables, mounts
 
-    async def _security_context(
+    def _security_context(
         self,
         pod: pods.Pod,
         container: pods.Container,
+        image: runtime.ImageInfo | None,
         waiting: MutableMapping[str, tuple[str, str]],
     ) -> runtime.ContainerSecurity:
         """The container's CRI security context; runAsNonRoot is checked against the image's
         user first, as the kubelet does (CreateContainerConfigError when it fails)."""
-        image_user = security.image_user(await self._client.image_status(container.image))
+        image_user = security.image_user(image)
         problem = security.run_as_non_root_error(pod, container, image_user)
         if problem is not None:
             self.config_error(pod, container, problem, waiting)

@@ -33,6 +33,7 @@ from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
 from nodelet.model.core import credentials, pods
 from nodelet.model.core import events as ev
+from nodelet.model.core import runtime as rt
 from nodelet.model.core import volumes as vol
 from nodelet.services import recording
 
@@ -79,13 +80,17 @@ class ImagePuller:
 
     async def ensure(
         self, pod: pods.Pod, container: pods.Container, waiting: Waiting
-    ) -> float | None:
+    ) -> float | rt.ImageInfo | None:
+        """Make the container's image present as its pull policy says: the image (what the
+        runtime says of it, which the caller reads instead of asking again), or seconds to
+        wait before trying again. None: pulled, but the runtime does not show it."""
         image = container.image
         policy = container.image_pull_policy
-        if policy != "Always" and await self._client.image_status(image) is not None:
+        present = await self._client.image_status(image) if policy != "Always" else None
+        if present is not None:
             self._recorder.record(pod, "Normal", ev.PULLED,
                                   f'Container image "{image}" already present on machine')
-            return None
+            return present
         if policy == "Never":
             message = f'Container image "{image}" is not present with pull policy of Never'
             waiting[container.name] = ("ErrImageNeverPull", message)
@@ -99,7 +104,8 @@ class ImagePuller:
             waiting[container.name] = ("ImagePullBackOff", message)
             self._recorder.record(pod, "Normal", ev.BACK_OFF, message)
             return left
-        return await self._pull(pod, container, key, waiting, tried)
+        wait = await self._pull(pod, container, key, waiting, tried)
+        return wait if wait is not None else await self._client.image_status(image)
 
     def _backoff_left(self, key: tuple[str, str], tried: Tried) -> float:
         failure = self._failures.get(key)

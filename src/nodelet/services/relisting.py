@@ -1,10 +1,15 @@
 """The relist (the kubelet's PLEG): what the runtime holds, per pod, and who must be woken.
 
-Every `relist_period` the relister lists all sandboxes and containers, groups them by the
+Every relist period the relister lists all sandboxes and containers, groups them by the
 `io.kubernetes.pod.uid` label, and wakes the pod worker of every pod whose runtime state
 changed (a sandbox went NOTREADY, a container exited...). Pod workers do not trust this cache
 for decisions: they call `refresh_pod`, which asks the runtime for that pod's state right then,
 so a decision is never taken on a list that predates the worker's own last action.
+
+With containerd's event stream (`services.runtimeevents`) the period is long and the relist is
+a safety net: an event refreshes its pod with `refresh_pod` and wakes its worker; `kick` starts a
+relist at once (after every new subscription, and when the subscription is lost, so the
+period switches to polling without waiting out the long one).
 
 Immutable details (a sandbox's IP and namespace mode, a container's exit code once exited) come
 from the per-object status calls and are cached by ID, so a steady relist costs two list calls.
@@ -20,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from nodelet.adapters.cri import client as cri
+from nodelet.helpers import tasks
 from nodelet.model.core import pods, runtime
 
 log = logging.getLogger(__name__)
@@ -51,6 +57,7 @@ class Relister:
         self.last_error: str = ""
         # The runtime's NetworkReady condition, read with every relist ("" when ready).
         self.network_problem: str = ""
+        self._kicked = asyncio.Event()
 
     def pod(self, uid: pods.PodUID) -> runtime.PodRuntime:
         return self._pods.get(uid, runtime.PodRuntime(uid))
@@ -58,9 +65,23 @@ class Relister:
     def uids(self) -> set[pods.PodUID]:
         return set(self._pods)
 
-    async def run(self, period: float) -> None:
-        """Relist forever; failures are logged and retried on the next tick."""
+    def owner(self, object_id: str) -> pods.PodUID | None:
+        """The pod a sandbox or container ID belongs to, as far as the cache knows."""
+        for uid, state in self._pods.items():
+            if any(s.id == object_id for s in state.sandboxes) or any(
+                    c.id == object_id for c in state.containers):
+                return uid
+        return None
+
+    def kick(self) -> None:
+        """Relist now instead of at the end of the current period."""
+        self._kicked.set()
+
+    async def run(self, period: Callable[[], float]) -> None:
+        """Relist forever, every `period()` seconds (read anew for every wait) or when kicked;
+        failures are logged and retried on the next tick."""
         while True:
+            self._kicked.clear()
             try:
                 await self.relist()
             except cri.CriError as exc:
@@ -69,7 +90,7 @@ class Relister:
             except Exception as exc:  # a bug must not end the relist for every pod
                 self.last_error = f"relist crashed: {exc!r}"
                 log.exception("relist crashed")
-            await asyncio.sleep(period)
+            await tasks.wait_event(self._kicked, period())
 
     async def relist(self) -> None:
         started = next(self._refresh_counter)

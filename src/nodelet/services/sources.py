@@ -1,11 +1,12 @@
-"""The static pod source: a directory of manifests, watched by polling.
+"""The static pod source: a directory of manifests, read when it changes.
 
-Every `period` the directory listing is compared (name, mtime, size) with the last one; changed
-files are parsed again, in a worker thread so that a big file never blocks the event loop. The
+`scan` compares the directory listing (name, inode, mtime, size) with the last one and parses
+changed files again, in a worker thread so that a big file never blocks the event loop; when to
+scan is `services/manifestwatching.py`'s (inotify, a slow resync, polling as a fallback). The
 result is the complete desired set of pods plus a report per document — a broken file is
 reported (file, document index, what is wrong) and only its own pods are missing from the
 desired set; it never stops the others. Files whose names start with a dot or end like editor
-temp files are ignored, as the kubelet does.
+temp files are ignored, as the kubelet does (`model/core/manifestchanges.ignored_name`).
 
 Input is bounded (`settings.ManifestLimits`): a file over the size limit is refused from its
 `stat` without being read; nesting and YAML alias limits are `manifests.parse_documents`'s.
@@ -18,19 +19,27 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodelet import settings
-from nodelet.model.core import health, pods
+from nodelet.model.core import health, manifestchanges, pods
 from nodelet.model.parsing import duplicates, manifests
 
 log = logging.getLogger(__name__)
 
-_IGNORED_SUFFIXES = ("~", ".swp", ".swx", ".tmp", ".bak", ".part")
+
+
+class _Stamp(NamedTuple):
+    """What tells a file changed without reading it. The inode changes on an atomic rename
+    over the file even when size and mtime (coarse: one clock tick) look the same."""
+
+    inode: int
+    mtime_ns: int
+    size: int
 
 
 @dataclass(frozen=True)
@@ -59,8 +68,7 @@ class _FileResult:
 
 
 def _ignored(path: Path) -> bool:
-    name = path.name
-    return name.startswith((".", "#")) or name.endswith(_IGNORED_SUFFIXES) or not path.is_file()
+    return manifestchanges.ignored_name(path.name) or not path.is_file()
 
 
 class ManifestSource:
@@ -80,7 +88,7 @@ class ManifestSource:
         self._limits = limits or settings.ManifestLimits()
         # When each pod UID was first seen: its creationTimestamp (and config.seen annotation).
         self._first_seen: dict[pods.PodUID, datetime] = {}
-        self._files: dict[Path, tuple[tuple[int, int], _FileResult]] = {}
+        self._files: dict[Path, tuple[_Stamp, _FileResult]] = {}
         # Something changed that `on_update` was not told yet (stays set if telling it failed,
         # so a restarted `run` tells it again).
         self._dirty = True
@@ -88,13 +96,10 @@ class ManifestSource:
         self.snapshot = SourceSnapshot()
         self.scans = 0
 
-    async def run(self, period: float) -> None:
-        while True:
-            await self.scan()
-            await asyncio.sleep(period)
-
-    async def scan(self) -> bool:
-        """Rescan the directory; tell `on_update` and return True when anything changed."""
+    async def scan(self, changed: Collection[str] = ()) -> bool:
+        """Rescan the directory; tell `on_update` and return True when anything changed. Files
+        named in `changed` (an inotify event said so) are read again even when their stamp
+        looks the same: two writes within one mtime tick leave the same size and mtime."""
         self.scans += 1
         try:
             listing = await asyncio.to_thread(self._list)
@@ -105,22 +110,22 @@ class ManifestSource:
             )
             self._dirty = True  # the files' pods come back as soon as it is readable again
             return self._publish(SourceSnapshot(reports=(report,)))
-        changed = set(self._files) != set(listing)
-        for path, key in listing.items():
-            changed |= await self._refresh(path, key)
+        differs = set(self._files) != set(listing)
+        for path, stamp in listing.items():
+            differs |= await self._refresh(path, stamp, force=path.name in changed)
         for gone in set(self._files) - set(listing):
             del self._files[gone]
-        self._dirty |= changed
+        self._dirty |= differs
         if not self._dirty:
             return False
         self._publish(self._merge(list(listing)))
         self._dirty = False
         return True
 
-    def _list(self) -> dict[Path, tuple[int, int]]:
-        """The manifest files, sorted, with their (mtime in ns, size in bytes); a file removed
-        while listing is left out. Raises OSError when the directory cannot be read."""
-        found: dict[Path, tuple[int, int]] = {}
+    def _list(self) -> dict[Path, _Stamp]:
+        """The manifest files, sorted, with their stamps; a file removed while listing is left
+        out. Raises OSError when the directory cannot be read."""
+        found: dict[Path, _Stamp] = {}
         for path in sorted(self._directory.iterdir()):
             if _ignored(path):
                 continue
@@ -128,20 +133,21 @@ class ManifestSource:
                 stat = path.stat()
             except OSError:
                 continue
-            found[path] = (stat.st_mtime_ns, stat.st_size)
+            found[path] = _Stamp(stat.st_ino, stat.st_mtime_ns, stat.st_size)
         return found
 
-    async def _refresh(self, path: Path, key: tuple[int, int]) -> bool:
+    async def _refresh(self, path: Path, stamp: _Stamp, *, force: bool) -> bool:
+        """Parse `path` again if its stamp changed (or `force`); True when what it defines
+        changed (a save that rewrote the same text is no change)."""
         cached = self._files.get(path)
-        if cached is not None and cached[0] == key:
+        if cached is not None and cached[0] == stamp and not force:
             return False
-        size = key[1]
-        if size > self._limits.max_bytes:  # refused unread
-            result = _FileResult((), (_too_large(path, self._limits.max_bytes, size),))
+        if stamp.size > self._limits.max_bytes:  # refused unread
+            result = _FileResult((), (_too_large(path, self._limits.max_bytes, stamp.size),))
         else:
             result = await asyncio.to_thread(self._parse, path)
-        self._files[path] = (key, result)
-        return True
+        self._files[path] = (stamp, result)
+        return cached is None or cached[1] != result
 
     def _parse(self, path: Path) -> _FileResult:
         """Read and validate one file (runs in a worker thread: no shared state is touched)."""

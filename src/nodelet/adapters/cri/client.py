@@ -378,6 +378,19 @@ class RuntimeClient:
         response = await self._call(self._runtime.ListContainers, request)
         return [convert.container_from_pb(c) for c in response.containers]
 
+    async def labels_of(self, object_id: str) -> Mapping[str, str] | None:
+        """The labels of the container or sandbox with this ID (None: neither exists), for
+        finding the pod of an ID seen in a runtime event."""
+        containers = await self._call(
+            self._runtime.ListContainers,
+            pb.ListContainersRequest(filter=pb.ContainerFilter(id=object_id)), target=object_id)
+        if containers.containers:
+            return dict(containers.containers[0].labels)
+        sandboxes = await self._call(
+            self._runtime.ListPodSandbox,
+            pb.ListPodSandboxRequest(filter=pb.PodSandboxFilter(id=object_id)), target=object_id)
+        return dict(sandboxes.items[0].labels) if sandboxes.items else None
+
     async def container_status(self, container_id: rt.ContainerID) -> rt.ContainerInfo:
         """Full status (times, exit code, reason). Raises NotFound for an unknown ID."""
         request = pb.ContainerStatusRequest(container_id=container_id)

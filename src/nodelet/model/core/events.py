@@ -39,6 +39,11 @@ KILLING = "Killing"
 BACK_OFF = "BackOff"
 UNHEALTHY = "Unhealthy"
 FAILED = "Failed"
+# A container's OOM kill (containerd's /tasks/oom). Not a kubelet reason: the kubelet leaves a
+# container's OOM kill to its status (reason OOMKilled, from CRI) and records only system OOMs,
+# on the Node ("SystemOOM", pkg/kubelet/oom). OOMKilling is node-problem-detector's reason
+# for a kernel OOM kill, the Warning operators know from clusters that run it.
+OOM_KILLING = "OOMKilling"
 
 EventKey = tuple[str, str, str, str]
 

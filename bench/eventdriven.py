@@ -1,0 +1,240 @@
+"""Event-driven against polling, in one run: what an idle node costs, how fast an exit is seen.
+
+Run as root from the checkout:
+    .venv/bin/python bench/eventdriven.py [--pods 100] [--idle 120] [--kills 50]
+
+1. Starts ONE embedded containerd in a fresh data dir under /tmp (`common.start_runtime`).
+2. For each mode, a fresh in-process `Agent` on that containerd, running `--pods` busybox pods
+   (`sleep`, restartPolicy Always) from a manifest dir:
+   - **polling**: no runtime event subscription, the relist every 1 s, the manifest directory
+     polled every 0.2 s (nodelet before issue 13);
+   - **events**: the defaults (containerd's event stream, inotify on the manifest directory,
+     the relist only as a slow safety net).
+   Once every pod runs (and 5 s of settling):
+   - **idle cost**: CPU seconds of this process (the agent; the benchmark itself sleeps) and
+     of containerd (`/proc/<pid>/stat`: utime + stime) over `--idle` seconds;
+   - **reaction**: `--kills` pods, one at a time, get their container stopped from outside
+     (CRI StopContainer with no grace, on the benchmark's own connection). Measured: from
+     StopContainer's return (the container has exited) to the agent's StartContainer call for
+     the new instance (restartPolicy Always; the first restart has no back-off).
+3. Prints both modes and the ratios events / polling, removes every pod, resets containerd
+   and fails if anything leaked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import common
+from nodelet import app
+from nodelet import settings as settings_
+from nodelet.adapters.cri import client as cri
+from nodelet.model.core import runtime as rt
+
+MANIFEST = """\
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: main
+      image: localhost/nodelet/busybox:latest
+      imagePullPolicy: IfNotPresent
+      command: ["sleep", "1000000"]
+"""
+PREFIX = "ev"
+
+
+def mode_settings(base: settings_.Settings, mode: str) -> settings_.Settings:
+    """The agent's settings for `mode` (see the module docstring)."""
+    if mode == "events":
+        return base
+    return dataclasses.replace(
+        base,
+        sync=dataclasses.replace(base.sync, relist_period=1.0, runtime_events=False),
+        manifest_poll_period=0.2,
+        manifest_watch=False,
+    )
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    mode: str
+    idle_seconds: float
+    agent_cpu: float
+    containerd_cpu: float
+    reactions: tuple[float, ...]
+
+
+def cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@contextmanager
+def traced_starts(log: dict[str, float]) -> Iterator[None]:
+    """Record when the agent calls StartContainer, by container ID (monotonic seconds)."""
+    original = cri.RuntimeClient.start_container
+
+    async def start(self: Any, container_id: rt.ContainerID) -> None:
+        log[container_id] = time.monotonic()
+        await original(self, container_id)
+
+    cri.RuntimeClient.start_container = start  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cri.RuntimeClient.start_container = original  # type: ignore[method-assign]
+
+
+async def poll(check: Callable[[], Awaitable[bool]], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        if time.monotonic() > deadline:
+            raise common.BenchError(f"{what} not reached within {within:g}s")
+        await asyncio.sleep(0.05)
+
+
+async def running_containers(client: cri.RuntimeClient) -> dict[str, rt.ContainerInfo]:
+    """The benchmark's pods' running containers, by pod name."""
+    found = {}
+    for container in await client.list_containers():
+        name = container.labels.get(rt.LABEL_POD_NAME, "")
+        if name.startswith(PREFIX) and container.state is rt.ContainerState.RUNNING:
+            found[name] = container
+    return found
+
+
+async def run_mode(runtime: common.Runtime, args: argparse.Namespace, mode: str,
+                   work: Path) -> ModeResult:
+    top = work / mode
+    manifests = top / "manifests"
+    manifests.mkdir(parents=True)
+    base = settings_.Settings(
+        data_dir=top / "agent", manifests_dir=manifests,
+        runtime=dataclasses.replace(runtime.settings.runtime, endpoint=runtime.runner.endpoint),
+        server=settings_.ServerSettings(port=0))
+    starts: dict[str, float] = {}
+    with traced_starts(starts):
+        agent = app.Agent(mode_settings(base, mode))
+        await agent.start()
+        try:
+            for i in range(args.pods):
+                (manifests / f"{PREFIX}{i:03d}.yaml").write_text(
+                    MANIFEST.format(name=f"{PREFIX}{i:03d}"))
+            await poll(lambda: _all_running(runtime, args.pods), 300, f"{args.pods} pods running")
+            await asyncio.sleep(5.0)  # settle: the last statuses, events and writes
+            agent_cpu, containerd_cpu = cpu_self(), common_cpu(runtime)
+            await asyncio.sleep(args.idle)
+            agent_cpu, containerd_cpu = cpu_self() - agent_cpu, common_cpu(runtime) - containerd_cpu
+            reactions = await measure_reactions(runtime, args.kills, starts)
+        finally:
+            for path in manifests.iterdir():
+                path.unlink()
+            await poll(lambda: _none_left(runtime), 300, "every pod removed")
+            await agent.stop()
+    return ModeResult(mode, args.idle, agent_cpu, containerd_cpu, tuple(reactions))
+
+
+def common_cpu(runtime: common.Runtime) -> float:
+    pid = runtime.runner.pid
+    return common.cpu_seconds(pid) if pid is not None else float("nan")
+
+
+async def _all_running(runtime: common.Runtime, pods: int) -> bool:
+    return len(await running_containers(runtime.client)) >= pods
+
+
+async def _none_left(runtime: common.Runtime) -> bool:
+    return not any(s.labels.get(rt.LABEL_POD_NAME, "").startswith(PREFIX)
+                   for s in await runtime.client.list_pod_sandboxes())
+
+
+async def measure_reactions(runtime: common.Runtime, kills: int,
+                            starts: dict[str, float]) -> list[float]:
+    """Stop `kills` pods' containers one at a time; seconds from exit to the new start."""
+    victims = sorted((await running_containers(runtime.client)).items())[:kills]
+    reactions = []
+    for name, container in victims:
+        before = set(starts)
+        await runtime.client.stop_container(container.id, 0)
+        exited = time.monotonic()
+
+        async def restarted(pod: str = name, old: rt.ContainerID = container.id) -> bool:
+            now = await running_containers(runtime.client)
+            return pod in now and now[pod].id != old
+
+        await poll(restarted, 60, f"{name} restarted")
+        new = [starts[c] for c in set(starts) - before]
+        if not new:
+            raise common.BenchError(f"{name}: no StartContainer call seen")
+        reactions.append(min(new) - exited)
+    return reactions
+
+
+def print_report(results: Sequence[ModeResult], args: argparse.Namespace) -> None:
+    print(f"\nevent-driven benchmark: {args.pods} pods, {args.idle:g} s idle, "
+          f"{args.kills} kills, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"{'mode':10} {'agent CPU-s':>12} {'containerd CPU-s':>17} {'together':>9} "
+          f"{'reaction p50':>13} {'p99':>9} {'max':>9}")
+    for r in results:
+        print(f"{r.mode:10} {r.agent_cpu:12.2f} {r.containerd_cpu:17.2f} "
+              f"{r.agent_cpu + r.containerd_cpu:9.2f} "
+              f"{common.percentile(r.reactions, 50) * 1000:10.1f} ms "
+              f"{common.percentile(r.reactions, 99) * 1000:6.1f} ms "
+              f"{max(r.reactions, default=float('nan')) * 1000:6.1f} ms")
+    by_mode = {r.mode: r for r in results}
+    if {"polling", "events"} <= set(by_mode):
+        p, e = by_mode["polling"], by_mode["events"]
+        ratio = (e.agent_cpu + e.containerd_cpu) / (p.agent_cpu + p.containerd_cpu)
+        print(f"idle CPU, events / polling (agent + containerd): {ratio:.2f}  (aim <= 0.20)")
+        print(f"reaction p99, events / polling: "
+              f"{common.percentile(e.reactions, 99) / common.percentile(p.reactions, 99):.2f}"
+              f"  (aim: events p99 <= 100 ms)")
+
+
+async def bench(args: argparse.Namespace) -> None:
+    runtime = await common.start_runtime(prefix="nlb-")
+    work = Path(tempfile.mkdtemp(prefix="nlb-ev-", dir="/tmp"))
+    results = []
+    try:
+        for mode in args.modes.split(","):
+            results.append(await run_mode(runtime, args, mode, work))
+            print(f"{mode}: done", flush=True)
+    finally:
+        await common.teardown_runtime(runtime, [work])
+    print_report(results, args)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pods", type=int, default=100)
+    parser.add_argument("--idle", type=float, default=120.0, help="idle seconds per mode")
+    parser.add_argument("--kills", type=int, default=50)
+    parser.add_argument("--modes", default="polling,events")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    if not 1 <= args.kills <= args.pods <= 200:
+        parser.error("need 1 <= --kills <= --pods <= 200 (the pod CIDR is a /24)")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    return common.run("bench/eventdriven.py", bench, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""containerd's event service over gRPC (our own .proto subset; stubs generated into `gen/`)."""
