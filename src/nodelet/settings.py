@@ -88,8 +88,9 @@ class SyncSettings:
     # CRI lags an exit event by tens of ms (measured: ~40 ms for a killed pause process): the
     # pod is read again, 10 ms doubling, until CRI shows the exit, at most this long.
     event_settle_timeout: float = 2.0
-    # A pod with nothing pending is synced again after this long anyway (catches lost wakes).
-    resync_period: float = 10.0
+    # A pod with nothing pending is synced again after this long anyway (catches lost wakes;
+    # the kubelet's syncFrequency, 1 min). Every change wakes the pod's worker at once.
+    resync_period: float = 60.0
     # Container restart back-off (CrashLoopBackOff): initial and cap.
     restart_backoff: float = 10.0
     restart_backoff_max: float = 300.0

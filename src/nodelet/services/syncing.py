@@ -225,9 +225,11 @@ class PodSyncer:
             # Downward API files may carry the pod IP, which only the new sandbox knows.
             mounts = await self._prepare_volumes(pod, state, work)
         before = state.containers
-        await self._collect_dead(pod, state)  # before starts: at most the policy's dead + 1
-        errors, wake_in = await self._sync_containers(pod, state, work, mounts)
-        state = await self._relister.refresh_pod(pod.uid)
+        collected = await self._collect_dead(pod, state)  # before starts: policy's dead + 1
+        errors, wake_in, acted = await self._sync_containers(pod, state, work, mounts)
+        if acted or collected or isinstance(action, podactions.CreateSandbox):
+            # Read again only what this sync changed: an idle resync costs no more CRI calls.
+            state = await self._relister.refresh_pod(pod.uid)
         self.publish(pod, state, work)
         if errors:
             raise SyncError("; ".join(errors))
@@ -414,7 +416,7 @@ class PodSyncer:
             cgroup_parent=specs.pod_cgroup_parent(pod, self._settings.node.cgroup_root),
         )
 
-    async def _collect_dead(self, pod: pods.Pod, state: runtime.PodRuntime) -> None:
+    async def _collect_dead(self, pod: pods.Pod, state: runtime.PodRuntime) -> bool:
         """The container GC's per-pod rule on this pod, in each sync before containers are
         started: a crash-looping container keeps only its newest dead instances (for
         lastState and `--previous` logs) between two collections, and sandboxes older than
@@ -425,15 +427,17 @@ class PodSyncer:
         if result.errors:
             log.warning("pod %s: dead containers or sandboxes left for the collector: %s",
                         pod.full_name, "; ".join(result.errors))
+        return bool(result.containers_removed or result.sandboxes_removed or result.errors)
 
     # -- containers -----------------------------------------------------------------------
 
     async def _sync_containers(
         self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork, mounts: Mounts
-    ) -> tuple[list[str], float | None]:
+    ) -> tuple[list[str], float | None, bool]:
         """Execute `podactions.container_actions`: returns the errors of containers that
-        failed to start (their siblings are still started, as the kubelet does) and the
-        seconds until a container wants the next sync."""
+        failed to start (their siblings are still started, as the kubelet does), the
+        seconds until a container wants the next sync, and whether a container was started
+        or killed (the runtime changed)."""
         sandbox = state.sandboxes[0]
         facts = podactions.ContainerFacts(
             sandbox_id=sandbox.id, now=self._now(),
@@ -442,12 +446,14 @@ class PodSyncer:
         )
         run = _Run(pod, sandbox, state, work, mounts, sandbox.ip or self._node.host_ip)
         wake_in: list[float] = []
+        acted = False
         for action in podactions.container_actions(pod, state, facts):
+            acted = acted or isinstance(action, podactions.KillUnhealthy | podactions.Start)
             if isinstance(action, podactions.KillUnhealthy):
                 action = await self._kill_unhealthy(run, action, facts)
             delay = await self._execute(run, action)
             wake_in += [delay] if delay is not None else []
-        return run.errors, min(wake_in) if wake_in else None
+        return run.errors, min(wake_in) if wake_in else None, acted
 
     async def _execute(self, run: _Run, action: podactions.ContainerAction) -> float | None:
         """Carry out one container action; returns seconds until it wants another sync."""
