@@ -143,7 +143,7 @@ class Agent:
             volumes=self.volumes, probes=self.probes,
             recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
             lookup=self._lookup_object, objects_ready=self._objects_ready, qos=self.qos,
-            pressure=self._pressure,
+            pressure=self._pressure, events_live=self._events_live,
             node=syncing.NodeFacts(host_ip=self._host_ip, host_dns=host.host_dns(),
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods",
@@ -190,6 +190,9 @@ class Agent:
             group=self._group, settings=self.settings.sync, on_change=self._runtime_changed,
             on_oom=self._runtime_oom)
         self._group.spawn("runtime-events", self.runtime_events.run())
+
+    def _events_live(self) -> bool:
+        return self.runtime_events is not None and self.runtime_events.live
 
     def _relist_period(self) -> float:
         """Long while runtime events arrive, polling without them."""

@@ -93,6 +93,9 @@ class PodWork:
     # Seconds the containers get when the pod is stopped for `failure` (eviction), instead of
     # the pod's own grace period.
     grace_override: float | None = None
+    # The last sync ended normally, with the relister's copy of the pod read after its own
+    # changes: the next one may start from that copy while runtime events arrive.
+    state_known: bool = False
     # Sandboxes this worker stopped (StopPodSandbox also releases a dead sandbox's network).
     stopped_sandboxes: set[runtime.SandboxID] = field(default_factory=set)
 
@@ -140,14 +143,16 @@ class PodSyncer:
         objects_ready: Callable[[pods.Pod], Awaitable[None]] | None = None,
         qos: qoscgroups.QosCgroups | None = None,
         pressure: Callable[[], frozenset[str]] | None = None,
+        events_live: Callable[[], bool] | None = None,
     ) -> None:
         """`lookup` finds ConfigMaps and Secrets (volumes, env, pull secrets);
         `objects_ready(pod)` returns once those the pod names can be looked up (in cluster
         mode: once they were read from the API), so "absent" is never "not fetched yet";
         `pressure()` the node's pressure conditions (MemoryPressure...), which admission
-        weighs."""
+        weighs; `events_live()` whether the runtime's event stream is live."""
         self._objects_ready = objects_ready or _nothing_to_wait_for
         self._pressure = pressure or frozenset
+        self._events_live = events_live or (lambda: False)
         self._static_pods_critical = settings.eviction.static_pods_critical
         self._client = client
         self._relister = relister
@@ -203,7 +208,7 @@ class PodSyncer:
 
     async def sync(self, pod: pods.Pod, work: PodWork) -> float | None:
         """One sync; returns seconds until the pod wants another one (None: only on events)."""
-        state = await self._relister.refresh_pod(pod.uid)
+        state = await self._current_state(pod, work)
         self._admit(pod, work)
         deadline_in = self._check_deadline(pod, work)
         self.publish(pod, state, work)
@@ -237,8 +242,20 @@ class PodSyncer:
             # This sync's own refresh saw the change, so the relist will not report it:
             # act on it now rather than at the next resync.
             return 0.0
+        work.state_known = True
         waits = [w for w in (wake_in, deadline_in) if w is not None]
         return min(waits) if waits else None
+
+    async def _current_state(self, pod: pods.Pod, work: PodWork) -> runtime.PodRuntime:
+        """What the runtime holds for the pod. While the runtime's events arrive, the
+        relister's copy is current (every event refreshes its pod before waking the worker,
+        and this worker read the pod again after its own last change), so a pod whose last
+        sync ended normally is not asked for again — as the kubelet's pod workers read the
+        PLEG cache. Otherwise (first sync, a failed one, no events) the runtime is asked."""
+        trusted, work.state_known = work.state_known and self._events_live(), False
+        if trusted:
+            return self._relister.pod(pod.uid)
+        return await self._relister.refresh_pod(pod.uid)
 
     def admitted_pods(self) -> list[pods.Pod]:
         """The pods admitted and not yet terminated (the kubelet's active pods)."""
