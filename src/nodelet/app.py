@@ -328,17 +328,13 @@ class Agent:
         return containergc.ContainerGC(
             client=self._client, settings=self.settings.gc,
             logs_root=self.settings.data_dir / "logs", removable=self._pod_content_removable,
-            terminated=self._pod_terminated, clock=time.time)
+            terminated=self.statuses.terminal, clock=time.time)
 
     def _pod_content_removable(self, uid: pods.PodUID) -> bool:
         """For the container GC: no source wants the pod and no worker is terminating it
         (the worker removes its own pod's things), judged only after every source was read
         once — never because a manifest was not read yet."""
         return self._sources_synced and uid not in self.workers.uids()
-
-    def _pod_terminated(self, uid: pods.PodUID) -> bool:
-        current = self.statuses.get(uid)
-        return current is not None and current.phase in ("Succeeded", "Failed")
 
     def _start_progress(self) -> None:
         if self._console is not None:

@@ -203,26 +203,23 @@ def directory_usage(path: Path) -> tuple[int, int]:
     seen: set[int] = set()
     total = inodes = 0
     for directory, subdirs, files in os.walk(path):
-        for name in (*subdirs, *files):
-            try:
-                stat = os.lstat(os.path.join(directory, name))
-            except OSError:
-                continue  # removed meanwhile
-            if stat.st_dev != device or stat.st_ino in seen:
-                continue
-            seen.add(stat.st_ino)
-            total += stat.st_blocks * 512
-            inodes += 1
-        subdirs[:] = [d for d in subdirs
-                      if _same_device(os.path.join(directory, d), device)]
+        entered = []
+        for names, are_dirs in ((subdirs, True), (files, False)):
+            for name in names:
+                try:
+                    stat = os.lstat(os.path.join(directory, name))
+                except OSError:
+                    continue  # removed meanwhile
+                if stat.st_dev != device:
+                    continue  # a mount below: neither counted nor entered
+                if are_dirs:
+                    entered.append(name)
+                if stat.st_ino not in seen:
+                    seen.add(stat.st_ino)
+                    total += stat.st_blocks * 512
+                    inodes += 1
+        subdirs[:] = entered
     return total, inodes
-
-
-def _same_device(path: str, device: int) -> bool:
-    try:
-        return os.lstat(path).st_dev == device
-    except OSError:
-        return False
 
 
 def cgroup_processes(parent: str, root: Path = Path("/")) -> int:

@@ -130,6 +130,11 @@ class StatusManager:
         entry = self._entries.get(uid)
         return entry.status if entry is not None else None
 
+    def terminal(self, uid: podmodel.PodUID) -> bool:
+        """Whether pod `uid`'s current status is in a terminal phase (Succeeded, Failed)."""
+        current = self.get(uid)
+        return current is not None and current.phase in ("Succeeded", "Failed")
+
     def last_known(self, uid: podmodel.PodUID) -> st.PodStatus | None:
         """The current status, or else what the checkpoint remembers of it (after a restart:
         conditions with their transition times, start time, phase, reason and message)."""

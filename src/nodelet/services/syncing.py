@@ -262,8 +262,7 @@ class PodSyncer:
         return list(self._admitted.values())
 
     def _terminal(self, pod: pods.Pod) -> bool:
-        current = self._statuses.get(pod.uid)
-        return current is not None and current.phase in ("Succeeded", "Failed")
+        return self._statuses.terminal(pod.uid)
 
     def _admit(self, pod: pods.Pod, work: PodWork) -> None:
         """A pod this node cannot run as its spec says is Failed before anything is created
