@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from conftest import Instance, InstanceFactory, leftovers, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import cni, mounts
-from nodelet.model.core import pods
+from nodelet.model.core import pods, qoscgroups
 from nodelet.model.core import runtime as rt
 from nodelet.services import resetting, volumes
 
@@ -108,3 +110,37 @@ async def test_reset_unmounts_volumes_sub_path_binds_and_the_shared_pods_dir() -
     assert not report.errors, report.errors
     assert len(report.mounts) == 4 and report.removed_data_dir
     assert mounts.mounts_under(data_dir) == [] and not data_dir.exists()
+
+
+async def test_reset_removes_pod_and_qos_cgroups_under_the_instance_cgroup_root(
+        instances: InstanceFactory) -> None:
+    instance = await instances()
+    root = f"/nodelet-reset-{instance.data_dir.name}"
+    uid = "uid-cg"
+    parent = f"{qoscgroups.qos_parent('BestEffort', root)}/pod{uid}"
+    config = sandbox_config(instance, "cg", uid=uid, cgroup_parent=parent,
+                            labels={rt.LABEL_POD_UID: uid, rt.LABEL_POD_NAME: "cg"})
+    instance.netns_seen.add(await instance.client.sandbox_netns_path(
+        await instance.client.run_pod_sandbox(config)))
+    made = [h / parent.lstrip("/") for h in _hierarchies() if (h / parent.lstrip("/")).is_dir()]
+    assert made, f"runc made no cgroup {parent}"
+    await instance.client.close()
+    await instance.containerd.detach()
+
+    settings = replace(instance.settings, node=replace(instance.settings.node, cgroup_root=root))
+    report = await resetting.reset(settings)
+
+    assert not report.errors, report.errors
+    assert not [path for path in made if path.exists()]
+    kubepods = qoscgroups.kubepods(root).lstrip("/")
+    assert not [h for h in _hierarchies() if (h / kubepods).exists()]
+    for hierarchy in _hierarchies():  # the root itself was the test's to make and remove
+        with contextlib.suppress(OSError):
+            (hierarchy / root.lstrip("/")).rmdir()
+
+
+def _hierarchies() -> list[Path]:
+    base = Path("/sys/fs/cgroup")
+    if (base / "cgroup.controllers").exists():
+        return [base]
+    return [p for p in base.iterdir() if p.is_dir() and not p.is_symlink()]

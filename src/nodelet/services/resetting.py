@@ -73,15 +73,22 @@ async def reset(settings: settings_.Settings) -> ResetReport:
     """Remove every pod, sandbox, network attachment and runtime state of the instance."""
     report = ResetReport()
     data_dir = settings.data_dir
+    cgroup_root = settings.node.cgroup_root
     if settings.runtime.endpoint is not None:
-        await _reset_external(settings.runtime, report)
+        await _reset_external(settings.runtime, cgroup_root, report)
     else:
-        await _reset_embedded(data_dir, settings.runtime, report)
+        await _reset_embedded(data_dir, settings.runtime, cgroup_root, report)
+    if cgroup_root != "/":
+        # An instance with a cgroup root of its own owns kubepods under it too.
+        report.errors += [f"QoS cgroup left behind: {path}"
+                          for path in cgroups.remove_qos_cgroups(cgroup_root)]
     await _remove_data_dir(data_dir, report)
     return report
 
 
-async def _reset_external(runtime: settings_.RuntimeSettings, report: ResetReport) -> None:
+async def _reset_external(
+    runtime: settings_.RuntimeSettings, cgroup_root: str, report: ResetReport
+) -> None:
     assert runtime.endpoint is not None
     try:
         client = await cri_client.RuntimeClient.connect(runtime.endpoint, timeouts=runtime.timeouts)
@@ -89,7 +96,7 @@ async def _reset_external(runtime: settings_.RuntimeSettings, report: ResetRepor
         report.errors.append(str(e))
         return
     try:
-        await _remove_pods(client, set(), report, labelled_only=True)
+        await _remove_pods(client, set(), cgroup_root, report, labelled_only=True)
     except cri_errors.CriError as e:
         report.errors.append(str(e))
     finally:
@@ -97,14 +104,14 @@ async def _reset_external(runtime: settings_.RuntimeSettings, report: ResetRepor
 
 
 async def _reset_embedded(
-    data_dir: Path, runtime: settings_.RuntimeSettings, report: ResetReport
+    data_dir: Path, runtime: settings_.RuntimeSettings, cgroup_root: str, report: ResetReport
 ) -> None:
     paths = containerd.ContainerdPaths.of(data_dir)
     netns: set[str] = set()
     if paths.config.exists():
         runner = containerd.EmbeddedContainerd(data_dir=data_dir, settings=runtime)
         try:
-            await _remove_pods_embedded(runner, runtime, netns, report)
+            await _remove_pods_embedded(runner, runtime, netns, cgroup_root, report)
         finally:
             await runner.stop()
         report.killed += await containerd.kill_leftovers(data_dir)
@@ -115,6 +122,7 @@ async def _remove_pods_embedded(
     runner: containerd.EmbeddedContainerd,
     runtime: settings_.RuntimeSettings,
     netns: set[str],
+    cgroup_root: str,
     report: ResetReport,
 ) -> None:
     """Adopt or start the instance's containerd and remove its pods through CRI."""
@@ -126,7 +134,7 @@ async def _remove_pods_embedded(
         return
     try:
         await runner.wait_ready(client, images=False)
-        await _remove_pods(client, netns, report, labelled_only=False)
+        await _remove_pods(client, netns, cgroup_root, report, labelled_only=False)
     except (containerd.ContainerdError, cri_errors.CriError) as e:
         report.errors.append(str(e))
     finally:
@@ -136,6 +144,7 @@ async def _remove_pods_embedded(
 async def _remove_pods(
     client: cri_client.RuntimeClient,
     netns: set[str],
+    cgroup_root: str,
     report: ResetReport,
     *,
     labelled_only: bool,
@@ -158,15 +167,17 @@ async def _remove_pods(
         report.sandboxes.append(s.id)
         uid = s.labels.get(rt.LABEL_POD_UID)
         if uid:
-            await _remove_pod_cgroups(uid, report)
+            await _remove_pod_cgroups(uid, cgroup_root, report)
 
 
-async def _remove_pod_cgroups(uid: str, report: ResetReport, *, within: float = 5.0) -> None:
+async def _remove_pod_cgroups(
+    uid: str, cgroup_root: str, report: ResetReport, *, within: float = 5.0
+) -> None:
     """The pod-level cgroup runc made under the sandbox's cgroup parent (any QoS class); the
     shims may take a moment to leave it, so this retries briefly before reporting it."""
     deadline = time.monotonic() + within
     while True:
-        left = cgroups.remove_pod_cgroups(uid)
+        left = cgroups.remove_pod_cgroups(uid, cgroup_root=cgroup_root)
         if not left or time.monotonic() > deadline:
             report.errors += [f"pod cgroup left behind: {path}" for path in left]
             return
