@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-APT_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2 iptables gcc libc6-dev make sqlite3 docker-registry chromium chromium-driver
+APT_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2 iptables gcc libc6-dev make sqlite3 docker-registry chromium chromium-driver tmux
 PROTO := src/nodelet/adapters/cri/api.proto
 GEN := src/nodelet/adapters/cri/gen
 EVENTS_DIR := src/nodelet/adapters/events

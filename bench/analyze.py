@@ -1,6 +1,7 @@
 """`nodelet analyze` on a synthetic 100 000-pod cluster dump, against plain JSON parsing.
 
 Run from the checkout:  .venv/bin/python bench/analyze.py [--pods 100000] [--repeat 3] [--keep]
+                        .venv/bin/python bench/analyze.py --yaml   # `kubectl get -o yaml` input
 
 1. Generates (deterministic seed) a kubelet-shaped v1 PodList — `kubectl get pods -A -o json`
    shape: metadata with owner references, spec with a projected service-account volume,
@@ -15,6 +16,9 @@ Run from the checkout:  .venv/bin/python bench/analyze.py [--pods 100000] [--rep
    `cli.main` (read, parse, analyse, render, write).
 3. Runs the CLI once as a subprocess for the wall time including interpreter start and imports.
 4. Prints a table with ratios against the baseline (docs/analyze.md has the measured numbers).
+
+With --yaml the same dump is written as YAML (block style, timestamps quoted, as kubectl's
+`-o yaml`), and the baseline is `yaml.load` with libyaml's C loader (`yaml.CSafeLoader`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from nodelet import cli
 
@@ -208,18 +214,23 @@ class Generator:
 
 
 def generate(directory: Path, pods: int, seed: int,
-             indent: int | None = 4) -> tuple[Path, Path]:
+             indent: int | None = 4, as_yaml: bool = False) -> tuple[Path, Path]:
     gen = Generator(seed)
     items, events = [], []
     for i in range(pods):
         pod, pod_events = gen.pod(i)
         items.append(pod)
         events += pod_events
-    pod_path, event_path = directory / "pods.json", directory / "events.json"
-    pod_path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {
-        "resourceVersion": ""}, "items": items}, indent=indent))
-    event_path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {
-        "resourceVersion": ""}, "items": events}, indent=indent))
+    suffix = "yaml" if as_yaml else "json"
+    pod_path, event_path = directory / f"pods.{suffix}", directory / f"events.{suffix}"
+    for path, objects in ((pod_path, items), (event_path, events)):
+        doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+               "items": objects}
+        with path.open("w") as f:
+            if as_yaml:
+                yaml.dump(doc, f, Dumper=yaml.CSafeDumper, default_flow_style=False)
+            else:
+                json.dump(doc, f, indent=indent)
     return pod_path, event_path
 
 
@@ -238,7 +249,10 @@ def json_load(path: Path, *, pause_gc: bool) -> None:
         gc.disable()
     try:
         with path.open("rb") as f:
-            json.load(f)
+            if path.suffix == ".yaml":
+                yaml.load(f, Loader=yaml.CSafeLoader)
+            else:
+                json.load(f)
     finally:
         gc.enable()
 
@@ -258,11 +272,13 @@ def main() -> int:
                         help="JSON indentation of the dump: 4 as kubectl writes it, 0 compact "
                         "as the API server sends it")
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
+    parser.add_argument("--yaml", action="store_true", help="write and read the dump as YAML "
+                        "(baseline: yaml.load with the C loader)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="nodelet-analyze-bench-"))
     try:
         start = time.perf_counter()
-        pods, events = generate(work, args.pods, args.seed, args.indent or None)
+        pods, events = generate(work, args.pods, args.seed, args.indent or None, args.yaml)
         print(f"generated {args.pods} pods ({pods.stat().st_size / 1e6:.0f} MB) and "
               f"{events.stat().st_size / 1e6:.1f} MB of events in "
               f"{time.perf_counter() - start:.1f}s under {work}")
@@ -274,9 +290,10 @@ def main() -> int:
 
 
 def run(args: argparse.Namespace, pods: Path, events: Path, work: Path) -> None:
-    rows = [("json.load(PodList)  [baseline]",
+    load = "yaml.load(CSafeLoader)" if args.yaml else "json.load"
+    rows = [(f"{load}(PodList)  [baseline]",
              best_of(args.repeat, lambda: json_load(pods, pause_gc=False)))]
-    rows.append(("json.load(PodList), GC paused",
+    rows.append((f"{load}(PodList), GC paused",
                  best_of(args.repeat, lambda: json_load(pods, pause_gc=True))))
     for output in ("table", "json", "html"):
         out = work / f"report.{output}"

@@ -100,6 +100,8 @@ def agent_settings(runtime: common.Runtime, server: KubeApiServer, work: Path, *
         runtime=dataclasses.replace(base.runtime, endpoint=runtime.runner.endpoint),
         gates=settings_.FeatureGates(pod_ready_to_start_containers=gate),
         server=dataclasses.replace(base.server, port=0),
+        # Any free port: several benches (or a running nodelet) never collide on 10250.
+        node_server=settings_.NodeServerSettings(address="127.0.0.1", port=0),
         cluster=settings_.ClusterSettings(
             kubeconfig=server.write_kubeconfig(work / "kubeconfig"), qps=qps, burst=burst),
     )
@@ -116,7 +118,7 @@ async def wait_for(check: Any, *, within: float, what: str) -> None:
 async def run_agent(runtime: common.Runtime, *, gate: bool, pods: int, qps: float,
                     burst: int, host_network: bool) -> Result:
     work = Path(tempfile.mkdtemp(prefix="agent-", dir=runtime.data_dir))
-    server = TimedApiServer()
+    server = TimedApiServer(node=NODE)
     await server.start()
     agent = app.Agent(agent_settings(runtime, server, work, gate=gate, qps=qps, burst=burst))
     statuses: dict[pods_.PodUID, int] = {}

@@ -125,7 +125,9 @@ async def run_mode(runtime: common.Runtime, args: argparse.Namespace, mode: str,
     base = settings_.Settings(
         data_dir=top / "agent", manifests_dir=manifests,
         runtime=dataclasses.replace(runtime.settings.runtime, endpoint=runtime.runner.endpoint),
-        server=settings_.ServerSettings(port=0))
+        server=settings_.ServerSettings(port=0),
+        # Any free port: several benches (or a running nodelet) never collide on 10250.
+        node_server=settings_.NodeServerSettings(address="127.0.0.1", port=0))
     starts: dict[str, float] = {}
     with traced_starts(starts):
         agent = app.Agent(mode_settings(base, mode))

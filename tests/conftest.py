@@ -229,7 +229,9 @@ async def pulled(runtime: Instance) -> AsyncIterator[list[str]]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def server() -> AsyncIterator[KubeApiServer]:
-    """The test Kubernetes API server (tests/kubeapi.py) on 127.0.0.1, bookmarks every 0.2 s."""
+    """The test Kubernetes API server (tests/kubeapi.py) on 127.0.0.1, bookmarks every 0.2 s,
+    in Node-authorizer mode: its default token (`write_kubeconfig`) is node `n1`, which may do
+    only what kube-apiserver lets a node do (tests/kubeauth.py)."""
     api = KubeApiServer(bookmark_interval=0.2)
     await api.start()
     yield api

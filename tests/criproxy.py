@@ -6,10 +6,15 @@ status and description given. nodelet talks to it as to any CRI endpoint.
         proxy.fail("RunPodSandbox", grpc.StatusCode.UNAVAILABLE, "shutting down")
         ... proxy.endpoint ...
         proxy.heal("RunPodSandbox")
+
+`hold(method)` delays the answer (not the call) of the next call of `method` until the hold is
+released: a read that the runtime answered at once but that reaches nodelet late.
 """
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +25,21 @@ def _same(value: bytes) -> bytes:
     return value
 
 
+@dataclass
+class Hold:
+    """A held call: `answered` is set once the runtime answered it, and the answer is passed
+    on once `release` is set."""
+
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class CriProxy:
     def __init__(self, *, upstream: str, socket: Path) -> None:
         self._upstream = upstream
         self._socket = socket
         self._faults: dict[str, tuple[grpc.StatusCode, str]] = {}
+        self._holds: dict[str, Hold] = {}
         self.calls: dict[str, int] = {}
         self._channel: grpc.aio.Channel | None = None
         self._server: grpc.aio.Server | None = None
@@ -39,6 +54,12 @@ class CriProxy:
 
     def heal(self, method: str) -> None:
         self._faults.pop(method, None)
+
+    def hold(self, method: str) -> Hold:
+        """The next call of `method` is answered by the runtime at once, but the answer is
+        passed on only once the hold is released."""
+        held = self._holds[method] = Hold()
+        return held
 
     async def __aenter__(self) -> CriProxy:
         self._channel = grpc.aio.insecure_channel(self._upstream)
@@ -69,6 +90,10 @@ class CriProxy:
             response: bytes = await call(request, timeout=context.time_remaining())
         except grpc.aio.AioRpcError as exc:
             await context.abort(exc.code(), exc.details() or "")
+        held = self._holds.pop(name, None)
+        if held is not None:
+            held.answered.set()
+            await held.release.wait()
         return response
 
 

@@ -71,8 +71,10 @@ class Harness:
                  node: settings.NodeSettings | None = None,
                  gc: settings.GCSettings | None = None,
                  eviction: settings.EvictionSettings | None = None,
+                 node_server: settings.NodeServerSettings | None = None,
                  manifest_settings: dict[str, object] | None = None,
-                 sync_settings: dict[str, object] | None = None) -> None:
+                 sync_settings: dict[str, object] | None = None,
+                 runtime_settings: dict[str, object] | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="nla-", dir="/tmp"))
         self.manifests = self.root / "manifests"
         self.manifests.mkdir()
@@ -88,12 +90,16 @@ class Harness:
             # Its own cgroup root: agents of parallel tests never rewrite each other's
             # kubepods and QoS levels (removed again in `cleanup`).
             node=replace(node or base.node, cgroup_root=f"/nodelet-test-{self.root.name}"),
-            runtime=replace(base.runtime, endpoint=endpoint),
+            # RuntimeSettings fields beside the endpoint (e.g. the pod CIDRs the node claims).
+            runtime=replace(base.runtime, endpoint=endpoint,
+                            **(runtime_settings or {})),  # type: ignore[arg-type]
             # Fast retries so tests that wait for a retry stay short; the behaviour is the same.
             sync=replace(base.sync, retry_period=1.0, resync_period=2.0,
                          restart_backoff=1.0, restart_backoff_max=8.0,
                          image_backoff=1.0, image_backoff_max=8.0),
             server=replace(base.server, port=0),
+            # The node server on any free loopback port (parallel agents, no clash on 10250).
+            node_server=replace(node_server or base.node_server, address="127.0.0.1", port=0),
             manifest_poll_period=0.2,
         )
         # Root settings named `manifest_*` (watching, resync and poll periods).

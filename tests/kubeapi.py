@@ -2,16 +2,21 @@
 
 It behaves like kube-apiserver wherever nodelet depends on it (and says so where it does not):
 
-- resources: pods, nodes, events, configmaps, secrets (core/v1) and leases
-  (coordination.k8s.io/v1); `status` subresource of pods and nodes;
+- resources: pods, nodes, events, configmaps, secrets, services (core/v1) and leases
+  (coordination.k8s.io/v1); `status` subresource of pods and nodes; namespaces,
+  replicationcontrollers, daemonsets, deployments, replicasets (stored, no controllers: what
+  `kubectl cluster-info dump` lists); legacy discovery (`/api`, `/apis`, `/api/v1`,
+  `/apis/<group>/<version>`), which kubectl reads before `get`;
 - server-assigned `metadata.uid`, `resourceVersion` (one global counter, as etcd's revision) and
   `creationTimestamp`; 201 on create, 409 `AlreadyExists`, 404 `NotFound` as `Status` objects;
 - GET, LIST (`fieldSelector` with `=`, `==`, `!=` on `spec.nodeName`, `metadata.name`,
-  `metadata.namespace`, `status.phase`), WATCH (`?watch=1&resourceVersion=N`, chunked JSON lines
-  ADDED/MODIFIED/DELETED, BOOKMARK with `allowWatchBookmarks`, `timeoutSeconds`; an object
-  leaving the selector is a DELETED event, entering it an ADDED one; a resourceVersion older than
-  the compacted one gets HTTP 200 and an ERROR event with a 410 `Expired` Status, as the real
-  server does);
+  `metadata.namespace`, `status.phase`, a Service's `spec.clusterIP`; `labelSelector` with
+  `=`, `==`, `!=`, `key`, `!key`; pages with `limit` and `continue`, a token older than the
+  compacted revision 410 `Expired`), WATCH (`labelSelector` too)
+  (`?watch=1&resourceVersion=N`, chunked JSON lines ADDED/MODIFIED/DELETED, BOOKMARK with
+  `allowWatchBookmarks`, `timeoutSeconds`; an object leaving the selector is a DELETED event,
+  entering it an ADDED one; a resourceVersion older than the compacted one gets HTTP 200 and
+  an ERROR event with a 410 `Expired` Status, as the real server does);
 - PUT: 409 `Conflict` when `metadata.resourceVersion` is stale or `metadata.uid` differs;
 - PATCH: `application/merge-patch+json` (RFC 7386) and `application/strategic-merge-patch+json`
   with the merge keys of the real types (`_MERGE_KEYS`: pod `status.conditions` by `type`,
@@ -23,8 +28,31 @@ It behaves like kube-apiserver wherever nodelet depends on it (and says so where
   scheduled, non-terminal pod with a grace period gets `deletionTimestamp` and
   `deletionGracePeriodSeconds` first and is removed on a delete with grace 0.
 
-Not modelled: admission, defaulting beyond a few pod fields, label selectors, finalizers,
-JSON patch, server-side apply, list pagination.
+Who may do what (tests/kubeauth.py): client certificates, static and bootstrap tokens, and
+by default kube-apiserver's Node authorizer + NodeRestriction: the default token is node `node`
+(`n1`), `admin_token` is `system:masters`, `node_token(name)` another node's. `tls=True` serves
+HTTPS with its own CA (tests/kubepki.py), which also signs approved
+`certificates.k8s.io/v1` CertificateSigningRequests (`approval` subresource) for
+`kubernetes.io/kube-apiserver-client-kubelet`, for `cert_duration` seconds at most;
+`auto_approve` approves a node's own client CSRs as kube-controller-manager's csrapproving
+controller does with kubeadm's bindings.
+
+The node's server (docs/server.md): `tokenreviews` and `subjectaccessreviews` create, decided
+by tests/kubereviews.py (the tokens this server knows; a small rule table, `reviews.rules`),
+and `pods/log|exec|attach|portforward` and `nodes/<name>/proxy/...` forwarded to the node's
+InternalIP and kubelet port with a client certificate of its CA (tests/kubeproxy.py;
+`tls=True` only), upgrades passed through as raw bytes.
+
+ServiceAccounts (tests/kubeaccounts.py): `serviceaccounts` with the `token` subresource
+(TokenRequest; `min_token_seconds`, `max_token_seconds`); the tokens it issues are accepted as
+bearer tokens (`system:serviceaccount:<ns>:<sa>`) until they expire or their pod goes, and a
+tiny rule instead of RBAC lets a service account read the pods of its namespace.
+`service_accounts=True` adds the ServiceAccount admission plugin (`kube-api-access-*` volume
+and mounts unless automountServiceAccountToken is false, each namespace's `default`
+ServiceAccount and `kube-root-ca.crt` ConfigMap). `host` is the address it listens on.
+
+Not modelled: admission beyond NodeRestriction and ServiceAccount, defaulting beyond a few
+pod fields, label selectors, finalizers, JSON patch, server-side apply, list pagination.
 
 Tests steer it with `inject()` (per-route faults: status codes with `Retry-After`, delays,
 watch disconnects), `drop_watches()`, `compact()` (forces 410 for older resourceVersions) and
@@ -35,6 +63,7 @@ which watches are open.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import re
@@ -47,6 +76,13 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from aiohttp import web
+
+import kubeaccounts
+import kubeauth
+import kubepki
+import kubeproto
+import kubeproxy
+import kubereviews
 
 Obj = dict[str, Any]
 
@@ -68,7 +104,21 @@ RESOURCES = {
         Resource("events", "Event", "v1", True),
         Resource("configmaps", "ConfigMap", "v1", True),
         Resource("secrets", "Secret", "v1", True),
+        Resource("services", "Service", "v1", True),
+        Resource("serviceaccounts", "ServiceAccount", "v1", True, ("token",)),
         Resource("leases", "Lease", "coordination.k8s.io/v1", True),
+        Resource("certificatesigningrequests", "CertificateSigningRequest",
+                 "certificates.k8s.io/v1", False, ("status", "approval")),
+        # What a node server in Webhook mode asks (tests/kubereviews.py).
+        Resource("tokenreviews", "TokenReview", "authentication.k8s.io/v1", False),
+        Resource("subjectaccessreviews", "SubjectAccessReview", "authorization.k8s.io/v1",
+                 False),
+        # What `kubectl cluster-info dump` lists besides pods, events, services and nodes.
+        Resource("namespaces", "Namespace", "v1", False),
+        Resource("replicationcontrollers", "ReplicationController", "v1", True),
+        Resource("daemonsets", "DaemonSet", "apps/v1", True),
+        Resource("deployments", "Deployment", "apps/v1", True),
+        Resource("replicasets", "ReplicaSet", "apps/v1", True),
     )
 }
 
@@ -137,6 +187,7 @@ class Request:
     subresource: str
     status: int
     query: str = ""
+    user: str = ""  # who called (authenticated user name), "" when unknown
 
 
 @dataclass
@@ -154,13 +205,40 @@ class _Watcher:
     namespace: str | None
     selector: list[tuple[str, str, str]]
     queue: asyncio.Queue[_Change | None] = field(default_factory=asyncio.Queue)
+    labels: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 class KubeApiServer:
     """The test API server. `await start()`, then `url`; `await stop()` at the end."""
 
-    def __init__(self, *, token: str = "test-token", bookmark_interval: float = 1.0) -> None:
+    def __init__(self, *, token: str = "test-token", bookmark_interval: float = 1.0,
+                 node: str = "n1", node_authorizer: bool = True, tls: bool = False,
+                 admin_token: str = "admin-token", cert_duration: float = 3600.0,
+                 auto_approve: bool = False, service_accounts: bool = False,
+                 host: str = "127.0.0.1", min_token_seconds: int = 600,
+                 max_token_seconds: int | None = None) -> None:
+        """`service_accounts`: act like the ServiceAccount admission plugin (and create each
+        namespace's `default` ServiceAccount and `kube-root-ca.crt`), see tests/kubeaccounts.py;
+        `host`: the address to listen on (pods reach the node's IP, not 127.0.0.1);
+        `min_token_seconds` / `max_token_seconds`: the TokenRequest bounds."""
+        self.host = host
+        self.service_accounts = service_accounts
+        # TokenReview/SubjectAccessReview (their rule table) and the proxy to nodes' servers.
+        self.reviews = kubereviews.Reviews()
+        self.kubelet_client: kubeproxy.KubeletClient | None = None
+        self.accounts = kubeaccounts.Accounts(
+            lookup=lambda p, ns, n: self.objects.get((p, ns, n)),
+            min_seconds=min_token_seconds, max_seconds=max_token_seconds)
         self.token = token
+        self.admin_token = admin_token
+        self.authority = kubepki.Authority.create() if tls else None
+        self.cert_duration = cert_duration  # seconds; the signer's --cluster-signing-duration
+        self.auto_approve = auto_approve
+        self.access = kubeauth.Access(
+            lookup=lambda p, ns, n: self.objects.get((p, ns, n)),
+            items=lambda p: [o for (q, _, _), o in self.objects.items() if q == p],
+            authority=self.authority, node_authorizer=node_authorizer)
+        self.access.tokens = {token: kubeauth.node_user(node), admin_token: kubeauth.ADMIN}
         self.bookmark_interval = bookmark_interval
         self.objects: dict[tuple[str, str, str], Obj] = {}
         self.rv = 0
@@ -179,7 +257,8 @@ class KubeApiServer:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, 0, ssl_context=(
+            self.authority.serving_context() if self.authority is not None else None))
         await site.start()
         server = site._server
         assert server is not None
@@ -194,13 +273,32 @@ class KubeApiServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.authority is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
-    def write_kubeconfig(self, path: Path) -> Path:
+    def node_token(self, node: str) -> str:
+        """A bearer token that identifies as node `node` (system:node:<node>, system:nodes)."""
+        token = f"node-token-{node}"
+        self.access.tokens[token] = kubeauth.node_user(node)
+        return token
+
+    def cluster_entry(self) -> Obj:
+        """The kubeconfig `cluster` of this server (with the CA when it serves HTTPS)."""
+        entry: Obj = {"server": self.url}
+        if self.authority is not None:
+            entry["certificate-authority-data"] = base64.b64encode(
+                self.authority.ca_pem).decode()
+        return entry
+
+    def write_kubeconfig(self, path: Path, *, node: str | None = None,
+                         token: str | None = None, admin: bool = False) -> Path:
+        """A kubeconfig with the default (node) token, or `node`'s, `token`, the admin's."""
+        token = token or (self.admin_token if admin else
+                          self.node_token(node) if node else self.token)
         path.write_text(json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "test",
-            "clusters": [{"name": "test", "cluster": {"server": self.url}}],
-            "users": [{"name": "test", "user": {"token": self.token}}],
+            "clusters": [{"name": "test", "cluster": self.cluster_entry()}],
+            "users": [{"name": "test", "user": {"token": token}}],
             "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
         }))
         return path
@@ -278,15 +376,31 @@ class KubeApiServer:
     # -- HTTP ---------------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "GET" and (found := _discovery(request.path)) is not None:
+            return self._log(request, "get", "", "", web.json_response(found))
+        if (target := kubeproxy.target(request.path)) is not None:
+            return await self._proxy(request, target)
         match = _PATH.match(request.path)
         query = {k: v[-1] for k, v in parse_qs(request.query_string).items()}
         if match is None or match["plural"] not in RESOURCES:
             return self._log(request, "", "", "", _error(404, "NotFound", "no such path"))
         plural, name, sub = match["plural"], match["name"] or "", match["sub"] or ""
         verb = _verb(request.method, bool(name), query.get("watch") in ("1", "true"))
-        if request.headers.get("Authorization") != f"Bearer {self.token}":
+        user = self.access.authenticate(request) or self.accounts.authenticate(
+            request.headers.get("Authorization", ""))
+        if user is None:
             return self._log(request, verb, plural, sub, _error(401, "Unauthorized",
                                                                  "Unauthorized"))
+        kubeauth.CALLER.set(user)
+        attrs = kubeauth.Attributes(verb, plural, match["group"] or "", match["ns"] or "",
+                                    kubeauth.request_name(name, verb, query), sub)
+        try:
+            if not self.accounts.allows(user, attrs):
+                self.access.authorize(user, attrs)
+        except kubeauth.Forbidden as exc:
+            return self._log(request, verb, plural, sub, web.json_response(
+                kubeauth.forbidden_status(plural, attrs.group, attrs.name, exc.message),
+                status=403))
         fault = next((f for f in self.faults
                       if f.matches(request.method, request.path, verb)), None)
         if fault is not None:
@@ -305,12 +419,53 @@ class KubeApiServer:
                                             sub, query)
         except ApiError as exc:
             response = web.json_response(exc.body, status=exc.code)
+        except kubeauth.Forbidden as exc:  # refused by admission (NodeRestriction)
+            response = web.json_response(kubeauth.forbidden_status(
+                plural, match["group"] or "", name, exc.message), status=403)
         return self._log(request, verb, plural, sub, response)
+
+    def _token_user(self, token: str) -> kubeauth.User | None:
+        """Who a bearer token is (TokenReview): static, bootstrap or service account."""
+        return self.access.token_user(token) or self.accounts.authenticate(f"Bearer {token}")
+
+    async def _proxy(self, request: web.Request,
+                     target: kubeproxy.Target) -> web.StreamResponse:
+        """pods/log|exec|attach|portforward and nodes/proxy, to the node's server."""
+        verb = _verb(request.method, True, False)
+        user = self.access.authenticate(request) or self.accounts.authenticate(
+            request.headers.get("Authorization", ""))
+        if user is None:
+            return self._log(request, verb, target.plural, target.subresource,
+                             _error(401, "Unauthorized", "Unauthorized"))
+        kubeauth.CALLER.set(user)
+        attrs = kubeauth.Attributes(verb, target.plural, "", target.namespace, target.name,
+                                    target.subresource)
+        try:
+            self.access.authorize(user, attrs)
+            if self.authority is None:
+                raise kubeproxy.ProxyError(503, "ServiceUnavailable",
+                                           "proxying to nodes needs KubeApiServer(tls=True)")
+            if self.kubelet_client is None:
+                self.kubelet_client = kubeproxy.KubeletClient(self.authority)
+            self._log(request, verb, target.plural, target.subresource, web.Response())
+            return await self.kubelet_client.forward(request, target, self.get)
+        except kubeauth.Forbidden as exc:
+            return self._log(request, verb, target.plural, target.subresource,
+                             web.json_response(kubeauth.forbidden_status(
+                                 target.plural, "", target.name, exc.message), status=403))
+        except kubeproxy.ProxyError as exc:
+            return web.json_response(status_object(exc.code, exc.reason, exc.message),
+                                     status=exc.code)
+        except OSError as exc:  # the node's server cannot be reached
+            return web.json_response(status_object(
+                502, "BadGateway", f"error dialing backend: {exc}"), status=502)
 
     def _log(self, request: web.Request, verb: str, plural: str, sub: str,
              response: web.StreamResponse) -> web.StreamResponse:
+        caller = kubeauth.CALLER.get()
         self.requests.append(Request(request.method, request.path, verb, plural, sub,
-                                     response.status, request.query_string))
+                                     response.status, request.query_string,
+                                     caller.name if caller is not None else ""))
         return response
 
     async def _dispatch(self, request: web.Request, verb: str, plural: str, namespace: str,
@@ -324,6 +479,17 @@ class KubeApiServer:
         if verb == "get":
             return web.json_response(self._get(plural, namespace, name))
         body = await _body(request)
+        try:
+            if verb == "create" and plural == "tokenreviews":
+                return web.json_response(self.reviews.token_review(body, self._token_user),
+                                         status=201)
+            if verb == "create" and plural == "subjectaccessreviews":
+                return web.json_response(self.reviews.access_review(body), status=201)
+        except kubereviews.ReviewError as exc:
+            raise ApiError(exc.code, exc.reason, exc.message) from exc
+        if verb == "create" and (plural, sub) == ("serviceaccounts", "token"):
+            self.access.admit_token(namespace, body)  # NodeRestriction: a pod bound to it
+            return web.json_response(self._token_request(namespace, name, body), status=201)
         if verb == "create":
             return web.json_response(self._create(plural, namespace, body), status=201)
         if verb == "update":
@@ -352,12 +518,28 @@ class KubeApiServer:
 
     def _list(self, plural: str, namespace: str | None, query: dict[str, str]) -> Obj:
         selector = _parse_selector(query.get("fieldSelector", ""))
+        labels = _parse_labels(query.get("labelSelector", ""))
         items = [copy.deepcopy(o) for (p, ns, _), o in sorted(self.objects.items())
                  if p == plural and (namespace is None or ns == namespace)
-                 and _selected(o, selector)]
+                 and _selected(o, selector) and _labelled(o, labels)]
         resource = RESOURCES[plural]
+        meta = {"resourceVersion": str(self.rv)}
+        # Pages (`limit`, `continue`): the token is the list's resourceVersion and the offset;
+        # unlike the real server's snapshot, later pages see the store as it is then. A token
+        # older than the compacted revision is 410 Expired, as there.
+        start = 0
+        if token := query.get("continue", ""):
+            token_rv, _, offset = token.partition(":")
+            if int(token_rv) < self.compacted:
+                raise ApiError(410, "Expired", "the provided continue parameter is too old")
+            start, meta["resourceVersion"] = int(offset), token_rv
+        if (limit := int(query.get("limit", "0") or 0)) > 0:
+            items, rest = items[start:start + limit], items[start + limit:]
+            if rest:
+                meta.update({"continue": f"{meta['resourceVersion']}:{start + limit}",
+                             "remainingItemCount": len(rest)})  # type: ignore[dict-item]
         return {"kind": f"{resource.kind}List", "apiVersion": resource.group_version,
-                "metadata": {"resourceVersion": str(self.rv)}, "items": items}
+                "metadata": meta, "items": items}
 
     def _commit(self, plural: str, type_: str, old: Obj | None, new: Obj) -> Obj:
         self.rv += 1
@@ -399,7 +581,30 @@ class KubeApiServer:
         body.pop("apiVersion", None)
         if plural == "pods":
             _default_pod(body)
+            if self.service_accounts:
+                self._admit_service_account(meta["namespace"], body)
+        self.access.admit("create", plural, "", None, body)
+        if plural == "certificatesigningrequests":
+            return self._create_csr(body)
         return self._commit(plural, "ADDED", None, body)
+
+    def _admit_service_account(self, namespace: str, pod: Obj) -> None:
+        """The ServiceAccount admission plugin; the namespace's `default` ServiceAccount and
+        `kube-root-ca.crt` are made first, as kube-controller-manager would have."""
+        for plural, obj in kubeaccounts.Accounts.namespace_objects(namespace):
+            if self._key(plural, namespace, obj["metadata"]["name"]) not in self.objects:
+                obj["metadata"] |= {"uid": str(uuid.uuid4()), "creationTimestamp": now_rfc3339()}
+                self._commit(plural, "ADDED", None, obj)
+        try:
+            self.accounts.admit_pod(namespace, pod)
+        except kubeaccounts.RequestError as exc:
+            raise ApiError(exc.code, exc.reason, exc.message) from exc
+
+    def _token_request(self, namespace: str, name: str, body: Any) -> Obj:
+        try:
+            return self.accounts.token_request(namespace, name, body)
+        except kubeaccounts.RequestError as exc:
+            raise ApiError(exc.code, exc.reason, exc.message) from exc
 
     def _current(self, plural: str, namespace: str, name: str) -> Obj:
         found = self.objects.get(self._key(plural, namespace, name))
@@ -416,6 +621,7 @@ class KubeApiServer:
         meta = body.get("metadata") or {}
         _check_preconditions(plural, name, old, meta.get("uid"), meta.get("resourceVersion"))
         new = _restrict(plural, old, body, subresource)
+        self.access.admit("update", plural, subresource, old, new)
         return self._store_update(plural, old, new)
 
     def _patch(self, plural: str, namespace: str, name: str, patch: Any, ctype: str,
@@ -432,6 +638,7 @@ class KubeApiServer:
         else:
             raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {ctype!r}")
         new = _restrict(plural, old, merged, subresource)
+        self.access.admit("patch", plural, subresource, old, new)
         return self._store_update(plural, old, new)
 
     def _store_update(self, plural: str, old: Obj, new: Obj) -> Obj:
@@ -442,12 +649,16 @@ class KubeApiServer:
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if new == old:  # a no-op write: no new resourceVersion, no watch event
             return _with_kind(plural, old)
-        return self._commit(plural, "MODIFIED", old, new)
+        stored = self._commit(plural, "MODIFIED", old, new)
+        if plural == "certificatesigningrequests":
+            return self._sign(stored)
+        return stored
 
     def _delete(self, plural: str, namespace: str, name: str, options: Obj) -> Obj:
         old = self._current(plural, namespace, name)
         pre = options.get("preconditions") or {}
         _check_preconditions(plural, name, old, pre.get("uid"), pre.get("resourceVersion"))
+        self.access.admit("delete", plural, "", old, None)
         grace = options.get("gracePeriodSeconds")
         if plural == "pods" and not _deletes_now(old, grace):
             return self._mark_deleting(old, grace)
@@ -466,6 +677,50 @@ class KubeApiServer:
             time.time() + period, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return self._commit("pods", "MODIFIED", old, new)
 
+    # -- certificate signing requests (tests/kubepki.py signs) ---------------------------------
+
+    def _create_csr(self, body: Obj) -> Obj:
+        spec = body.setdefault("spec", {})
+        caller = kubeauth.CALLER.get()
+        if caller is not None:  # the API server records who asked, whatever the body says
+            spec["username"], spec["groups"] = caller.name, list(caller.groups)
+        if not spec.get("signerName") or not spec.get("request"):
+            raise ApiError(422, "Invalid", "spec.signerName and spec.request are required")
+        body.pop("status", None)
+        stored = self._commit("certificatesigningrequests", "ADDED", None, body)
+        groups = spec.get("groups") or []
+        if self.auto_approve and ("system:nodes" in groups or "system:bootstrappers" in groups):
+            approved = copy.deepcopy(self.objects[self._key(
+                "certificatesigningrequests", "", stored["metadata"]["name"])])
+            approved["status"] = {"conditions": [_csr_condition(
+                "Approved", "AutoApproved", "Auto approving kubelet client certificate after "
+                "SubjectAccessReview.")]}
+            return self._store_update("certificatesigningrequests", self.objects[self._key(
+                "certificatesigningrequests", "", stored["metadata"]["name"])], approved)
+        return stored
+
+    def _sign(self, stored: Obj) -> Obj:
+        """Issue the certificate of an approved CSR (or mark it Failed), as the signer does."""
+        status = stored.get("status") or {}
+        types = {c.get("type") for c in status.get("conditions") or []
+                 if c.get("status") == "True"}
+        if "Approved" not in types or types & {"Denied", "Failed"} or \
+                status.get("certificate") or self.authority is None:
+            return stored
+        spec = stored["spec"]
+        old = self.objects[self._key("certificatesigningrequests", "", stored["metadata"]["name"])]
+        new = copy.deepcopy(old)
+        try:
+            pem = self.authority.sign_csr(
+                base64.b64decode(spec["request"]), signer=spec["signerName"],
+                usages=spec.get("usages") or [],
+                expiration_seconds=spec.get("expirationSeconds"), duration=self.cert_duration)
+            new["status"]["certificate"] = base64.b64encode(pem).decode()
+        except kubepki.SigningError as exc:
+            new["status"]["conditions"].append(_csr_condition("Failed", "SignerValidationFailure",
+                                                              str(exc)))
+        return self._commit("certificatesigningrequests", "MODIFIED", old, new)
+
     # -- watch ----------------------------------------------------------------------------------
 
     async def _watch(self, request: web.Request, plural: str, namespace: str | None,
@@ -477,7 +732,8 @@ class KubeApiServer:
         since = int(raw_rv) if raw_rv.isdigit() else 0
         if raw_rv not in ("", "0") and since < self.compacted:
             return await self._watch_gone(request, plural, since)
-        watcher = _Watcher(plural, namespace, selector)
+        watcher = _Watcher(plural, namespace, selector,
+                           labels=_parse_labels(query.get("labelSelector", "")))
         # Replay and subscribe with no await in between, so no change falls in the gap.
         if raw_rv in ("", "0"):
             backlog = [_Change(self.rv, "ADDED", plural, None, copy.deepcopy(o))
@@ -527,6 +783,34 @@ class KubeApiServer:
 # -- helpers --------------------------------------------------------------------------------------
 
 
+def _discovery(path: str) -> Obj | None:
+    """The legacy discovery documents kubectl reads to map `pods` to a path: /api, /apis and
+    each group version's resource list (no aggregated discovery: kubectl falls back)."""
+    versions = sorted({r.group_version for r in RESOURCES.values()})
+    groups = [gv for gv in versions if "/" in gv]
+    if path == "/api":
+        return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+    if path == "/apis":
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+            {"name": gv.split("/")[0], "versions": [{"groupVersion": gv,
+                                                     "version": gv.split("/")[1]}],
+             "preferredVersion": {"groupVersion": gv, "version": gv.split("/")[1]}}
+            for gv in groups]}
+    gv = "v1" if path == "/api/v1" else path.removeprefix("/apis/")
+    if gv not in versions or (gv != "v1" and not path.startswith("/apis/")):
+        return None
+    verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+    resources = [{"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced,
+                  "kind": r.kind, "verbs": verbs} for r in RESOURCES.values()
+                 if r.group_version == gv]
+    resources += [{"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                   "kind": r.kind, "verbs": ["get", "patch", "update"]}
+                  for r in RESOURCES.values() if r.group_version == gv
+                  for sub in r.subresources]
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+            "resources": resources}
+
+
 def _verb(method: str, named: bool, watch: bool) -> str:
     if method == "GET":
         return "watch" if watch else ("get" if named else "list")
@@ -550,6 +834,13 @@ def _fault_response(fault: Fault) -> web.Response:
 async def _body(request: web.Request) -> Any:
     if not request.can_read_body:
         return None
+    if "protobuf" in request.content_type or "cbor" in request.content_type:
+        # JSON only, but for the CSR kubectl's typed client sends in protobuf (kubeproto).
+        decoded = kubeproto.decode_csr(await request.read())
+        if decoded is None:
+            raise ApiError(415, "UnsupportedMediaType",
+                           f"the body of type {request.content_type} is not supported")
+        return decoded
     text = await request.text()
     if not text:
         return None
@@ -601,13 +892,34 @@ def _selected(obj: Obj | None, selector: list[tuple[str, str, str]]) -> bool:
     return all((_field(obj, key) == value) == (op == "=") for key, op, value in selector)
 
 
+def _parse_labels(text: str) -> list[tuple[str, str, str]]:
+    """A label selector's equality terms (`k=v`, `k==v`, `k!=v`) and `k` / `!k` (exists)."""
+    out = []
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        for op in ("!=", "==", "="):
+            if op in term:
+                key, _, value = term.partition(op)
+                out.append((key.strip(), "!=" if op == "!=" else "=", value.strip()))
+                break
+        else:
+            out.append((term.lstrip("!"), "!exists" if term.startswith("!") else "exists", ""))
+    return out
+
+
+def _labelled(obj: Obj, labels: list[tuple[str, str, str]]) -> bool:
+    have = obj.get("metadata", {}).get("labels") or {}
+    return all(
+        (key in have) == (op == "exists") if op in ("exists", "!exists")
+        else (have.get(key) == value) == (op == "=") for key, op, value in labels)
+
+
 def _filtered(change: _Change, watcher: _Watcher) -> Obj | None:
     def visible(obj: Obj | None) -> bool:
         if obj is None:
             return False
         ns = obj.get("metadata", {}).get("namespace", "")
         return (watcher.namespace is None or ns == watcher.namespace) and \
-            _selected(obj, watcher.selector)
+            _selected(obj, watcher.selector) and _labelled(obj, watcher.labels)
 
     was, now = visible(change.old), visible(change.new)
     if change.type == "DELETED":
@@ -647,6 +959,11 @@ def _restrict(plural: str, old: Obj, new: Obj, subresource: str) -> Obj:
         out = copy.deepcopy(old)
         out["status"] = new.get("status", {})
         return out
+    if subresource == "approval":  # only the Approved/Denied conditions
+        out = copy.deepcopy(old)
+        out.setdefault("status", {})["conditions"] = (new.get("status") or {}).get(
+            "conditions") or []
+        return out
     if "status" in RESOURCES[plural].subresources:
         if "status" in old:
             new["status"] = copy.deepcopy(old["status"])
@@ -654,6 +971,12 @@ def _restrict(plural: str, old: Obj, new: Obj, subresource: str) -> Obj:
             new.pop("status", None)
     new.setdefault("metadata", {})
     return new
+
+
+def _csr_condition(type_: str, reason: str, message: str) -> Obj:
+    now = now_rfc3339()
+    return {"type": type_, "status": "True", "reason": reason, "message": message,
+            "lastUpdateTime": now, "lastTransitionTime": now}
 
 
 def _deletes_now(pod: Obj, grace: int | None) -> bool:
@@ -792,7 +1115,7 @@ class ClusterRig:
         self.announced: list[dict[Any, Any]] = []
         self.objects_changed: list[set[Any]] = []
         defaults: dict[str, Any] = dict(
-            kubeconfig=server.write_kubeconfig(root / "kubeconfig"),
+            kubeconfig=server.write_kubeconfig(root / "kubeconfig", node=node),
             status_resync_period=0.5, status_retry=0.05, status_retry_max=0.5,
             node_status_period=0.2, lease_renew_period=0.2,
             watch_backoff=0.05, watch_backoff_max=0.2, watch_inactivity=5.0, watch_timeout=30,

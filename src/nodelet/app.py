@@ -21,7 +21,7 @@ from typing import Any
 
 from nodelet import settings as settings_mod
 from nodelet.adapters import checkpoint as checkpoint_mod
-from nodelet.adapters import containerd, host, http_server
+from nodelet.adapters import containerd, host, http_server, kube, node_server
 from nodelet.adapters.cri import client as cri
 from nodelet.adapters.events import client as events_client
 from nodelet.helpers import backoff, tasks
@@ -50,7 +50,9 @@ from nodelet.services import (
     logrotation,
     manifestwatching,
     metrics,
+    nodeserving,
     preflight,
+    probemetrics,
     probing,
     progress,
     recording,
@@ -59,6 +61,7 @@ from nodelet.services import (
     sources,
     statuses,
     syncing,
+    tokens,
     volumes,
     workers,
 )
@@ -89,6 +92,7 @@ class Agent:
         self.runtime_events: runtimeevents.RuntimeEvents | None = None
         self._checkpoint: checkpointing.CheckpointWriter | None = None
         self._server: http_server.HttpServer | None = None
+        self._node_server: node_server.NodeServer | None = None
         self._source: sources.ManifestSource | None = None
         self._source_task: tasks.Supervised | None = None
         self._objects: Mapping[tuple[str, str, str], Any] = {}
@@ -100,7 +104,7 @@ class Agent:
         self._sources_synced = False
         self._orphan_checks: set[pods.PodUID] = set()
         self._checked = preflight.Checked(token=None)
-        self.metrics = metrics.Metrics()
+        self.metrics = metrics.Metrics(termination_sli=settings.gates.pod_termination_sli)
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -133,10 +137,13 @@ class Agent:
         self.metrics.watch_runtime(self.relister.pod)
         self.volumes = volumes.VolumeManager(
             root=s.data_dir / "pods", lookup=self._lookup_object, node_name=s.node_name,
+            synced=self._object_listed, tokens=self._service_account_token,
         )
         await self.volumes.share_root()  # before any pod mounts a volume with propagation
+        self.probe_metrics = probemetrics.ProbeMetrics()
         self.probes = probing.ProbeManager(
             client=self._client, group=self._group, recorder=self.recorder, on_change=self._wake,
+            on_attempt=self.probe_metrics.observe,
         )
         self.syncer = syncing.PodSyncer(
             client=self._client, relister=self.relister, statuses=self.statuses,
@@ -144,7 +151,8 @@ class Agent:
             recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
             lookup=self._lookup_object, objects_ready=self._objects_ready, qos=self.qos,
             pressure=self._pressure, events_live=self._events_live,
-            node=syncing.NodeFacts(host_ip=self._host_ip, host_dns=host.host_dns(),
+            services=lambda: self.cluster.services if self.cluster is not None else None,
+            node=syncing.NodeFacts(host_ip=self._host_ip,
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods",
                                    admission=self._admission_facts(),
@@ -155,9 +163,11 @@ class Agent:
         await self.qos.start(self._group)
         self.workers = workers.PodWorkers(
             syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,
+            deletion_clock=utc_now if s.gates.pod_termination_sli else None,
         )
         await self.relister.relist()  # before any worker starts: existing sandboxes are adopted
         await self._start_source()
+        await self._start_node_server()  # before joining: the Node advertises its port
         await self._join_cluster()
         self._terminate_orphans()
         self.container_gc = self._container_gc()  # after the orphans: it judges "gone" too
@@ -205,7 +215,8 @@ class Agent:
         s = self.settings
         spec = nodes.NodeSpec(name=s.node_name, host_ip=self._host_ip,
                               machine=host.machine_facts(storage=s.data_dir),
-                              max_pods=s.node.max_pods, pod_cidrs=s.runtime.pod_cidrs)
+                              max_pods=s.node.max_pods, pod_cidrs=s.runtime.pod_cidrs,
+                              labels=dict(s.node.labels), taints=s.node.register_with_taints)
         held = resources.reserved(
             (*s.node.system_reserved, *s.node.kube_reserved),
             eviction.allocatable_holds(self._checked.thresholds, nodes.capacity(spec)))
@@ -262,7 +273,9 @@ class Agent:
             settings=s.cluster, node_name=s.node_name, host_ip=self._host_ip,
             pod_cidrs=s.runtime.pod_cidrs, statuses=self.statuses, recorder=self.recorder,
             runtime=self._client, on_pods=self._on_api_pods, on_objects=self._wake_readers,
+            on_token_due=lambda uid: self.workers.wake(uid),
             clock=utc_now, node_spec=self.node_spec, pressure=self._pressure,
+            images=self._client.list_images,
         )
         self.cluster.set_static_pods(self._static_pods)  # read before: their mirror pods
         self._track_readers()  # and the objects they read
@@ -345,19 +358,51 @@ class Agent:
 
     async def _start_server(self) -> None:
         server_settings = self.settings.server
-        self._server = http_server.HttpServer(self)
+        self._server = http_server.HttpServer(
+            self, feature_gates=settings_mod.feature_gate_items(self.settings.gates))
         await self._server.start(server_settings.host, server_settings.port,
                                  self._checked.token)
 
+    async def _start_node_server(self) -> None:
+        """The node server (port 10250): logs, exec, attach, port-forward, stats."""
+        assert self._client is not None
+        s = self.settings
+        config = await asyncio.to_thread(nodeserving.server_config, s, host_ips=[self._host_ip],
+                                         api_client=self._api_client)
+        backend = nodeserving.NodeServing(
+            view=self, client=self._client, relister=self.relister,
+            facts=nodeserving.Facts(node_name=s.node_name, data_dir=s.data_dir))
+        self._node_server = node_server.NodeServer(backend, config)
+        try:
+            await self._node_server.start()
+        except node_server.NodeServerError as exc:
+            raise preflight.StartupError(str(exc)) from exc
+        self.node_spec = dataclasses.replace(self.node_spec,
+                                             kubelet_port=self._node_server.port)
+
+    def _api_client(self) -> kube.KubeClient | None:
+        """Cluster mode's API client, for the node server's TokenReviews and
+        SubjectAccessReviews (None before the cluster is joined)."""
+        return self.cluster.api_client() if self.cluster is not None else None
+
+    @property
+    def node_server_port(self) -> int:
+        assert self._node_server is not None
+        return self._node_server.port
+
     async def stop(self) -> None:
         """Stop the agent's loops; the runtime and the pods keep running."""
+        # The servers first: a request in flight may still need the API clients (a token or
+        # access review) and the runtime client.
+        if self._node_server is not None:
+            await self._node_server.stop()
+        if self._server is not None:
+            await self._server.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         await self._group.close()
         if self._progress is not None:
             self._progress.stop()
-        if self._server is not None:
-            await self._server.stop()
         if self._client is not None:
             await self._client.close()
         if self._events_client is not None:
@@ -456,6 +501,16 @@ class Agent:
         if self.cluster is not None:
             await self.cluster.objects_fetched(self._referenced(pod))
 
+    def _object_listed(self, kind: str, namespace: str, name: str) -> bool:
+        return self.cluster is None or self.cluster.object_listed(kind, namespace, name)
+
+    async def _service_account_token(self, request: tokens.Request) -> tokens.Token:
+        """Projected tokens come from the API server; without one there are none."""
+        if self.cluster is None:
+            raise tokens.FetchError("failed to fetch token: nodelet runs without an API "
+                                    "server (no --kubeconfig)")
+        return await self.cluster.service_account_token(request)
+
     def _lookup_object(self, kind: str, namespace: str, name: str) -> Any:
         if self.cluster is not None:
             found = self.cluster.lookup_object(kind, namespace, name)
@@ -465,6 +520,7 @@ class Agent:
 
     def _gone(self, uid: pods.PodUID) -> None:
         self.statuses.forget(uid)
+        self.probe_metrics.forget(uid)
         if self.cluster is not None:
             self.cluster.pod_gone(uid)  # the final DELETE (grace 0, UID precondition)
             self._track_readers()  # its ConfigMaps and Secrets are no longer watched for it
@@ -508,6 +564,10 @@ class Agent:
 
     def metrics_text(self) -> tuple[bytes, str]:
         return self.metrics.render()
+
+    def probe_metrics_text(self) -> bytes:
+        """`/metrics/probes` of the node server."""
+        return self.probe_metrics.render()
 
     def sandbox_metrics(self) -> hg.SandboxMetrics:
         return self.metrics.sandbox_metrics()

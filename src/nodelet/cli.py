@@ -7,28 +7,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
+import ipaddress
 import json
 import logging
 import os
 import re
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich import logging as rich_logging
 
 import nodelet
-from nodelet import app, settings
+from nodelet import app, nodecommands, serverflags, settings
 from nodelet.adapters import api_client
-from nodelet.model.core import admission, crilogs, resources
-from nodelet.model.reports import analysis, analysis_html, analysis_report, presenting, timeline
-from nodelet.services import logs, preflight, progress, resetting
+from nodelet.model.core import admission, crilogs, nodeflags, resources
+from nodelet.model.parsing import kubeletconfig
+from nodelet.model.reports import analysis, presenting, timeline
+from nodelet.services import dumpfiles, liveanalysis, logs, preflight, progress, resetting
 
 DEFAULT_SERVER = "http://127.0.0.1:10255"
+_T = TypeVar("_T")
 
 
 def _parse_listen(value: str) -> tuple[str, int]:
@@ -64,12 +67,30 @@ def build_parser() -> argparse.ArgumentParser:
                      help="K=V,... (PodReadyToStartContainersCondition, PodHasNetworkCondition)")
     run.add_argument("--node-name", help="node name (default: the hostname)")
     run.add_argument("--kubeconfig", type=Path, help="join a Kubernetes cluster")
+    run.add_argument("--bootstrap-kubeconfig", type=Path,
+                     help="TLS bootstrap: when --kubeconfig is missing or its certificate "
+                          "expired, get a client certificate by CSR with these credentials "
+                          "and write --kubeconfig")
+    run.add_argument("--cert-dir", type=Path,
+                     help="client certificate store (default: <data-dir>/pki)")
+    run.add_argument("--rotate-certificates", action=argparse.BooleanOptionalAction,
+                     default=True, help="renew the bootstrapped client certificate before "
+                                        "it expires (default: on)")
     run.add_argument("--kube-api-qps", type=float, default=50.0,
                      help="API requests per second (default: %(default)s)")
     run.add_argument("--kube-api-burst", type=int, default=100,
                      help="API request burst (default: %(default)s)")
     run.add_argument("--auth-token-file", type=Path,
                      help="bearer token required on every HTTP request")
+    serverflags.add_server_flags(run)  # the node server: --port, --address, TLS, auth
+    run.add_argument("--cluster-dns", action="append", metavar="IP[,IP...]",
+                     help="cluster DNS server IPs for ClusterFirst pods (repeatable; default: "
+                          "none, ClusterFirst pods use the node's resolver)")
+    run.add_argument("--cluster-domain", metavar="DOMAIN",
+                     help="cluster DNS domain, e.g. cluster.local (default: none)")
+    run.add_argument("--resolv-conf", metavar="FILE",
+                     help='the node\'s resolver config for pods (default: /etc/resolv.conf; ""'
+                          ": none)")
     run.add_argument("--allowed-unsafe-sysctls", default="", metavar="NAMES",
                      help="comma-separated sysctls (or prefix* patterns) pods may set beyond "
                           "the safe set; namespaced ones only")
@@ -87,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cgroup-root", default="/", metavar="CGROUP",
                      help="the cgroup that holds kubepods and its QoS levels "
                           "(default: %(default)s)")
+    run.add_argument("--node-labels", default="", metavar="K=V,...",
+                     help="labels of the Node besides the well-known ones (kubernetes.io and "
+                          "k8s.io keys only as the kubelet allows them)")
+    run.add_argument("--register-with-taints", default="", metavar="K=V:EFFECT,...",
+                     help="taints the Node is registered with, e.g. dedicated=edge:NoSchedule")
+    run.add_argument("--config", type=Path, metavar="FILE",
+                     help="a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1, YAML or "
+                          "JSON); flags given on the command line win over it")
     run.add_argument("--container-log-max-size", default="10Mi", metavar="QUANTITY",
                      help="rotate a container's log above this size (default: %(default)s)")
     run.add_argument("--container-log-max-files", type=int, default=5, metavar="N",
@@ -138,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     reset = sub.add_parser("reset", help="remove every pod and the runtime state of an instance")
     reset.add_argument("--data-dir", type=Path, default=settings.DEFAULT_DATA_DIR)
     reset.add_argument("--runtime-endpoint")
+    reset.add_argument("--cgroup-root", default="/", metavar="CGROUP",
+                       help="the --cgroup-root the instance ran with (its pod and QoS cgroups "
+                            "are removed under it)")
 
     get = sub.add_parser("get", help="list pods or manifests of a running nodelet")
     get.add_argument("resource", choices=("pods", "pod", "po", "manifests", "events"))
@@ -152,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_logs_parser(sub)
     _add_timeline_parser(sub)
     _add_analyze_parser(sub)
+    nodecommands.add_parsers(sub)  # exec, attach, port-forward, top: the node server
     return parser
 
 
@@ -166,7 +199,11 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
     cluster = None
     if args.kubeconfig is not None:
         cluster = settings.ClusterSettings(kubeconfig=args.kubeconfig.resolve(),
-                                           qps=args.kube_api_qps, burst=args.kube_api_burst)
+                                           qps=args.kube_api_qps, burst=args.kube_api_burst,
+                                           **_bootstrap_settings(args, base.data_dir))
+    elif args.bootstrap_kubeconfig is not None:
+        raise settings.SettingsError("--bootstrap-kubeconfig needs --kubeconfig: the file "
+                                     "the bootstrapped credentials are written to")
     host, port = args.listen
     return replace(
         base,
@@ -176,13 +213,44 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
         runtime=replace(base.runtime, endpoint=args.runtime_endpoint,
                         pod_cidrs=tuple(args.pod_cidr)),
         server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file),
+        node_server=serverflags.node_server_settings(args),
         security=_security_settings(args),
         node=_node_settings(args),
         logs=_log_settings(args),
         gc=_image_gc_settings(args, _container_gc_settings(args, base.gc)),
         eviction=_eviction_settings(args),
+        dns=_dns_settings(args),
         cluster=cluster,
     )
+
+
+def _dns_settings(args: argparse.Namespace) -> settings.DNSSettings:
+    """--cluster-dns (repeatable, comma lists; each an IP), --cluster-domain, --resolv-conf
+    ("" → None: no host resolver configuration); a flag not given keeps the default."""
+    base = settings.DNSSettings()
+    servers = tuple(item.strip() for value in args.cluster_dns or ()
+                    for item in value.split(",") if item.strip())
+    for server in servers:
+        try:
+            ipaddress.ip_address(server)
+        except ValueError:
+            raise settings.SettingsError(
+                f"--cluster-dns {server}: not an IP address") from None
+    resolv_conf = base.resolv_conf if args.resolv_conf is None else \
+        (Path(args.resolv_conf) if args.resolv_conf else None)
+    return settings.DNSSettings(
+        cluster_dns=servers,
+        cluster_domain=base.cluster_domain if args.cluster_domain is None
+        else args.cluster_domain.strip(),
+        resolv_conf=resolv_conf)
+
+
+def _bootstrap_settings(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
+    """The TLS bootstrap fields of ClusterSettings (--bootstrap-kubeconfig, --cert-dir)."""
+    boot = args.bootstrap_kubeconfig
+    return {"bootstrap_kubeconfig": boot.resolve() if boot is not None else None,
+            "cert_dir": (args.cert_dir or data_dir / "pki").resolve(),
+            "rotate_certificates": args.rotate_certificates}
 
 
 def _log_settings(args: argparse.Namespace) -> settings.LogSettings:
@@ -279,6 +347,8 @@ def _node_settings(args: argparse.Namespace) -> settings.NodeSettings:
         system_reserved=settings.parse_resource_list("--system-reserved", args.system_reserved),
         kube_reserved=settings.parse_resource_list("--kube-reserved", args.kube_reserved),
         cgroup_root=args.cgroup_root,
+        labels=_node_flag(nodeflags.parse_labels, args.node_labels),
+        register_with_taints=_node_flag(nodeflags.parse_taints, args.register_with_taints),
     )
     if not args.cgroup_root.startswith("/") or ".." in args.cgroup_root.split("/"):
         raise settings.SettingsError(
@@ -295,6 +365,82 @@ def _node_settings(args: argparse.Namespace) -> settings.NodeSettings:
         except ValueError as exc:
             raise settings.SettingsError(f"{flag}: {exc}") from exc
     return node
+
+
+def _node_flag(parse: Callable[[str], _T], text: str) -> _T:
+    try:
+        return parse(text)
+    except nodeflags.NodeFlagError as exc:
+        raise settings.SettingsError(str(exc)) from exc
+
+
+# -- the --config file ------------------------------------------------------------------------
+
+
+def settings_from_argv(argv: list[str]) -> settings.Settings:
+    """`nodelet run ...` arguments → Settings, with the --config file under the flags given."""
+    return _run_settings(build_parser().parse_args(argv), argv)
+
+
+def _run_settings(args: argparse.Namespace, argv: list[str]) -> settings.Settings:
+    if args.config is None:
+        return settings_from_args(args)
+    overrides = _read_config(args.config)
+    given = _given_dests(argv)
+    actions = {a.dest: a for a in _run_parser(build_parser())._actions}
+    for dest, value in overrides.flags.items():
+        if dest not in actions:
+            raise settings.SettingsError(f"--config: no flag for {dest!r}")  # a bug, not input
+        if dest not in given:
+            convert = actions[dest].type
+            setattr(args, dest, convert(value) if isinstance(value, str) and callable(convert)
+                    else value)
+        elif dest == "feature_gates":  # the kubelet merges these gate by gate
+            args.feature_gates = kubeletconfig.merge_feature_gates(value, args.feature_gates)
+    config = settings_from_args(args)
+    for path, value in overrides.settings.items():
+        config = _with_setting(config, path.split("."), value)
+    return config
+
+
+def _read_config(path: Path) -> kubeletconfig.Overrides:
+    limit = settings.ManifestLimits().max_bytes
+    try:
+        if path.stat().st_size > limit:
+            raise settings.SettingsError(f"--config {path}: larger than {limit} bytes")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise settings.SettingsError(f"--config {path}: cannot read: {exc}") from exc
+    try:
+        return kubeletconfig.parse(text, filename=str(path))
+    except kubeletconfig.KubeletConfigError as exc:
+        raise settings.SettingsError(f"--config {exc}") from exc
+
+
+def _run_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    run: argparse.ArgumentParser = sub.choices["run"]
+    return run
+
+
+def _given_dests(argv: list[str]) -> set[str]:
+    """The `run` flags on the command line: parsed again with no defaults."""
+    parser = build_parser()
+    for action in _run_parser(parser)._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv)))
+
+
+def _with_setting(obj: Any, path: list[str], value: Any) -> Any:
+    """`obj` (nested frozen dataclasses) with the field at `path` set; a cluster-mode
+    setting without cluster mode is left out (it has nothing to act on)."""
+    head, *rest = path
+    if not rest:
+        return replace(obj, **{head: value})
+    inner = getattr(obj, head)
+    if inner is None:
+        return obj
+    return replace(obj, **{head: _with_setting(inner, rest, value)})
 
 
 def _security_settings(args: argparse.Namespace) -> settings.SecuritySettings:
@@ -386,7 +532,7 @@ async def _run(config: settings.Settings, console: progress.Console | None) -> N
 def _cmd_run(args: argparse.Namespace) -> int:
     console = _progress_console(args)
     _setup_logging(args.log_format, args.verbose, console)
-    config = settings_from_args(args)
+    config = _run_settings(args, args.argv)
     asyncio.run(_run(config, console))
     return 0
 
@@ -394,7 +540,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_reset(args: argparse.Namespace) -> int:
     _setup_logging("text", False)
     config = settings.Settings(data_dir=args.data_dir.resolve())
-    config = replace(config, runtime=replace(config.runtime, endpoint=args.runtime_endpoint))
+    config = replace(config, runtime=replace(config.runtime, endpoint=args.runtime_endpoint),
+                     node=replace(config.node, cgroup_root=args.cgroup_root))
     report = asyncio.run(resetting.reset(config))
     print(report.summary(config.data_dir))
     return 1 if report.errors else 0
@@ -479,75 +626,97 @@ def _add_timeline_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
     parser = sub.add_parser("timeline", help="a pod's start-up timeline with precise times")
     parser.add_argument("name", metavar="POD")
     parser.add_argument("-n", "--namespace", default=None)
+    parser.add_argument(
+        "-f", "--file", type=Path, default=None,
+        help="read the pod from saved JSON instead of the agent (a Pod, a PodList, or `kubectl "
+             "get -w -o json` output: its last copy), e.g. a deleted pod's final status")
     _add_server_flags(parser)
 
 
 def _cmd_timeline(args: argparse.Namespace) -> int:
-    found = _pod_and_events(args)
+    found = _saved_pod(args) if args.file is not None else _pod_and_events(args)
     if found is None:
         return 1
     print(timeline.render_text(timeline.build(*found, datetime.now(UTC))), end="")
     return 0
 
 
+def _saved_pod(args: argparse.Namespace) -> tuple[Any, Any] | None:
+    """The pod named on the command line from `--file` (no events), or None."""
+    try:
+        saved = timeline.pods_from_text(args.file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"Error: cannot read {args.file}: {exc}", file=sys.stderr)
+        return None
+    pod = presenting.find_pod(saved, args.name, args.namespace)
+    if pod is None:
+        print(f'Error: pod "{args.name}" not found in {args.file}', file=sys.stderr)
+        return None
+    return pod, None
+
+
 def _add_analyze_parser(sub: Any) -> None:
     analyze = sub.add_parser(
-        "analyze", help="pod startup latencies and stuck sandboxes from a PodList dump")
-    analyze.add_argument("file", help="v1 PodList JSON (kubectl get pods -A -o json, or "
-                         "nodelet's /pods); - reads stdin")
-    analyze.add_argument("--events", help="v1 EventList JSON (kubectl get events -A -o json)")
+        "analyze", help="pod startup latencies and stuck sandboxes from dumps or a cluster",
+        description="Dumps: files or directories (kubectl get -o json|yaml, cluster-info "
+        "dump), maybe gzip; - reads stdin. Or a live cluster with --kubeconfig.")
+    analyze.add_argument("inputs", nargs="*", metavar="FILE|DIR|-",
+                         help="dumps of Pods and Events (any List, JSON or YAML)")
+    analyze.add_argument("--events", action="append", default=[], metavar="FILE",
+                         help="more input, usually kubectl get events -A -o json")
     analyze.add_argument("-o", "--output", choices=("table", "json", "html"), default="table")
     analyze.add_argument("--output-file", type=Path, help="write the report here, not stdout")
-
-
-def _read_dump(name: str) -> bytes:
-    if name == "-":
-        return sys.stdin.buffer.read()
-    try:
-        return Path(name).read_bytes()
-    except OSError as exc:
-        raise analysis.AnalysisError(f"{name}: cannot read: {exc.strerror}") from exc
+    live = analyze.add_argument_group("live cluster")
+    live.add_argument("--kubeconfig", type=Path, help="read pods and events from this "
+                      "cluster instead of files")
+    live.add_argument("-n", "--namespace", help="only this namespace (default: default)")
+    live.add_argument("-A", "--all-namespaces", action="store_true")
+    live.add_argument("-l", "--selector", default="", help="label selector of the pods")
+    live.add_argument("--chunk-size", type=int, default=liveanalysis.PAGE_SIZE, metavar="N",
+                      help="list in pages of N objects, as kubectl (default: %(default)s)")
+    live.add_argument("--watch", action="store_true", help="follow the cluster: print each "
+                      "pod's sandbox-ready time as it happens (until Ctrl-C)")
+    live.add_argument("--metrics-address", metavar="HOST:PORT", help="with --watch: serve "
+                      "the running numbers as Prometheus histograms on /metrics")
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    # A dump is an acyclic tree of millions of objects: the cyclic GC would only rescan it,
-    # again and again while it is built (measured on 100 000 pods: json.load 8.2 s with the GC,
-    # 2.5 s without; docs/analyze.md). Paused until the tree and the analysis are freed.
-    gc.disable()
-    try:
-        text = _analyze_report(args)
-    finally:
-        gc.enable()
-    if args.output_file is None:
-        sys.stdout.write(text)
-    else:
-        args.output_file.write_text(text, encoding="utf-8")
-    return 0
-
-
-def _analyze_report(args: argparse.Namespace) -> str:
-    pods = analysis.decode(_read_dump(args.file), args.file, "PodList")
-    events = None if args.events is None else \
-        analysis.decode(_read_dump(args.events), args.events, "EventList")
-    result = analysis.analyze(pods, events, source=args.file, events_source=args.events)
-    del pods, events  # freed here, while the GC is still paused
-    names = {"source": args.file, "events_source": args.events}
-    if args.output == "json":
-        return analysis_report.json_text(result, **names)
-    if args.output == "html":
-        return analysis_html.report(result, **names)
-    return analysis_report.table(result)
+    live = args.kubeconfig is not None
+    if live and (args.inputs or args.events):
+        raise analysis.AnalysisError("give either dump files or --kubeconfig, not both")
+    if not live and (args.watch or args.metrics_address or args.all_namespaces
+                     or args.namespace or args.selector):
+        raise analysis.AnalysisError("--watch, --metrics-address, -n, -A and -l need "
+                                     "--kubeconfig")
+    if args.metrics_address and not args.watch:
+        raise analysis.AnalysisError("--metrics-address needs --watch")
+    if live:
+        return liveanalysis.run(liveanalysis.Request(
+            kubeconfig=args.kubeconfig,
+            namespace=None if args.all_namespaces else (args.namespace or "default"),
+            selector=args.selector, output=args.output, output_file=args.output_file,
+            watch=args.watch, metrics_address=args.metrics_address,
+            page_size=max(0, args.chunk_size)))
+    if not args.inputs and not args.events:
+        raise analysis.AnalysisError("no input: give dump files or directories, - for "
+                                     "stdin, or --kubeconfig")
+    return dumpfiles.run(dumpfiles.Request(args.inputs, args.events, args.output,
+                                           args.output_file))
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv, command = nodecommands.split_command(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
+    if command:
+        args.exec_command = command
+    args.argv = sys.argv[1:] if argv is None else list(argv)
     handlers = {"run": _cmd_run, "reset": _cmd_reset, "get": _cmd_get,
                 "describe": _cmd_describe, "logs": _cmd_logs,
-                "timeline": _cmd_timeline, "analyze": _cmd_analyze}
+                "timeline": _cmd_timeline, "analyze": _cmd_analyze, **nodecommands.HANDLERS}
     try:
         return handlers[args.command](args)
     except (settings.SettingsError, preflight.StartupError, api_client.ApiClientError,
-            analysis.AnalysisError) as exc:
+            analysis.AnalysisError, *nodecommands.ERRORS) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
 

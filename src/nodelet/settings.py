@@ -59,6 +59,19 @@ class FeatureGates:
     pod_ready_to_start_containers: bool = True
     # Report it under its 1.25-1.27 name PodHasNetwork instead.
     pod_has_network: bool = False
+    # Beyond KEP-3085 (issue 17, docs/kep3085.md "Beyond the KEP"); alpha, default off, so the
+    # default status is exactly the kubelet's.
+    # One condition per IP family the node serves (nodelet.dev/IPv4Ready, .../IPv6Ready).
+    pod_ip_family_conditions: bool = False
+    # PodReadyToStartContainers stays False until the sandbox has every family the node serves.
+    pod_ready_needs_all_ip_families: bool = False
+    # The nodelet.dev/VolumesReady condition (the original KEP's future PodHasVolumes).
+    pod_volumes_condition: bool = False
+    # Initialized of a pod without init containers waits for the sandbox.
+    pod_initialized_after_sandbox: bool = False
+    # The termination SLI (deletionTimestamp -> the sandbox condition False): a histogram, and
+    # static pods get a deletionTimestamp when their manifest goes away.
+    pod_termination_sli: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,6 +143,53 @@ class ServerSettings:
 
 
 @dataclass(frozen=True)
+class NodeServerSettings:
+    """The node's server (the kubelet's port 10250): logs, exec, attach, port-forward, stats,
+    always over TLS, every request authenticated and authorized (docs/server.md)."""
+
+    # Listen address and port (kubelet --address 0.0.0.0, --port 10250; 0: any free port).
+    address: str = "0.0.0.0"
+    port: int = 10250
+    # Serving certificate and key (PEM). None: a self-signed pair generated at first start
+    # into `<data dir>/pki/nodelet.crt|.key` (the kubelet's <cert-dir>/kubelet.crt), with the
+    # node's hostname and IPs as subject alternative names.
+    tls_cert_file: Path | None = None
+    tls_private_key_file: Path | None = None
+    # Client certificates signed by this CA authenticate as CN (user) and O (groups).
+    client_ca_file: Path | None = None
+    # Bearer tokens, a CSV file as kube-apiserver's --token-auth-file: token,user,uid,"g1,g2".
+    token_auth_file: Path | None = None
+    # Requests without credentials run as system:anonymous (kubelet --anonymous-auth; off here,
+    # so they get 401).
+    anonymous_auth: bool = False
+    # Bearer tokens checked with the API server's TokenReview (kubelet
+    # --authentication-token-webhook). None: on in cluster mode (as kubeadm configures the
+    # kubelet), off standalone; true without cluster mode is refused at start.
+    authentication_token_webhook: bool | None = None
+    # Seconds a TokenReview answer is kept, accepted or not (kubelet
+    # --authentication-token-webhook-cache-ttl, 2m; 0: not cached).
+    authentication_token_webhook_cache_ttl: float = 120.0
+    # "Webhook" (SubjectAccessReview) or "AlwaysAllow" (any authenticated user may do
+    # anything) (kubelet --authorization-mode). None: Webhook in cluster mode (as kubeadm),
+    # AlwaysAllow standalone; Webhook without cluster mode is refused at start.
+    authorization_mode: str | None = None
+    # Seconds a SubjectAccessReview answer is kept: allowed (kubelet
+    # --authorization-webhook-cache-authorized-ttl, 5m) and denied (...-unauthorized-ttl, 30s).
+    authorization_webhook_cache_authorized_ttl: float = 300.0
+    authorization_webhook_cache_unauthorized_ttl: float = 30.0
+    # Seconds a client may take for its TLS handshake and then for a request's headers (from
+    # connecting, or from the end of its previous response); slower ones are disconnected.
+    header_timeout: float = 10.0
+    # How long a proxied exec/attach/port-forward connection to the runtime's streaming server
+    # may take to answer its upgrade, in seconds.
+    stream_connect_timeout: float = 10.0
+    # TokenReviews and SubjectAccessReviews in flight at once (identical ones merged); a
+    # request needing another one is answered 429 with `Retry-After: 1` instead of queueing
+    # behind them (a flood of random tokens must not build an unbounded queue). Default 8.
+    max_reviews_in_flight: int = 8
+
+
+@dataclass(frozen=True)
 class CheckpointSettings:
     """The SQLite checkpoint of transition times and events (`<data dir>/checkpoint.db`),
     written behind the event loop on its own thread. Durations in seconds."""
@@ -145,6 +205,11 @@ class CheckpointSettings:
     # On a clean shutdown, how long to keep trying to write what is still pending before
     # giving up (and logging what is lost). Default 5.0.
     flush_timeout: float = 5.0
+    # How long the writer waits after a write was queued before writing, so that the writes
+    # of a burst share one transaction (starting 30 pods queued ~200 writes; each one was a
+    # transaction and a thread hop). What a crash within it loses is what it lost before
+    # the writer thread ran. Default 0.1.
+    write_delay: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -158,6 +223,12 @@ class ClusterSettings:
     # The same for Events, on their own client (kubelet: eventRecordQPS 50, eventBurst 100).
     event_qps: float = 50.0
     event_burst: int = 100
+    # The same for the node server's TokenReviews and SubjectAccessReviews, on their own client
+    # so that a flood of unknown tokens at port 10250 never takes the tokens of pod statuses.
+    # (The Lease and the node status go on a client without a limit, as the kubelet's
+    # heartbeat client.)
+    review_qps: float = 50.0
+    review_burst: int = 100
     # Pod statuses: compare with the API and resend drifted ones (kubelet: 10 s).
     status_resync_period: float = 10.0
     status_retry: float = 0.5
@@ -181,8 +252,32 @@ class ClusterSettings:
     delete_retry: float = 0.5
     delete_retry_max: float = 30.0
     delete_status_wait: float = 30.0
+    # A projected service account token whose refresh failed (the old one still valid) is
+    # asked for again after `token_retry`, doubling to `token_retry_max`.
+    token_retry: float = 1.0
+    token_retry_max: float = 60.0
     # How long `start()` waits for the node registration and the first pod list.
     start_timeout: float = 30.0
+    # Back-off before a supervised cluster loop (cert-rotation, token-refresh,
+    # service-watch) that crashed is started again: initial and cap.
+    loop_restart_backoff: float = 1.0
+    loop_restart_backoff_max: float = 30.0
+    # TLS bootstrap (--bootstrap-kubeconfig): when `kubeconfig` is missing or its client
+    # certificate expired, a CSR is made with these credentials and `kubeconfig` written.
+    bootstrap_kubeconfig: Path | None = None
+    # The client certificate store: <cert_dir>/kubelet-client-<date>.pem and the
+    # kubelet-client-current.pem symlink (--cert-dir; the CLI: <data-dir>/pki).
+    cert_dir: Path | None = None
+    # Renew the client certificate at 70-90 % of its lifetime (the kubelet's
+    # rotateCertificates); only a certificate from `cert_dir` is rotated.
+    rotate_certificates: bool = True
+    # How long one CSR may wait for approval and its certificate (the kubelet: 3600 s), and
+    # the back-off after a failed request (1 s doubling to 5 min).
+    csr_timeout: float = 3600.0
+    csr_retry: float = 1.0
+    csr_retry_max: float = 300.0
+    # The lifetime to ask for (spec.expirationSeconds; None: the signer's default).
+    csr_expiration_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -289,6 +384,30 @@ class NodeSettings:
     # Seconds between rewrites of the QoS levels' limits, besides those on pod admission and
     # removal (the kubelet's periodic QoS cgroup update: 60).
     qos_update_period: float = 60.0
+    # Labels of the Node besides the well-known ones (--node-labels k=v,...; the kubelet's
+    # rules on the kubernetes.io and k8s.io namespaces apply: model/core/nodeflags.py).
+    labels: tuple[tuple[str, str], ...] = ()
+    # Taints the Node is registered with, (key, value, effect) (--register-with-taints).
+    register_with_taints: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class DNSSettings:
+    """The pods' resolver configuration (the kubelet's clusterDNS, clusterDomain, resolvConf;
+    `model/core/dns.py` has the rules for each dnsPolicy)."""
+
+    # IP addresses of the cluster DNS Service (--cluster-dns, repeatable or comma-separated;
+    # at most 3 are used). Empty (the default): ClusterFirst pods fall back to the node's
+    # resolver, with a MissingClusterDNS Warning event, as the kubelet.
+    cluster_dns: tuple[str, ...] = ()
+    # The cluster's DNS domain (--cluster-domain, e.g. "cluster.local"; default "": no cluster
+    # search paths). Cluster-DNS pods search <namespace>.svc.<domain>, svc.<domain>, <domain>.
+    cluster_domain: str = ""
+    # The node's resolver configuration that Default pods get and cluster-DNS pods take their
+    # extra search paths from (--resolv-conf, default /etc/resolv.conf), read at each sandbox
+    # creation. None (--resolv-conf ""): no host configuration; Default pods then get
+    # `nameserver 127.0.0.1` and `search .`, as with the kubelet.
+    resolv_conf: Path | None = Path("/etc/resolv.conf")
 
 
 @dataclass(frozen=True)
@@ -302,10 +421,12 @@ class Settings:
     sync: SyncSettings = field(default_factory=SyncSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    node_server: NodeServerSettings = field(default_factory=NodeServerSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
     logs: LogSettings = field(default_factory=LogSettings)
     gc: GCSettings = field(default_factory=GCSettings)
     eviction: EvictionSettings = field(default_factory=EvictionSettings)
+    dns: DNSSettings = field(default_factory=DNSSettings)
     # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
     cluster: ClusterSettings | None = None
     # Watch the manifest directory with inotify (services/manifestwatching.py); false: poll it.
@@ -350,7 +471,18 @@ class Settings:
 _GATES = {
     "PodReadyToStartContainersCondition": "pod_ready_to_start_containers",
     "PodHasNetworkCondition": "pod_has_network",
+    "PodIPFamilyConditions": "pod_ip_family_conditions",
+    "PodReadyToStartContainersAllIPFamilies": "pod_ready_needs_all_ip_families",
+    "PodVolumesCondition": "pod_volumes_condition",
+    "PodInitializedAfterSandbox": "pod_initialized_after_sandbox",
+    "PodTerminationSLI": "pod_termination_sli",
 }
+
+
+def feature_gate_items(gates: FeatureGates) -> tuple[tuple[str, bool], ...]:
+    """Every feature gate by its flag name with its value, sorted by name (for /healthz and
+    the web UI)."""
+    return tuple(sorted((name, bool(getattr(gates, attr))) for name, attr in _GATES.items()))
 
 
 class SettingsError(ValueError):

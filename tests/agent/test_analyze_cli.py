@@ -88,8 +88,9 @@ async def test_pod_has_network_list_table() -> None:
     assert "Sandbox condition: PodHasNetwork on 3 pods" in text
     assert "old name PodHasNetwork" in text
     sli = next(line for line in text.splitlines() if line.startswith("scheduled → ready-to-start"))
-    assert sli.split()[-5:] == ["2", "1.00s", "3.00s", "3.00s", "3.00s"]
-    assert "shop/cart-3   node node-c   PodHasNetwork=False" in text
+    assert sli.split()[-5:] == ["2", "1s", "3s", "3s", "3s"]
+    assert "shop/cart-3   node node-c\n    PodHasNetwork=False" in text
+    assert max(map(len, text.splitlines())) <= 100
     assert "FailedCreatePodSandBox x4" in text and "no IP addresses available" in text
 
 
@@ -125,9 +126,9 @@ async def test_stdin_and_html_output_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("not-json.txt", "not-json.txt: not JSON (Expecting value at line 1 column 1); expected "
-         "a v1 PodList, e.g. from `kubectl get pods -A -o json`"),
-        ("not-a-podlist.json", "not-a-podlist.json: not a PodList: kind is 'Pod'"),
+        ("not-json.txt", "not-json.txt: plain text, neither JSON nor YAML objects (kubectl's "
+         "table output is not a dump); expected Kubernetes objects, e.g. from "
+         "`kubectl get pods -A -o json`"),
         ("missing-metadata.json", "missing-metadata.json: items[1]: no metadata"),
         ("bad-timestamp.json", "bad-timestamp.json: items[1] (default/web-3): "
          "status.conditions[4] (PodScheduled).lastTransitionTime: not an RFC 3339 time: "
@@ -143,10 +144,33 @@ async def test_malformed_input_exits_2_with_a_clear_message(name: str, message: 
     assert "Traceback" not in result.stderr
 
 
-async def test_malformed_event_list_exits_2() -> None:
-    result = await analyze(DATA / "pods-neither.json", "--events", DATA / "not-a-podlist.json")
-    assert result.code == 2
-    assert "not-a-podlist.json: not an EventList: kind is 'Pod'" in result.stderr
+async def test_malformed_event_list_exits_2(tmp_path: Path) -> None:
+    events = json.loads(EVENTS.read_text())
+    index = next(i for i, e in enumerate(events["items"]) if e["reason"] == "FailedMount")
+    events["items"][index]["lastTimestamp"] = "soon"
+    (tmp_path / "events.json").write_text(json.dumps(events))
+    result = await analyze(DATA / "pods-neither.json", "--events", tmp_path / "events.json")
+    assert result.code == 2 and result.stderr.count("\n") == 1
+    assert f"events.json: items[{index}]: event time: not an RFC 3339 time: 'soon'" in \
+        result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-o", "html", "--output-file", "/nonexistent-dir/report.html"],
+         "/nonexistent-dir/report.html: cannot write the report: no directory /nonexistent-dir"),
+        (["--output-file", "/"], "/: cannot write the report: Is a directory"),
+        (["--watch"], "--watch, --metrics-address, -n, -A and -l need --kubeconfig"),
+        (["--kubeconfig", "k.yaml"], "give either dump files or --kubeconfig, not both"),
+        (["--kubeconfig", "/nonexistent.yaml", "-A"], "/nonexistent.yaml"),
+    ],
+)
+async def test_usage_and_output_errors_are_one_line(args: list[str], message: str) -> None:
+    inputs = [] if "-A" in args else [DATA / "pods-neither.json"]
+    result = await analyze(*inputs, *args)
+    assert result.code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
 
 
 # --- a real nodelet's dump

@@ -9,6 +9,7 @@ its writer is checked against a directory tree that models a cgroup2 mount.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,8 @@ from harness import all_ready, pod_manifest
 from nodelet import settings
 from nodelet.adapters import cgroups
 from nodelet.model.core import nodes, qoscgroups, specs
+from nodelet.model.core import pods as pods_model
+from nodelet.services import qoscgroups as qos_service
 from polling import eventually
 
 V1 = Path("/sys/fs/cgroup")
@@ -167,3 +170,42 @@ async def test_qos_levels_follow_the_pods_on_containerd(make_agent: AgentFactory
     await eventually(lambda: read(f"{top}/burstable", "cpu.shares", "cpu") == "2", within=10,
                      what="burstable shares back to 2")
     assert not (V1 / "cpu" / top.lstrip("/") / "burstable" / f"pod{pod.uid}").exists()
+
+
+async def test_qos_updates_of_a_burst_are_shared_and_the_periodic_one_rewrites(
+    v2_mount: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each pod updates the QoS levels before its sandbox: a level is written only when its
+    limits change, concurrent updates share one, and the periodic update (`rewrite`) writes
+    every level again (repairing a change made from outside)."""
+    written: list[str] = []
+    write = cgroups.apply
+
+    def counting(cgroup: str, limits: qoscgroups.Limits, root: Path) -> None:
+        written.append(cgroup)
+        write(cgroup, limits, root)
+
+    monkeypatch.setattr(qos_service.cgroups, "apply", counting)
+    active: list[pods_model.Pod] = []
+    manager = qos_service.QosCgroups(cgroup_root="/r", node=qoscgroups.Limits(),
+                                     active=lambda: active, mount=v2_mount)
+    await manager.update()
+    assert sorted(written) == ["/r/kubepods/besteffort", "/r/kubepods/burstable"]
+
+    written.clear()
+    burstable = pods_model.Container(name="c", image="i",
+                                     resources=pods_model.Resources(cpu_request_milli=500))
+    active.append(pods_model.Pod(uid=pods_model.PodUID("b"), name="b", namespace="d",
+                                 spec=pods_model.PodSpec(containers=(burstable,))))
+    await asyncio.gather(*(manager.update() for _ in range(10)))
+    assert written == ["/r/kubepods/burstable"], "one write, of the level that changed"
+    weight = (v2_mount / "r/kubepods/burstable/cpu.weight").read_text().strip()
+    assert weight == str(qoscgroups.cpu_weight(specs.cpu_shares(500)))
+
+    written.clear()
+    await manager.update()
+    assert written == []
+    (v2_mount / "r/kubepods/burstable/cpu.weight").write_text("1")
+    await manager.update(rewrite=True)
+    assert sorted(written) == ["/r/kubepods/besteffort", "/r/kubepods/burstable"]
+    assert (v2_mount / "r/kubepods/burstable/cpu.weight").read_text().strip() == weight

@@ -48,7 +48,7 @@ class Process:
             self.proc = subprocess.Popen(
                 [*NODELET, "run", "--manifests", str(self.root / "manifests"),
                  "--data-dir", str(self.root / "data"), "--listen", f"127.0.0.1:{self.port}",
-                 "--node-name", "clinode"],
+                 "--node-name", "clinode", "--port", "0"],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     async def pods(self) -> list[dict[str, Any]]:

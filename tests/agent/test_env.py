@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import AgentFactory
 from harness import Harness, pod_manifest
+from nodelet import settings as settings_
+from nodelet.model.core import nodes
 from nodelet.model.core import status as st
 from polling import eventually
 
@@ -154,3 +157,27 @@ async def test_missing_config_map_holds_the_container_until_it_appears(agent: Ha
     log = await log_of(agent, "waits", "needs-config")
     await eventually(lambda: "value=arrived" in log_text(log), within=30,
                      what="the value in the log")
+
+
+UNLIMITED_CONTAINER = """\
+env:
+  - {name: MEMORY_KI, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Ki}}}
+  - {name: CPU_MILLI, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}
+"""
+
+
+async def test_an_unset_limit_is_the_nodes_allocatable(make_agent: AgentFactory) -> None:
+    agent = await make_agent(node=settings_.NodeSettings(
+        system_reserved=(("cpu", "300m"), ("memory", "200Mi"))))
+    agent.write("pod.yaml", pod_manifest(
+        "unlimited", container_extra=UNLIMITED_CONTAINER,
+        command='env | sort; echo done; sleep 1000000'))
+    log = await log_of(agent, "unlimited")
+    await eventually(lambda: "done" in log_text(log).splitlines(), within=30, what="the env dump")
+    variables = dict(line.split("=", 1) for line in log_text(log).splitlines() if "=" in line)
+    spec = agent.agent_or_fail().node_spec
+    allocatable, capacity = nodes.allocatable(spec), nodes.capacity(spec)
+    # The kubelet's defaultPodLimitsForDownwardAPI: allocatable, not the machine's capacity.
+    assert allocatable["memory"] < capacity["memory"] and allocatable["cpu"] < capacity["cpu"]
+    assert variables["MEMORY_KI"] == str(-(-allocatable["memory"] // 1024))
+    assert variables["CPU_MILLI"] == str(allocatable["cpu"])

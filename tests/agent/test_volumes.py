@@ -12,6 +12,7 @@ import stat
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,16 @@ import pytest_asyncio
 from conftest import Instance, sandbox_config
 from nodelet import settings as settings_
 from nodelet.adapters import mounts
-from nodelet.model.core import envvars, pods, runtime
+from nodelet.model.core import envvars, pods, runtime, tokens
 from nodelet.model.core import volumes as vol
 from nodelet.model.parsing import manifests
 from nodelet.services import volumes
+
+
+async def _token(request: tokens.TokenRequest) -> tokens.Token:
+    """A stand-in for the TokenRequest API (tests/cluster cover the real one)."""
+    return tokens.Token(f"token-of-{request.pod_name}", datetime(2100, 1, 1, tzinfo=UTC),
+                        request.expiration_seconds)
 
 
 @dataclass
@@ -50,6 +57,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         lookup=lambda kind, ns, name: objects.get((kind, ns, name)),
         node_name="node-1",
         on_refresh_error=lambda pod, exc: errors.append(exc.event_message),
+        tokens=_token,
     )
     env = Env(tmp_path / "pods", manager, objects, errors)
     try:
@@ -545,6 +553,7 @@ async def test_projected(env: Env) -> None:
     assert result["app"][0].readonly and tmpfs_at(directory) == ["tmpfs"]
     assert data_files(directory) == {
         "auth/token": ("t0k", 0o420), "ca.crt": ("CERT", 0o420), "namespace": ("default", 0o420),
+        "sa-token": (f"token-of-{pod.name}", 0o420),
     }
 
 

@@ -40,7 +40,7 @@ async def joined(runtime: Instance, tmp_path: Path) -> AsyncIterator[tuple[KubeA
                                                                           Harness]]:
     """An agent on the session's containerd, joined to a fresh test API server as node
     `e2e-node`; API pods must be deleted by the test (static ones are removed here)."""
-    server = KubeApiServer(bookmark_interval=1.0)
+    server = KubeApiServer(bookmark_interval=1.0, node="e2e-node")
     await server.start()
     harness = Harness(endpoint=runtime.containerd.endpoint, node_name="e2e-node")
     config = cluster.ClusterSettings(
@@ -118,7 +118,8 @@ async def test_ready_follows_a_readiness_gate_written_by_a_controller(
         await eventually(lambda: ready_is("False", "ReadinessGatesNotReady"), within=60,
                          what="containers ready, Ready False for the missing gate")
         # The controller: a strategic merge patch of pods/status, as a real one would send.
-        controller = kube.KubeClient(kubeconfig.load(tmp_path / "kubeconfig"))
+        controller = kube.KubeClient(kubeconfig.load(
+            server.write_kubeconfig(tmp_path / "controller", admin=True)))
         try:
             for value in ("True", "False"):
                 await controller.request(

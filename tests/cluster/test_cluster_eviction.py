@@ -32,7 +32,7 @@ def node_condition(server: KubeApiServer, type_: str) -> dict[str, Any]:
 
 async def test_an_api_pod_filling_the_disk_is_evicted_and_the_node_reports_pressure(
         runtime: Instance, tmp_path: Path) -> None:
-    server = KubeApiServer(bookmark_interval=1.0)
+    server = KubeApiServer(bookmark_interval=1.0, node=NODE)
     await server.start()
     kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
     harness = Harness(endpoint=runtime.containerd.endpoint, node_name=NODE,

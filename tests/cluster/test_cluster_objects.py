@@ -8,7 +8,9 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from kubeapi import ClusterRig, KubeApiServer
+import pytest
+
+from kubeapi import ClusterRig, KubeApiServer, pod_object
 from nodelet.model.core.pods import PodUID
 from polling import eventually
 
@@ -18,6 +20,17 @@ CM_WATCH = ("default", "metadata.name=conf")
 
 def configmap(name: str = "conf", **extra: object) -> dict:
     return {"metadata": {"name": name, "namespace": "default"}, "data": {"a": "1"}, **extra}
+
+
+@pytest.fixture(autouse=True)
+def reader(server: KubeApiServer) -> None:
+    """A pod bound to n1 that reads every object the tests watch: under the Node authorizer a
+    node may list and watch only the ConfigMaps and Secrets of pods bound to it (the readers
+    the tests announce are stand-ins for this pod)."""
+    names = ["conf", "other", "later", *(f"cm{n}" for n in range(150))]
+    volumes = [{"name": f"v{n}", "configMap": {"name": name}} for n, name in enumerate(names)]
+    volumes.append({"name": "token", "secret": {"secretName": "token"}})
+    server.create("pods", pod_object("reader", node="n1", volumes=volumes))
 
 
 def changed(rig: ClusterRig) -> set:

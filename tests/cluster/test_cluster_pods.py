@@ -6,7 +6,13 @@ from pathlib import Path
 
 from kubeapi import ClusterRig, KubeApiServer, pod_object
 from nodelet.model.core import events as ev
+from nodelet.model.core import status as st
 from polling import eventually
+
+# What a pod's worker leaves when it terminated a pod deleted in the API (TerminatePod).
+FAILED = st.PodStatus(phase="Failed", conditions=(
+    st.PodCondition(st.POD_READY_TO_START_CONTAINERS, "False"),
+    st.PodCondition(st.READY, "False", "PodFailed")))
 
 
 def names(desired: dict) -> set[str]:
@@ -42,13 +48,13 @@ async def test_watch_disconnects_and_410_relist_keep_one_pod_per_uid(
         await eventually(lambda: names(rig.desired) == {"a", "b"}, within=10,
                          what="b after a reconnect")
         server.compact()
-        server.inject(verb="watch", status=410, times=1)
+        server.inject(verb="watch", path="/pods$", status=410, times=1)  # not the Services
         server.drop_watches()
         server.create("pods", pod_object("c", node="n1"))
         await eventually(lambda: names(rig.desired) == {"a", "b", "c"}, within=10,
                          what="c after relist")
         assert rig.mode.source.reflector.lists == 2
-        server.inject(verb="watch", status=500, times=2)
+        server.inject(verb="watch", path="/pods$", status=500, times=2)
         server.drop_watches()
         server.delete("pods", "default", "a", grace=0)
         await eventually(lambda: names(rig.desired) == {"b", "c"}, within=10,
@@ -69,11 +75,34 @@ async def test_deleted_pod_is_terminated_with_its_grace_then_removed(
         handed = [d[uid] for d in rig.announced[seen:] if uid in d]
         assert len(handed) == 1 and handed[0].deletion_grace_period_seconds == 7
         assert server.get("pods", "default", "victim") is not None  # waits for the worker
+        rig.statuses.set_status(handed[0], FAILED)
         rig.mode.pod_gone(uid)
         await eventually(lambda: server.get("pods", "default", "victim") is None, within=10,
                          what="deleted")
         delete = [r for r in server.requests if r.verb == "delete"][-1]
         assert delete.path.endswith("/pods/victim") and delete.status == 200
+
+
+async def test_a_pod_is_not_deleted_before_the_api_has_its_terminal_phase(
+        server: KubeApiServer, tmp_path: Path) -> None:
+    """The kubelet's canBeDeleted: while the terminal status PATCH keeps failing, nodelet
+    waits (and the status sync retries) past `delete_status_wait` instead of deleting a pod
+    whose API phase is still Pending."""
+    async with ClusterRig(server, tmp_path, delete_status_wait=0.2) as rig:
+        uid = server.create("pods", pod_object("slow", node="n1", grace=20))["metadata"]["uid"]
+        await eventually(lambda: uid in rig.desired, within=10, what="announced")
+        pod = rig.desired[uid]
+        server.delete("pods", "default", "slow", grace=7)
+        await eventually(lambda: uid not in rig.desired, within=10, what="left the desired set")
+        refused = server.inject(method="PATCH", path="/pods/slow/status$", status=500, times=8)
+        rig.statuses.set_status(pod, FAILED)
+        rig.mode.pod_gone(uid)
+        await eventually(lambda: server.get("pods", "default", "slow") is None, within=20,
+                         what="deleted once the API had the terminal phase")
+        assert refused.hits == 8  # every refusal was met before the delete
+        deleted = [c for c in server.history if c.type == "DELETED"
+                   and c.new["metadata"]["uid"] == uid]
+        assert len(deleted) == 1 and deleted[0].new["status"]["phase"] == "Failed", deleted
 
 
 async def test_events_are_created_then_counted(server: KubeApiServer, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from kubeapi import KubeApiServer, pod_object
 
-H = {"Authorization": "Bearer test-token"}
+H = {"Authorization": "Bearer admin-token"}  # system:masters: the tests act as the cluster
 SMP = {**H, "Content-Type": "application/strategic-merge-patch+json"}
 PODS = "/api/v1/namespaces/default/pods"
 

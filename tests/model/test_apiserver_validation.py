@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model.core import fields, pods, runtime, specs, volumes
+from nodelet.model.core import dns, fields, pods, runtime, specs, volumes
 from nodelet.model.parsing import manifests
 
 NODE = "node-1"
@@ -827,8 +827,10 @@ def test_accepted(obj: Obj, strict: bool) -> None:
 
 def _derive(pod: pods.Pod) -> None:
     """What the workers compute from an accepted pod, which must not raise."""
+    node_dns = dns.NodeDNS(cluster_dns=("10.96.0.10",), cluster_domain="cluster.local",
+                           host=runtime.DNSConfig(servers=("9.9.9.9",)))
     sandbox = specs.sandbox_config(pod, attempt=0, logs_root=Path("/var/log/pods"),
-                                   host_dns=runtime.DNSConfig(servers=("9.9.9.9",)))
+                                   dns=dns.pod_dns(pod, node_dns).config)
     assert sandbox.uid == pod.uid
     for container in (*pod.spec.init_containers, *pod.spec.containers):
         config = specs.container_config(pod, container, attempt=0, kind="regular")
@@ -956,9 +958,9 @@ def test_dns_config_reaches_the_sandbox() -> None:
     pod = load(pod_obj(dnsPolicy="None", dnsConfig={
         "nameservers": ["1.1.1.1"], "searches": ["example.com."], "options": [
             {"name": "ndots", "value": "2"}]}))
-    dns = specs.dns_config(pod, runtime.DNSConfig(servers=("9.9.9.9",)))
-    assert dns == runtime.DNSConfig(servers=("1.1.1.1",), searches=("example.com.",),
-                                    options=("ndots:2",))
+    node = dns.NodeDNS(host=runtime.DNSConfig(servers=("9.9.9.9",)))
+    assert dns.pod_dns(pod, node).config == runtime.DNSConfig(
+        servers=("1.1.1.1",), searches=("example.com.",), options=("ndots:2",))
 
 
 def test_rule_tables_name_every_case_once() -> None:

@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from nodelet import settings as nodelet_settings
 from nodelet.model.core import (
     admission,
+    dns,
     downward,
     envvars,
     etchosts,
@@ -482,7 +483,7 @@ def exercise(pod: pods.Pod) -> None:
     admission.admit(pod, admission.Node(labels={"kubernetes.io/os": "linux"}, name=NODE))
     resources.qos_class(pod)
     sandbox = specs.sandbox_config(pod, attempt=1, logs_root=Path("/var/log/pods"),
-                                   host_dns=runtime.DNSConfig(),
+                                   dns=dns.pod_dns(pod, dns.NodeDNS()).config,
                                    cgroup_parent=specs.pod_cgroup_parent(pod))
     for mapping in sandbox.port_mappings:
         _in(mapping.container_port, INT32, "container port")

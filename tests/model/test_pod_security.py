@@ -270,7 +270,7 @@ def test_container_config_carries_security_stdin_and_tty() -> None:
     sandbox = convert.sandbox_config_to_pb(specs.sandbox_config(
         pod({"securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]},
              "hostNetwork": True}),
-        attempt=0, logs_root=Path("/logs"), host_dns=runtime.DNSConfig()))
+        attempt=0, logs_root=Path("/logs")))
     assert dict(sandbox.linux.sysctls) == {"kernel.shm_rmid_forced": "1"}
     assert sandbox.linux.security_context.namespace_options.network == 2  # NODE
     assert not sandbox.linux.security_context.HasField("run_as_user")

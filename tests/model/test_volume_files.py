@@ -272,10 +272,11 @@ def test_projected_merges_sources_in_order() -> None:
         {"configMap": {"name": "absent", "optional": True}},
         {"secret": {"name": "creds", "items": [{"key": "pass", "path": "a"}]}},
     ]}
-    assert vol.projected_payload(source, lookup, FACTS) == {
+    assert vol.projected_payload(source, lookup, FACTS, {"token": b"jwt"}) == {
         "a": FileSpec(b"s3cr\xc3\xa9t", 0o400),
         "user": FileSpec(b"admin", 0o600),
         "ns": FileSpec(b"default", 0o400),
+        "token": FileSpec(b"jwt", 0o400),
     }
 
 
@@ -283,6 +284,7 @@ def test_projected_merges_sources_in_order() -> None:
     ([{"configMap": {"name": "gone"}}], 'configmap "gone" not found'),
     ([{"secret": {"name": "gone"}}], 'secret "gone" not found'),
     ([{"clusterTrustBundle": {"path": "ca"}}], 'unsupported projected source "clusterTrustBundle"'),
+    ([{"serviceAccountToken": {"path": "token"}}], 'no service account token for path "token"'),
     ([{"configMap": {"name": "cfg"}, "secret": {"name": "creds"}}], "exactly one type"),
 ])
 def test_projected_errors(sources: list[dict[str, Any]], message: str) -> None:

@@ -33,6 +33,8 @@ def test_config_keeps_listeners_private_and_restricts_oom_score_adj(tmp_path: Pa
     assert f'address = "{tmp_path}/containerd/containerd.sock"' in text
     assert f'sandbox_image = "{settings_.PAUSE_IMAGE}"' in text
     assert 'stream_server_port = "0"' in text
+    assert 'stream_server_address = "127.0.0.1"' in text
+    assert "enable_tls_streaming = false" in text
 
 
 async def test_dual_stack_sandbox_gets_both_families(instances: InstanceFactory) -> None:

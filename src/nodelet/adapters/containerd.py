@@ -102,8 +102,10 @@ def render_config(data_dir: Path, settings: settings_.RuntimeSettings, snapshott
     """containerd's config.toml (version 2) for this instance.
 
     Every listener is private to the instance: the gRPC and ttrpc sockets live in the data dir,
-    the debug and metrics listeners are off, and the CRI streaming server takes a random port
-    (its default 10010 would collide between instances).
+    the debug and metrics listeners are off, and the CRI streaming server (exec, attach,
+    port-forward; the node server proxies to it) listens on loopback, plain HTTP, on a port the
+    kernel picks (its default 10010 would collide between instances; containerd 1.6.20 puts the
+    bound port into the URLs it hands out, measured).
     """
     p = ContainerdPaths.of(data_dir)
     cri = '[plugins."io.containerd.grpc.v1.cri"'
@@ -139,6 +141,7 @@ disabled_plugins = [{disabled}]
   enable_selinux = {"true" if host.selinux_enabled() else "false"}
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+  enable_tls_streaming = false
 
 {cri}.containerd]
   snapshotter = {_toml_str(snapshotter)}
@@ -166,6 +169,31 @@ async def _wait_until(predicate: Callable[[], bool], limit: float) -> bool:
             return False
         await asyncio.sleep(_POLL_INTERVAL)
     return True
+
+
+async def _exit_of(pid: int | None) -> None:
+    """Return once process `pid` has ended, woken by the kernel through a pidfd: nothing runs
+    meanwhile (a poll every 0.1 s was a good part of an idle agent's CPU). Returns at once when
+    no pidfd can be had (the process is gone, a kernel before 5.3): the caller polls then."""
+    if pid is None:
+        return
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, _settle, ended)
+    try:
+        await ended
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _make_dirs(*dirs: Path) -> None:
@@ -357,6 +385,7 @@ class EmbeddedContainerd:
         try:
             while True:
                 started = time.monotonic()
+                await _exit_of(self._pid)
                 await _wait_until(lambda: not self._alive(), math.inf)
                 if time.monotonic() - started > _HEALTHY_RUN:
                     backoff = self._settings.restart_backoff

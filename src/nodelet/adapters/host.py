@@ -11,7 +11,7 @@ import platform
 import socket
 from pathlib import Path
 
-from nodelet.model.core import nodes, runtime, usage
+from nodelet.model.core import nodes, usage
 
 
 def host_ip() -> str:
@@ -33,26 +33,18 @@ def host_ip() -> str:
         return "127.0.0.1"
 
 
-def host_dns(resolv_conf: Path = Path("/etc/resolv.conf")) -> runtime.DNSConfig:
-    """The host's resolver, which pods get when there is no cluster DNS (kubelet's Default)."""
-    servers: list[str] = []
-    searches: list[str] = []
-    options: list[str] = []
-    try:
-        lines = resolv_conf.read_text().splitlines()
-    except OSError:
-        return runtime.DNSConfig()
-    for line in lines:
-        fields = line.split("#", 1)[0].split()
-        if len(fields) < 2:
-            continue
-        if fields[0] == "nameserver":
-            servers.append(fields[1])
-        elif fields[0] in ("search", "domain"):
-            searches = fields[1:]
-        elif fields[0] == "options":
-            options.extend(fields[1:])
-    return runtime.DNSConfig(tuple(servers), tuple(searches), tuple(options))
+# The kubelet reads at most 10 MiB of the node's resolv.conf (maxResolveConfLength).
+MAX_RESOLV_CONF_BYTES = 10 * 1024 * 1024
+
+
+def read_resolv_conf(path: Path) -> str:
+    """The node's resolver configuration file (`--resolv-conf`) as text; raises OSError, with
+    the kubelet's wording when it is larger than 10 MiB. Blocking: call it off the loop."""
+    with path.open("rb") as handle:
+        data = handle.read(MAX_RESOLV_CONF_BYTES + 1)
+    if len(data) > MAX_RESOLV_CONF_BYTES:
+        raise OSError("the read limit is reached")  # k8s.io/utils/io ReadAtMost's words
+    return data.decode(errors="replace")
 
 
 def _read(path: Path) -> str:
@@ -93,8 +85,20 @@ def machine_facts(root: Path = Path("/"), storage: Path | None = None) -> nodes.
         boot_id=_read(root / "proc/sys/kernel/random/boot_id"),
         kernel_version=platform.release(),
         os_image=os_image(_read(root / "etc/os-release")),
-        architecture={"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine),
+        architecture=go_arch(machine),
     )
+
+
+# `uname -m` → Go's GOARCH, which the kubelet reports (kubernetes.io/arch, nodeInfo).
+_GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
+           "armv7l": "arm", "armv6l": "arm", "i386": "386", "i686": "386",
+           "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64",
+           "loongarch64": "loong64", "mips64": "mips64"}
+
+
+def go_arch(machine: str) -> str:
+    """The Go architecture name of `platform.machine()` (unknown ones as they are)."""
+    return _GOARCH.get(machine, machine)
 
 
 def filesystem_size(path: Path) -> int:

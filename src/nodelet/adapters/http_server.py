@@ -6,13 +6,13 @@ Routes (all GET):
                  condition transition times and startTime with microseconds
     /events      v1 EventList; `?pod=NAME` and `?namespace=NS` filter by the involved pod;
                  `?precise=true` writes firstTimestamp/lastTimestamp with microseconds
-    /healthz     200 `ok`, or 500 listing the checks (`?verbose` lists them always), as
-                 kube-apiserver does
+    /healthz     200 `ok`, or 500 listing the checks (`?verbose` lists them always, then the
+                 feature gates), as kube-apiserver does
     /manifests   JSON list: how each static pod manifest document was read
     /metrics     Prometheus text exposition
     /ui          the web UI (HTML, `adapters/web`): the pods with their condition badges;
     /ui/pods/NAMESPACE/NAME   one pod: start-up timeline, sandbox error, conditions, events;
-    /ui/node     sandbox-ready latency histogram and sandbox failures by error class;
+    /ui/node     sandbox-ready latency histogram, sandbox failures by error class, feature gates;
     /ui/static/FILE           its stylesheet and script
 
 The server only reads through an `AgentView`; the app wires one over the status manager, the
@@ -36,7 +36,8 @@ import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import ssl
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -156,7 +157,8 @@ class _Guard(asyncio.Protocol):
             self._timer = None
 
     def _expire(self) -> None:
-        if self._transport is not None:
+        # A closing TLS transport (its shutdown still running) must not be asked again.
+        if self._transport is not None and not self._transport.is_closing():
             log.info("closing a connection from %s: no complete request within %.0f s",
                      self._transport.get_extra_info("peername"), self._guards.header_timeout)
             self._transport.close()
@@ -182,11 +184,14 @@ class _Guards:
 
 
 class _GuardedSite(web.TCPSite):
-    """A TCP site whose connections are wrapped in a `_Guard`."""
+    """A TCP site whose connections are wrapped in a `_Guard`; with `ssl_context`, TLS whose
+    handshake must also finish within the header timeout (the node server's)."""
 
-    def __init__(self, runner: web.AppRunner, host: str, port: int, guards: _Guards) -> None:
-        super().__init__(runner, host, port)
+    def __init__(self, runner: web.AppRunner, host: str, port: int, guards: _Guards,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        super().__init__(runner, host, port, ssl_context=ssl_context)
         self._guards = guards
+        self._tls = ssl_context
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with its runner
@@ -196,15 +201,25 @@ class _GuardedSite(web.TCPSite):
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _Guard(server(), guards), self._host, self._port,
-            reuse_address=self._reuse_address, reuse_port=self._reuse_port)
+            reuse_address=self._reuse_address, reuse_port=self._reuse_port, ssl=self._tls,
+            ssl_handshake_timeout=guards.header_timeout if self._tls is not None else None)
+
+
+# For the node server (adapters.node_server): the same guard over its TLS listener.
+ConnectionGuards = _Guards
+GuardedSite = _GuardedSite
 
 
 class HttpServer:
     """The API server over `view`. `await start(...)`, then `await stop()` (idempotent)."""
 
-    def __init__(self, view: AgentView, timeouts: Timeouts | None = None) -> None:
+    def __init__(self, view: AgentView, timeouts: Timeouts | None = None, *,
+                 feature_gates: Sequence[tuple[str, bool]] = ()) -> None:
+        """`feature_gates`: the agent's gates by name, shown by `/healthz?verbose` and the
+        UI's node page."""
         self._view = view
         self._timeouts = timeouts or Timeouts()
+        self._gates = tuple(feature_gates)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -227,7 +242,8 @@ class HttpServer:
                 f"bind 127.0.0.1 or pass a token file"
             )
         guards = _Guards(self._timeouts.header)
-        runner = web.AppRunner(_make_app(self._view, token, guards), access_log=None,
+        runner = web.AppRunner(_make_app(self._view, token, guards, self._gates),
+                               access_log=None,
                                keepalive_timeout=self._timeouts.idle)
         await runner.setup()
         try:
@@ -252,11 +268,12 @@ def _bound_port(runner: web.AppRunner) -> int:
     return int(address[1])
 
 
-def _make_app(view: AgentView, token: str | None, guards: _Guards) -> web.Application:
+def _make_app(view: AgentView, token: str | None, guards: _Guards,
+              gates: Sequence[tuple[str, bool]] = ()) -> web.Application:
     middlewares = [guards.middleware]
     middlewares += [_auth_middleware(token)] if token is not None else []
     app = web.Application(middlewares=middlewares)
-    routes = _Routes(view)
+    routes = _Routes(view, gates=gates)
     app.router.add_get("/pods", routes.pods)
     app.router.add_get("/events", routes.events)
     app.router.add_get("/healthz", routes.healthz)
@@ -311,9 +328,11 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 class _Routes:
-    def __init__(self, view: AgentView, timeouts: Timeouts | None = None) -> None:
+    def __init__(self, view: AgentView, timeouts: Timeouts | None = None, *,
+                 gates: Sequence[tuple[str, bool]] = ()) -> None:
         self._view = view
         self._timeouts = timeouts or Timeouts()
+        self._gates = tuple(gates)
         self._ui = pages.Ui()
 
     async def pods(self, request: web.Request) -> web.Response:
@@ -328,7 +347,7 @@ class _Routes:
 
     async def healthz(self, request: web.Request) -> web.Response:
         checks = self._view.health()
-        text = hm.healthz_text(checks, verbose=_flag(request, "verbose"))
+        text = hm.healthz_text(checks, verbose=_flag(request, "verbose"), gates=self._gates)
         return web.Response(status=200 if hm.healthy(checks) else 500, text=text)
 
     async def manifests(self, request: web.Request) -> web.Response:
@@ -354,7 +373,7 @@ class _Routes:
 
     async def ui_node(self, request: web.Request) -> web.Response:
         page = self._ui.node_page(self._view.sandbox_metrics(), self._view.pods(),
-                                  datetime.now(UTC))
+                                  datetime.now(UTC), gates=self._gates)
         return _html(page)
 
     async def ui_static(self, request: web.Request) -> web.Response:

@@ -9,7 +9,8 @@ Requests are not retried here: callers own their retry policy (back-off, coalesc
 
 Calls: pods (list, watch, get, create, PATCH status as a strategic merge patch with the pod UID as
 precondition, DELETE with grace period and UID precondition), events (create, patch), nodes
-(get, create, patch, patch status), leases (get, create, replace); any collection (list,
+(get, create, patch, patch status), leases (get, create, replace), service account tokens
+(create: TokenRequest); any collection (list,
 watch: configmaps and secrets are read that way, one object each, by `Reflector`).
 
 Exceptions (all carry `.status` — the HTTP code, 0 for transport errors — and `.reason`)::
@@ -30,7 +31,7 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,7 +161,9 @@ class KubeClient:
         limiter: ratelimit.TokenBucket | None = None,
         settings: ClientSettings | None = None,
         user_agent: str = "nodelet",
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """`tls`: `config.ssl_context()` made already (on a thread: it writes files)."""
         self._config = config
         self._limiter = limiter or ratelimit.TokenBucket(0, 1)
         self.settings = settings or ClientSettings()
@@ -168,7 +171,7 @@ class KubeClient:
         if config.token:
             headers["Authorization"] = f"Bearer {config.token}"
         # True: aiohttp's default verification (plain http ignores it).
-        self._ssl: ssl.SSLContext | bool = config.ssl_context() or True
+        self._ssl: ssl.SSLContext | bool = tls or config.ssl_context() or True
         # No connection limit (aiohttp's default is 100): without HTTP/2 every open watch holds
         # a connection — one per ConfigMap/Secret pods read — and a full pool would stall every
         # other call. Requests are bounded by the rate limiter instead.
@@ -179,6 +182,19 @@ class KubeClient:
 
     async def close(self) -> None:
         await self._session.close()
+
+    def use_config(self, config: kubeconfig.KubeConfig, *,
+                   tls: ssl.SSLContext | None = None) -> None:
+        """Authenticate new requests with `config` (a rotated client certificate; `tls` its
+        `ssl_context()` made on a thread). Requests and watches in flight finish on their
+        connections; new ones open connections with the new TLS context (aiohttp pools
+        connections per context)."""
+        self._ssl = tls or config.ssl_context() or True
+        if config.token:
+            self._session.headers["Authorization"] = f"Bearer {config.token}"
+        else:
+            self._session.headers.pop("Authorization", None)
+        self._config = config
 
     @property
     def limiter(self) -> ratelimit.TokenBucket:
@@ -230,18 +246,30 @@ class KubeClient:
     # -- list + watch ---------------------------------------------------------------------------
 
     async def list_objects(
-        self, path: str, *, field_selector: str = ""
+        self, path: str, *, field_selector: str = "", label_selector: str = "",
+        page_size: int = 0,
     ) -> tuple[list[apijson.Obj], str]:
-        """The items at `path` and the list's resourceVersion (to watch from)."""
-        params = {"fieldSelector": field_selector} if field_selector else None
-        answer = await self.request("GET", path, params=params)
-        items = answer.get("items") or []
-        return [i for i in items if isinstance(i, dict)], str(
-            answer.get("metadata", {}).get("resourceVersion", ""))
+        """The items at `path` and the list's resourceVersion (to watch from). With
+        `page_size`, in pages of that many items (`limit` and `continue`, as kubectl's 500);
+        an expired continue token raises Gone: list again."""
+        params = {"fieldSelector": field_selector} if field_selector else {}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if page_size:
+            params["limit"] = str(page_size)
+        items: list[apijson.Obj] = []
+        while True:
+            answer = await self.request("GET", path, params=params or None)
+            items += [i for i in answer.get("items") or [] if isinstance(i, dict)]
+            meta = answer.get("metadata") or {}
+            if not page_size or not meta.get("continue"):
+                return items, str(meta.get("resourceVersion", ""))
+            params["continue"] = str(meta["continue"])
 
     async def watch(
-        self, path: str, *, resource_version: str, field_selector: str = ""
-    ) -> AsyncIterator[WatchEvent]:
+        self, path: str, *, resource_version: str, field_selector: str = "",
+        label_selector: str = "",
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Changes at `path` after `resource_version`, bookmarks included, until the server
         ends the watch (`watch_timeout`). Raises Gone (relist), Unavailable (nothing received
         for `watch_inactivity` seconds, or the connection broke) and other KubeErrors."""
@@ -251,6 +279,8 @@ class KubeClient:
                   "timeoutSeconds": str(self.settings.watch_timeout)}
         if field_selector:
             params["fieldSelector"] = field_selector
+        if label_selector:
+            params["labelSelector"] = label_selector
         what = f"WATCH {path}"
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.settings.request_timeout)
         self.calls += 1
@@ -300,6 +330,17 @@ class KubeClient:
                 "preconditions": {"uid": uid}}
         return await self.request("DELETE", pod_path(namespace, name), body=body)
 
+    # -- service account tokens -------------------------------------------------------------------
+
+    async def create_token(
+        self, namespace: str, service_account: str, request: apijson.Obj
+    ) -> apijson.Obj:
+        """POST an authentication.k8s.io/v1 TokenRequest to the ServiceAccount's `token`
+        subresource; the answer carries `status.token` and `status.expirationTimestamp`."""
+        return await self.request(
+            "POST", _path("/api/v1", "serviceaccounts", namespace, service_account, "token"),
+            body=request)
+
     # -- events ---------------------------------------------------------------------------------
 
     async def create_event(self, namespace: str, event: apijson.Obj) -> apijson.Obj:
@@ -337,6 +378,15 @@ class KubeClient:
         """PUT; Conflict when `lease` carries a stale resourceVersion."""
         return await self.request("PUT", _path(_LEASES, "leases", namespace, name), body=lease)
 
+    # -- certificate signing requests (TLS bootstrap and rotation) -------------------------------
+
+    async def create_csr(self, csr: apijson.Obj) -> apijson.Obj:
+        return await self.request("POST", CSR_PATH, body=csr)
+
+
+# certificates.k8s.io/v1 CertificateSigningRequests (cluster-scoped): create, list, watch.
+CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+
 
 def _decode(text: str) -> Any:
     try:
@@ -367,9 +417,11 @@ class Reflector:
     """List, then watch from the list's resourceVersion, for ever: the client-go reflector.
 
     Keeps `store` (objects by UID) current and calls `on_change(store)` after the initial list,
-    every relist and every change (bookmarks only move the resourceVersion). A 410 Gone relists
-    at once; other failures retry after a doubling back-off; a watch the server ends is renewed
-    from the last resourceVersion seen.
+    every relist and every change (bookmarks only move the resourceVersion). During the call
+    `changed` is the UID of the one object a watch event added, changed or removed, None after
+    a (re)list: a consumer can update itself by that one object, not by the whole store.
+    A 410 Gone relists at once; other failures retry after a doubling back-off; a watch the
+    server ends is renewed from the last resourceVersion seen.
     """
 
     def __init__(
@@ -378,12 +430,16 @@ class Reflector:
         *,
         path: str,
         field_selector: str = "",
+        label_selector: str = "",
+        page_size: int = 0,
         on_change: Callable[[Mapping[str, apijson.Obj]], None],
         name: str = "reflector",
     ) -> None:
         self._client = client
         self._path = path
         self._selector = field_selector
+        self._labels = label_selector
+        self._page_size = page_size  # 0: one list call (the API server's default)
         self._on_change = on_change
         self._name = name
         settings = client.settings
@@ -395,6 +451,7 @@ class Reflector:
         self.lists = 0
         self.last_error: str | None = None
         self.last_event = 0.0  # monotonic time of the last list or watch event
+        self.changed: str | None = None  # see the class doc
 
     async def run(self) -> None:
         while True:
@@ -413,7 +470,9 @@ class Reflector:
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
-        items, rv = await self._client.list_objects(self._path, field_selector=self._selector)
+        items, rv = await self._client.list_objects(
+            self._path, field_selector=self._selector, label_selector=self._labels,
+            page_size=self._page_size)
         self.store = {str(i["metadata"]["uid"]): i for i in items if i.get("metadata")}
         self.resource_version = rv
         self.lists += 1
@@ -421,11 +480,12 @@ class Reflector:
         self.listed.set()
         self.last_error = None
         self.last_event = time.monotonic()
+        self.changed = None
         self._on_change(self.store)
 
     async def _watch(self) -> None:
         events = self._client.watch(self._path, resource_version=self.resource_version,
-                                    field_selector=self._selector)
+                                    field_selector=self._selector, label_selector=self._labels)
         async for event in events:
             self._backoff.reset()
             self.last_error = None
@@ -440,4 +500,5 @@ class Reflector:
                 self.store.pop(uid, None)
             else:
                 self.store[uid] = event.object
+            self.changed = uid
             self._on_change(self.store)

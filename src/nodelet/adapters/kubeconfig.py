@@ -1,5 +1,7 @@
 """Reading a kubeconfig file into what the Kubernetes adapter needs to connect.
 
+`write_client_cert_config` writes the kubeconfig of a bootstrapped node.
+
 Supported, as kubectl reads them: the current context (or a named one); `server`;
 `certificate-authority` / `certificate-authority-data`; `insecure-skip-tls-verify`; bearer
 `token` / `tokenFile`; `client-certificate(-data)` + `client-key(-data)`. Relative file paths
@@ -41,23 +43,29 @@ class KubeConfig:
     client_key_pem: bytes | None = None
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS context for an https server (None for http)."""
+        """The TLS context for an https server (None for http); KubeconfigError when the
+        CA, certificate or key cannot be loaded. Blocking (it writes the client pair to a
+        temp dir, which `ssl` wants): call it on a thread from the event loop."""
         if not self.server.startswith("https://"):
             return None
         context = ssl.create_default_context()
-        if self.insecure:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        elif self.ca_pem is not None:
-            context.load_verify_locations(cadata=self.ca_pem.decode())
-        if self.client_cert_pem is not None and self.client_key_pem is not None:
-            # ssl wants files; they live only as long as this call.
-            with tempfile.TemporaryDirectory(prefix="nodelet-kube-") as tmp:
-                cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
-                cert.write_bytes(self.client_cert_pem)
-                key.touch(mode=0o600)
-                key.write_bytes(self.client_key_pem)
-                context.load_cert_chain(cert, key)
+        try:
+            if self.insecure:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            elif self.ca_pem is not None:
+                context.load_verify_locations(cadata=self.ca_pem.decode())
+            if self.client_cert_pem is not None and self.client_key_pem is not None:
+                # ssl wants files; they live only as long as this call.
+                with tempfile.TemporaryDirectory(prefix="nodelet-kube-") as tmp:
+                    cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
+                    cert.write_bytes(self.client_cert_pem)
+                    key.touch(mode=0o600)
+                    key.write_bytes(self.client_key_pem)
+                    context.load_cert_chain(cert, key)
+        except (ssl.SSLError, ValueError) as exc:
+            raise KubeconfigError(f"TLS credentials for {self.server} cannot be used: "
+                                  f"{exc}") from exc
         return context
 
 
@@ -131,3 +139,29 @@ def _read(file: Path, key: str, path: Path) -> bytes:
         return file.read_bytes()
     except OSError as exc:
         raise KubeconfigError(f"kubeconfig {path}: cannot read {key} {file}: {exc}") from exc
+
+
+def write_client_cert_config(path: Path, *, cluster: KubeConfig, cert_file: Path) -> None:
+    """Write (atomically) the kubeconfig the kubelet writes after TLS bootstrap: the bootstrap
+    kubeconfig's server and CA, and the client certificate and key both read from `cert_file`
+    (the store's `-current` symlink, so a rotation needs no new kubeconfig)."""
+    entry: dict[str, Any] = {"server": cluster.server}
+    if cluster.ca_pem is not None:
+        entry["certificate-authority-data"] = base64.b64encode(cluster.ca_pem).decode()
+    if cluster.insecure:
+        entry["insecure-skip-tls-verify"] = True
+    doc = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "default-context",
+        "clusters": [{"name": "default-cluster", "cluster": entry}],
+        "contexts": [{"name": "default-context",
+                      "context": {"cluster": "default-cluster", "user": "default-auth"}}],
+        "users": [{"name": "default-auth", "user": {"client-certificate": str(cert_file),
+                                                    "client-key": str(cert_file)}}],
+    }
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+        tmp.replace(path)
+    except OSError as exc:
+        raise KubeconfigError(f"cannot write kubeconfig {path}: {exc}") from exc

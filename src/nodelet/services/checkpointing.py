@@ -3,10 +3,10 @@
 The status manager and the event recorder write through a `CheckpointWriter` (a
 `checkpoint.Store`) from the event loop. A write only goes into a dirty set — one entry per pod
 UID, per event key, and one pending prune, so the newest value of each wins — and wakes the
-writer task (`checkpoint-writer`), which writes the whole set in one transaction on the writer's
-own thread (the one sqlite3 connection lives and is used only there). SQLite waits at most
-`busy_timeout` seconds for another connection's lock, on that thread: the event loop never waits
-for the disk.
+writer task (`checkpoint-writer`), which waits `write_delay` for the rest of a burst and writes
+the whole set in one transaction on the writer's own thread (the one sqlite3 connection lives
+and is used only there). SQLite waits at most `busy_timeout` seconds for another connection's
+lock, on that thread: the event loop never waits for the disk.
 
 A write that fails (disk full, locked longer than the busy timeout) is not lost: its entries go
 back into the dirty set, unless a newer value replaced them meanwhile, and the writer tries again
@@ -159,6 +159,7 @@ class CheckpointWriter:
         delays = backoff.Backoff(self._settings.retry_backoff, self._settings.retry_backoff_max)
         while True:
             await self._wake.wait()
+            await asyncio.sleep(self._settings.write_delay)  # the rest of a burst joins
             self._wake.clear()
             if await self._write_dirty():
                 delays.reset()

@@ -1,19 +1,28 @@
 """Cluster mode: nodelet as a node of a Kubernetes cluster (`--kubeconfig`).
 
-`ClusterMode` is the one entry point the agent wires in. It owns two API clients (one for
-everything, rate-limited by `qps`/`burst` like the kubelet's `--kube-api-qps/--kube-api-burst`,
-and one for events with its own limit, as the kubelet's event client) and these loops, each a
-named, supervised task:
+`ClusterMode` is the one entry point the agent wires in. It owns four API clients: one for
+everything, rate-limited by `qps`/`burst` like the kubelet's `--kube-api-qps/--kube-api-burst`;
+one for events with its own limit, as the kubelet's event client; one for the Lease and the
+node status without a limit, as the kubelet's heartbeat client (nothing may queue the node's
+heartbeat); and one for the node server's TokenReviews and SubjectAccessReviews with its own
+limit (`review_qps`/`review_burst`, `api_client()`). And these loops, each a named, supervised
+task:
 
 - `node-status`: registers the Node and keeps its status (`nodestatus.NodeReporter`);
 - `node-lease`: renews the Lease (`leases.LeaseKeeper`);
 - `pod-watch`: the desired pods bound to this node (`apisource.ApiPodSource` → `on_pods`);
+- `service-watch`: the Services with a cluster IP, for containers' service environment
+  variables (`servicewatch.ServiceWatch`, the kubelet's Service informer);
 - `status-sync`: API pod statuses from the status manager (`statussync.StatusSync`);
 - `event-sink`: the recorder's events as v1 Events (`eventposting.EventSink`);
 - `object-watch:<kind>:<namespace>/<name>`: one watch per ConfigMap or Secret a pod reads
   (`objectwatches.ObjectWatches`), from the first pod reading it to the last;
 - `mirror-pods`: the mirror pods of the static pods (`mirrors.MirrorPods`), whose status the
   status sync writes;
+- `token-refresh`: wakes (`on_token_due`) the pods whose projected service account tokens are
+  due for a refresh (`tokens.TokenManager`, which fetches them through TokenRequest);
+- `cert-rotation`: renews the client certificate of a node that joined by TLS bootstrap
+  (`certificates.ClientCertificates`, `--bootstrap-kubeconfig`) before it expires;
 - `pod-delete`: the final delete (grace 0, UID precondition) of pods deleted in the API, once
   their worker is done (`pod_gone`) and their last status reached the API.
 
@@ -25,26 +34,33 @@ errors are logged and retried, never raised.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import datetime
+from typing import Any
 
 from nodelet import settings as settings_mod
 from nodelet.adapters import host, kube, kubeconfig
 from nodelet.helpers import backoff, ratelimit, tasks
-from nodelet.model.core import apijson, configs, health, nodes, pods
+from nodelet.model.core import apijson, configs, health, nodes, pods, statuspatch
+from nodelet.model.core import runtime as rt
 from nodelet.services import (
     apisource,
+    certificates,
     eventposting,
     leases,
     mirrors,
     nodestatus,
     objectwatches,
     recording,
+    servicewatch,
     statuses,
     statussync,
+    tokens,
 )
 
 log = logging.getLogger(__name__)
@@ -61,6 +77,10 @@ ClusterSettings = settings_mod.ClusterSettings
 class ClusterMode:
     """Nodelet's part of a cluster. `await start()`, later `await stop()`.
 
+    With `settings.bootstrap_kubeconfig`, `start()` first makes sure `settings.kubeconfig`
+    holds a client certificate (TLS bootstrap: `certificates`); `ClusterError` names a CSR
+    that was denied.
+
     Callbacks into the agent:
     - `on_pods(desired)`: the complete set of API pods to run (see `apisource`); called from
       the event loop, synchronously, after every change;
@@ -75,6 +95,8 @@ class ClusterMode:
       mirror pods are kept in the API; may be called before `start()`.
     """
 
+    certificates: certificates.ClientCertificates | None = None  # TLS bootstrap only
+
     def __init__(
         self,
         *,
@@ -87,14 +109,18 @@ class ClusterMode:
         runtime: nodestatus.RuntimeInfo,
         on_pods: Callable[[Mapping[pods.PodUID, pods.Pod]], None],
         on_objects: Callable[[set[objectwatches.ObjectKey]], None] = lambda keys: None,
+        on_token_due: Callable[[pods.PodUID], None] = lambda uid: None,
         clock: Callable[[], datetime],
         node_spec: nodes.NodeSpec | None = None,
         pressure: Callable[[], frozenset[str]] = frozenset,
+        images: Callable[[], Awaitable[Sequence[rt.ImageInfo]]] | None = None,
     ) -> None:
         """`node_spec`: what the Node says about this node (capacity, allocatable, labels);
         None: read from this machine with the default max pods and no reservations;
-        `pressure()`: the node's pressure conditions that are True."""
+        `pressure()`: the node's pressure conditions that are True; `images()`: the
+        runtime's images, for the Node's `status.images` (None: not reported)."""
         self._pressure = pressure
+        self._images = images
         self.settings = settings
         self._node_name = node_name
         self._host_ip = host_ip
@@ -104,6 +130,8 @@ class ClusterMode:
         self._runtime = runtime
         self._on_pods = on_pods
         self._on_objects = on_objects
+        self._on_token_due = on_token_due
+        self.tokens: tokens.TokenManager | None = None
         self._clock = clock
         self._node_spec = node_spec
         self._group = tasks.TaskGroup()
@@ -114,22 +142,33 @@ class ClusterMode:
         self._readers: Mapping[pods.PodUID, AbstractSet[objectwatches.ObjectKey]] = {}
         self.mirrors: mirrors.MirrorPods | None = None
         self.objects: objectwatches.ObjectWatches | None = None
+        # The Services (None until start()): `service_source()`.
+        self.services: servicewatch.ServiceWatch | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
         s = self.settings
-        config = kubeconfig.load(s.kubeconfig)
         client_settings = kube.ClientSettings(
             request_timeout=s.request_timeout, watch_timeout=s.watch_timeout,
             watch_inactivity=s.watch_inactivity, watch_backoff=s.watch_backoff,
             watch_backoff_max=s.watch_backoff_max)
+        await self._bootstrap(client_settings)
+        config = kubeconfig.load(s.kubeconfig)
         self.client = kube.KubeClient(config, limiter=ratelimit.TokenBucket(s.qps, s.burst),
                                       settings=client_settings)
         self.event_client = kube.KubeClient(
             config, limiter=ratelimit.TokenBucket(s.event_qps, s.event_burst),
             settings=client_settings)
-        self._clients = [self.client, self.event_client]
+        # As the kubelet's HeartbeatClient: no client-side rate limit for the Lease and the
+        # node status, so no burst of other calls (pod statuses, reviews) delays them.
+        self.heartbeat_client = kube.KubeClient(
+            config, limiter=ratelimit.TokenBucket(0, 1), settings=client_settings)
+        self.review_client = kube.KubeClient(
+            config, limiter=ratelimit.TokenBucket(s.review_qps, s.review_burst),
+            settings=client_settings)
+        self._clients = [self.client, self.event_client, self.heartbeat_client,
+                         self.review_client]
         self._build()
         try:
             await asyncio.wait_for(self._first_contact(), s.start_timeout)
@@ -140,6 +179,35 @@ class ClusterMode:
                 f"within {s.start_timeout:.0f}s: {exc or 'timed out'}; check --kubeconfig and "
                 "that the API server is reachable") from exc
         self._start_loops()
+        if self.certificates is not None and s.rotate_certificates:
+            self._supervise("cert-rotation",
+                            functools.partial(self.certificates.run, self._use_config))
+
+    async def _bootstrap(self, client_settings: kube.ClientSettings) -> None:
+        """TLS bootstrap (`--bootstrap-kubeconfig`): a client certificate in `kubeconfig`."""
+        if self.settings.bootstrap_kubeconfig is None:
+            return
+        self.certificates = certificates.ClientCertificates(
+            settings=self.settings, node_name=self._node_name, client_settings=client_settings,
+            clock=self._clock)
+        try:
+            await self.certificates.bootstrap()
+        except (certificates.CertificateError, kube.KubeError) as exc:
+            raise ClusterError(f"TLS bootstrap of node {self._node_name} failed: {exc}") from exc
+
+    async def _use_config(self, config: kubeconfig.KubeConfig) -> None:
+        """A rotated client certificate: new connections of every client use it (one TLS
+        context, made on a thread: it writes the key to a temp dir)."""
+        tls = await asyncio.to_thread(config.ssl_context)
+        for client in self._clients:
+            client.use_config(config, tls=tls)
+
+    def _supervise(self, name: str, start: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run the loop `start()` as task `name`, started again after a back-off whenever
+        it crashes (a crash is logged): these loops must not stop silently."""
+        s = self.settings
+        self._group.supervise(name, start, backoff=backoff.Backoff(
+            s.loop_restart_backoff, s.loop_restart_backoff_max))
 
     def _build(self) -> None:
         s = self.settings
@@ -147,11 +215,12 @@ class ClusterMode:
             name=self._node_name, host_ip=self._host_ip, machine=host.machine_facts(),
             pod_cidrs=self._pod_cidrs)
         self.node = nodestatus.NodeReporter(
-            client=self.client, spec=spec, runtime=self._runtime, clock=self._clock,
+            client=self.heartbeat_client, spec=spec, runtime=self._runtime, clock=self._clock,
             monotonic=time.monotonic, update_period=s.node_status_period,
-            report_period=s.node_report_period, pressure=self._pressure)
+            report_period=s.node_report_period, pressure=self._pressure, images=self._images)
         self.lease = leases.LeaseKeeper(
-            client=self.client, node_name=self._node_name, node_uid=lambda: self.node.uid,
+            client=self.heartbeat_client, node_name=self._node_name,
+            node_uid=lambda: self.node.uid,
             clock=self._clock, duration=s.lease_duration, renew_period=s.lease_renew_period)
         self.source = apisource.ApiPodSource(
             client=self.client, node_name=self._node_name, on_pods=self._on_pods)
@@ -171,6 +240,10 @@ class ClusterMode:
         self.events = eventposting.EventSink(client=self.event_client)
         self.objects = objectwatches.ObjectWatches(
             client=self.client, group=self._group, on_change=self._on_objects)
+        self.services = servicewatch.ServiceWatch(self.client, wait_timeout=s.request_timeout)
+        self.tokens = tokens.TokenManager(
+            fetch=self._fetch_token, clock=self._clock, on_due=self._on_token_due,
+            retry=s.token_retry, retry_max=s.token_retry_max)
         self.objects.set_readers(self._readers)  # read before start(): static pods'
 
     async def _first_contact(self) -> None:
@@ -179,6 +252,8 @@ class ClusterMode:
         await self.node.register()
         await self.lease.renew()
         self._group.spawn("pod-watch", self.source.run())
+        if self.services is not None:  # not waited for: pods wait in service_env
+            self._supervise("service-watch", self.services.run)
         await self.source.reflector.listed.wait()
 
     def _start_loops(self) -> None:
@@ -190,6 +265,8 @@ class ClusterMode:
         self._group.spawn("node-lease", self._lease_loop())
         self._group.spawn("status-sync", self.status_sync.run())
         self._group.spawn("event-sink", self.events.run())
+        if self.tokens is not None:
+            self._supervise("token-refresh", self.tokens.run)
         if self.mirrors is not None:
             self._group.spawn("mirror-pods", self.mirrors.run())
         # Statuses set before the sync subscribed (static pods start before the cluster is
@@ -220,12 +297,32 @@ class ClusterMode:
 
     # -- calls from the agent ---------------------------------------------------------------------
 
+    def api_client(self) -> kube.KubeClient | None:
+        """The node server's reviews' client, with its own rate limit (None before `start()`
+        made it)."""
+        return self.review_client if self._clients else None
+
     def lookup_object(self, kind: str, namespace: str, name: str) -> configs.ConfigObject | None:
         """The object as its watch last saw it; None: absent, not listed yet, or no pod
         reads it."""
         if self.objects is None:
             return None
         return self.objects.lookup(kind, namespace, name)
+
+    def object_listed(self, kind: str, namespace: str, name: str) -> bool:
+        """Whether None from `lookup_object` is the API's word, not "not read yet"."""
+        return self.objects is None or self.objects.listed(kind, namespace, name)
+
+    async def service_account_token(self, request: tokens.Request) -> tokens.Token:
+        """A pod's projected token (the volume manager's token source); raises
+        `tokens.FetchError` with the API's words."""
+        if self.tokens is None:
+            raise tokens.FetchError("failed to fetch token: cluster mode has not started")
+        return await self.tokens.token(request)
+
+    async def _fetch_token(self, request: tokens.Request) -> apijson.Obj:
+        return await self.client.create_token(request.namespace, request.service_account,
+                                              request.body())
 
     async def objects_fetched(self, keys: set[tuple[str, str, str]]) -> None:
         """Until the watched ConfigMaps and Secrets of `keys` were listed once (bounded by
@@ -251,6 +348,8 @@ class ClusterMode:
     def pod_gone(self, uid: pods.PodUID) -> None:
         """The worker of `uid` is done. A pod deleted in the API is now deleted for good; a
         static pod that left the manifests loses its mirror pod."""
+        if self.tokens is not None:
+            self.tokens.forget_pod(uid)  # its service account tokens are of no more use
         if self.mirrors is not None:
             self.mirrors.pod_gone(uid)
         obj = self.source.api_object(uid)
@@ -268,16 +367,11 @@ class ClusterMode:
 
     async def _delete(self, uid: pods.PodUID, namespace: str, name: str) -> None:
         s = self.settings
-        # The last status (containers terminated, condition False) goes first, as the kubelet
-        # deletes only after its final status PATCH.
-        try:
-            async with asyncio.timeout(s.delete_status_wait):
-                await self.status_sync.wait_in_sync(uid)
-        except TimeoutError:
-            log.warning("deleting pod %s/%s before its last status reached the API", namespace,
-                        name)
         retry = backoff.Backoff(s.delete_retry, s.delete_retry_max)
         try:
+            if not await self._terminal_in_api(uid, namespace, name, retry):
+                return  # the pod left the API meanwhile
+            retry.reset()
             while True:
                 try:
                     await self.client.delete_pod(namespace, name, uid=uid, grace=0)
@@ -292,6 +386,26 @@ class ClusterMode:
                     await asyncio.sleep(delay)
         finally:
             self._deleting.discard(uid)
+
+    async def _terminal_in_api(self, uid: pods.PodUID, namespace: str, name: str,
+                               retry: backoff.Backoff) -> bool:
+        """Wait until the API has the pod's terminal phase (True) or the pod is gone from it
+        (False). The last status (containers terminated, condition False, a terminal phase)
+        goes first: as the kubelet 1.27+ (canBeDeleted), a pod is never deleted before the
+        API has it Succeeded or Failed; the status sync retries a failed PATCH meanwhile."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settings.delete_status_wait):
+                    await self.status_sync.wait_in_sync(uid)
+            if self.source.api_object(uid) is None:
+                return False
+            phase = self.status_sync.api_phase(uid)
+            if phase in statuspatch.TERMINAL_PHASES:
+                return True
+            delay = retry.next_delay()
+            log.warning("not deleting pod %s/%s yet: its phase in the API is %s, not terminal; "
+                        "checking again in %.1fs", namespace, name, phase, delay)
+            await asyncio.sleep(delay)
 
     def _removed(self, uids: set[pods.PodUID]) -> None:
         for uid in uids:

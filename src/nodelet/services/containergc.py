@@ -18,6 +18,7 @@ Failures are logged and counted in `GCResult.errors`, never raised: the next rou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -216,7 +217,9 @@ async def remove_container(client: cri.RuntimeClient, container: runtime.Contain
     log_path = container.log_path or await _log_path(client, container.id)
     if container.state is runtime.ContainerState.UNKNOWN:
         await client.stop_container(container.id, containers_mod.MIN_GRACE_SECONDS)
-    await client.remove_container(container.id)
+    # The collector and the pod's worker may pick the same container at once.
+    with contextlib.suppress(cri.NotFound):
+        await client.remove_container(container.id)
     await asyncio.to_thread(logrotation.remove_logs, log_path)
 
 

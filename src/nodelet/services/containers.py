@@ -15,7 +15,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -23,7 +23,7 @@ from nodelet.adapters.cri import client as cri
 from nodelet.model.core import crilogs, downward, envvars, pods, runtime, sandboxes, security, specs
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
-from nodelet.services import hooks, images, recording, volumes
+from nodelet.services import hooks, images, recording, servicewatch, volumes
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,10 @@ class ContainerRunner:
         security: security.Options,
         lookup: vol.Lookup,
         node: downward.Node,
+        services: Callable[[], servicewatch.ServiceSource | None] = lambda: None,
     ) -> None:
+        """`services()`: the cluster's Services for service links (None: standalone)."""
+        self._services = services
         self._security = security
         # Env vars read ConfigMaps and Secrets through the volume manager's lookup.
         self._lookup = lookup
@@ -116,10 +119,13 @@ class ContainerRunner:
         envFrom keys that are no variable names are skipped with a Warning event."""
         facts = downward.pod_facts(pod, self._node, sandboxes.sandbox_ips(sandbox))
         try:
-            environment = envvars.resolve(container, lookup=self._lookup, facts=facts)
-            mounts = await asyncio.to_thread(volumes.expand_sub_paths, container, mounts,
-                                             environment.mapping,
-                                             pod_dir=self._pods_root / pod.uid)
+            environment = envvars.resolve(
+                container, lookup=self._lookup, facts=facts,
+                service_env=await servicewatch.service_env(pod, self._services()))
+            if any(m.sub_path or m.sub_path_expr for m in container.volume_mounts):
+                mounts = await asyncio.to_thread(volumes.expand_sub_paths, container, mounts,
+                                                 environment.mapping,
+                                                 pod_dir=self._pods_root / pod.uid)
         except envvars.ConfigError as exc:
             self.config_error(pod, container, exc.message, waiting)
         for skipped in environment.skipped:

@@ -18,26 +18,27 @@ from pathlib import Path
 from nodelet.model.core import etchosts, pods, runtime
 
 NODE_HOSTS = Path("/etc/hosts")
-# nodelet has no --cluster-domain flag: FQDNs are those of a kubelet without one.
-CLUSTER_DOMAIN = ""
 _MODE = 0o644
 
 
 async def hosts_mount(
-    pods_root: Path, pod: pods.Pod, pod_ips: Sequence[str], *, node_hosts: Path = NODE_HOSTS
+    pods_root: Path, pod: pods.Pod, pod_ips: Sequence[str], *, node_hosts: Path = NODE_HOSTS,
+    cluster_domain: str = "",
 ) -> runtime.Mount | None:
     """Write the pod's hosts file and return its mount; None while the pod has no IP (the
-    kubelet does not mount the file then, and the runtime's own copy stays)."""
+    kubelet does not mount the file then, and the runtime's own copy stays).
+    `cluster_domain` (`--cluster-domain`) ends the FQDN of a pod with a subdomain."""
     if not pod_ips:
         return None
     path = pods_root / pod.uid / etchosts.FILE_NAME
-    await asyncio.to_thread(_ensure, path, pod, tuple(pod_ips), node_hosts)
+    await asyncio.to_thread(_ensure, path, pod, tuple(pod_ips), node_hosts, cluster_domain)
     return etchosts.hosts_mount(str(path))
 
 
-def _ensure(path: Path, pod: pods.Pod, ips: tuple[str, ...], node_hosts: Path) -> None:
+def _ensure(path: Path, pod: pods.Pod, ips: tuple[str, ...], node_hosts: Path,
+            cluster_domain: str) -> None:
     node = _read(node_hosts) if pod.spec.host_network else ""
-    text = etchosts.content(pod, ips, node_hosts=node, cluster_domain=CLUSTER_DOMAIN)
+    text = etchosts.content(pod, ips, node_hosts=node, cluster_domain=cluster_domain)
     data = text.encode(errors="surrogateescape")
     path.parent.mkdir(parents=True, exist_ok=True)
     # The container may write to its /etc/hosts: compare the size before reading it back.

@@ -2,8 +2,10 @@
 
 The pod comes from the agent's API (its UID names the log directory); the file is read
 directly from `<data dir>/logs`, as the kubelet serves /containerLogs from /var/log/pods.
-Following polls the file for growth and moves on to the next attempt's file when the container
-restarts, until the caller interrupts it (Ctrl-C) or the log directory is removed.
+Following polls the file for growth, moves on to the fresh file when log rotation renamed the
+old one away (`Follower`), and to the next attempt's file when the container restarts, until the
+caller interrupts it (Ctrl-C) or the log directory is removed. The node server's /containerLogs
+follows with the same `Follower`.
 
 Errors are `crilogs.LogsError`, with kubectl's messages where kubectl has one.
 """
@@ -11,6 +13,7 @@ Errors are `crilogs.LogsError`, with kubectl's messages where kubectl has one.
 from __future__ import annotations
 
 import collections
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -60,7 +63,8 @@ def locate(pod: JSON, *, container: str | None, previous: bool, data_dir: Path) 
     if not target.path.is_file():
         raise crilogs.LogsError(
             f'no log file for container "{name}" in pod "{target.pod_name}" at {target.path}: '
-            f"it has not started yet, or --data-dir is not the agent's data dir")
+            f"it has not started yet, or --data-dir is not the agent's data dir",
+            public=f'container "{name}" in pod "{target.pod_name}" has no log yet')
     return target
 
 
@@ -72,7 +76,8 @@ def attempts(directory: Path) -> list[int]:
         return []
     except PermissionError as exc:
         raise crilogs.LogsError(
-            f"cannot read {directory}: permission denied — run as the agent's user") from exc
+            f"cannot read {directory}: permission denied — run as the agent's user",
+            public="cannot read the container's logs") from exc
     found = (crilogs.attempt_of(n) for n in names)
     return sorted(a for a in found if a is not None)
 
@@ -110,21 +115,53 @@ def _follow(
     sleep: Callable[[float], Any],
 ) -> _Reader:
     """Follow until the directory goes; returns the reader in use, for the caller to close."""
-    attempt = target.attempt
-    while True:
-        if _write(out, reader.lines(final=False), timestamps):
-            continue
-        newer = [a for a in attempts(target.directory) if a > attempt]
-        if newer or not target.directory.exists():
-            # The old run has exited before the next one was created: drain it completely.
-            _write(out, reader.lines(final=True), timestamps)
-            reader.close()
-            if not newer:
-                return reader
-            attempt = newer[0]
-            reader = _Reader(target.directory / f"{attempt}.log")
-            continue
-        sleep(poll_interval)
+    follower = Follower(target, reader)
+    while (lines := follower.poll()) is not None:
+        if not _write(out, lines, timestamps):
+            sleep(poll_interval)
+    return follower.reader
+
+
+class Follower:
+    """Follows one container's log from `target` on: across rotations (the file renamed to
+    `<n>.log.<time>` and a fresh `<n>.log` opened by the runtime) and restarts (`<n+1>.log`)."""
+
+    def __init__(self, target: LogTarget, reader: _Reader | None = None) -> None:
+        self._target = target
+        self._attempt = target.attempt
+        self.reader = reader or _Reader(target.path)
+        self._over = False
+
+    def poll(self) -> list[crilogs.LogLine] | None:
+        """The lines written since the last poll (maybe none), or None once the log is over
+        (its directory was removed). Blocking file reads: call it on a thread in async code."""
+        if self._over:
+            return None
+        lines = list(self.reader.lines(final=False))
+        if lines:
+            return lines
+        path = self._target.directory / f"{self._attempt}.log"
+        if self.reader.replaced_at(path):
+            # Rotated: the runtime writes the new file since ReopenContainerLog; finish the old.
+            lines = list(self.reader.lines(final=True))
+            self.reader.close()
+            self.reader = _Reader(path)
+            return lines
+        newer = [a for a in attempts(self._target.directory) if a > self._attempt]
+        if not newer and self._target.directory.exists():
+            return []
+        # The old run has exited before the next one was created: drain it completely.
+        lines = list(self.reader.lines(final=True))
+        self.reader.close()
+        if not newer:
+            self._over = True
+            return lines or None
+        self._attempt = newer[0]
+        self.reader = _Reader(self._target.directory / f"{self._attempt}.log")
+        return lines
+
+    def close(self) -> None:
+        self.reader.close()
 
 
 def _write(out: BinaryIO, lines: Iterable[crilogs.LogLine], timestamps: bool) -> int:
@@ -144,7 +181,8 @@ class _Reader:
         try:
             self._file = path.open("rb")
         except OSError as exc:
-            raise crilogs.LogsError(f"cannot read log file {path}: {exc.strerror}") from exc
+            raise crilogs.LogsError(f"cannot read log file {path}: {exc.strerror}",
+                                    public="cannot read the container's log") from exc
         self._rest = b""
         self._joiner = crilogs.PartialJoiner()
 
@@ -161,6 +199,14 @@ class _Reader:
                 yield from self._joiner.push(crilogs.parse_line(self._rest))
                 self._rest = b""
             yield from self._joiner.flush()
+
+    def replaced_at(self, path: Path) -> bool:
+        """Whether `path` now names another file than the one being read (log rotation); False
+        while it names none (between the rename and the runtime's reopen)."""
+        try:
+            return path.stat().st_ino != os.fstat(self._file.fileno()).st_ino
+        except FileNotFoundError:
+            return False
 
     def close(self) -> None:
         self._file.close()

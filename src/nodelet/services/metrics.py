@@ -8,7 +8,7 @@ What feeds it:
 - `observe_operation`: the CRI client's `OperationObserver` (every RPC, kubelet operation names);
 - the `observers.SyncObserver` hooks (sandbox creation, volume failures);
 - `observe_status`: a status manager subscriber (condition latencies, pod start SLI, status
-  update latency);
+  update latency, and with the PodTerminationSLI gate the KEP's termination SLI);
 - `observe_event`: an event recorder subscriber (image pull times and failures);
 - `runtime_changed`: the relist saw a pod's runtime state change (status update latency);
 - `forget`: the pod is gone (per-pod bookkeeping is dropped);
@@ -34,7 +34,7 @@ import prometheus_client as prom
 from nodelet.adapters import checkpoint as cp
 from nodelet.adapters.cri import client as cri
 from nodelet.model.core import events as ev
-from nodelet.model.core import pods, runtime, sandboxerrors, status
+from nodelet.model.core import pods, runtime, sandboxerrors, status, terminations
 from nodelet.model.reports import histograms as hg
 
 # Sandbox creation is 0.1-0.5 s here, slower under load; the kubelet's buckets start at 5 ms.
@@ -81,6 +81,7 @@ class _PodTrack:
     sandbox_ready_seen: bool = False
     ready_seen: bool = False
     started_seen: bool = False  # all containers running, already measured (or adopted so)
+    termination_seen: bool = False  # the termination SLI, already measured
     pull_started: datetime | None = None  # first Pulling event
     pull_finished: datetime | None = None  # last Pulled event
     change_seen: float | None = None  # monotonic time the relist saw an unreflected change
@@ -90,7 +91,9 @@ class _PodTrack:
 class Metrics:
     """The node's Prometheus metrics; also the workers' `observers.SyncObserver`."""
 
-    def __init__(self, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, *, clock: Callable[[], datetime] | None = None,
+                 termination_sli: bool = False) -> None:
+        """`termination_sli`: the PodTerminationSLI gate (the termination histogram)."""
         self._clock = clock or (lambda: datetime.now(UTC))
         self._since = self._clock()
         self._pods: dict[pods.PodUID, _PodTrack] = {}
@@ -98,6 +101,14 @@ class Metrics:
         self.registry = prom.CollectorRegistry()
         self._kubelet_metrics()
         self._nodelet_metrics()
+        self.termination: prom.Histogram | None = None
+        if termination_sli:
+            self.termination = prom.Histogram(
+                "nodelet_pod_termination_duration_seconds",
+                "KEP-3085's termination SLI: time from a pod's deletion request "
+                "(deletionTimestamp minus deletionGracePeriodSeconds; for a static pod, its "
+                "manifest going away) to PodReadyToStartContainers turning False.",
+                buckets=_POD_START_BUCKETS, registry=self.registry)
 
     def _kubelet_metrics(self) -> None:
         r = self.registry
@@ -234,6 +245,7 @@ class Metrics:
         self._observe_sandbox_ready(pod_status, track)
         self._observe_ready(pod_status, track)
         self._observe_started(pod, pod_status, track, adopted=first)
+        self._observe_termination(pod, pod_status, track)
 
     def _recent(self, when: datetime | None) -> bool:
         return when is not None and when >= self._since
@@ -274,6 +286,15 @@ class Metrics:
         if track.pull_started is not None and track.pull_finished is not None:
             elapsed -= max((track.pull_finished - track.pull_started).total_seconds(), 0.0)
         self.pod_start_sli.observe(max(elapsed, 0.0))
+
+    def _observe_termination(self, pod: pods.Pod, pod_status: status.PodStatus,
+                             track: _PodTrack) -> None:
+        if self.termination is None or track.termination_seen:
+            return
+        elapsed = terminations.latency(pod, pod_status)
+        if elapsed is not None:
+            track.termination_seen = True
+            self.termination.observe(elapsed.total_seconds())
 
     # -- checkpoint writer ------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ caller's loop logs it and tries again); a runtime that does not answer makes the
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -55,8 +55,13 @@ class NodeReporter:
         update_period: float = 10.0,
         report_period: float = 300.0,
         pressure: Callable[[], frozenset[str]] = frozenset,
+        images: Callable[[], Awaitable[Sequence[rt.ImageInfo]]] | None = None,
     ) -> None:
+        """`images()`: the runtime's images (CRI ListImages), reported as `status.images`;
+        None reports none."""
         self._client = client
+        self._images = images
+        self._last_images: list[apijson.Obj] | None = None
         self._spec = spec
         self._runtime = runtime
         self._clock = clock
@@ -91,7 +96,8 @@ class NodeReporter:
         version, ready = await self._runtime_state()
         previous = (self.node or {}).get("status")
         status = nodes.node_status(self._spec, version, ready, previous=previous,
-                                   now=self._clock(), pressure=self._pressure())
+                                   now=self._clock(), pressure=self._pressure(),
+                                   images=await self._node_images())
         due = self._monotonic() - self._reported_at >= self.report_period
         if not force and not due and not nodes.status_changed(self._reported, status):
             return False
@@ -99,6 +105,17 @@ class NodeReporter:
         self._reported, self._reported_at = status, self._monotonic()
         self.reports += 1
         return True
+
+    async def _node_images(self) -> list[apijson.Obj] | None:
+        """The images to report; the last list when the runtime does not answer (the kubelet
+        reports its image cache, refreshed in the background, the same way)."""
+        if self._images is None:
+            return None
+        try:
+            self._last_images = nodes.node_images(await self._images())
+        except Exception as exc:  # the runtime's failure is reported by Ready, not here
+            log.debug("cannot list images for the node status: %s", exc)
+        return self._last_images
 
     async def _runtime_state(self) -> tuple[rt.VersionInfo | None, nodes.ConditionValue]:
         try:

@@ -10,7 +10,8 @@ This is the kubelet's default change-detection strategy (`Watch`, its watch-base
   bookmarks, inactivity timeout, relist on 410 Gone and reconnect back-off. An object no pod
   reads any more loses its watch and its cached value.
 - `lookup(kind, namespace, name)` answers from the cache: None when the object does not exist,
-  is not listed yet, or no pod reads it.
+  is not listed yet, or no pod reads it; `listed(kind, namespace, name)` tells the first of
+  these from the second.
 - `fetched(keys, within=...)` returns once each watched object of `keys` was listed once, so
   that None from `lookup` then means "absent", never "not read yet" (the kubelet's Get waits
   for its reflector's first list too). A watch also says when an absent object is created.
@@ -84,6 +85,12 @@ class ObjectWatches:
             return None
         watch.missed = watch.missed or not watch.listed
         return watch.value
+
+    def listed(self, kind: str, namespace: str, name: str) -> bool:
+        """Whether None from `lookup` is the API's word (its watch listed the object once);
+        True for an object no watch holds."""
+        watch = self._watches.get((kind, namespace, name))
+        return watch is None or watch.listed
 
     async def fetched(self, keys: Iterable[ObjectKey], *, within: float) -> None:
         """Wait (at most `within` s) until each watched object of `keys` was listed once."""

@@ -5,7 +5,7 @@ or file behind.
 Exceptions::
 
     StartupError    a setting that cannot work (token file, listen address, kubeconfig,
-                    eviction thresholds)
+                    eviction thresholds, the node server's webhooks without cluster mode)
 """
 
 from __future__ import annotations
@@ -45,10 +45,33 @@ def check(settings: settings_mod.Settings) -> Checked:
             kubeconfig.load(settings.cluster.kubeconfig)
         except kubeconfig.KubeconfigError as exc:
             raise StartupError(f"--kubeconfig: {exc}") from exc
+    node_auth(settings)
     if settings.manifests_dir is not None and settings.manifests_dir.exists() \
             and not settings.manifests_dir.is_dir():
         raise StartupError(f"--manifests {settings.manifests_dir} is not a directory")
     return Checked(token=token, thresholds=_thresholds(settings.eviction))
+
+
+AUTHORIZATION_MODES = ("AlwaysAllow", "Webhook")
+
+
+def node_auth(settings: settings_mod.Settings) -> tuple[str, bool]:
+    """The node server's authorization mode and whether tokens go to TokenReview: by default
+    Webhook and on in cluster mode (as kubeadm configures the kubelet), AlwaysAllow and off
+    standalone. Both webhooks ask the API server, so they need cluster mode."""
+    s = settings.node_server
+    cluster = settings.cluster is not None
+    mode = s.authorization_mode or ("Webhook" if cluster else "AlwaysAllow")
+    if mode not in AUTHORIZATION_MODES:
+        raise StartupError(
+            f"--authorization-mode {mode}: must be one of {', '.join(AUTHORIZATION_MODES)}")
+    token_webhook = cluster if s.authentication_token_webhook is None \
+        else s.authentication_token_webhook
+    if (mode == "Webhook" or token_webhook) and not cluster:
+        raise StartupError(
+            "--authorization-mode=Webhook and --authentication-token-webhook ask the API "
+            "server: they need cluster mode (--kubeconfig)")
+    return mode, token_webhook
 
 
 def _thresholds(s: settings_mod.EvictionSettings) -> tuple[eviction.Threshold, ...]:

@@ -88,11 +88,14 @@ class ProbeManager:
         recorder: recording.EventRecorder,
         on_change: Callable[[pods.PodUID], None],
         clock: Callable[[], float] = time.time,
+        on_attempt: Callable[[pods.Pod, str, probes.ProbeKind, str], None] | None = None,
     ) -> None:
+        """`on_attempt(pod, container, kind, outcome)` is told of every attempt (metrics)."""
         self._client = client
         self._group = group
         self._recorder = recorder
         self._on_change = on_change
+        self._on_attempt = on_attempt
         self._clock = clock
         self._pods: dict[pods.PodUID, dict[str, _Instance]] = {}
 
@@ -198,6 +201,8 @@ class ProbeManager:
         attempt: probes.Attempt,
     ) -> bool:
         """Count one attempt; True when this loop is done (started, or failed for good)."""
+        if self._on_attempt is not None:
+            self._on_attempt(instance.pod, instance.container.name, kind, attempt.outcome)
         if attempt.outcome != "success":
             message = probes.failure_message(
                 kind, attempt.output, errored=attempt.outcome == "error"

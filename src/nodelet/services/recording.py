@@ -22,6 +22,7 @@ are logged, not raised (an event must never fail a pod sync). Subscriber excepti
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -64,13 +65,16 @@ class EventRecorder:
         self._max_events = max_events
         # Insertion order is last-seen order: a repeated event moves to the end.
         self._events: dict[ev.EventKey, ev.Event] = {}
+        # How many events in `_events` bear each name: a new event's name is checked against
+        # it, not against a set of every name built anew (O(events) per event in a burst).
+        self._names: collections.Counter[str] = collections.Counter()
         self._subscribers: list[EventCallback] = []
         self._similar: dict[tuple[str, str, str], _Similar] = {}
 
     def restore(self) -> None:
         """Reload the event history from the checkpoint. Raises CheckpointError."""
         for event in self._checkpoint.load_events():
-            self._events[event.key] = event
+            self._keep(event.key, event)
         self._evict()
 
     def record(self, pod: pods.Pod, type_: ev.EventType, reason: str, message: str) -> ev.Event:
@@ -99,12 +103,25 @@ class EventRecorder:
         (message, time) with a unique name."""
         now = self._clock()
         message, key = self._aggregate(uid, type_, reason, message, now)
-        previous = self._events.pop(key, None)
+        previous = self._drop(key)
         if previous is not None:
             event = dataclasses.replace(previous.repeated(now), message=message)
         else:
             event = self._unique_name(new(message, now))
+        self._keep(key, event)
+        return event
+
+    def _keep(self, key: ev.EventKey, event: ev.Event) -> None:
+        self._drop(key)
         self._events[key] = event
+        self._names[event.name] += 1
+
+    def _drop(self, key: ev.EventKey) -> ev.Event | None:
+        event = self._events.pop(key, None)
+        if event is not None:
+            self._names[event.name] -= 1
+            if not self._names[event.name]:
+                del self._names[event.name]
         return event
 
     def _aggregate(
@@ -125,9 +142,8 @@ class EventRecorder:
     def _unique_name(self, event: ev.Event) -> ev.Event:
         # Names are `<pod>.<hex nanoseconds>`; two events in the same microsecond (a fake clock,
         # or a coarse one) would collide, so bump the suffix until it is free.
-        names = {e.name for e in self._events.values()}
         nanos = int(event.name.rsplit(".", 1)[1], 16)
-        while event.name in names:
+        while event.name in self._names:
             nanos += 1
             event = dataclasses.replace(event, name=f"{event.pod_name}.{nanos:x}")
         return event
@@ -136,7 +152,7 @@ class EventRecorder:
         """Drop the events seen longest ago beyond `max_events`; True if any were dropped."""
         excess = len(self._events) - self._max_events
         for key in list(self._events)[: max(excess, 0)]:
-            del self._events[key]
+            self._drop(key)
         return excess > 0
 
     def _persist(self, event: ev.Event, *, evicted: bool) -> None:

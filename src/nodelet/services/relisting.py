@@ -13,6 +13,12 @@ period switches to polling without waiting out the long one).
 
 Immutable details (a sandbox's IP and namespace mode, a container's exit code once exited) come
 from the per-object status calls and are cached by ID, so a steady relist costs two list calls.
+
+Reads overlap (an event's refresh, the worker's own, the relist), and one that began earlier
+can end later: every read is numbered when it begins, and the cache keeps a pod's state from
+the latest-begun read that finished, never an older one that finished last. Otherwise a
+refresh that listed the pod before its worker created a sandbox could, ending after the
+worker's own refresh, hide that sandbox from the worker's next sync.
 """
 
 from __future__ import annotations
@@ -51,8 +57,11 @@ class Relister:
         self._pods: dict[pods.PodUID, runtime.PodRuntime] = {}
         self._sandbox_details: dict[runtime.SandboxID, runtime.SandboxInfo] = {}
         self._container_details: dict[runtime.ContainerID, runtime.ContainerInfo] = {}
-        self._refresh_counter = itertools.count(1)
-        self._last_refresh: dict[pods.PodUID, int] = {}
+        # Reads are numbered as they begin; a pod's cached state is from read `_read_of[uid]`.
+        # A pod without an entry was last seen by the relist numbered `_relisted`.
+        self._reads = itertools.count(1)
+        self._read_of: dict[pods.PodUID, int] = {}
+        self._relisted = 0
         self.last_success: float | None = None  # monotonic time of the last good relist
         self.last_error: str = ""
         # The runtime's NetworkReady condition, read with every relist ("" when ready).
@@ -93,27 +102,27 @@ class Relister:
             await tasks.wait_event(self._kicked, period())
 
     async def relist(self) -> None:
-        started = next(self._refresh_counter)
+        read = next(self._reads)
         sandboxes = await self._client.list_pod_sandboxes()
         containers = await self._client.list_containers()
         grouped = await self._assemble(sandboxes, containers)
         for uid in set(self._pods) | set(grouped):
-            if self._last_refresh.get(uid, 0) > started:
-                continue  # a worker refreshed this pod after our list began: its view is newer
-            self._store(uid, grouped.get(uid, runtime.PodRuntime(uid)))
+            self._store(uid, grouped.get(uid, runtime.PodRuntime(uid)), read=read)
+        self._forget_reads(read)
         self._forget_details(sandboxes, containers)
         self.network_problem = _network_problem(await self._client.status())
         self.last_success = time.monotonic()
         self.last_error = ""
 
     async def refresh_pod(self, uid: pods.PodUID) -> runtime.PodRuntime:
-        """The pod's state straight from the runtime (for decisions), also updating the cache."""
-        self._last_refresh[uid] = next(self._refresh_counter)
+        """The pod's state straight from the runtime (for decisions), also updating the cache
+        unless a read begun after this one was stored first."""
+        read = next(self._reads)
         labels = {runtime.LABEL_POD_UID: uid}
         sandboxes = await self._client.list_pod_sandboxes(labels=labels)
         containers = await self._client.list_containers(labels=labels)
         state = (await self._assemble(sandboxes, containers)).get(uid, runtime.PodRuntime(uid))
-        self._store(uid, state, wake=False)
+        self._store(uid, state, read=read, wake=False)
         return state
 
     def note_sandbox(self, uid: pods.PodUID, info: runtime.SandboxInfo) -> runtime.PodRuntime:
@@ -123,21 +132,32 @@ class Relister:
         sandbox, and no list call is needed to know it (it saves three runtime round trips
         between RunPodSandbox returning and the condition turning True).
         """
-        self._last_refresh[uid] = next(self._refresh_counter)
         self._sandbox_details[info.id] = info
         state = runtime.PodRuntime(uid, sandboxes=(info,))
-        self._store(uid, state, wake=False)
+        self._store(uid, state, read=next(self._reads), wake=False)
         return state
 
-    def _store(self, uid: pods.PodUID, state: runtime.PodRuntime, *, wake: bool = True) -> None:
+    def _store(self, uid: pods.PodUID, state: runtime.PodRuntime, *, read: int,
+               wake: bool = True) -> None:
+        """Cache what read number `read` saw of the pod, unless a later-begun read is cached."""
+        if read < self._read_of.get(uid, self._relisted):
+            return  # this read began before the cached one: it may predate what that one saw
+        self._read_of[uid] = read
         old = self._pods.get(uid, runtime.PodRuntime(uid))
         if state.sandboxes or state.containers:
             self._pods[uid] = state
         else:
             self._pods.pop(uid, None)
-            self._last_refresh.pop(uid, None)
         if wake and _fingerprint(old) != _fingerprint(state):
             self._on_change(uid)
+
+    def _forget_reads(self, relist: int) -> None:
+        """After relist number `relist`: pods with nothing in the runtime need no read number
+        of their own, the relist's stands for them (so the map does not grow with every pod
+        ever seen)."""
+        for uid in [u for u, n in self._read_of.items() if n <= relist and u not in self._pods]:
+            del self._read_of[uid]
+        self._relisted = relist
 
     async def _assemble(
         self,
@@ -165,7 +185,8 @@ class Relister:
         cached = self._container_details.get(listed.id)
         if cached is None or cached.state != listed.state:
             try:
-                cached = await self._client.container_status(listed.id)
+                cached = await self._client.container_status(listed.id,
+                                                             sandbox_id=listed.sandbox_id)
             except cri.CriError as exc:
                 if not isinstance(exc, cri.NotFound):
                     log.warning("status of container %s: %s", listed.id, exc)

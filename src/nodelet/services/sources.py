@@ -111,8 +111,16 @@ class ManifestSource:
             self._dirty = True  # the files' pods come back as soon as it is readable again
             return self._publish(SourceSnapshot(reports=(report,)))
         differs = set(self._files) != set(listing)
-        for path, stamp in listing.items():
-            differs |= await self._refresh(path, stamp, force=path.name in changed)
+        stale = {path: stamp for path, stamp in listing.items()
+                 if self._stale(path, stamp, force=path.name in changed)}
+        # One worker-thread hop for every changed file, not one each: a burst of manifests
+        # reaches the pod workers sooner.
+        results = await asyncio.to_thread(self._read_all, stale) if stale else {}
+        for path, result in results.items():
+            cached = self._files.get(path)
+            self._files[path] = (stale[path], result)
+            # A save that rewrote the same text is no change.
+            differs |= cached is None or cached[1] != result
         for gone in set(self._files) - set(listing):
             del self._files[gone]
         self._dirty |= differs
@@ -136,18 +144,19 @@ class ManifestSource:
             found[path] = _Stamp(stat.st_ino, stat.st_mtime_ns, stat.st_size)
         return found
 
-    async def _refresh(self, path: Path, stamp: _Stamp, *, force: bool) -> bool:
-        """Parse `path` again if its stamp changed (or `force`); True when what it defines
-        changed (a save that rewrote the same text is no change)."""
+    def _stale(self, path: Path, stamp: _Stamp, *, force: bool) -> bool:
+        """Whether `path` must be read again: new, its stamp changed, or `force`."""
         cached = self._files.get(path)
-        if cached is not None and cached[0] == stamp and not force:
-            return False
+        return cached is None or cached[0] != stamp or force
+
+    def _read_all(self, stale: dict[Path, _Stamp]) -> dict[Path, _FileResult]:
+        """Parse every file of `stale` (in a worker thread, like `_parse`)."""
+        return {path: self._read_one(path, stamp) for path, stamp in stale.items()}
+
+    def _read_one(self, path: Path, stamp: _Stamp) -> _FileResult:
         if stamp.size > self._limits.max_bytes:  # refused unread
-            result = _FileResult((), (_too_large(path, self._limits.max_bytes, stamp.size),))
-        else:
-            result = await asyncio.to_thread(self._parse, path)
-        self._files[path] = (stamp, result)
-        return cached is None or cached[1] != result
+            return _FileResult((), (_too_large(path, self._limits.max_bytes, stamp.size),))
+        return self._parse(path)
 
     def _parse(self, path: Path) -> _FileResult:
         """Read and validate one file (runs in a worker thread: no shared state is touched)."""

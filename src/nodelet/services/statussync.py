@@ -141,6 +141,11 @@ class StatusSync:
         state = self._pods.get(uid)
         return state is None or (state.sent >= state.version and uid not in self._inflight)
 
+    def api_phase(self, uid: pods.PodUID) -> str | None:
+        """The phase of API pod `uid` as last seen (watch or PATCH answer); None: unknown."""
+        found = self._api_copy(uid, uid)
+        return None if found is None else (found.get("status") or {}).get("phase")
+
     async def wait_in_sync(self, uid: pods.PodUID) -> None:
         """Return once `in_sync(uid)` (bound it with `asyncio.timeout`)."""
         while not self.in_sync(uid):

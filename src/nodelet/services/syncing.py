@@ -29,6 +29,7 @@ from nodelet.model.core import (
     downward,
     etchosts,
     eviction,
+    extraconditions,
     generation,
     observers,
     podactions,
@@ -46,10 +47,12 @@ from nodelet.services import (
     hooks,
     hostsfiles,
     images,
+    poddns,
     probing,
     qoscgroups,
     recording,
     relisting,
+    servicewatch,
     statuses,
     volumes,
 )
@@ -98,6 +101,10 @@ class PodWork:
     state_known: bool = False
     # Sandboxes this worker stopped (StopPodSandbox also releases a dead sandbox's network).
     stopped_sandboxes: set[runtime.SandboxID] = field(default_factory=set)
+    # The volumes as the last setup left them (the nodelet.dev/VolumesReady condition): all
+    # set up once, and the FailedMount message while one is not.
+    volumes_ready: bool = False
+    volume_error: str | None = None
 
 
 @dataclass
@@ -117,7 +124,6 @@ class _Run:
 @dataclass(frozen=True)
 class NodeFacts:
     host_ip: str
-    host_dns: runtime.DNSConfig
     logs_root: Path
     # Per-pod state that is not a volume (termination-message files): <pods_root>/<uid>/.
     pods_root: Path
@@ -144,6 +150,7 @@ class PodSyncer:
         qos: qoscgroups.QosCgroups | None = None,
         pressure: Callable[[], frozenset[str]] | None = None,
         events_live: Callable[[], bool] | None = None,
+        services: Callable[[], servicewatch.ServiceSource | None] = lambda: None,
     ) -> None:
         """`lookup` finds ConfigMaps and Secrets (volumes, env, pull secrets);
         `objects_ready(pod)` returns once those the pod names can be looked up (in cluster
@@ -164,6 +171,8 @@ class PodSyncer:
         self._node = node
         self._clock = clock
         self._observer = observer or observers.NoObserver()
+        # The IP families the node serves (its pod CIDRs), for the per-family conditions.
+        self._families = extraconditions.served_families(settings.runtime.pod_cidrs)
         # Pods admitted and not yet terminated, which admission weighs a new pod against.
         self._admitted: dict[pods.PodUID, pods.Pod] = {}
         # The QoS levels' shares follow `_admitted` (None: no QoS cgroups are managed).
@@ -171,6 +180,8 @@ class PodSyncer:
         # The runtime, not the agent, sets the pace: sandboxes created all at once each take
         # several times longer (measured: 0.26 s at 4 in flight, 2 s at 30 on 2 cores).
         self._sandbox_slots = asyncio.Semaphore(settings.sync.max_parallel_sandboxes)
+        self._dns = poddns.PodDNS(settings=settings.dns, recorder=recorder,
+                                  node_ips=(node.host_ip,) if node.host_ip else ())
         # Pull secrets come from `lookup`, the volume manager's ConfigMap/Secret lookup.
         self._puller = images.ImagePuller(
             client=client, recorder=recorder, sync=settings.sync,
@@ -181,13 +192,16 @@ class PodSyncer:
             client=client, recorder=recorder, puller=self._puller,
             hooks=hooks.HookRunner(client=client), pods_root=node.pods_root,
             security=node.security,
-            lookup=lookup or vol.no_objects, node=_downward_node(settings.node_name, node.host_ip),
+            lookup=lookup or vol.no_objects, node=_downward_node(settings.node_name, node),
+            services=services,
         )
 
     # -- status ---------------------------------------------------------------------------
 
-    def publish(self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork) -> None:
-        """Generate the pod's status from the runtime's view and hand it to the status manager."""
+    def publish(self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork, *,
+                terminal: bool = False) -> None:
+        """Generate the pod's status from the runtime's view and hand it to the status manager;
+        `terminal`: the last status of a terminated pod (a terminal phase, see generation)."""
         status = generation.generate_status(
             pod,
             sandboxes=state.sandboxes,
@@ -201,6 +215,10 @@ class PodSyncer:
             ready=self._probes.readiness(pod.uid),
             started=self._probes.started(pod.uid),
             failure=work.failure,
+            terminal=terminal,
+            extra=extraconditions.Facts(families=self._families,
+                                        volumes_ready=work.volumes_ready,
+                                        volume_error=work.volume_error),
         )
         self._statuses.set_status(pod, status)
 
@@ -249,12 +267,17 @@ class PodSyncer:
     async def _current_state(self, pod: pods.Pod, work: PodWork) -> runtime.PodRuntime:
         """What the runtime holds for the pod. While the runtime's events arrive, the
         relister's copy is current (every event refreshes its pod before waking the worker,
-        and this worker read the pod again after its own last change), so a pod whose last
-        sync ended normally is not asked for again — as the kubelet's pod workers read the
-        PLEG cache. Otherwise (first sync, a failed one, no events) the runtime is asked."""
+        this worker read the pod again after its own last change, and the copy never goes
+        back to an older read), so a pod whose last sync ended normally is not asked for
+        again — as the kubelet's pod workers read the PLEG cache. Otherwise (first sync, a
+        failed one, no events) the runtime is asked, and so it is whenever the copy says the
+        pod needs a new sandbox: a sandbox is created, and the old ones killed, only on the
+        runtime's own answer (a READY sandbox the copy lacked would get a second beside it)."""
         trusted, work.state_known = work.state_known and self._events_live(), False
         if trusted:
-            return self._relister.pod(pod.uid)
+            state = self._relister.pod(pod.uid)
+            if self._terminal(pod) or not sandboxes.sandbox_change(pod, state.sandboxes).needed:
+                return state
         return await self._relister.refresh_pod(pod.uid)
 
     def admitted_pods(self) -> list[pods.Pod]:
@@ -338,12 +361,13 @@ class PodSyncer:
             )
         except volumes.VolumeError as exc:
             self._observer.volume_failed(pod, exc.event_message)
-            work.last_sandbox_error = exc.event_message
+            work.last_sandbox_error = work.volume_error = exc.event_message
             self._recorder.record(pod, "Warning", ev.FAILED_MOUNT, exc.event_message)
             self.publish(pod, state, work)
             raise SyncError(f"volumes of {pod.full_name}: {exc}") from exc
         if work.last_sandbox_error and work.last_sandbox_error.startswith("MountVolume"):
             work.last_sandbox_error = None
+        work.volumes_ready, work.volume_error = True, None
         return mounts
 
     async def _replace_sandbox(
@@ -363,36 +387,41 @@ class PodSyncer:
             work.restarts.clear()
             work.waiting.clear()
         fresh_pod = not state.sandboxes and not state.containers
-        sandbox_id = await self._run_sandbox(pod, change.attempt, work)
-        try:
-            info = await self._client.pod_sandbox_status(sandbox_id)
-        except cri.CriError as exc:
-            self._recorder.record(
-                pod, "Warning", ev.FAILED_POD_SANDBOX_STATUS,
-                f"Unable to get pod sandbox status: {exc}",
-            )
-            raise SyncError(f"pod sandbox status of {pod.full_name}: {exc}") from exc
-        if fresh_pod:
-            state = self._relister.note_sandbox(pod.uid, info)
-        else:  # old sandboxes and containers were just stopped: read their states back
-            state = await self._relister.refresh_pod(pod.uid)
-        # The kubelet's OnPodSandboxReady: the condition turns True now, before pulls and
-        # container starts, not at the end of this sync.
-        self.publish(pod, state, work)
+        # The slot covers the sandbox's preparation, its creation and reading it back until
+        # the condition is published: a burst's first sandboxes are not prepared behind
+        # every other pod's preparation (with the QoS update shared, 100 pods' first
+        # RunPodSandbox came 0.45 s -> 0.12 s after their manifests), and the next creation
+        # does not load the runtime while this one's status is read.
+        async with self._sandbox_slots:
+            sandbox_id = await self._run_sandbox(pod, change.attempt, work)
+            try:
+                info = await self._client.pod_sandbox_status(sandbox_id)
+            except cri.CriError as exc:
+                self._recorder.record(
+                    pod, "Warning", ev.FAILED_POD_SANDBOX_STATUS,
+                    f"Unable to get pod sandbox status: {exc}",
+                )
+                raise SyncError(f"pod sandbox status of {pod.full_name}: {exc}") from exc
+            if fresh_pod:
+                state = self._relister.note_sandbox(pod.uid, info)
+            else:  # old sandboxes and containers were just stopped: read their states back
+                state = await self._relister.refresh_pod(pod.uid)
+            # The kubelet's OnPodSandboxReady: the condition turns True now, before pulls and
+            # container starts, not at the end of this sync.
+            self.publish(pod, state, work)
         self._observer.sandbox_ready(pod, work.sandbox_returned_at)
         return state
 
     async def _run_sandbox(self, pod: pods.Pod, attempt: int, work: PodWork) -> runtime.SandboxID:
-        config = self._sandbox_config(pod, attempt)
+        config = await self._new_sandbox_config(pod, attempt, work)
         await asyncio.to_thread(Path(config.log_directory).mkdir, parents=True, exist_ok=True)
         await self._pod_cgroup(pod, config.cgroup_parent)
         self._observer.sandbox_starting(pod)
+        started = time.monotonic()
         try:
-            async with self._sandbox_slots:
-                started = time.monotonic()
-                sandbox_id = await self._client.run_pod_sandbox(
-                    config, runtime_handler=pod.spec.runtime_class_name
-                )
+            sandbox_id = await self._client.run_pod_sandbox(
+                config, runtime_handler=pod.spec.runtime_class_name
+            )
         except cri.CriError as exc:
             self._observer.sandbox_failed(pod, str(exc), exc.code, time.monotonic() - started)
             work.last_sandbox_error = f"failed to create pod sandbox: {exc.detail}"
@@ -427,10 +456,29 @@ class PodSyncer:
             self._qos.changed()
 
     def _sandbox_config(self, pod: pods.Pod, attempt: int) -> runtime.SandboxConfig:
+        """The config CreateContainer is given (it reads neither DNS nor the hostname)."""
         return specs.sandbox_config(
-            pod, attempt=attempt, logs_root=self._node.logs_root, host_dns=self._node.host_dns,
+            pod, attempt=attempt, logs_root=self._node.logs_root,
             cgroup_parent=specs.pod_cgroup_parent(pod, self._settings.node.cgroup_root),
         )
+
+    async def _new_sandbox_config(self, pod: pods.Pod, attempt: int,
+                                  work: PodWork) -> runtime.SandboxConfig:
+        """RunPodSandbox's config, with the pod's DNS (`poddns`) and its FQDN hostname. An
+        unreadable node resolv.conf or a too long FQDN fails the sandbox, as the kubelet's
+        generatePodSandboxConfig does."""
+        try:
+            return specs.sandbox_config(
+                pod, attempt=attempt, logs_root=self._node.logs_root,
+                dns=await self._dns.config(pod),
+                cgroup_parent=specs.pod_cgroup_parent(pod, self._settings.node.cgroup_root),
+                cluster_domain=self._settings.dns.cluster_domain)
+        except (poddns.DNSError, specs.SandboxConfigError) as exc:
+            work.last_sandbox_error = f"failed to create pod sandbox: {exc.message}"
+            self._recorder.record(pod, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
+                                  f"Failed to create pod sandbox: {exc.message}")
+            self.publish(pod, await self._relister.refresh_pod(pod.uid), work)
+            raise SyncError(f"sandbox config of {pod.full_name}: {exc.message}") from exc
 
     async def _collect_dead(self, pod: pods.Pod, state: runtime.PodRuntime) -> bool:
         """The container GC's per-pod rule on this pod, in each sync before containers are
@@ -521,7 +569,9 @@ class PodSyncer:
             return own
         ips = generation.pod_ips(pod, state.sandboxes, self._node.host_ip)
         try:
-            hosts = await hostsfiles.hosts_mount(self._node.pods_root, pod, ips)
+            hosts = await hostsfiles.hosts_mount(
+                self._node.pods_root, pod, ips,
+                cluster_domain=self._settings.dns.cluster_domain)
         except OSError as exc:
             raise containers.ContainerError(
                 f"write the hosts file of pod {pod.full_name}: {exc}") from exc
@@ -556,9 +606,10 @@ class PodSyncer:
         try:
             await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
             state = await self._relister.refresh_pod(pod.uid)
-            # The last status: containers terminated, sandbox stopped, the condition False.
+            # The last status: containers terminated, sandbox stopped, the condition False,
+            # and (API pods) a terminal phase, which the final delete waits for.
             # (Published before removal: without the containers it would read as Pending.)
-            self.publish(pod, state, work)
+            self.publish(pod, state, work, terminal=True)
             for container in state.containers:
                 await self._client.remove_container(container.id)
             for sandbox in state.sandboxes:
@@ -605,9 +656,14 @@ async def _nothing_to_wait_for(pod: pods.Pod) -> None:
     return None
 
 
-def _downward_node(name: str, host_ip: str) -> downward.Node:
-    """The node as env vars see it: an unset limit is the machine's CPUs or memory (its
-    capacity; ephemeral-storage is left 0)."""
-    machine = host.machine_facts()
-    return downward.Node(name=name, host_ips=(host_ip,) if host_ip else (),
-                         cpu_milli=machine.cpus * 1000, memory=machine.memory_bytes)
+def _downward_node(name: str, node: NodeFacts) -> downward.Node:
+    """The node as env vars see it: an unset limit is the node's allocatable amount (the
+    kubelet's defaultPodLimitsForDownwardAPI); the machine's when allocatable is not known."""
+    allocatable = node.admission.allocatable
+    if allocatable is None:
+        machine = host.machine_facts()
+        allocatable = {"cpu": machine.cpus * 1000, "memory": machine.memory_bytes}
+    return downward.Node(name=name, host_ips=(node.host_ip,) if node.host_ip else (),
+                         cpu_milli=allocatable.get("cpu", 0),
+                         memory=allocatable.get("memory", 0),
+                         ephemeral_storage=allocatable.get("ephemeral-storage", 0))

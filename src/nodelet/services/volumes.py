@@ -3,8 +3,9 @@
 `VolumeManager.prepare` runs on every sync of a pod, before its sandbox is created: it makes
 each volume's directory (emptyDir, tmpfs for `medium: Memory` and for secrets and projected
 volumes, as the kubelet keeps secrets off the disk), checks hostPaths, and (re)writes the
-files of configMap, secret, downwardAPI and projected volumes with the kubelet's atomic
-`..data` swap, so updates reach mounted files and a reader never sees a half-written set.
+files of configMap, secret, downwardAPI and projected volumes (service account tokens from
+the token source, `services.tokens` in cluster mode) with the kubelet's atomic `..data` swap,
+so updates and rotated tokens reach mounted files and a reader never sees a half-written set.
 
 subPath and subPathExpr mounts are made when the container is created (`expand_sub_paths`,
 the kubelet's makeMounts): the path is opened inside the volume without following symlinks
@@ -36,17 +37,22 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from nodelet.adapters import mounts
-from nodelet.model.core import envvars, pods, runtime
+from nodelet.helpers import errors
+from nodelet.model.core import envvars, pods, runtime, tokens
 from nodelet.model.core import volumes as vol
 
 log = logging.getLogger(__name__)
 
 # Under a pod's directory: the subPath bind mounts given to the runtime (the kubelet's name).
 SUB_PATHS_DIR = "volume-subpaths"
+
+# Service account tokens for projected volumes (cluster mode: `services.tokens`); raises a
+# `helpers.errors.MessageError` whose message is the FailedMount text.
+TokenSource = Callable[[tokens.TokenRequest], Awaitable[tokens.Token]]
 
 # Volume types the kubelet backs with tmpfs even without `medium: Memory` (secret data must
 # not reach the node's disk).
@@ -71,9 +77,13 @@ class VolumeManager:
     """Volumes of the pods of one node. Only a pod's worker calls it for that pod.
 
     `lookup(kind, namespace, name)` returns the ConfigMap or Secret (kind "ConfigMap" or
-    "Secret") or None. `on_refresh_error` hears about volumes that were set up before but
-    cannot be refreshed now (the object or key went away): their files are kept, and the pod
-    goes on, as under the kubelet; by default this is only logged.
+    "Secret") or None; `synced(kind, namespace, name)` whether None from `lookup` means the
+    API said the object does not exist (False: it was not read yet, and a missing object is
+    reported as the kubelet's "failed to sync configmap cache", never as "not found").
+    `tokens(request)` fetches the service account tokens of projected volumes (None: there is
+    no API server to ask). `on_refresh_error` hears about volumes that were set up before but
+    cannot be refreshed now (the object or key went away, a token could not be renewed): their
+    files are kept, and the pod goes on, as under the kubelet; by default this is only logged.
     """
 
     def __init__(
@@ -84,9 +94,13 @@ class VolumeManager:
         node_name: str,
         command_timeout: float = 10.0,
         on_refresh_error: Callable[[pods.Pod, VolumeError], None] | None = None,
+        synced: Callable[[str, str, str], bool] | None = None,
+        tokens: TokenSource | None = None,
     ) -> None:
         self._root = root
         self._lookup = lookup
+        self._synced = synced or (lambda kind, namespace, name: True)
+        self._tokens = tokens
         self._node_name = node_name
         self._timeout = command_timeout
         self._on_refresh_error = on_refresh_error or _log_refresh_error
@@ -185,18 +199,48 @@ class VolumeManager:
     ) -> bool:
         """(Re)write the volume's files; True when they changed."""
         try:
-            payload = vol.content_payload(volume, self._lookup, facts)
+            files = await self._token_files(pod, volume)
+            payload = vol.content_payload(volume, self._lookup, facts, files)
         except vol.SourceError as exc:
+            error = self._unsynced(pod, volume) or exc
             if mounts.current_data_dir(directory) is None:
-                raise
+                if error is exc:
+                    raise
+                raise error from exc
             # Set up before: keep the files the containers already see (the kubelet does too).
-            self._on_refresh_error(pod, VolumeError(volume.name, exc.message))
+            self._on_refresh_error(pod, VolumeError(volume.name, error.message))
             return False
         if not await asyncio.to_thread(mounts.write_atomically, directory, payload):
             return False
         log.info("wrote volume %s of pod %s (%d files)", volume.name, pod.full_name,
                  len(payload))
         return True
+
+    def _unsynced(self, pod: pods.Pod, volume: pods.Volume) -> vol.SourceError | None:
+        """The kubelet's error for an object of the volume not read from the API yet (its
+        watch's first list did not answer in time): not "not found", which only the API's
+        answer may say."""
+        for kind, namespace, name in sorted(vol.volume_objects(volume, pod.namespace)):
+            if not self._synced(kind, namespace, name):
+                return vol.SourceError(f"failed to sync {kind.lower()} cache: timed out "
+                                       "waiting for the condition")
+        return None
+
+    async def _token_files(self, pod: pods.Pod, volume: pods.Volume) -> dict[str, bytes]:
+        """The service account tokens of a projected volume's token sources, by path."""
+        requests = tokens.requests(pod, volume)
+        if not requests:
+            return {}
+        if self._tokens is None:
+            raise vol.SourceError("cannot fetch a service account token: nodelet has no API "
+                                  "server to ask (run it with --kubeconfig)")
+        out = {}
+        for path, request in requests.items():
+            try:
+                out[path] = (await self._tokens(request)).token.encode()
+            except errors.MessageError as exc:
+                raise vol.SourceError(exc.message) from exc
+        return out
 
     # -- mounts ---------------------------------------------------------------------------
 

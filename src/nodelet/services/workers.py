@@ -13,11 +13,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from nodelet import settings as settings_mod
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff, tasks
-from nodelet.model.core import pods
+from nodelet.model.core import podactions, pods, terminations
 from nodelet.services import syncing
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,12 @@ class PodWorkers:
         group: tasks.TaskGroup,
         sync: settings_mod.SyncSettings,
         on_gone: Callable[[pods.PodUID], None],
+        deletion_clock: Callable[[], datetime] | None = None,
     ) -> None:
+        """`deletion_clock` (the PodTerminationSLI gate): a pod that leaves the desired set
+        without a deletionTimestamp (a static pod whose manifest went away) is marked deleted
+        at its time, as the API server marks a graceful deletion."""
+        self._deletion_clock = deletion_clock
         self._syncer = syncer
         self._group = group
         self._sync = sync
@@ -115,6 +121,9 @@ class PodWorkers:
 
     def _terminate(self, worker: _Worker) -> None:
         worker.terminating = True
+        if self._deletion_clock is not None:
+            worker.pod = terminations.mark_deleted(worker.pod, self._deletion_clock(),
+                                                   podactions.grace_period(worker.pod))
         if worker.sync_task is not None and not worker.sync_task.done():
             worker.sync_task.cancel()
         worker.wake.set()

@@ -26,7 +26,7 @@ from typing import TypeVar
 import grpc
 
 from nodelet import settings as settings_
-from nodelet.adapters.cri import convert, errors
+from nodelet.adapters.cri import convert, errors, usageconvert
 from nodelet.adapters.cri.errors import (
     AlreadyExists,
     Cancelled,
@@ -39,6 +39,7 @@ from nodelet.adapters.cri.errors import (
 from nodelet.adapters.cri.gen import api_pb2 as pb
 from nodelet.adapters.cri.gen import api_pb2_grpc as pb_grpc
 from nodelet.model.core import runtime as rt
+from nodelet.model.core import summary as sm
 
 # The exception tree is re-exported so callers need only this module.
 __all__ = [
@@ -84,6 +85,13 @@ OPERATION_TYPES = {
     "ListContainers": "list_containers",
     "ContainerStatus": "container_status",
     "ExecSync": "exec_sync",
+    "Exec": "exec",
+    "Attach": "attach",
+    "PortForward": "port_forward",
+    "ContainerStats": "container_stats",
+    "ListContainerStats": "list_container_stats",
+    "PodSandboxStats": "podsandbox_stats",
+    "ListPodSandboxStats": "list_podsandbox_stats",
     "PullImage": "pull_image",
     "ImageStatus": "image_status",
     "ListImages": "list_images",
@@ -391,17 +399,23 @@ class RuntimeClient:
             pb.ListPodSandboxRequest(filter=pb.PodSandboxFilter(id=object_id)), target=object_id)
         return dict(sandboxes.items[0].labels) if sandboxes.items else None
 
-    async def container_status(self, container_id: rt.ContainerID) -> rt.ContainerInfo:
-        """Full status (times, exit code, reason). Raises NotFound for an unknown ID."""
+    async def container_status(
+        self, container_id: rt.ContainerID, *, sandbox_id: rt.SandboxID | None = None
+    ) -> rt.ContainerInfo:
+        """Full status (times, exit code, reason). Raises NotFound for an unknown ID.
+        `sandbox_id`: the container's sandbox when the caller knows it (from a list entry),
+        which saves a list call."""
         request = pb.ContainerStatusRequest(container_id=container_id)
         response = await self._call(self._runtime.ContainerStatus, request, target=container_id)
-        # ContainerStatus has no sandbox ID; the list entry of the same container has it.
-        listed = await self._call(
-            self._runtime.ListContainers,
-            pb.ListContainersRequest(filter=pb.ContainerFilter(id=container_id)),
-            target=container_id,
-        )
-        sandbox_id = listed.containers[0].pod_sandbox_id if listed.containers else ""
+        if sandbox_id is None:
+            # ContainerStatus has no sandbox ID; the list entry of the same container has it.
+            listed = await self._call(
+                self._runtime.ListContainers,
+                pb.ListContainersRequest(filter=pb.ContainerFilter(id=container_id)),
+                target=container_id,
+            )
+            sandbox_id = rt.SandboxID(
+                listed.containers[0].pod_sandbox_id if listed.containers else "")
         return convert.container_status_from_pb(response.status, sandbox_id)
 
     async def exec_sync(
@@ -415,6 +429,61 @@ class RuntimeClient:
             self._runtime.ExecSync, request, target=container_id, deadline=deadline, retry=False
         )
         return convert.exec_result_from_pb(response)
+
+    # -- streaming: the runtime's streaming server serves the session at the URL returned --
+
+    async def exec(self, container_id: rt.ContainerID, cmd: list[str] | tuple[str, ...], *,
+                   tty: bool, stdin: bool, stdout: bool, stderr: bool) -> str:
+        """The URL of a prepared exec session (CRI Exec); it starts when a client connects."""
+        request = pb.ExecRequest(container_id=container_id, cmd=list(cmd), tty=tty,
+                                 stdin=stdin, stdout=stdout, stderr=stderr and not tty)
+        response = await self._call(self._runtime.Exec, request, target=container_id,
+                                    retry=False)
+        return response.url
+
+    async def attach(self, container_id: rt.ContainerID, *, tty: bool, stdin: bool,
+                     stdout: bool, stderr: bool) -> str:
+        """The URL of a prepared attach session to the container's main process."""
+        request = pb.AttachRequest(container_id=container_id, tty=tty, stdin=stdin,
+                                   stdout=stdout, stderr=stderr and not tty)
+        response = await self._call(self._runtime.Attach, request, target=container_id,
+                                    retry=False)
+        return response.url
+
+    async def port_forward(self, sandbox_id: rt.SandboxID, ports: list[int]) -> str:
+        """The URL of a prepared port-forward session into the sandbox's network namespace."""
+        request = pb.PortForwardRequest(pod_sandbox_id=sandbox_id, port=ports)
+        response = await self._call(self._runtime.PortForward, request, target=sandbox_id,
+                                    retry=False)
+        return response.url
+
+    # -- usage ---------------------------------------------------------------------------
+
+    async def container_stats(self, container_id: rt.ContainerID) -> sm.ContainerUsage:
+        """One container's usage (CRI ContainerStats). Raises NotFound for an unknown ID."""
+        request = pb.ContainerStatsRequest(container_id=container_id)
+        response = await self._call(self._runtime.ContainerStats, request, target=container_id)
+        return usageconvert.container(response.stats)
+
+    async def list_container_usage(self) -> list[sm.ContainerUsage]:
+        """Every running container's usage (CRI ListContainerStats), with CPU, memory and
+        writable layer as the runtime reports them."""
+        request = pb.ListContainerStatsRequest(filter=pb.ContainerStatsFilter())
+        response = await self._call(self._runtime.ListContainerStats, request)
+        return [usageconvert.container(s) for s in response.stats]
+
+    async def pod_sandbox_stats(self, sandbox_id: rt.SandboxID) -> sm.PodUsage:
+        """One sandbox's usage (CRI PodSandboxStats). Raises NotFound for an unknown ID."""
+        request = pb.PodSandboxStatsRequest(pod_sandbox_id=sandbox_id)
+        response = await self._call(self._runtime.PodSandboxStats, request, target=sandbox_id)
+        return usageconvert.sandbox(response.stats)
+
+    async def list_pod_sandbox_stats(self) -> list[sm.PodUsage]:
+        """Every ready sandbox's usage (CRI ListPodSandboxStats: the pod cgroup's CPU and
+        memory, the network namespace's interfaces, the containers)."""
+        request = pb.ListPodSandboxStatsRequest(filter=pb.PodSandboxStatsFilter())
+        response = await self._call(self._runtime.ListPodSandboxStats, request)
+        return [usageconvert.sandbox(s) for s in response.stats]
 
     # -- images --------------------------------------------------------------------------
 

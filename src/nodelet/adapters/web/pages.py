@@ -5,7 +5,7 @@
 - pod: the start-up timeline (`svg.timeline` over `model.reports.timeline`), the sandbox error, the
   conditions with precise transition times, the sandbox attempts and the events;
 - node: the sandbox-ready latency histogram and sandbox failures by error class, as the agent's
-  metrics give them (`histograms.SandboxMetrics`).
+  metrics give them (`histograms.SandboxMetrics`), and the agent's feature gates.
 
 Pods are `(Pod, PodStatus | None)` pairs (None: no status generated yet, shown as a freshly
 admitted pod) and events `events.Event` values, as the agent holds them. Two things are computed
@@ -72,8 +72,9 @@ class Ui:
         return self._page(f"{t.namespace}/{t.name}", body, now)
 
     def node_page(self, metrics: hg.SandboxMetrics, listed: Sequence[Listed],
-                  now: datetime) -> str:
-        return self._page("Node", _node_body(metrics, listed), now)
+                  now: datetime, *, gates: Sequence[tuple[str, bool]] = ()) -> str:
+        body = _node_body(metrics, listed) + "\n<h2>Feature gates</h2>\n" + _gates_table(gates)
+        return self._page("Node", body, now)
 
     def not_found_page(self, namespace: str, name: str, now: datetime) -> str:
         body = (f"<h1>Pod not found</h1><p class=\"empty\">No pod {_e(namespace)}/{_e(name)} "
@@ -182,6 +183,7 @@ def _facts(pod: pods.Pod, status: st.PodStatus, t: tl.Timeline) -> str:
         ("UID", f"<code>{_e(pod.uid)}</code>"),
         ("Start time", _time(status.start_time)),
         ("Sandbox ready after", _e(tl.format_duration(t.sandbox_ready_latency))),
+        *((("Termination", _e(tl.termination_label(t))),) if t.termination else ()),
         ("Conditions", _badges(status)),
     ]
     items = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
@@ -279,6 +281,12 @@ def _seconds(value: float | None) -> str:
     if value is None:
         return "-"
     return tl.format_duration(timedelta(seconds=value))
+
+
+def _gates_table(gates: Sequence[tuple[str, bool]]) -> str:
+    rows = [f'<tr data-gate="{_e(name)}" data-enabled="{str(on).lower()}"><td>{_e(name)}</td>'
+            f"<td>{str(on).lower()}</td></tr>" for name, on in gates]
+    return _table(["Gate", "Enabled"], rows, "feature-gates", "No feature gates reported.")
 
 
 def _failures_table(failures: Sequence[tuple[str, float]]) -> str:

@@ -55,7 +55,7 @@ def _axis(t: tl.Timeline, height: int) -> list[str]:
 
 def timeline(t: tl.Timeline) -> str:
     """The Gantt-like timeline: one row per start-up condition, then the sandbox attempts."""
-    rows = len(t.milestones) + 1
+    rows = len(t.milestones) + 1 + (t.termination is not None)
     height = _TOP + rows * _ROW + 8
     parts = [f'<svg id="timeline" class="timeline" xmlns="http://www.w3.org/2000/svg" '
              f'viewBox="0 0 {_WIDTH} {height}" width="{_WIDTH}" height="{height}" role="img" '
@@ -63,7 +63,8 @@ def timeline(t: tl.Timeline) -> str:
     parts += _axis(t, height)
     for i, m in enumerate(t.milestones):
         parts += _milestone_row(t, m, _TOP + i * _ROW)
-    parts += _attempts_row(t, _TOP + len(t.milestones) * _ROW)
+    parts += _termination_row(t, _TOP + len(t.milestones) * _ROW)
+    parts += _attempts_row(t, _TOP + (rows - 1) * _ROW)
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -103,6 +104,22 @@ def _tooltip(m: tl.Milestone) -> str:
     if m.reason:
         text += f" ({m.reason})"
     return text + (f": {m.message}" if m.message else "")
+
+
+def _termination_row(t: tl.Timeline, y: int) -> list[str]:
+    """The termination step (a pod being deleted): deletion request → condition False."""
+    if t.termination is None:
+        return []
+    state = "reached" if t.termination.stopped is not None else "pending"
+    x0, x1 = (_x(v) for v in tl.termination_bar(t))
+    label = tl.termination_label(t)
+    tip = f"deletion requested {tl.format_time(t.termination.requested)}: {label}"
+    return [f'<g class="row termination {state}" data-step="termination">',
+            _text(_LABEL - 10, y + _BAR - 4, "Termination", "label", "end"),
+            f'<rect class="bar {state}" x="{x0}" y="{y + 2}" '
+            f'width="{max(round(x1 - x0, 1), 2)}" height="{_BAR}" rx="3">'
+            f"<title>{escape(tip)}</title></rect>",
+            _text(max(x1, x0 + 2) + 6, y + _BAR - 3, label, "duration"), "</g>"]
 
 
 def _attempts_row(t: tl.Timeline, y: int) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodelet.model.core import affinity, pods, resources, security, sysctls
+from nodelet.model.core import affinity, pods, resources, security, sysctls, tokens
 
 # pkg/kubelet/sysctl/safe_sysctls.go (1.32): namespaced and isolated, so always allowed.
 REJECTED_PREFIX = "Pod was rejected: "
@@ -170,6 +170,20 @@ def _refused_fields(pod: pods.Pod, node: Node) -> Rejection | None:
     return Rejection("UnsupportedPodSpec", f"{path}: {why}")
 
 
+def _static_tokens(pod: pods.Pod, node: Node) -> Rejection | None:
+    """A static pod cannot have a service account token: a TokenRequest is bound to a pod
+    the API server knows, and kube-apiserver's NodeRestriction refuses mirror pods that
+    reference a service account. The kubelet would fail the volume for ever; nodelet says so
+    once, at admission."""
+    found = tokens.static_pod_tokens(pod)
+    if not found:
+        return None
+    return Rejection("UnsupportedPodSpec",
+                     f"{found[0]}: a static pod cannot use a service account token (tokens "
+                     "are requested from the API server for the pods it bound to this node); "
+                     "create the pod through the API server, or mount a Secret instead")
+
+
 def _resources(pod: pods.Pod, node: Node, others: Sequence[pods.Pod]) -> Rejection | None:
     if node.allocatable is None:
         return None
@@ -184,7 +198,7 @@ def _host_ports(pod: pods.Pod, node: Node, others: Sequence[pods.Pod]) -> Reject
 
 
 _HANDLERS: tuple[Callable[[pods.Pod, Node], Rejection | None], ...] = (
-    _refused_fields, _sysctls, _os,
+    _refused_fields, _static_tokens, _sysctls, _os,
 )  # fmt: skip
 # The kubelet's predicate handler: resources, then node affinity, then host ports.
 _PREDICATES: tuple[Callable[[pods.Pod, Node, Sequence[pods.Pod]], Rejection | None], ...] = (

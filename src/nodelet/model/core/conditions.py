@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nodelet import settings
-from nodelet.model.core import pods, runtime, status
+from nodelet.model.core import extraconditions, pods, runtime, status
 from nodelet.model.core import sandboxes as sandbox_rules
 
 Statuses = Sequence[status.ContainerStatus]
@@ -21,7 +21,8 @@ _ALWAYS_OWNED = frozenset(
 )
 # Every type nodelet may write to the API, whatever the gates (the ready-to-start condition
 # under both of its names). Everything else in an API pod's status belongs to someone else.
-WRITTEN_TYPES = _ALWAYS_OWNED | {status.POD_READY_TO_START_CONTAINERS, status.POD_HAS_NETWORK}
+WRITTEN_TYPES = (_ALWAYS_OWNED | {status.POD_READY_TO_START_CONTAINERS, status.POD_HAS_NETWORK}
+                 | extraconditions.TYPES)
 
 
 def ready_to_start_type(gates: settings.FeatureGates) -> str | None:
@@ -36,7 +37,8 @@ def ready_to_start_type(gates: settings.FeatureGates) -> str | None:
 def owned_types(gates: settings.FeatureGates) -> frozenset[str]:
     """Condition types nodelet writes (the kubelet's PodConditionByKubelet)."""
     name = ready_to_start_type(gates)
-    return _ALWAYS_OWNED | {name} if name else _ALWAYS_OWNED
+    owned = _ALWAYS_OWNED | extraconditions.owned_types(gates)
+    return owned | {name} if name else owned
 
 
 def ready_to_start_containers(
@@ -235,13 +237,15 @@ def generate_conditions(
     init_statuses: Statuses | None,
     phase: status.PodPhase,
     gates: settings.FeatureGates,
+    extra: extraconditions.Facts | None = None,
 ) -> tuple[status.PodCondition, ...]:
     """All conditions of a pod in the kubelet's order (generateAPIPodStatus).
 
     Conditions nodelet does not own - readiness gates, DisruptionTarget, anything written by
     others, and the ready-to-start condition when its gate is off - are kept from
     `old_conditions` unchanged and in place; then come the ready-to-start condition (when
-    gated on), Initialized, Ready, ContainersReady and PodScheduled.
+    gated on), Initialized, Ready, ContainersReady and PodScheduled. The alpha gates beyond
+    the KEP then change or add conditions (`extraconditions.apply`, reading `extra`).
     """
     owned = owned_types(gates)
     out = [c for c in old_conditions if c.type not in owned]
@@ -255,4 +259,6 @@ def generate_conditions(
     out.append(pod_ready(pod, cr, out, phase))
     out.append(cr)
     out.append(pod_scheduled())
-    return tuple(out)
+    return extraconditions.apply(
+        out, pod, sandbox_list=sandboxes, container_statuses=container_statuses, gates=gates,
+        facts=extra or extraconditions.Facts(), ready_type=ready_type)

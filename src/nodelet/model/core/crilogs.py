@@ -32,7 +32,13 @@ _PARTIAL, _FULL = b"P", b"F"
 
 
 class LogsError(Exception):
-    """The logs asked for do not exist; the message names the pod and container."""
+    """The logs asked for do not exist; the message names the pod and container. `public` is
+    what a remote client is told (the node server's 400): the message itself unless it names
+    host paths or gives advice only this node's operator can follow."""
+
+    def __init__(self, message: str, *, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = message if public is None else public
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ Exceptions::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -263,9 +263,18 @@ def _value_from(
 
 
 def resolve(
-    container: pods.Container, *, lookup: vol.Lookup, facts: downward.PodFacts
+    container: pods.Container,
+    *,
+    lookup: vol.Lookup,
+    facts: downward.PodFacts,
+    service_env: Iterable[tuple[str, str]] = (),
 ) -> Environment:
-    """The container's environment (see the module docstring); raises ConfigError."""
+    """The container's environment (see the module docstring); raises ConfigError.
+
+    `service_env`: the Service variables (`servicelinks.service_env`). As in the kubelet's
+    makeEnvironmentVariables, `$(VAR)` in `env` values sees them after the container's own
+    variables, and they follow the container's variables, except those it defines itself."""
+    services = dict(service_env)
     namespace = facts.pod.namespace
     read = _reader(lookup, namespace)
     variables: dict[str, str] = {}
@@ -275,14 +284,16 @@ def resolve(
         skipped += [found] if found is not None else []
     for var in container.env:
         if var.value:
-            variables[var.name] = expand_from(var.value, variables)
+            variables[var.name] = expand(
+                var.value, lambda name: variables.get(name, services.get(name)))
         elif var.value_from is not None:
             value = _value_from(var.value_from, read, facts, container)
             if value is not None:
                 variables[var.name] = value
         else:
             variables[var.name] = ""
-    return Environment(tuple(variables.items()), tuple(skipped))
+    linked = [(name, value) for name, value in services.items() if name not in variables]
+    return Environment((*variables.items(), *linked), tuple(skipped))
 
 
 def referenced_objects(pod: pods.Pod) -> set[ObjectKey]:

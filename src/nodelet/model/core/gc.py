@@ -3,7 +3,9 @@
 The kubelet's container garbage collector (kuberuntime_gc.go) removes, in this order:
 
 - dead containers: those not running (exited, created, unknown) and created at least
-  `min_age` seconds ago, grouped per (pod UID, container name) — an "evict unit". A pod whose
+  `min_age` seconds ago, grouped per (pod UID, container name) — an "evict unit" — except,
+  unlike the kubelet, a created container that is its unit's newest instance: its pod's
+  worker is starting it (see `being_started`). A pod whose
   content should be removed (deleted, or terminated when the eviction manager asks) loses all
   of them; every other unit keeps its newest `max_per_pod_container`; then, when more than
   `max_containers` are left on the node, each unit is cut to a fair share and the oldest go
@@ -88,14 +90,37 @@ def containers_to_remove(
 
     `removable`: UIDs of pods whose content should be removed; all their evictable
     containers go first, whatever the limits."""
+    containers = list(containers)
     units = evict_units(containers, now=now, min_age=policy.min_age)
     removed: list[runtime.ContainerInfo] = []
     for unit in [u for u in units if u[0] in removable]:
         removed += _oldest_first(units.pop(unit))
+    starting = being_started(containers)
+    for unit, instances in units.items():
+        units[unit] = [c for c in instances if c.id not in starting]
     if policy.max_per_pod_container >= 0:
         removed += _trim_units(units, policy.max_per_pod_container)
     removed += _enforce_node_limit(units, policy.max_containers)
     return tuple(removed)
+
+
+def being_started(containers: Iterable[runtime.ContainerInfo]) -> frozenset[str]:
+    """IDs of the created (not yet started) containers that are the newest instance of their
+    (pod UID, container name).
+
+    A pod worker creates a container, then starts it. A collection that lists the runtime
+    between the two calls must not count the new instance as the newest dead one: it would
+    keep it and remove the dead instance before it — the one that carries the container's
+    lastState and `--previous` logs — and then that instance's sandbox. An older created
+    container (a start that never came, e.g. the agent stopped in between) is dead like any
+    other, and a pod whose content should be removed loses it too."""
+    newest: dict[Unit, runtime.ContainerInfo] = {}
+    for container in containers:
+        uid = pod_uid(container.labels)
+        unit = (uid, container.name)
+        if uid and (unit not in newest or _newest_first(container) < _newest_first(newest[unit])):
+            newest[unit] = container
+    return frozenset(c.id for c in newest.values() if c.state is runtime.ContainerState.CREATED)
 
 
 def _enforce_node_limit(

@@ -8,6 +8,7 @@ the status manager sets it when it merges the new status with the old one.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from nodelet import settings
@@ -15,6 +16,7 @@ from nodelet.model.core import (
     admission,
     conditions,
     eviction,
+    extraconditions,
     phases,
     pods,
     resources,
@@ -69,10 +71,14 @@ def generate_status(
     ready: Mapping[str, bool] | None = None,
     started: Mapping[str, bool] | None = None,
     failure: tuple[str, str] | None = None,
+    terminal: bool = False,
+    extra: extraconditions.Facts | None = None,
 ) -> status.PodStatus:
     """`ready`/`started`: readiness and startup probe results by container name;
     `failure`: (reason, message) of a pod that failed for good (activeDeadlineSeconds passed,
-    refused at admission)."""
+    refused at admission); `terminal`: the last status of a pod being terminated, its
+    containers stopped — a pod from the API then gets a terminal phase (`terminal_status`);
+    `extra`: what the alpha conditions beyond KEP-3085 read (`extraconditions.Facts`)."""
     init_statuses, container_statuses = phases.container_statuses(
         pod, containers, ready=ready, waiting=waiting, started=started
     )
@@ -80,8 +86,12 @@ def generate_status(
         init_statuses = _keep_terminated(init_statuses, old.init_container_statuses)
         container_statuses = _keep_terminated(container_statuses, old.container_statuses)
     phase = phases.pod_phase(
-        pod, init_statuses, container_statuses, old_phase=old.phase if old else None
+        pod, init_statuses, container_statuses, old_phase=old.phase if old else None,
+        terminal=terminal,
     )
+    if terminal and not pod.is_static:
+        phase, init_statuses, container_statuses = terminal_status(
+            phase, init_statuses, container_statuses)
     if failure is None and old is not None and old.phase == "Failed" and old.reason:
         failure = (old.reason, old.message)  # failed for good, also across agent restarts
     reason = message = ""
@@ -96,6 +106,7 @@ def generate_status(
         init_statuses=init_statuses,
         phase=phase,
         gates=gates,
+        extra=extra,
     )
     if _evicted(failure) and all(c.type != status.DISRUPTION_TARGET for c in pod_conditions):
         assert failure is not None
@@ -116,6 +127,51 @@ def generate_status(
         init_container_statuses=() if _rejected(failure) else init_statuses,
         qos_class=resources.qos_class(pod),
     )
+
+
+# What the kubelet writes for a container of a terminated pod that the runtime does not show
+# as exited (status_manager.go TerminatePod).
+UNKNOWN_REASON = "ContainerStatusUnknown"
+UNKNOWN_MESSAGE = "The container could not be located when the pod was terminated"
+UNKNOWN_EXIT_CODE = 137
+
+Statuses = tuple[status.ContainerStatus, ...]
+
+
+def terminal_status(
+    phase: status.PodPhase, init_statuses: Statuses, container_statuses: Statuses
+) -> tuple[status.PodPhase, Statuses, Statuses]:
+    """The last status of a terminated (non-static) pod, as the kubelet 1.27+ writes it before
+    it deletes the pod (TerminatePod): a Pending or Running phase becomes Failed, and
+    containers that tried to run but are not terminated are written as terminated with
+    `ContainerStatusUnknown` (exit code 137) — all regular containers once the pod
+    initialized, and the init containers up to the last one that tried to start."""
+    if phase not in ("Succeeded", "Failed"):
+        phase = "Failed"
+    started_inits = _started_prefix(init_statuses)
+    inits = tuple(_unknown_if_running(s) if i < started_inits else s
+                  for i, s in enumerate(init_statuses))
+    if not init_statuses or any(_tried(s) for s in container_statuses):
+        container_statuses = tuple(map(_unknown_if_running, container_statuses))
+    return phase, inits, container_statuses
+
+
+def _tried(s: status.ContainerStatus) -> bool:
+    """The container left waiting at least once (the kubelet's evidence of a start)."""
+    return not isinstance(s.state, status.ContainerStateWaiting) or isinstance(
+        s.last_state, status.ContainerStateTerminated)
+
+
+def _started_prefix(statuses: Statuses) -> int:
+    """How many leading statuses precede the trailing run of never-started ones."""
+    return max((i + 1 for i, s in enumerate(statuses) if _tried(s)), default=0)
+
+
+def _unknown_if_running(s: status.ContainerStatus) -> status.ContainerStatus:
+    if isinstance(s.state, status.ContainerStateTerminated):
+        return s
+    return replace(s, ready=False, started=False, state=status.ContainerStateTerminated(
+        exit_code=UNKNOWN_EXIT_CODE, reason=UNKNOWN_REASON, message=UNKNOWN_MESSAGE))
 
 
 def _keep_terminated(

@@ -53,16 +53,21 @@ def healthy(checks: Sequence[HealthCheck]) -> bool:
     return all(c.ok for c in checks)
 
 
-def healthz_text(checks: Sequence[HealthCheck], *, verbose: bool) -> str:
+def healthz_text(checks: Sequence[HealthCheck], *, verbose: bool,
+                 gates: Sequence[tuple[str, bool]] = ()) -> str:
     """The `/healthz` body, as kube-apiserver writes it.
 
     Healthy and not verbose: `ok`. Otherwise one line per check (`[+]name ok` or
     `[-]name failed: reason`), then `healthz check passed` or `healthz check failed`.
+    Verbose, the feature `gates` come before that last line, one `feature-gate NAME=VALUE`
+    line each (they never fail the check).
     """
     ok = healthy(checks)
     if ok and not verbose:
         return "ok"
     lines = [_check_line(c) for c in checks]
+    if verbose:
+        lines += [f"feature-gate {name}={str(on).lower()}" for name, on in gates]
     lines.append("healthz check passed" if ok else "healthz check failed")
     return "\n".join(lines) + "\n"
 

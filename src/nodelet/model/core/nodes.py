@@ -15,7 +15,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,6 +30,11 @@ ConditionValue = tuple[str, str, str]
 
 # The kubelet's version string is what `kubectl get nodes` shows; say what we are.
 KUBELET_VERSION = f"v1.31.0-nodelet.{nodelet.__version__}"
+
+# `status.images`: the largest images first, at most this many (the kubelet's
+# nodeStatusMaxImages default), each with at most this many names (MaxNamesPerImageInNodeStatus).
+MAX_IMAGES = 50
+MAX_NAMES_PER_IMAGE = 5
 
 # The pressure conditions as the kubelet reports them: (type, (reason, message) when False,
 # (reason, message) when True).
@@ -73,6 +78,9 @@ class NodeSpec:
     reserved: Mapping[str, int] = field(default_factory=dict)
     kubelet_port: int = 10250
     labels: dict[str, str] = field(default_factory=dict)
+    # Taints the Node is registered with, (key, value, effect) (--register-with-taints); an
+    # existing Node's taints are left alone, as the kubelet leaves them.
+    taints: tuple[tuple[str, str, str], ...] = ()
 
 
 def node_labels(spec: NodeSpec) -> dict[str, str]:
@@ -97,7 +105,22 @@ def node_object(spec: NodeSpec) -> apijson.Obj:
     }
     if spec.pod_cidrs:
         node["spec"] = {"podCIDR": spec.pod_cidrs[0], "podCIDRs": list(spec.pod_cidrs)}
+    if spec.taints:
+        node["spec"]["taints"] = [
+            {"key": key, **({"value": value} if value else {}), "effect": effect}
+            for key, value, effect in spec.taints]
     return node
+
+
+def node_images(images: Sequence[rt.ImageInfo], max_images: int = MAX_IMAGES) -> list[apijson.Obj]:
+    """`status.images` as the kubelet's Images setter: largest first (equal sizes by ID,
+    descending), at most `max_images` (-1: all), each named by its digests then its tags, at
+    most `MAX_NAMES_PER_IMAGE` names."""
+    ordered = sorted(images, key=lambda i: (i.size, i.id), reverse=True)
+    if max_images > -1:
+        ordered = ordered[:max_images]
+    return [{"names": [*i.repo_digests, *i.repo_tags][:MAX_NAMES_PER_IMAGE], "sizeBytes": i.size}
+            for i in ordered]
 
 
 def ready_condition(runtime: rt.RuntimeStatus | None, error: str = "") -> ConditionValue:
@@ -133,12 +156,14 @@ def node_status(
     previous: Mapping[str, Any] | None,
     now: datetime,
     pressure: frozenset[str] = frozenset(),
+    images: Sequence[apijson.Obj] | None = None,
 ) -> apijson.Obj:
     """The Node status to report. Transition times are kept from `previous` (the API's status)
     for conditions whose status did not change; heartbeats are `now`; `version` None (the
     runtime did not answer) leaves containerRuntimeVersion empty; `pressure` names the
-    pressure conditions that are True (the eviction manager's)."""
-    return {
+    pressure conditions that are True (the eviction manager's); `images`: `node_images`
+    (None: not reported)."""
+    out: apijson.Obj = {
         "capacity": _quantities(capacity(spec)),
         "allocatable": _quantities(allocatable(spec)),
         "conditions": _conditions(ready, pressure, previous, now),
@@ -147,6 +172,9 @@ def node_status(
         "daemonEndpoints": {"kubeletEndpoint": {"Port": spec.kubelet_port}},
         "nodeInfo": _node_info(spec.machine, version),
     }
+    if images is not None:
+        out["images"] = list(images)
+    return out
 
 
 def status_changed(reported: Mapping[str, Any] | None, status: Mapping[str, Any]) -> bool:

@@ -93,7 +93,11 @@ def _count(pod: pods.Pod, init_statuses: Statuses, container_statuses: Statuses)
     return counts
 
 
-def _all_stopped_phase(pod: pods.Pod, c: _Counts) -> status.PodPhase:
+def _all_stopped_phase(pod: pods.Pod, c: _Counts, *, terminal: bool) -> status.PodPhase:
+    # A terminating pod's containers are never restarted, whatever its restart policy
+    # (kubelet 1.27+ getPhase with podIsTerminal; static pods excepted, as there).
+    if terminal and not pod.is_static:
+        return "Succeeded" if c.stopped == c.succeeded else "Failed"
     policy = pod.spec.restart_policy
     if policy == "Always":
         return "Running"  # all containers are being restarted
@@ -108,8 +112,10 @@ def pod_phase(
     container_statuses: Statuses,
     *,
     old_phase: status.PodPhase | None = None,
+    terminal: bool = False,
 ) -> status.PodPhase:
-    """The pod phase, as the kubelet's getPhase; a terminal `old_phase` is kept for good."""
+    """The pod phase, as the kubelet's getPhase; a terminal `old_phase` is kept for good.
+    `terminal`: the pod is being terminated and its containers were stopped (podIsTerminal)."""
     if old_phase in _TERMINAL:
         return old_phase
     c = _count(pod, init_statuses, container_statuses)
@@ -127,7 +133,7 @@ def pod_phase(
     if c.running and not c.unknown:
         return "Running"
     if not c.running and c.stopped and not c.unknown:
-        return _all_stopped_phase(pod, c)
+        return _all_stopped_phase(pod, c, terminal=terminal)
     return "Pending"
 
 

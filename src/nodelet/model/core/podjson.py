@@ -27,13 +27,13 @@ def pod_to_api(
     out: dict[str, Any] = copy.deepcopy(dict(pod.raw))
     out["apiVersion"] = "v1"
     out["kind"] = "Pod"
-    out["metadata"] = _metadata(pod, out.get("metadata"))
+    out["metadata"] = _metadata(pod, out.get("metadata"), precise=precise)
     out.setdefault("spec", {})
     out["status"] = _status(status or st.PodStatus(), precise=precise)
     return out
 
 
-def _metadata(pod: pods.Pod, raw: Any) -> dict[str, Any]:
+def _metadata(pod: pods.Pod, raw: Any, *, precise: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
     meta["name"] = pod.name
     meta["namespace"] = pod.namespace
@@ -43,7 +43,9 @@ def _metadata(pod: pods.Pod, raw: Any) -> dict[str, Any]:
     if pod.creation_timestamp is not None:
         meta.setdefault("creationTimestamp", st.format_time(pod.creation_timestamp))
     if pod.deletion_timestamp is not None:
-        meta["deletionTimestamp"] = st.format_time(pod.deletion_timestamp)
+        # Precise: a static pod marked deleted by nodelet (the termination SLI) knows better.
+        meta["deletionTimestamp"] = (st.format_precise if precise else st.format_time)(
+            pod.deletion_timestamp)
     if pod.deletion_grace_period_seconds is not None:
         meta["deletionGracePeriodSeconds"] = pod.deletion_grace_period_seconds
     return meta

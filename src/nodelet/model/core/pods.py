@@ -229,6 +229,10 @@ class PodSpec:
     subdomain: str = ""
     dns_policy: str = "ClusterFirst"
     dns_config: PodDNSConfig | None = None
+    # Variables of the namespace's Services in the containers (the `kubernetes` one always).
+    enable_service_links: bool = True
+    # With a subdomain, the sandbox's hostname is the pod's FQDN (see specs.kernel_hostname).
+    set_hostname_as_fqdn: bool = False
     termination_grace_period_seconds: int = 30
     active_deadline_seconds: int | None = None
     readiness_gates: tuple[str, ...] = ()

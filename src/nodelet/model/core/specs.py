@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodelet.helpers import errors
 from nodelet.model.core import envvars, pods, resources, runtime
 from nodelet.model.core import security as security_mod
 
@@ -52,6 +53,31 @@ def hostname(pod: pods.Pod) -> str:
     return (pod.spec.hostname or pod.name)[:63].rstrip("-.")
 
 
+# The Linux nodename field holds 64 characters (the kubelet's GetNodenameForKernel).
+MAX_FQDN_LENGTH = 64
+
+
+class SandboxConfigError(errors.MessageError):
+    """The pod's sandbox config cannot be generated; `message` is the kubelet's text."""
+
+
+def kernel_hostname(pod: pods.Pod, cluster_domain: str) -> str:
+    """The sandbox's hostname: `hostname(pod)`, or with `setHostnameAsFQDN` and a subdomain
+    the FQDN `<hostname>.<subdomain>.<namespace>.svc.<cluster domain>` (the kubelet's
+    GetNodenameForKernel; without a cluster domain the name ends in "svc.", as there).
+    Raises SandboxConfigError when the FQDN is longer than 64 characters."""
+    short = hostname(pod)
+    if not short or not pod.spec.set_hostname_as_fqdn or not pod.spec.subdomain:
+        return short
+    fqdn = f"{short}.{pod.spec.subdomain}.{pod.namespace}.svc.{cluster_domain}"
+    if len(fqdn) > MAX_FQDN_LENGTH:
+        raise SandboxConfigError(
+            "failed to construct FQDN from pod hostname and cluster domain, FQDN "
+            f"{fqdn} is too long ({MAX_FQDN_LENGTH} characters is the max, {len(fqdn)} "
+            "characters requested)")
+    return fqdn
+
+
 def port_mappings(pod: pods.Pod) -> tuple[runtime.PortMapping, ...]:
     return tuple(
         runtime.PortMapping(
@@ -63,23 +89,6 @@ def port_mappings(pod: pods.Pod) -> tuple[runtime.PortMapping, ...]:
         for container in pod.spec.containers
         for port in container.ports
         if port.host_port
-    )
-
-
-def dns_config(pod: pods.Pod, host: runtime.DNSConfig) -> runtime.DNSConfig:
-    """Pod DNS: the host's resolver (no cluster DNS here) unless dnsPolicy None/dnsConfig say more.
-
-    Without a cluster DNS service the kubelet also falls back to the host's resolv.conf for
-    ClusterFirst pods.
-    """
-    base = runtime.DNSConfig() if pod.spec.dns_policy == "None" else host
-    extra = pod.spec.dns_config
-    if extra is None:
-        return base
-    return runtime.DNSConfig(
-        servers=base.servers + extra.nameservers,
-        searches=base.searches + extra.searches,
-        options=base.options + extra.options,
     )
 
 
@@ -122,18 +131,21 @@ def sandbox_config(
     *,
     attempt: int,
     logs_root: Path,
-    host_dns: runtime.DNSConfig,
+    dns: runtime.DNSConfig | None = None,
     cgroup_parent: str = "",
+    cluster_domain: str = "",
 ) -> runtime.SandboxConfig:
+    """`dns`: the pod's resolver configuration, as `dns.pod_dns` built it (None: none);
+    `cluster_domain` ends a setHostnameAsFQDN hostname. Raises SandboxConfigError."""
     return runtime.SandboxConfig(
         name=pod.name,
         namespace=pod.namespace,
         uid=pod.uid,
         attempt=attempt,
-        hostname=hostname(pod),
+        hostname=kernel_hostname(pod, cluster_domain),
         log_directory=pod_log_directory(logs_root, pod),
         security=security_mod.sandbox_security(pod),
-        dns=dns_config(pod, host_dns),
+        dns=dns if dns is not None else runtime.DNSConfig(),
         port_mappings=port_mappings(pod),
         labels=pod_labels(pod),
         annotations=dict(pod.annotations),

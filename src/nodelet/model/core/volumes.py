@@ -1,5 +1,6 @@
 """Volume contents as plain values: which files a configMap, secret, downwardAPI or projected
-volume holds, with which modes, and which paths a pod may mount. No I/O.
+volume holds (service account tokens are fetched by the service and passed in), with which
+modes, and which paths a pod may mount. No I/O.
 
 Everything here follows the kubelet's volume plugins, message for message where the kubelet has
 one (`configmap "X" not found`, `configmap references non-existent config key: K`); the
@@ -264,7 +265,8 @@ def downward_payload(
 
 
 def _projected_source(
-    source: Mapping[str, Any], lookup: Lookup, facts: PodFacts, mode: int
+    source: Mapping[str, Any], lookup: Lookup, facts: PodFacts, mode: int,
+    tokens: Mapping[str, bytes],
 ) -> Payload:
     namespace = facts.pod.namespace
     kinds = [k for k, v in source.items() if v is not None]
@@ -281,18 +283,33 @@ def _projected_source(
     if kind == "downwardAPI":
         return downward_payload(sub, facts, default_mode=mode)
     if kind == "serviceAccountToken":
-        # Nodelet mints no tokens. Every pod from an API server carries a projected
-        # kube-api-access volume with one, so refusing it would stop every such pod: the
-        # other sources of the volume are still written.
-        return {}
+        return _token_file(sub, facts, mode, tokens)
     raise SourceError(
         f'unsupported projected source "{kind}": nodelet supports configMap, secret, '
-        "downwardAPI (serviceAccountToken is skipped)"
+        "downwardAPI, serviceAccountToken"
     )
 
 
-def projected_payload(source: Mapping[str, Any], lookup: Lookup, facts: PodFacts) -> Payload:
-    """Files of a projected volume: its sources merged in order (a later path wins)."""
+def _token_file(
+    source: Mapping[str, Any], facts: PodFacts, mode: int, tokens: Mapping[str, bytes]
+) -> Payload:
+    """A serviceAccountToken source: the token the service fetched for its path. With an
+    fsGroup the file is 0600 (the fsGroup ownership then adds group read), as the kubelet's
+    projected plugin does, so the token is not world-readable."""
+    path = str(source.get("path") or "")
+    if path not in tokens:
+        raise SourceError(f'no service account token for path "{path}"')
+    if facts.pod.spec.security_context.fs_group is not None:
+        mode = 0o600
+    return {path: FileSpec(tokens[path], mode)}
+
+
+def projected_payload(
+    source: Mapping[str, Any], lookup: Lookup, facts: PodFacts,
+    tokens: Mapping[str, bytes] | None = None,
+) -> Payload:
+    """Files of a projected volume: its sources merged in order (a later path wins);
+    `tokens`: the service account tokens of its serviceAccountToken sources, by path."""
     mode = _mode(source, "defaultMode", DEFAULT_MODE)
     sources = source.get("sources") or ()
     if not isinstance(sources, list | tuple):
@@ -301,12 +318,16 @@ def projected_payload(source: Mapping[str, Any], lookup: Lookup, facts: PodFacts
     for item in sources:
         if not isinstance(item, Mapping):
             raise SourceError("projected sources must be mappings")
-        payload.update(_projected_source(item, lookup, facts, mode))
+        payload.update(_projected_source(item, lookup, facts, mode, tokens or {}))
     return _check_payload(payload)
 
 
-def content_payload(volume: pods.Volume, lookup: Lookup, facts: PodFacts) -> Payload:
-    """The files of a configMap, secret, downwardAPI or projected volume."""
+def content_payload(
+    volume: pods.Volume, lookup: Lookup, facts: PodFacts,
+    tokens: Mapping[str, bytes] | None = None,
+) -> Payload:
+    """The files of a configMap, secret, downwardAPI or projected volume (`tokens`: see
+    `projected_payload`)."""
     source, namespace = volume.source, facts.pod.namespace
     if volume.source_type == "configMap":
         obj = lookup("ConfigMap", namespace, str(source.get("name", "")))
@@ -317,7 +338,7 @@ def content_payload(volume: pods.Volume, lookup: Lookup, facts: PodFacts) -> Pay
     if volume.source_type == "downwardAPI":
         return downward_payload(source, facts)
     if volume.source_type == "projected":
-        return projected_payload(source, lookup, facts)
+        return projected_payload(source, lookup, facts, tokens)
     raise SourceError(f'volume type "{volume.source_type}" has no files')
 
 
@@ -325,17 +346,24 @@ def referenced_objects(pod: pods.Pod) -> set[tuple[str, str, str]]:
     """(kind, namespace, name) of every ConfigMap and Secret the pod's volumes read."""
     refs: set[tuple[str, str, str]] = set()
     for volume in pod.spec.volumes:
-        if volume.source_type == "configMap":
-            refs.add(("ConfigMap", pod.namespace, str(volume.source.get("name", ""))))
-        elif volume.source_type == "secret":
-            refs.add(("Secret", pod.namespace, str(volume.source.get("secretName", ""))))
-        elif volume.source_type == "projected":
-            for item in volume.source.get("sources") or ():
-                if not isinstance(item, Mapping):
-                    continue
-                for key, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
-                    if isinstance(item.get(key), Mapping):
-                        refs.add((kind, pod.namespace, str(item[key].get("name", ""))))
+        refs |= volume_objects(volume, pod.namespace)
+    return refs
+
+
+def volume_objects(volume: pods.Volume, namespace: str) -> set[tuple[str, str, str]]:
+    """(kind, namespace, name) of the ConfigMaps and Secrets one volume reads."""
+    if volume.source_type == "configMap":
+        return {("ConfigMap", namespace, str(volume.source.get("name", "")))}
+    if volume.source_type == "secret":
+        return {("Secret", namespace, str(volume.source.get("secretName", "")))}
+    refs: set[tuple[str, str, str]] = set()
+    if volume.source_type == "projected":
+        for item in volume.source.get("sources") or ():
+            if not isinstance(item, Mapping):
+                continue
+            for key, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
+                if isinstance(item.get(key), Mapping):
+                    refs.add((kind, namespace, str(item[key].get("name", ""))))
     return refs
 
 

@@ -74,17 +74,23 @@ TABLE: tuple[Field, ...] = (
     _h(SPEC + "terminationGracePeriodSeconds", "SIGTERM, then SIGKILL after the period "
        "(at least 2 s), preStop within it"),
     _h(SPEC + "activeDeadlineSeconds", "the pod fails with `DeadlineExceeded`"),
-    _h(SPEC + "dnsPolicy", "ClusterFirst and ClusterFirstWithHostNet use the node's resolver "
-       "(no cluster DNS yet), Default, None"),
-    _h(SPEC + "dnsConfig", "nameservers, searches and options are added"),
+    _h(SPEC + "dnsPolicy", "as the kubelet: ClusterFirst (Default on a hostNetwork pod) and "
+       "ClusterFirstWithHostNet use `--cluster-dns` with the `--cluster-domain` search paths "
+       "and `ndots:5`, or without `--cluster-dns` the node's resolver and a `MissingClusterDNS` "
+       "event; Default the node's `--resolv-conf`; None only the dnsConfig"),
+    _h(SPEC + "dnsConfig", "nameservers and searches appended, options merged by name (the "
+       "pod's win); beyond 3 nameservers or 32 search paths / 2048 characters cut with a "
+       "`DNSConfigForming` event"),
     _h(SPEC + "nodeSelector", "admission of static pods: every label must match the node's, "
        "else the pod fails with `NodeAffinity` (API pods were placed by the scheduler)"),
     _h(SPEC + "nodeName", "static pods are this node's; API pods are those bound to it"),
-    _h(SPEC + "serviceAccountName", "exposed through the downward API (`spec."
-       "serviceAccountName`); no token is mounted yet (see the projected volume type)"),
+    _h(SPEC + "serviceAccountName", "the account of the pod's projected `serviceAccountToken` "
+       "sources (TokenRequest, cluster mode); exposed through the downward API "
+       "(`spec.serviceAccountName`)"),
     _h(SPEC + "serviceAccount", "the deprecated name of serviceAccountName"),
-    _na(SPEC + "automountServiceAccountToken", "the API server's admission adds the token "
-        "volume; nodelet mounts the volumes the spec lists"),
+    _na(SPEC + "automountServiceAccountToken", "kube-apiserver's ServiceAccount admission adds "
+        "the `kube-api-access-*` volume and its mounts unless it is false; nodelet, like the "
+        "kubelet, mounts the volumes the spec lists"),
     _h(SPEC + "hostNetwork", "the sandbox uses the node's network namespace (CRI NODE)"),
     _h(SPEC + "hostPID", "the containers use the node's PID namespace (CRI NODE)"),
     _h(SPEC + "hostIPC", "the pod uses the node's IPC namespace (CRI NODE)"),
@@ -95,8 +101,9 @@ TABLE: tuple[Field, ...] = (
        "then the node's `<data-dir>/config.json`"),
     _h(SPEC + "hostname", "the sandbox's hostname (default: the pod name)"),
     _h(SPEC + "subdomain", "with hostname, the pod's FQDN in its managed /etc/hosts"),
-    _h(SPEC + "setHostnameAsFQDN", "as the kubelet: the hostname becomes the FQDN only with a "
-       "cluster domain, which nodelet does not have yet, so it stays the short name"),
+    _h(SPEC + "setHostnameAsFQDN", "as the kubelet: with a subdomain the sandbox's hostname "
+       "is `<hostname>.<subdomain>.<namespace>.svc.<--cluster-domain>`; longer than 64 "
+       "characters fails the sandbox (`FailedCreatePodSandBox`)"),
     _h(SPEC + "hostAliases", "appended to the pod's managed /etc/hosts"),
     _h(SPEC + "readinessGates", "the pod is Ready only when every gate's condition is True"),
     _h(SPEC + "runtimeClassName", "the CRI runtime handler (standalone there are no "
@@ -118,8 +125,9 @@ TABLE: tuple[Field, ...] = (
        "2000000000 and more is critical and never evicted"),
     _na(SPEC + "preemptionPolicy", _SCHEDULING + " (preemption)"),
     _na(SPEC + "workloadRef", _SCHEDULING + " (gang scheduling)"),
-    _na(SPEC + "enableServiceLinks", "service environment variables need Services, which a "
-        "node without a cluster does not have"),
+    _h(SPEC + "enableServiceLinks", "in cluster mode the namespace's Services with a cluster "
+       "IP become `<NAME>_SERVICE_HOST`/`_PORT` and Docker link variables (the `kubernetes` "
+       "Service of `default` always); standalone there are no Services, so no variables"),
     _refused(SPEC + "overhead", "spec", "pod overhead (from a RuntimeClass) is not supported: "
              "nodelet does not size pod cgroups from it"),
     _refused(SPEC + "resourceClaims", "spec", "dynamic resource allocation is not supported"),
@@ -249,9 +257,11 @@ def _volume_rows() -> tuple[Field, ...]:
         "emptyDir": "a directory removed with the pod (tmpfs for `medium: Memory`, sized by "
                     "sizeLimit; on disk, a pod whose emptyDir outgrows sizeLimit is evicted)",
         "hostPath": "the node's path, checked against `type` (DirectoryOrCreate, File, ...)",
-        "projected": "configMap, secret and downwardAPI sources; a serviceAccountToken source "
-                     "is skipped: nodelet mints no tokens yet, and refusing it would stop every "
-                     "pod an API server sends",
+        "projected": "configMap, secret, downwardAPI and serviceAccountToken sources; tokens "
+                     "come from the TokenRequest API (cluster mode), bound to the pod, written "
+                     "atomically and refreshed at 80 % of their lifetime or after 24 h; a "
+                     "static pod with a serviceAccountToken source is refused at admission "
+                     "(`UnsupportedPodSpec`)",
     }
     rows = [_h(VOLUME + t, notes.get(t, "its files written atomically, kept up to date, "
                                         "mounted read-only"))

@@ -364,6 +364,9 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
         subdomain=subdomain and names.dns_label(subdomain, "spec.subdomain"),
         dns_policy=dns_policy,
         dns_config=_dns_config(spec, dns_policy, strict),
+        enable_service_links=spec.get("enableServiceLinks") is None
+        or fields.boolean(spec, "enableServiceLinks", "spec"),
+        set_hostname_as_fqdn=fields.boolean(spec, "setHostnameAsFQDN", "spec"),
         termination_grace_period_seconds=_grace(spec, strict),
         active_deadline_seconds=fields.integer(
             spec, "activeDeadlineSeconds", "spec", low=1, high=fields.INT32_MAX

@@ -1,7 +1,8 @@
 """Pod startup analysis of a cluster dump: phase latencies, percentiles, stuck sandboxes (pure).
 
-`analyze(pod_list, event_list)` reads the JSON of a v1 PodList (and optionally an EventList,
-see `analysis_input`) and returns an `Analysis`:
+`analyze_dump(reader)` analyses the pods and events an `analysis_input.DumpReader` read from
+any number of documents (`analyze(pod_list, event_list)` for one of each) and returns an
+`Analysis`:
 
 - per pod, the phases scheduled → ready-to-start-containers → initialized → containers-ready →
   ready, from the lastTransitionTime of the kubelet's conditions when True (PodScheduled,
@@ -16,6 +17,14 @@ see `analysis_input`) and returns an `Analysis`:
   latencies; negative latencies, from second-granular stamps, clamped to 0), overall and by
   namespace, node and runtimeClass. Samples are sorted once per transition (and once per
   group), all percentiles read from that; the per-pod work runs column-wise in comprehensions;
+- first starts vs re-created sandboxes: a snapshot's condition time is the *latest*
+  transition, so a pod whose sandbox was re-created (node reboot, pause killed) reports a time
+  weeks after scheduling. `recreation_reason` tells them apart (a container that started
+  before the sandbox became ready, SandboxChanged events, restarts with the sandbox ready long
+  after status.startTime); every transition is measured on first starts only, and the
+  re-created pods are listed with the reason;
+- KEP-3085's termination SLI: deletion requested (deletionTimestamp - grace period) → the
+  sandbox condition False, for terminating pods;
 - pods stuck before their sandbox — condition not True while the pod is neither finished nor
   terminating (or, without the condition, Pending with sandbox events) — with the condition's
   reason and message and their FailedCreatePodSandBox / FailedMount events. An event matches
@@ -37,7 +46,6 @@ from typing import Any, cast
 from nodelet.model.reports import analysis_input as ai
 
 AnalysisError = ai.AnalysisError
-decode = ai.decode  # bytes -> JSON value, AnalysisError naming the source when not JSON
 
 PERCENTILES = (50, 90, 99)
 DIMENSIONS = ("namespace", "node", "runtimeClass")
@@ -114,6 +122,23 @@ class StuckPod:
 
 
 @dataclass(frozen=True)
+class RecreatedPod:
+    """A pod whose sandbox condition reflects a later sandbox, and why the analysis thinks so."""
+
+    pod: ai.PodRecord
+    reason: str
+
+
+@dataclass(frozen=True)
+class Termination:
+    """KEP-3085's termination SLI over the terminating pods of the dump."""
+
+    terminating: int  # pods with a deletionTimestamp
+    still_ready: int  # ... whose sandbox condition is still True
+    stats: Stats | None  # deletion requested -> condition False, for those measured
+
+
+@dataclass(frozen=True)
 class Analysis:
     """Everything the reports show; latencies are seconds, pods in input order."""
 
@@ -129,6 +154,9 @@ class Analysis:
     stuck: tuple[StuckPod, ...]
     events_given: bool
     notes: tuple[str, ...]
+    recreated: tuple[RecreatedPod, ...] = ()
+    termination: Termination = Termination(0, 0, None)
+    measured: int = 0  # pods measured: first starts (re-created sandboxes left out)
 
 
 def percentile(sorted_values: Sequence[float], p: int) -> float:
@@ -193,16 +221,28 @@ def _latest(columns: Sequence[Column], phases: Sequence[int]) -> Column:
 
 def analyze(pod_list: Any, event_list: Any = None, *, source: str = "pods",
             events_source: str = "events") -> Analysis:
-    """Analyse parsed PodList JSON (and EventList JSON, or None); AnalysisError if malformed."""
-    parse = ai.TimeParser()
-    pods = ai.pod_records(pod_list, source, parse)
-    events = ai.event_records(event_list, events_source, parse) if event_list is not None \
-        else []
+    """Analyse one parsed document of pods (and one of events, or None); AnalysisError if
+    malformed."""
+    reader = ai.DumpReader()
+    reader.add(pod_list, source)
+    if event_list is not None:
+        reader.add(event_list, events_source)
+    return analyze_dump(reader)
+
+
+def analyze_dump(reader: ai.DumpReader) -> Analysis:
+    """Analyse what `reader` read."""
+    pods, events = reader.pods, reader.events
     counts = _condition_counts(pods)
     fallback = counts["neither"] == len(pods)
     chain = FALLBACK_CHAIN if fallback else SANDBOX_CHAIN
     transitions = transitions_of(chain)
+    index = EventIndex(events)
+    recreated = recreated_pods(pods, events)
     columns = phase_columns(pods)
+    for i in recreated:  # the SLI is about first starts
+        for column in columns:
+            column[i] = None
     latencies = {t.name: latency_column(columns, t, chain) for t in transitions}
     builders = {d: _GroupBuilder(keys) for d, keys in _dimension_keys(pods).items()}
     overall, samples = {}, {}
@@ -217,9 +257,11 @@ def analyze(pod_list: Any, event_list: Any = None, *, source: str = "pods",
         pods=pods, condition_counts=counts, fallback=fallback, transitions=transitions,
         headline=headline, latencies=latencies, overall=overall,
         groups={d: b.build() for d, b in builders.items()},
-        headline_samples=samples[headline.name], stuck=stuck_pods(pods, events),
-        events_given=event_list is not None,
-        notes=_notes(pods, counts, fallback, event_list is not None, parse.saw_fraction),
+        headline_samples=samples[headline.name], stuck=stuck_pods(pods, index),
+        events_given=reader.event_lists > 0,
+        notes=_notes(reader, counts, fallback, len(recreated)),
+        recreated=tuple(RecreatedPod(pods[i], r) for i, r in recreated.items()),
+        termination=termination(pods), measured=len(pods) - len(recreated),
     )
 
 
@@ -273,6 +315,125 @@ def _picker(indexes: list[int]) -> Callable[[Column], Sequence[float | None]]:
     return operator.itemgetter(*indexes)
 
 
+# --- events by pod
+
+
+class EventIndex:
+    """Events by pod uid and by namespace/name, for `matching`."""
+
+    def __init__(self, events: Sequence[ai.EventRecord]) -> None:
+        self.by_uid: dict[str, list[ai.EventRecord]] = {}
+        self.by_name: dict[tuple[str, str], list[ai.EventRecord]] = {}
+        for e in events:
+            self.by_name.setdefault((e.namespace, e.pod_name), []).append(e)
+            if e.pod_uid:
+                self.by_uid.setdefault(e.pod_uid, []).append(e)
+
+    def matching(self, pod: ai.PodRecord) -> list[ai.EventRecord]:
+        """Events about this pod: same uid, or same namespace/name when either side has no
+        uid (an event with another uid is about an earlier pod of the same name)."""
+        if not self.by_name:
+            return []
+        same_name = self.by_name.get((pod.namespace, pod.name), [])
+        if not pod.uid:
+            return same_name
+        return self.by_uid.get(pod.uid, []) + [e for e in same_name if not e.pod_uid]
+
+
+# --- first starts and re-created sandboxes
+
+# A sandbox ready this long after status.startTime (the kubelet's first sync of the pod, after
+# which it creates the sandbox at once) with restarted containers is a later sandbox; without
+# restarts only a much longer gap says so (a first start can be stuck for hours).
+RECREATED_GAP_WITH_RESTARTS = 600.0
+RECREATED_GAP = 86400.0
+# A container start counts as before the sandbox only by more than this: `startedAt` has whole
+# seconds while the condition may be precise (nodelet's ?precise), so 10:00:05 may be 10:00:05.9.
+START_SLACK = 1.0
+
+
+def recreation_reason(pod: ai.PodRecord, events: Sequence[ai.EventRecord]) -> str | None:
+    """Why `pod`'s sandbox-ready time reflects a re-created sandbox, or None (a first start)."""
+    ready = pod.times[ai.READY_TO_START]
+    if ready is None:
+        return None
+    first = pod.first_container
+    if first is not None and first.at < ready - START_SLACK:
+        return (f"container {first.container} started at {first.raw}, "
+                f"{human_seconds(ready - first.at)} before the sandbox became ready")
+    changed = sum(e.count for e in events if e.reason == ai.SANDBOX_CHANGED)
+    if changed:
+        return f"SandboxChanged event ({changed}x): the sandbox was killed and re-created"
+    gap = ready - pod.start_time if pod.start_time is not None else 0.0
+    if pod.restarts and gap > RECREATED_GAP_WITH_RESTARTS:
+        return (f"{pod.restarts} container restarts, sandbox ready {human_seconds(gap)} "
+                "after the pod started (status.startTime)")
+    if gap > RECREATED_GAP:
+        return f"sandbox ready {human_seconds(gap)} after the pod started (status.startTime)"
+    return None
+
+
+def recreated_pods(pods: Sequence[ai.PodRecord],
+                   events: Sequence[ai.EventRecord]) -> dict[int, str]:
+    """Index in `pods` -> reason, for the pods whose sandbox was re-created."""
+    changed = EventIndex([e for e in events if e.reason == ai.SANDBOX_CHANGED])
+    out = {}
+    for i, pod in enumerate(pods):
+        ready = pod.times[ai.READY_TO_START]
+        if ready is None:
+            continue
+        # The common case, decided inline (100 000 pods): nothing says "re-created".
+        first, start = pod.first_container, pod.start_time
+        if (first is None or first.at >= ready - START_SLACK) and not changed.by_name and (
+                start is None or ready - start <= (
+                    RECREATED_GAP_WITH_RESTARTS if pod.restarts else RECREATED_GAP)):
+            continue
+        reason = recreation_reason(pod, changed.matching(pod))
+        if reason is not None:
+            out[i] = reason
+    return out
+
+
+def human_seconds(value: float | None) -> str:
+    """One format for every duration: 0s, 850ms, 3.2s, 4m12s, 2h5m, 3d4h (`-` for None)."""
+    if value is None:
+        return "-"
+    if value <= 0:
+        return "0s"
+    if value < 0.9995:
+        return f"{value * 1000:.0f}ms"
+    if value < 59.95:
+        return f"{value:.1f}".removesuffix(".0") + "s"
+    whole = round(value)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600}h"
+
+
+# --- termination
+
+
+def termination(pods: Sequence[ai.PodRecord]) -> Termination:
+    """Deletion requested -> sandbox condition False, for terminating pods whose condition
+    turned False after the request (whole-second stamps: 1 s of slack)."""
+    terminating = [p for p in pods if p.terminating]
+    samples, still_ready = [], 0
+    for pod in terminating:
+        cond = pod.sandbox
+        if cond is None or pod.deletion_requested is None:
+            continue
+        if cond.status == "True":
+            still_ready += 1
+        elif cond.status == "False" and cond.since is not None:
+            at = ai.TimeParser()(cond.since)
+            if at >= pod.deletion_requested - 1:
+                samples.append(max(0.0, at - pod.deletion_requested))
+    samples.sort()
+    return Termination(len(terminating), still_ready, stats(samples))
+
+
 # --- stuck pods
 
 
@@ -286,18 +447,13 @@ def is_stuck(pod: ai.PodRecord, has_events: bool) -> bool:
     return pod.phase == "Pending" and has_events
 
 
-def stuck_pods(pods: Sequence[ai.PodRecord],
-               events: Sequence[ai.EventRecord]) -> tuple[StuckPod, ...]:
-    """Stuck pods, longest stuck first, with their matching events."""
-    by_uid: dict[str, list[ai.EventRecord]] = {}
-    by_name: dict[tuple[str, str], list[ai.EventRecord]] = {}
-    for e in events:
-        by_name.setdefault((e.namespace, e.pod_name), []).append(e)
-        if e.pod_uid:
-            by_uid.setdefault(e.pod_uid, []).append(e)
+def stuck_pods(pods: Sequence[ai.PodRecord], index: EventIndex) -> tuple[StuckPod, ...]:
+    """Stuck pods, longest stuck first, with their matching sandbox events."""
     stuck = []
     for pod in pods:
-        matched = matching_events(pod, by_uid, by_name)
+        if pod.sandbox is not None and pod.sandbox.status == "True":
+            continue  # most pods: started, no event lookup
+        matched = [e for e in index.matching(pod) if e.reason in ai.SANDBOX_EVENT_REASONS]
         if is_stuck(pod, bool(matched)):
             stuck.append(StuckPod(pod, summarize_events(matched)))
     stuck.sort(key=_stuck_order)
@@ -308,17 +464,6 @@ def _stuck_order(s: StuckPod) -> tuple[bool, str, str, str]:
     since = s.pod.sandbox.since if s.pod.sandbox is not None else None
     # RFC 3339 in UTC sorts as text; mixed offsets are rare enough in a dump to accept.
     return since is None, since or "", s.pod.namespace, s.pod.name
-
-
-def matching_events(pod: ai.PodRecord, by_uid: Mapping[str, list[ai.EventRecord]],
-                    by_name: Mapping[tuple[str, str], list[ai.EventRecord]]
-                    ) -> list[ai.EventRecord]:
-    """Events about this pod: same uid, or same namespace/name when either side has no uid
-    (an event with another uid is about an earlier pod of the same name)."""
-    same_name = by_name.get((pod.namespace, pod.name), [])
-    if not pod.uid:
-        return same_name
-    return by_uid.get(pod.uid, []) + [e for e in same_name if not e.pod_uid]
 
 
 def summarize_events(events: Sequence[ai.EventRecord]) -> tuple[EventSummary, ...]:
@@ -339,12 +484,13 @@ def _pods(n: int) -> str:
     return "1 pod" if n == 1 else f"{n} pods"
 
 
-def _notes(pods: Sequence[ai.PodRecord], counts: Mapping[str, int], fallback: bool,
-           events_given: bool, precise: bool) -> tuple[str, ...]:
+def _notes(reader: ai.DumpReader, counts: Mapping[str, int], fallback: bool,
+           recreated: int) -> tuple[str, ...]:
+    pods = reader.pods
     new, old = ai.SANDBOX_CONDITIONS
-    notes = []
+    notes = [*_input_notes(reader)]
     if not pods:
-        notes.append("The PodList has no pods.")
+        notes.append("The input has no pods.")
     elif fallback:
         notes.append(f"No pod has a {new} or {old} condition (Kubernetes before 1.25, or the "
                      f"feature gate is off): sandbox-ready latency cannot be measured; the "
@@ -358,11 +504,37 @@ def _notes(pods: Sequence[ai.PodRecord], counts: Mapping[str, int], fallback: bo
         if counts["neither"]:
             notes.append(f"{_pods(counts['neither'])} without {new} or {old}: left out of "
                          "the transitions that need it.")
-    if pods and not precise:
+    if recreated:
+        notes.append(f"{_pods(recreated)} had their sandbox re-created after the first start "
+                     "(listed with the reason): their condition times are of a later sandbox, "
+                     "so every transition is measured on first starts only.")
+    untimed = sum(1 for p in pods if p.untimed)
+    if untimed:
+        notes.append(f"{_pods(untimed)} have a True condition without lastTransitionTime: "
+                     "left out of the transitions that need it.")
+    if pods and not reader.parse.saw_fraction:
         notes.append("Transition times have whole-second precision (as the API serialises "
                      "them): sub-second latencies are rounded; nodelet's /pods?precise keeps "
                      "microseconds.")
-    if not events_given:
-        notes.append("No EventList given (--events): stuck pods are shown without their "
-                     "FailedCreatePodSandBox / FailedMount events.")
+    if not reader.event_lists:
+        notes.append("No events given: stuck pods are shown without their "
+                     "FailedCreatePodSandBox / FailedMount events, and SandboxChanged events "
+                     "cannot mark re-created sandboxes.")
     return tuple(notes)
+
+
+def _input_notes(reader: ai.DumpReader) -> list[str]:
+    notes = []
+    if reader.internal_sources:
+        names = ", ".join(reader.internal_sources[:3])
+        more = len(reader.internal_sources) - 3
+        notes.append(f"Read as the internal format of an old `kubectl cluster-info dump` "
+                     f"(capitalised Go field names, no kind): {names}"
+                     + (f" and {more} more" if more > 0 else "") + ".")
+    if reader.duplicate_pods:
+        notes.append(f"{_pods(reader.duplicate_pods)} appeared more than once (same UID) and "
+                     "were counted once.")
+    if reader.skipped:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(reader.skipped.items()))
+        notes.append(f"Skipped objects that are neither Pods nor Events: {kinds}.")
+    return notes

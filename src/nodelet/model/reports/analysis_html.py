@@ -1,15 +1,21 @@
 """`nodelet analyze -o html`: a standalone report with inline SVG plots (pure: values in, HTML out).
 
-One file, no scripts, no external assets (styles inline, plots as SVG): a histogram and a CDF of
-the headline latency (sandbox-ready, or scheduled → ready in fallback) with p50/p90/p99 marks,
-the percentile tables (overall, by namespace, node and runtimeClass), the slowest pods with their
-phases and the stuck pods with their condition message and events. Every input string is
-escaped. The plots are drawn by `charts`, as the web UI's, styled by presentation attributes.
+One file, no scripts, no external assets (styles inline, plots as SVG): "at a glance" (how
+fast, what is stuck and why, where it is worst), a histogram and a CDF of the headline latency
+(sandbox-ready, or scheduled → ready in fallback) with p50/p90/p99 marks — on a log axis when
+the samples span decades (`Axis`) — the percentile tables (overall with the termination SLI, by
+namespace, node and runtimeClass, each saying which pods it covers), the slowest pods with their
+phases, the re-created sandboxes with the reason and the stuck pods with their condition
+message and events. Every input string is escaped. The plots are drawn by `charts`, as the web
+UI's, styled by presentation attributes.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
 from nodelet.model.reports import analysis as an
@@ -41,13 +47,14 @@ def report(analysis: an.Analysis, *, source: str, events_source: str | None) -> 
     head = analysis.headline
     body = [
         f"<h1>Pod startup: {escape(source)}</h1>",
+        _glance(analysis),
         _summary(analysis, events_source),
         f"<h2>{escape(head.label)} latency</h2>",
         '<div class="plots">', histogram_svg(analysis.headline_samples, head.label),
         cdf_svg(analysis.headline_samples, head.label), "</div>",
         "<h2>Percentiles</h2>", _overall(analysis),
         *(_groups(analysis, d) for d in an.DIMENSIONS),
-        _slowest(analysis), _stuck(analysis),
+        _slowest(analysis), _recreated(analysis), _stuck(analysis),
     ]
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>nodelet analyze: {escape(source)}</title><style>{_STYLE}</style></head>"
@@ -76,6 +83,30 @@ def _summary(analysis: an.Analysis, events_source: str | None) -> str:
     return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "".join(notes) + "</ul>"
 
 
+def _glance(analysis: an.Analysis) -> str:
+    """The three questions first: how fast, what is stuck and why, where it is worst."""
+    head = analysis.headline
+    s = analysis.overall.get(head.name)
+    fast = (f"no {escape(head.label)} measured" if s is None else
+            f"{escape(head.label)}: p50 <b>{rep.human_seconds(s.p50)}</b>, p90 "
+            f"<b>{rep.human_seconds(s.p90)}</b>, p99 <b>{rep.human_seconds(s.p99)}</b>, max "
+            f"{rep.human_seconds(s.max)}")
+    causes = "; ".join(f"{n}&times; <span class=\"msg\">{escape(c)}</span>"
+                       for c, n in rep.stuck_reasons(analysis))
+    stuck = (f"<b>{len(analysis.stuck)}</b> pods before their sandbox: {causes}"
+             if analysis.stuck else "none before their sandbox")
+    worst = ", ".join(f"{escape(d)} <b>{escape(g.key)}</b> (p99 "
+                      f"{rep.human_seconds(g.stats[head.name].p99)})"
+                      for d, g in rep.worst_groups(analysis)) or "one group only"
+    items = [f"<b>How fast</b>: {fast} <span class=\"note\">({escape(rep.covered(analysis))})"
+             "</span>", f"<b>Stuck</b>: {stuck}", f"<b>Worst</b>: {worst}"]
+    if analysis.recreated:
+        items.append(f"<b>Re-created sandboxes</b>: {len(analysis.recreated)} pods, left out "
+                     "of the percentiles (listed below)")
+    return '<h2>At a glance</h2><ul class="glance">' + "".join(
+        f"<li>{i}</li>" for i in items) + "</ul>"
+
+
 def _stat_cells(s: an.Stats | None) -> list[str]:
     if s is None:
         return ["0", "-", "-", "-", "-"]
@@ -85,7 +116,13 @@ def _stat_cells(s: an.Stats | None) -> list[str]:
 def _overall(analysis: an.Analysis) -> str:
     rows = [[escape(t.label), *_stat_cells(analysis.overall.get(t.name))]
             for t in analysis.transitions]
-    return _table(["transition", "pods", "p50", "p90", "p99", "max"], rows, 1)
+    term = analysis.termination
+    if term.terminating:
+        rows.append(["deletion requested → sandbox not ready (termination SLI)",
+                     *_stat_cells(term.stats)])
+    return (f'<p class="note">Over {escape(rep.covered(analysis))}; pods: those that reached '
+            "both phases.</p>" + _table(["transition", "pods", "p50", "p90", "p99", "max"],
+                                        rows, 1))
 
 
 def _groups(analysis: an.Analysis, dimension: str) -> str:
@@ -101,7 +138,8 @@ def _groups(analysis: an.Analysis, dimension: str) -> str:
     header = [dimension, "pods", *(escape(t.label) for t in analysis.transitions)]
     more = len(groups) - HTML_GROUP_ROWS
     tail = f'<p class="note">... and {more} more (see -o json)</p>' if more > 0 else ""
-    return (f"<h2>By {dimension}</h2><p class=\"note\">p50 / p99 of each transition; slowest "
+    return (f"<h2>By {dimension}</h2><p class=\"note\">p50 / p99 of each transition over "
+            f"{escape(rep.covered(analysis))}; pods: all in the group; slowest "
             f"{escape(analysis.headline.label)} p99 first.</p>" + _table(header, rows, 1) + tail)
 
 
@@ -114,7 +152,20 @@ def _slowest(analysis: an.Analysis) -> str:
     rows = [[escape(f"{p.namespace}/{p.name}"), escape(p.node), escape(p.runtime_class),
              *rep.phase_offsets(analysis, p)] for p, _ in slow]
     return (f"<h2>Slowest pods by {escape(analysis.headline.label)}</h2>"
-            "<p class=\"note\">Each phase as time after scheduled.</p>" + _table(header, rows, 3))
+            f"<p class=\"note\">Of {escape(rep.covered(analysis))}; each phase as time after "
+            "scheduled.</p>" + _table(header, rows, 3))
+
+
+def _recreated(analysis: an.Analysis) -> str:
+    if not analysis.recreated:
+        return ""
+    rows = [[escape(f"{r.pod.namespace}/{r.pod.name}"), escape(r.pod.node),
+             escape(r.pod.raw_times[ai.READY_TO_START] or "-"),
+             f'<span class="msg">{escape(r.reason)}</span>']
+            for r in analysis.recreated[:HTML_STUCK_PODS]]
+    return (f"<h2>Re-created sandboxes ({len(analysis.recreated)})</h2><p class=\"note\">Their "
+            "condition time is of a later sandbox: left out of the percentiles.</p>"
+            + _table(["pod", "node", "sandbox ready", "why re-created"], rows, 99))
 
 
 def _stuck(analysis: an.Analysis) -> str:
@@ -145,14 +196,61 @@ def _stuck(analysis: an.Analysis) -> str:
 LOOK = charts.Look(width=WIDTH, height=HEIGHT, left=LEFT, right=RIGHT, top=TOP, bottom=BOTTOM,
                    axis='stroke="#444"', bar='fill="#4a78b5"', text='font-size="11"',
                    y_axis=True, tick_marks=True)
+# Ticks of a log axis: readable durations, about one per decade.
+_NICE = ((0.001, "1ms"), (0.01, "10ms"), (0.1, "100ms"), (1.0, "1s"), (10.0, "10s"),
+         (60.0, "1m"), (600.0, "10m"), (3600.0, "1h"), (86400.0, "1d"), (864000.0, "10d"),
+         (8640000.0, "100d"))
+# A log axis only pays when the samples span at least this ratio (max / smallest above 0).
+LOG_SPAN = 20.0
 
 
-def _x_range(samples: Sequence[float]) -> float:
-    """Upper end of the x axis: the max, unless a long tail would squash the body (then 1.5 x
-    p99, and the histogram's last bar collects the overflow)."""
-    top, p99 = samples[-1], an.percentile(samples, 99)
-    hi = top if top <= 2 * p99 or p99 == 0 else 1.5 * p99
-    return hi if hi > 0 else 1.0
+@dataclass(frozen=True)
+class Axis:
+    """The x axis of both plots: linear from 0, or logarithmic when the samples span decades
+    (a long tail on a linear axis puts nearly every pod into the first bar). On the log axis
+    the histogram's bins grow geometrically from `low` (the smallest sample above 0; the first
+    bin, from 0, also holds the zeros of whole-second stamps) to the max, and every bin's bar
+    is as wide as the others."""
+
+    hi: float
+    low: float = 0.0  # > 0: logarithmic
+
+    @property
+    def log(self) -> bool:
+        return self.low > 0
+
+    @property
+    def ratio(self) -> float:
+        return float((self.hi / self.low) ** (1 / (BINS - 1)))
+
+    def fraction(self, value: float) -> float:
+        if not self.log:
+            return min(value, self.hi) / self.hi
+        if value <= self.low:
+            return value / self.low / BINS
+        return min(1.0, (math.log(value / self.low) / math.log(self.ratio) + 1) / BINS)
+
+    def bounds(self) -> tuple[float, ...]:
+        if not self.log:
+            return tuple(self.hi * (k + 1) / BINS for k in range(BINS))
+        return tuple(self.low * self.ratio ** k for k in range(BINS))
+
+    def ticks(self) -> list[charts.Tick]:
+        if not self.log:
+            return charts.value_ticks(self.hi, rep.human_seconds)
+        ticks = [(self.fraction(v), label) for v, label in _NICE if self.low <= v <= self.hi]
+        if not ticks or ticks[0][0] > 0.06:  # "0" only where it does not overlap the next
+            ticks.insert(0, (0.0, "0"))
+        return ticks
+
+
+def axis_for(samples: Sequence[float]) -> Axis:
+    """Log axis when the sorted `samples` span LOG_SPAN or more, else linear up to the max."""
+    top = samples[-1]
+    low = next((v for v in samples if v > 0), 0.0)
+    if low > 0 and top / low >= LOG_SPAN:
+        return Axis(top, low)
+    return Axis(top if top > 0 else 1.0)
 
 
 def _empty(title: str) -> str:
@@ -160,20 +258,17 @@ def _empty(title: str) -> str:
             f'<text x="16" y="30" font-size="13">{escape(title)}: no samples</text></svg>')
 
 
-def _marks(samples: Sequence[float], x_hi: float) -> str:
+def _marks(samples: Sequence[float], axis: Axis) -> str:
     out = []
-    for p in an.PERCENTILES:
+    for k, p in enumerate(an.PERCENTILES):
         v = an.percentile(samples, p)
-        x = LOOK.x(min(v, x_hi) / x_hi)
+        x = LOOK.x(axis.fraction(v))
         out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{LOOK.base}" stroke="#c33" '
                    f'stroke-dasharray="4 3"><title>p{p} {rep.human_seconds(v)}</title></line>'
-                   f'<text x="{x + 3:.1f}" y="{TOP + 12}" font-size="11" fill="#c33">p{p}'
+                   f'<text x="{x + 3:.1f}" y="{TOP + 12 + 12 * k}" font-size="11" '
+                   f'fill="#c33">p{p}'
                    "</text>")
     return "".join(out)
-
-
-def _ticks(x_hi: float) -> list[charts.Tick]:
-    return charts.value_ticks(x_hi, rep.human_seconds)
 
 
 def _tip(bucket: hg.Bucket) -> str:
@@ -181,16 +276,25 @@ def _tip(bucket: hg.Bucket) -> str:
             f"{bucket.count:g} pods")
 
 
+def _scale(axis: Axis) -> str:
+    return "log scale" if axis.log else "linear scale"
+
+
 def histogram_svg(samples: Sequence[float], label: str) -> str:
-    """Histogram of sorted `samples` (seconds) in BINS equal bins, with p50/p90/p99 marks."""
+    """Histogram of sorted `samples` (seconds) in BINS bins on `axis_for(samples)`, with
+    p50/p90/p99 marks."""
     title = f"histogram of {label} ({len(samples)} pods)"
     if not samples:
         return _empty(title)
-    x_hi = _x_range(samples)
-    h = hg.from_samples(label, samples, x_hi, BINS)
-    return charts.histogram(h, LOOK, ticks=_ticks(x_hi), tip=_tip, caption=title,
+    axis = axis_for(samples)
+    bounds = axis.bounds()
+    cuts = [0, *(bisect.bisect_right(samples, b) for b in bounds[:-1]), len(samples)]
+    h = hg.Histogram(label, bounds, tuple(float(cuts[k + 1] - cuts[k]) for k in range(BINS)),
+                     float(sum(samples)))
+    return charts.histogram(h, LOOK, ticks=axis.ticks(), tip=_tip,
+                            caption=f"{title}, {_scale(axis)}",
                             y_label=f"pods (peak {max(h.counts):g})",
-                            overlay=_marks(samples, x_hi))
+                            overlay=_marks(samples, axis))
 
 
 def cdf_svg(samples: Sequence[float], label: str) -> str:
@@ -198,12 +302,13 @@ def cdf_svg(samples: Sequence[float], label: str) -> str:
     title = f"CDF of {label}"
     if not samples:
         return _empty(title)
-    x_hi = _x_range(samples)
+    axis = axis_for(samples)
     h = LOOK.plot_height
     n = len(samples)
     idx = sorted({round(k * (n - 1) / CDF_POINTS) for k in range(CDF_POINTS + 1)})
-    points = " ".join(f"{LOOK.x(min(samples[i], x_hi) / x_hi):.1f},"
+    points = " ".join(f"{LOOK.x(axis.fraction(samples[i])):.1f},"
                       f"{LOOK.base - h * (i + 1) / n:.1f}" for i in idx)
     line = f'<polyline points="{points}" fill="none" stroke="#4a78b5" stroke-width="2"/>'
-    return charts.frame(LOOK, ticks=_ticks(x_hi), caption=title,
-                        y_label="fraction of pods (0 to 1)", inner=line + _marks(samples, x_hi))
+    return charts.frame(LOOK, ticks=axis.ticks(), caption=f"{title}, {_scale(axis)}",
+                        y_label="fraction of pods (0 to 1)",
+                        inner=line + _marks(samples, axis))

@@ -1,16 +1,24 @@
-"""Reading a cluster dump for `nodelet analyze`: PodList / EventList JSON into small records.
+"""Reading a cluster dump for `nodelet analyze`: Kubernetes objects into small records.
 
-Pure: bytes or parsed JSON in, values out. Accepted documents:
+Pure: parsed documents in (`model.parsing.dumps` turns bytes into them), values out. A
+`DumpReader` takes any number of documents from any number of sources and keeps:
 
-- pods: a v1 `PodList` (`kubectl get pods -A -o json` on older kubectl, the API server, the
-  kubelet's and nodelet's `/pods`) or a `List` whose items are Pods (what kubectl usually prints);
-- events: a v1 `EventList` or a `List` of Events (`kubectl get events -A -o json`).
+- Pods: a single Pod, a `PodList`, or the Pods of a `List` of anything (`kubectl get
+  pods,events -o json`, `kubectl get pods -A -o json|yaml`, the API server, the kubelet's and
+  nodelet's `/pods`, the `pods.json` files of a `kubectl cluster-info dump` tree). Items of a
+  PodList may omit `kind`. A pod seen twice (same UID, e.g. in two files) is counted once.
+- Events (`Event`, core/v1 or events.k8s.io/v1): the sandbox events (FailedCreatePodSandBox,
+  FailedMount) and SandboxChanged (a re-created sandbox), from an `EventList`, a `List`, a
+  single Event or a cluster-info dump's `events.json`.
+- Other kinds (Nodes, ReplicaSets, Services…): counted per kind and skipped (a note says so).
+- The internal format of old `kubectl cluster-info dump` (Go field names with capitals, no
+  `kind`): read as v1, and noted.
 
 Every problem raises `AnalysisError` (a `ValueError`) whose message names the source, the item
 (`items[12] (default/web)`) and the field, e.g.
 `pods.json: items[3] (default/web): status.conditions[1] (PodScheduled).lastTransitionTime:
-not an RFC 3339 time: 'yesterday'`. Nothing is silently skipped except conditions that the
-kubelet does not own and events that are not about pods or not about sandboxes.
+not an RFC 3339 time: 'yesterday'`. Times may be RFC 3339 text or `datetime` values (what
+YAML loaders make of unquoted timestamps).
 
 Performance (a 100 000-pod dump must take seconds, bench/analyze.py): one pass over the items
 with plain dict access, and timestamps parsed by a memoising hand parser (`TimeParser`) — a dump
@@ -19,11 +27,10 @@ repeats the same whole-second stamps thousands of times.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Sequence
+from collections import Counter
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 
 from nodelet.model.core import events as ev
@@ -54,9 +61,8 @@ _PHASE_OF_CONDITION = {
 NO_NODE = "<none>"
 DEFAULT_RUNTIME_CLASS = "<default>"
 SANDBOX_EVENT_REASONS = (ev.FAILED_CREATE_POD_SANDBOX, ev.FAILED_MOUNT)
-
-_POD_LIST_KINDS = ("PodList", "List")
-_EVENT_LIST_KINDS = ("EventList", "List")
+SANDBOX_CHANGED = ev.SANDBOX_CHANGED
+_KEPT_EVENT_REASONS = frozenset((*SANDBOX_EVENT_REASONS, SANDBOX_CHANGED))
 
 
 class SandboxCondition(NamedTuple):
@@ -67,6 +73,14 @@ class SandboxCondition(NamedTuple):
     reason: str
     message: str
     since: str | None  # lastTransitionTime as written (RFC 3339)
+
+
+class ContainerStart(NamedTuple):
+    """The earliest start of any of the pod's containers the status remembers."""
+
+    container: str
+    at: float  # POSIX seconds
+    raw: str
 
 
 class PodRecord(NamedTuple):
@@ -88,11 +102,16 @@ class PodRecord(NamedTuple):
     sandbox: SandboxCondition | None
     times: tuple[float | None, ...]
     raw_times: tuple[str | None, ...]
+    start_time: float | None = None  # status.startTime: the kubelet's first sync of the pod
+    restarts: int = 0  # sum of the containers' restartCount
+    first_container: ContainerStart | None = None
+    deletion_requested: float | None = None  # deletionTimestamp - deletionGracePeriodSeconds
+    untimed: int = 0  # kubelet conditions True without a lastTransitionTime
 
 
 @dataclass(frozen=True)
 class EventRecord:
-    """A FailedCreatePodSandBox / FailedMount event about a pod."""
+    """A FailedCreatePodSandBox / FailedMount / SandboxChanged event about a pod."""
 
     namespace: str
     pod_name: str
@@ -163,40 +182,19 @@ class TimeParser:
         return seconds
 
 
+def time_text(value: Any) -> Any:
+    """A `datetime` (YAML's unquoted timestamp; naive means UTC, as YAML says) as RFC 3339
+    text; anything else unchanged (checked where it is parsed)."""
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+    return value
+
+
 # --- documents
 
 
-def decode(data: bytes, source: str, what: str) -> Any:
-    """The JSON value in `data`; `what` names the expected document in the error message."""
-    if not data.strip():
-        raise AnalysisError(f"{source}: empty input; expected a v1 {what} in JSON")
-    try:
-        return json.loads(data)
-    except UnicodeDecodeError as exc:
-        raise AnalysisError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                            f"expected a v1 {what} in JSON") from exc
-    except json.JSONDecodeError as exc:
-        raise AnalysisError(f"{source}: not JSON ({exc.msg} at line {exc.lineno} column "
-                            f"{exc.colno}); expected a v1 {what}, e.g. from "
-                            f"`kubectl get {what[:-4].lower()}s -A -o json`") from exc
-
-
-def list_items(doc: Any, source: str, kinds: Sequence[str], what: str) -> list[Any]:
-    """The `items` of a list document whose kind is one of `kinds`."""
-    a_what = f"an {what}" if what[0] in "AEIOU" else f"a {what}"
-    if not isinstance(doc, dict):
-        raise AnalysisError(f"{source}: not {a_what}: the document is {_describe(doc)}, "
-                            "not an object")
-    kind = doc.get("kind")
-    if kind not in kinds:
-        raise AnalysisError(f"{source}: not {a_what}: kind is {kind!r}; expected "
-                            f"{' or '.join(repr(k) for k in kinds)}")
-    items = doc.get("items")
-    if items is None:
-        return []
-    if not isinstance(items, list):
-        raise AnalysisError(f"{source}: {kind}.items is {_describe(items)}, not a list")
-    return items
+# Kinds an item of a list is taken for when it has no `kind` of its own.
+_ITEM_KIND = {"PodList": "Pod", "EventList": "Event"}
 
 
 def _describe(value: Any) -> str:
@@ -205,39 +203,207 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:60]
 
 
+def _guess_kind(item: dict[str, Any]) -> str | None:
+    """The kind of an object written without one (a List's items, nodelet's /pods)."""
+    if "involvedObject" in item or "regarding" in item:
+        return "Event"
+    spec, status = item.get("spec"), item.get("status")
+    if (type(spec) is dict and "containers" in spec) or \
+            (type(status) is dict and ("conditions" in status or "phase" in status)):
+        return "Pod"
+    return None
+
+
+class DumpReader:
+    """Pods, events and the rest of any number of documents (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.parse = TimeParser()
+        self.pods: list[PodRecord] = []
+        self.events: list[EventRecord] = []
+        self.skipped: Counter[str] = Counter()  # kind -> objects neither Pod nor Event
+        self.duplicate_pods = 0
+        self.duplicate_events = 0
+        self.internal_sources: list[str] = []  # read as old cluster-info dump's format
+        self.event_lists = 0  # EventLists (or Events) seen, even empty: events were given
+        # uid -> (index in pods, resourceVersion): a pod seen again (two files, a directory
+        # and a file, `kubectl get -w -o json`) keeps its newest state.
+        self._pod_uids: dict[str, tuple[int, int]] = {}
+        self._event_uids: set[str] = set()
+
+    def add(self, doc: Any, source: str) -> None:
+        """Take one parsed document; AnalysisError when it is malformed."""
+        if type(doc) is not dict:
+            raise AnalysisError(f"{source}: the document is {_describe(doc)}, not a "
+                                "Kubernetes object or list")
+        if "kind" not in doc and _is_internal(doc):
+            doc = _from_internal(doc)
+            self.internal_sources.append(source)
+        kind = doc.get("kind")
+        if "items" in doc and (kind is None or (type(kind) is str and kind.endswith("List"))):
+            self._add_list(doc, source, kind)
+            return
+        self._add_item(doc, kind if type(kind) is str else _guess_kind(doc), source)
+
+    def _add_list(self, doc: dict[str, Any], source: str, kind: str | None) -> None:
+        items = doc.get("items")
+        if items is None:
+            items = []
+        if not isinstance(items, list):
+            raise AnalysisError(f"{source}: {kind or 'list'}.items is {_describe(items)}, "
+                                "not a list")
+        default = _ITEM_KIND.get(kind or "") or (kind[:-4] if kind and kind != "List" else None)
+        if default == "Event":
+            self.event_lists += 1
+        add_item = self._add_item
+        for index, item in enumerate(items):
+            if type(item) is not dict:
+                raise AnalysisError(f"{source}: items[{index}]: {_describe(item)}, not an "
+                                    "object")
+            item_kind = item.get("kind") or default or _guess_kind(item)
+            add_item(item, item_kind, f"{source}: items[{index}]")
+
+    def _add_item(self, item: dict[str, Any], kind: Any, where: str) -> None:
+        if kind == "Pod":
+            record = _pod_record(item, where, self.parse)
+            if record.uid:
+                version = _version(item)
+                known = self._pod_uids.get(record.uid)
+                if known is not None:
+                    self.duplicate_pods += 1
+                    if version >= known[1]:  # the same or newer: the later one
+                        self.pods[known[0]] = record
+                        self._pod_uids[record.uid] = (known[0], version)
+                    return
+                self._pod_uids[record.uid] = (len(self.pods), version)
+            self.pods.append(record)
+        elif kind == "Event":
+            if not self.event_lists:
+                self.event_lists = 1
+            self._add_event(item, where)
+        else:
+            self.skipped[str(kind) if kind else "objects without a kind"] += 1
+
+    def _add_event(self, item: dict[str, Any], where: str) -> None:
+        record = _event_record(item, where, self.parse)
+        if record is None:
+            return
+        meta = item.get("metadata")
+        uid = meta.get("uid") if type(meta) is dict else None
+        if uid:
+            if uid in self._event_uids:
+                self.duplicate_events += 1
+                return
+            self._event_uids.add(uid)
+        self.events.append(record)
+
+
+def _version(item: dict[str, Any]) -> int:
+    """metadata.resourceVersion as a number (etcd's revision; -1 when absent or opaque)."""
+    rv = item["metadata"].get("resourceVersion")
+    return int(rv) if type(rv) is str and rv.isdigit() else -1
+
+
+# --- the internal format of old `kubectl cluster-info dump`
+
+# Its objects are Go structs marshalled without their JSON tags: ObjectMeta's fields (tagged)
+# inline at the top, everything else with Go's capitalised names, and no `kind`.
+_META_FIELDS = ("name", "namespace", "uid", "deletionTimestamp", "deletionGracePeriodSeconds",
+                "creationTimestamp", "labels", "annotations", "resourceVersion")
+_OPAQUE = ("Labels", "Annotations", "labels", "annotations", "NodeSelector", "Data")
+
+
+def _is_internal(doc: dict[str, Any]) -> bool:
+    return "Items" in doc or "Spec" in doc or "Status" in doc or "InvolvedObject" in doc
+
+
+def _from_internal(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_from_internal(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        name = _json_name(key) if type(key) is str else key
+        out[name] = item if key in _OPAQUE else _from_internal(item)
+    if "metadata" not in out and ("spec" in out or "status" in out or "involvedObject" in out):
+        out["metadata"] = {k: out.pop(k) for k in _META_FIELDS if k in out}
+    return out
+
+
+def _json_name(key: str) -> str:
+    """`Spec` → `spec`, `UID` → `uid`, `PodIP` → `podIP`, `ObjectMeta` → `metadata`."""
+    if key in ("ObjectMeta", "ListMeta"):
+        return "metadata"
+    if key == "LastTerminationState":  # v1 renamed it in its JSON tag
+        return "lastState"
+    if key.isupper():
+        return key.lower()
+    return key[:1].lower() + key[1:]
+
+
 # --- pods
 
 
-def pod_records(doc: Any, source: str, parse: TimeParser) -> list[PodRecord]:
-    """One record per item of a PodList (or a List of Pods), in order."""
-    items = list_items(doc, source, _POD_LIST_KINDS, "PodList")
-    return [_pod_record(item, i, source, parse) for i, item in enumerate(items)]
-
-
-def _pod_record(item: Any, index: int, source: str, parse: TimeParser) -> PodRecord:
-    if type(item) is not dict:
-        raise AnalysisError(f"{source}: items[{index}]: {_describe(item)}, not a Pod object")
+def _pod_record(item: dict[str, Any], where: str, parse: TimeParser) -> PodRecord:
     meta = item.get("metadata")
     if type(meta) is not dict:
-        raise AnalysisError(f"{source}: items[{index}]: no metadata; every item must be a Pod "
-                            "with metadata.name")
+        raise AnalysisError(f"{where}: no metadata; every Pod has metadata.name")
     name, namespace = meta.get("name"), meta.get("namespace") or "default"
     if type(name) is not str or not name or type(namespace) is not str:
-        raise AnalysisError(f"{source}: items[{index}]: metadata.name and metadata.namespace "
-                            "must be non-empty strings")
-    where = f"{source}: items[{index}] ({namespace}/{name})"
-    kind = item.get("kind")
-    if kind is not None and kind != "Pod":
-        raise AnalysisError(f"{where}: kind is {kind!r}; only Pods can be analysed")
+        raise AnalysisError(f"{where}: metadata.name and metadata.namespace must be non-empty "
+                            "strings")
+    where = f"{where} ({namespace}/{name})"
     spec, status = _object(item, "spec", where), _object(item, "status", where)
-    times, raw_times, sandbox = _condition_times(status, where, parse)
+    times, raw_times, sandbox, untimed = _condition_times(status, where, parse)
+    deletion = meta.get("deletionTimestamp")
+    start = status.get("startTime")
+    restarts, first = _container_starts(status, where, parse) if sandbox is not None and \
+        sandbox.status == "True" else (0, None)
     # Positional: this runs 100 000 times per dump (field order as in PodRecord).
     return PodRecord(
         namespace, name, str(meta.get("uid") or ""), str(spec.get("nodeName") or NO_NODE),
         str(spec.get("runtimeClassName") or DEFAULT_RUNTIME_CLASS),
-        str(status.get("phase") or ""), bool(meta.get("deletionTimestamp")), sandbox,
-        times, raw_times,
+        str(status.get("phase") or ""), bool(deletion), sandbox, times, raw_times,
+        None if start is None else (parse.cached(start) if type(start) is str else None)
+        or _time(start, parse, f"{where}: status.startTime"),
+        restarts, first,
+        None if not deletion else _deletion_requested(meta, deletion, where, parse), untimed,
     )
+
+
+def _deletion_requested(meta: dict[str, Any], deletion: Any, where: str,
+                        parse: TimeParser) -> float | None:
+    """When deletion was asked for: the API sets deletionTimestamp to that + the grace period."""
+    at = _time(deletion, parse, f"{where}: metadata.deletionTimestamp")
+    grace = meta.get("deletionGracePeriodSeconds")
+    return None if at is None else at - (grace if type(grace) is int else 0)
+
+
+def _container_starts(status: dict[str, Any], where: str,
+                      parse: TimeParser) -> tuple[int, ContainerStart | None]:
+    """Sum of restartCount, and the earliest startedAt any container status remembers
+    (running or terminated now, or terminated last time)."""
+    restarts, first = 0, None
+    for field in ("initContainerStatuses", "containerStatuses"):
+        statuses = status.get(field)
+        if type(statuses) is not list:
+            continue
+        for cs in statuses:
+            if type(cs) is not dict:
+                continue
+            count = cs.get("restartCount")
+            restarts += count if type(count) is int else 0
+            for state in (cs.get("state"), cs.get("lastState")):
+                for detail in (state or {}).values() if type(state) is dict else ():
+                    raw = time_text(detail.get("startedAt")) if type(detail) is dict else None
+                    if type(raw) is not str:
+                        continue
+                    at = parse.cached(raw) or _time(raw, parse, f"{where}: status.{field} "
+                                                    "startedAt")
+                    if at is not None and (first is None or at < first.at):
+                        first = ContainerStart(str(cs.get("name") or "?"), at, raw)
+    return restarts, first
 
 
 def _object(item: dict[str, Any], field: str, where: str) -> dict[str, Any]:
@@ -251,7 +417,7 @@ def _object(item: dict[str, Any], field: str, where: str) -> dict[str, Any]:
 
 def _condition_times(
     status: dict[str, Any], where: str, parse: TimeParser
-) -> tuple[tuple[float | None, ...], tuple[str | None, ...], SandboxCondition | None]:
+) -> tuple[tuple[float | None, ...], tuple[str | None, ...], SandboxCondition | None, int]:
     """Hot loop (500 000 conditions per dump): dict lookups only, error text built on error."""
     conditions = status.get("conditions")
     if conditions is None:
@@ -261,6 +427,7 @@ def _condition_times(
     times: list[float | None] = [None] * len(PHASES)
     raw: list[str | None] = [None] * len(PHASES)
     sandbox: SandboxCondition | None = None
+    untimed = 0
     for j, cond in enumerate(conditions):
         if type(cond) is not dict:
             raise AnalysisError(f"{where}: status.conditions[{j}] is {_describe(cond)}, "
@@ -272,20 +439,25 @@ def _condition_times(
         ltt = cond.get("lastTransitionTime")
         at = parse.cached(ltt) if type(ltt) is str else None
         if at is None and ltt is not None:
+            ltt = time_text(ltt)
             at = _time(ltt, parse, f"{where}: status.conditions[{j}] ({ctype})"
                        ".lastTransitionTime")
         if phase == READY_TO_START and (sandbox is None or ctype == SANDBOX_CONDITIONS[0]):
             sandbox = SandboxCondition(str(ctype), str(cond.get("status")),
                                        str(cond.get("reason") or ""),
                                        str(cond.get("message") or ""), ltt)
-        if at is not None and cond.get("status") == "True":
-            times[phase], raw[phase] = at, ltt
-    return tuple(times), tuple(raw), sandbox
+        if cond.get("status") == "True":
+            if at is not None:
+                times[phase], raw[phase] = at, ltt
+            else:
+                untimed += 1
+    return tuple(times), tuple(raw), sandbox, untimed
 
 
 def _time(value: Any, parse: TimeParser, where: str) -> float | None:
     if value is None:
         return None
+    value = time_text(value)
     if type(value) is not str:
         raise AnalysisError(f"{where}: {_describe(value)} is not an RFC 3339 time")
     try:
@@ -298,32 +470,16 @@ def _time(value: Any, parse: TimeParser, where: str) -> float | None:
 # --- events
 
 
-def event_records(doc: Any, source: str, parse: TimeParser) -> list[EventRecord]:
-    """The FailedCreatePodSandBox / FailedMount events about pods of an EventList."""
-    items = list_items(doc, source, _EVENT_LIST_KINDS, "EventList")
-    records = []
-    for index, item in enumerate(items):
-        record = _event_record(item, f"{source}: items[{index}]", parse)
-        if record is not None:
-            records.append(record)
-    return records
-
-
-def _event_record(item: Any, where: str, parse: TimeParser) -> EventRecord | None:
-    if type(item) is not dict:
-        raise AnalysisError(f"{where}: {_describe(item)}, not an Event object")
-    kind = item.get("kind")
-    if kind is not None and kind != "Event":
-        raise AnalysisError(f"{where}: kind is {kind!r}; an EventList holds Events")
+def _event_record(item: dict[str, Any], where: str, parse: TimeParser) -> EventRecord | None:
     involved = item.get("involvedObject") or item.get("regarding")  # core/v1 or events/v1
     if type(involved) is not dict:
         raise AnalysisError(f"{where}: no involvedObject; every Event names the object it is "
                             "about")
-    if item.get("reason") not in SANDBOX_EVENT_REASONS or involved.get("kind", "Pod") != "Pod":
+    if item.get("reason") not in _KEPT_EVENT_REASONS or involved.get("kind", "Pod") != "Pod":
         return None
     series = item.get("series")
     series = series if type(series) is dict else {}  # events/v1 repeats live in `series`
-    raw = _event_time(item, series)
+    raw = time_text(_event_time(item, series))
     count = item.get("count") or series.get("count") or 1
     if type(count) is not int:
         raise AnalysisError(f"{where}: count is {_describe(count)}, not an integer")
@@ -339,11 +495,11 @@ def _event_record(item: Any, where: str, parse: TimeParser) -> EventRecord | Non
     )
 
 
-def _event_time(item: dict[str, Any], series: dict[str, Any]) -> str | None:
+def _event_time(item: dict[str, Any], series: dict[str, Any]) -> Any:
     """The last time the event was seen, in the order kubectl's `LAST SEEN` uses."""
     for value in (item.get("lastTimestamp"), series.get("lastObservedTime"),
                   item.get("eventTime"), item.get("firstTimestamp"),
                   (item.get("metadata") or {}).get("creationTimestamp")):
         if value:
-            return value  # type: ignore[no-any-return]
+            return value
     return None

@@ -1,5 +1,9 @@
 """Rendering an `analysis.Analysis` as a human table or as JSON (pure: values in, text out).
 
+The table fits `WIDTH` (100) columns — notes and messages wrapped, long names cut in the
+middle — and opens with the three questions an SRE asks first (`_glance`); every table's title
+says which pods it covers (`covered`). Durations have one format (`analysis.human_seconds`).
+
 The JSON schema (`SCHEMA`, documented in docs/analyze.md) is stable: fields are only ever
 added. Latencies are seconds (float, rounded to microseconds); times are the RFC 3339 strings
 as they were written in the input. The HTML report lives in `analysis_html`.
@@ -8,6 +12,8 @@ as they were written in the input. The HTML report lives in `analysis_html`.
 from __future__ import annotations
 
 import json
+import re
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,21 +30,7 @@ _GUTTER = "   "
 
 # --- shared helpers (also used by analysis_html)
 
-
-def human_seconds(value: float | None) -> str:
-    """0s, 850ms, 2.35s, 3m05s, 1h02m."""
-    if value is None:
-        return "-"
-    if value == 0:
-        return "0s"
-    if value < 1:
-        return f"{value * 1000:.0f}ms"
-    if value < 60:
-        return f"{value:.2f}s"
-    whole = round(value)
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+human_seconds = an.human_seconds
 
 
 def condition_summary(analysis: an.Analysis) -> str:
@@ -64,7 +56,7 @@ def slowest_pods(analysis: an.Analysis, limit: int) -> list[tuple[ai.PodRecord, 
 
 
 def phase_offsets(analysis: an.Analysis, pod: ai.PodRecord) -> list[str]:
-    """Each phase of the chain as `+1.23s` after scheduled (`-` when not reached)."""
+    """Each phase of the chain as `+1.2s` after scheduled (`-` when not reached)."""
     t0 = pod.times[ai.SCHEDULED]
     return [
         "-" if (t := pod.times[p]) is None or t0 is None else "+" + human_seconds(max(0, t - t0))
@@ -84,29 +76,129 @@ def stuck_condition(pod: ai.PodRecord) -> str:
     return f"{pod.sandbox.type}={pod.sandbox.status}{reason}{since}"
 
 
+def covered(analysis: an.Analysis) -> str:
+    """Which pods the percentiles cover, for every table's title."""
+    left_out = []
+    if analysis.recreated:
+        left_out.append(f"{len(analysis.recreated)} re-created")
+    missing = analysis.condition_counts["neither"]
+    if missing and not analysis.fallback:
+        left_out.append(f"{missing} without the condition")
+    tail = f"; not: {', '.join(left_out)}" if left_out else ""
+    return f"first starts, {analysis.measured} of {_pods(len(analysis.pods))}{tail}"
+
+
+def stuck_reasons(analysis: an.Analysis, limit: int = 3) -> list[tuple[str, int]]:
+    """The commonest causes of stuck pods: the last sandbox event's message, else the
+    condition's message, cut to its first clause."""
+    causes: dict[str, int] = {}
+    for s in analysis.stuck:
+        text = s.events[0].last_message if s.events else (
+            s.pod.sandbox.message if s.pod.sandbox is not None else "") or "no message"
+        key = _first_clause(text)
+        causes[key] = causes.get(key, 0) + 1
+    return sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+
+
+_BOILERPLATE = re.compile(r"^(?:Failed to create pod sandbox: )?(?:rpc error: code = \w+ "
+                          r"desc = )?")
+
+
+def _first_clause(text: str, limit: int = 90) -> str:
+    """The cause in a message: runtime errors nest `operation: operation: cause`, so the last
+    clauses (at least 40 characters of them, `no IP addresses available in range set: …`)."""
+    parts = (_BOILERPLATE.sub("", text.strip()) or text).split(": ")
+    tail = parts.pop()
+    while parts and len(tail) < 40:
+        tail = f"{parts.pop()}: {tail}"
+    return ("…" if parts else "") + _cut(tail, limit)
+
+
+def worst_groups(analysis: an.Analysis) -> list[tuple[str, an.Group]]:
+    """The slowest group of each dimension by headline p99 (dimensions with >1 group)."""
+    out = []
+    for d in an.DIMENSIONS:
+        groups = [g for g in analysis.groups[d] if analysis.headline.name in g.stats]
+        if len(groups) > 1:
+            out.append((d, worst_first(groups, analysis.headline.name)[0]))
+    return out
+
+
 # --- table
+
+WIDTH = 100
 
 
 def table(analysis: an.Analysis) -> str:
-    """The terminal report: summary, percentiles, worst groups, slowest and stuck pods."""
+    """The terminal report (at most WIDTH columns): the three questions an SRE asks first,
+    then percentiles, worst groups, slowest, re-created and stuck pods."""
     sections = [
+        _glance(analysis),
         _summary(analysis),
         _overall_table(analysis),
         *(_group_table(analysis, d) for d in an.DIMENSIONS),
         _slowest_table(analysis),
+        _recreated_section(analysis),
         _stuck_section(analysis),
     ]
     return "\n\n".join(s for s in sections if s) + "\n"
 
 
-def _columns(rows: Sequence[Sequence[str]], right: int = 1) -> list[str]:
-    """Columns: the first `right`-less ones left-aligned, numbers (from `right`) right-aligned."""
+def wrap(text: str, first: str = "", rest: str = "    ") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+def _cut(text: str, width: int) -> str:
+    """`text` in at most `width` columns, its middle elided: a third of the start is kept and
+    two thirds of the end, where generated pod names differ (`-7d4b9c-x2x9z`)."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[:keep // 3] + "…" + text[len(text) - (keep - keep // 3):]
+
+
+def _columns(rows: Sequence[Sequence[str]], right: int = 1, shrink: int = 0) -> list[str]:
+    """Columns: the first `right` ones left-aligned, the others (numbers) right-aligned;
+    column `shrink` is cut (middle elided) so that the table fits in WIDTH."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    over = sum(widths) + len(_GUTTER) * (len(widths) - 1) - WIDTH
+    if over > 0:
+        widths[shrink] = max(12, widths[shrink] - over)
+        rows = [[_cut(c, widths[shrink]) if i == shrink else c for i, c in enumerate(row)]
+                for row in rows]
     return [
         _GUTTER.join(cell.ljust(w) if i < right else cell.rjust(w)
                      for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
         for row in rows
     ]
+
+
+def _glance(analysis: an.Analysis) -> str:
+    head = analysis.headline
+    s = analysis.overall.get(head.name)
+    lines = ["At a glance"]
+    if s is None:
+        lines += wrap(f"How fast: no {head.label} measured ({covered(analysis)}).", "  ")
+    else:
+        lines += wrap(f"How fast: {head.label} p50 {human_seconds(s.p50)}, p90 "
+                      f"{human_seconds(s.p90)}, p99 {human_seconds(s.p99)}, max "
+                      f"{human_seconds(s.max)} ({covered(analysis)}).", "  ")
+    stuck = analysis.stuck
+    if stuck:
+        causes = "; ".join(f"{n}x {c}" for c, n in stuck_reasons(analysis))
+        lines += wrap(f"Stuck: {_pods(len(stuck))} before their sandbox — {causes}.", "  ")
+    else:
+        lines.append("  Stuck: none before their sandbox.")
+    worst = worst_groups(analysis)
+    if worst:
+        lines += wrap("Worst: " + ", ".join(
+            f"{d} {g.key} (p99 {human_seconds(g.stats[head.name].p99)}, "
+            f"{g.stats[head.name].count} pods)" for d, g in worst) + ".", "  ")
+    if analysis.recreated:
+        lines += wrap(f"Re-created sandboxes: {_pods(len(analysis.recreated))}, left out of "
+                      "the percentiles (listed below).", "  ")
+    return "\n".join(lines)
 
 
 def _summary(analysis: an.Analysis) -> str:
@@ -115,10 +207,19 @@ def _summary(analysis: an.Analysis) -> str:
     lines = [
         f"Pods: {n} ({sizes['namespace']} namespaces, {sizes['node']} nodes, "
         f"{sizes['runtimeClass']} runtime classes)",
-        f"Sandbox condition: {condition_summary(analysis)}",
+        *wrap(f"Sandbox condition: {condition_summary(analysis)}"),
         f"Stuck before their sandbox: {_pods(len(analysis.stuck))}",
     ]
-    lines += [f"Note: {note}" for note in analysis.notes]
+    term = analysis.termination
+    if term.terminating:
+        ts = term.stats
+        measured = "none measured" if ts is None else (
+            f"deletion → sandbox not ready p50 {human_seconds(ts.p50)}, p99 "
+            f"{human_seconds(ts.p99)} over {_pods(ts.count)}")
+        lines += wrap(f"Terminating: {_pods(term.terminating)} ({measured}; "
+                      f"{term.still_ready} still with a ready sandbox)")
+    for note in analysis.notes:
+        lines += wrap(note, "Note: ", "      ")
     return "\n".join(lines)
 
 
@@ -135,29 +236,36 @@ def _stat_cells(s: an.Stats | None) -> list[str]:
 def _overall_table(analysis: an.Analysis) -> str:
     rows = [["TRANSITION", "PODS", "P50", "P90", "P99", "MAX"]]
     for t in analysis.transitions:
-        mark = "  (sandbox-ready SLI)" if t == an.SANDBOX_READY else ""
+        mark = " (SLI)" if t == an.SANDBOX_READY else ""
         rows.append([t.label + mark, *_stat_cells(analysis.overall.get(t.name))])
-    return "\n".join(_columns(rows))
+    title = wrap(f"Percentiles ({covered(analysis)}; PODS: those that reached both phases):")
+    return "\n".join([*title, *_columns(rows)])
 
 
 def _group_table(analysis: an.Analysis, dimension: str) -> str:
     head, total = analysis.headline, an.END_TO_END
     groups = worst_first(analysis.groups[dimension], head.name)
+    if not groups:
+        return ""
     header = [dimension.upper(), "PODS", "MEASURED", "P50", "P90", "P99"]
     if head != total:
-        header += ["READY P50", "READY P99"]
+        header += ["READY N", "READY P50", "READY P99"]
     rows = [header]
     for g in groups[:TABLE_GROUP_ROWS]:
         s = g.stats.get(head.name)
         row = [g.key, str(g.pods), *_stat_cells(s)[:4]]
         if head != total:
             e = g.stats.get(total.name)
-            row += [human_seconds(e.p50 if e else None), human_seconds(e.p99 if e else None)]
+            row += [str(e.count if e else 0), human_seconds(e.p50 if e else None),
+                    human_seconds(e.p99 if e else None)]
         rows.append(row)
-    title = f"{head.label} by {dimension}, slowest p99 first:"
+    ready = (" READY: scheduled → ready over the pods that reached ready." if head != total
+             else "")
+    title = wrap(f"{head.label} by {dimension}, slowest p99 first. PODS: all in the group; "
+                 f"MEASURED: those with a latency ({covered(analysis)}).{ready}")
     more = len(groups) - TABLE_GROUP_ROWS
     tail = [f"... and {more} more (-o json or -o html lists all)"] if more > 0 else []
-    return "\n".join([title, *_columns(rows), *tail])
+    return "\n".join([*title, *_columns(rows), *tail])
 
 
 def _slowest_table(analysis: an.Analysis) -> str:
@@ -165,10 +273,28 @@ def _slowest_table(analysis: an.Analysis) -> str:
     if not slow:
         return ""
     chain = chain_of(analysis)
-    rows = [["POD", "NODE", "RUNTIMECLASS", *(ai.PHASE_LABELS[p].upper() for p in chain)]]
-    rows += [[f"{p.namespace}/{p.name}", p.node, p.runtime_class, *phase_offsets(analysis, p)]
-             for p, _ in slow]
-    return "\n".join([f"Slowest pods by {analysis.headline.label}:", *_columns(rows, 3)])
+    short = {ai.SCHEDULED: "SCHED", ai.READY_TO_START: "SANDBOX", ai.INITIALIZED: "INIT",
+             ai.CONTAINERS_READY: "CONT-READY", ai.READY: "READY"}
+    rows = [["POD", "NODE", *(short[p] for p in chain)]]
+    rows += [[f"{p.namespace}/{p.name}", p.node, *phase_offsets(analysis, p)] for p, _ in slow]
+    title = wrap(f"Slowest pods by {analysis.headline.label} ({covered(analysis)}); each "
+                 "phase as time after scheduled:")
+    return "\n".join([*title, *_columns(rows, 2)])
+
+
+def _recreated_section(analysis: an.Analysis) -> str:
+    if not analysis.recreated:
+        return ""
+    lines = wrap(f"Re-created sandboxes ({_pods(len(analysis.recreated))}, not in the "
+                 "percentiles; their condition time is of a later sandbox):")
+    for r in analysis.recreated[:TABLE_STUCK_PODS]:
+        pod = r.pod
+        lines.append(_cut(f"{pod.namespace}/{pod.name}   node {pod.node}", WIDTH))
+        lines += wrap(r.reason, "    ", "      ")
+    more = len(analysis.recreated) - TABLE_STUCK_PODS
+    if more > 0:
+        lines.append(f"... and {more} more (-o json or -o html lists all)")
+    return "\n".join(lines)
 
 
 def _stuck_section(analysis: an.Analysis) -> str:
@@ -177,11 +303,15 @@ def _stuck_section(analysis: an.Analysis) -> str:
     lines = [f"Stuck before their sandbox ({_pods(len(analysis.stuck))}, longest first):"]
     for s in analysis.stuck[:TABLE_STUCK_PODS]:
         pod = s.pod
-        lines.append(f"{pod.namespace}/{pod.name}   node {pod.node}   {stuck_condition(pod)}")
+        lines.append(_cut(f"{pod.namespace}/{pod.name}   node {pod.node}", WIDTH))
+        lines += wrap(stuck_condition(pod), "    ", "      ")
         if pod.sandbox is not None and pod.sandbox.message:
-            lines.append(f"    message: {pod.sandbox.message}")
-        lines += [f"    {e.reason} x{e.count} (last {e.last_seen or 'unknown'}): "
-                  f"{e.last_message}" for e in s.events]
+            lines += wrap(pod.sandbox.message, "    message: ", "      ")
+        message = pod.sandbox.message if pod.sandbox is not None else ""
+        for e in s.events:
+            said = "the message above" if e.last_message == message else e.last_message
+            lines += wrap(f"{e.reason} x{e.count} (last {e.last_seen or 'unknown'}): {said}",
+                          "    ", "      ")
         if analysis.events_given and not s.events:
             lines.append("    no FailedCreatePodSandBox / FailedMount events")
     more = len(analysis.stuck) - TABLE_STUCK_PODS
@@ -221,6 +351,9 @@ def to_json(analysis: an.Analysis, *, source: str, events_source: str | None) ->
             "runtimeClasses": sizes["runtimeClass"],
             "sandboxCondition": {**analysis.condition_counts, "fallback": analysis.fallback},
             "stuck": len(analysis.stuck),
+            "measured": analysis.measured,
+            "recreated": len(analysis.recreated),
+            "terminating": analysis.termination.terminating,
         },
         "percentileRule": "clusterloader2: element ceil(n*p/100)-1 of the sorted latencies",
         "phases": [ai.PHASES[p] for p in chain_of(analysis)],
@@ -232,6 +365,13 @@ def to_json(analysis: an.Analysis, *, source: str, events_source: str | None) ->
             g.key: {"pods": g.pods, "transitions": _transitions_json(analysis, g.stats)}
             for g in analysis.groups[d]} for d in an.DIMENSIONS},
         "stuck": [_stuck_json(s) for s in analysis.stuck],
+        "recreated": [{"namespace": r.pod.namespace, "name": r.pod.name, "uid": r.pod.uid,
+                       "node": r.pod.node, "runtimeClass": r.pod.runtime_class,
+                       "readyToStart": r.pod.raw_times[ai.READY_TO_START],
+                       "reason": r.reason} for r in analysis.recreated],
+        "termination": {"terminating": analysis.termination.terminating,
+                        "stillReady": analysis.termination.still_ready,
+                        "deletionToNotReady": _stats_json(analysis.termination.stats)},
         "pods": _pods_json(analysis),
         "notes": list(analysis.notes),
     }
@@ -254,6 +394,7 @@ def _pods_json(analysis: an.Analysis) -> list[dict[str, Any]]:
     chain = chain_of(analysis)
     names = [t.name for t in analysis.transitions]
     columns = [analysis.latencies[n] for n in names]
+    recreated = {id(r.pod): r.reason for r in analysis.recreated}
     out = []
     for i, pod in enumerate(analysis.pods):
         raw = pod.raw_times
@@ -263,6 +404,7 @@ def _pods_json(analysis: an.Analysis) -> list[dict[str, Any]]:
             "sandboxCondition": pod.sandbox.type if pod.sandbox is not None else None,
             "phases": {ai.PHASES[p]: raw[p] for p in chain},
             "latencies": {n: _sec(c[i]) for n, c in zip(names, columns, strict=True)},
+            "recreated": recreated.get(id(pod)),
         })
     return out
 

@@ -7,7 +7,9 @@ the milestone reached just before it (in time order: without init containers Ini
 before the sandbox, DESIGN.md §3). Sandbox attempts come from the events: every
 `FailedCreatePodSandBox` and `FailedMount` (the sandbox is blocked on volumes) occurrence, and
 `SandboxChanged` (the sandbox is re-created). Aggregated events only keep their first and last
-occurrence, so an attempt carries `count`, `first` and `last`.
+occurrence, so an attempt carries `count`, `first` and `last`. A pod being deleted also has
+its termination step (KEP-3085's termination SLI, `core/terminations.py`): from the deletion
+request to the sandbox condition turning False.
 
 Times are as precise as the JSON: `/pods?precise` serves microseconds, Kubernetes whole seconds.
 `build` and `render_text` read any kubelet-shaped Pod / EventList, tolerate missing fields, and
@@ -19,12 +21,13 @@ serialises them with the API's own serialisers (no text is parsed).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from nodelet.model.core import apijson, podjson, pods
+from nodelet.model.core import apijson, podjson, pods, terminations
 from nodelet.model.core import events as ev
 from nodelet.model.core import status as st
 
@@ -84,6 +87,20 @@ class SandboxAttempt:
 
 
 @dataclass(frozen=True)
+class Termination:
+    """The termination step: the deletion `requested` (deletionTimestamp minus the grace
+    period) and the sandbox condition turning False for it (`stopped`, None while pending)."""
+
+    requested: datetime
+    stopped: datetime | None
+
+    @property
+    def latency(self) -> timedelta | None:
+        """The termination SLI (None while the condition is not False yet)."""
+        return None if self.stopped is None else max(self.stopped - self.requested, timedelta(0))
+
+
+@dataclass(frozen=True)
 class Timeline:
     namespace: str
     name: str
@@ -93,6 +110,7 @@ class Timeline:
     start: datetime | None  # PodScheduled, else the earliest time known
     end: datetime | None  # the latest time known, or `now` while a milestone is pending
     sandbox_error: str  # the sandbox condition's message while it is not True
+    termination: Termination | None = None  # only for a pod being deleted
 
     @property
     def sandbox_ready(self) -> Milestone:
@@ -125,10 +143,14 @@ def build(pod: JSON, events: JSON | None, now: datetime) -> Timeline:
     milestones = _with_offsets(raw)
     attempts = tuple(_attempts(pod, events or {}))
     sandbox = milestones[1]
+    termination = _termination(meta, _pick(conditions, SANDBOX_TYPES))
     times = [m.reached_at for m in milestones if m.reached_at is not None]
     times += [t for a in attempts for t in (a.first, a.last)]
+    if termination is not None:
+        times += [t for t in (termination.requested, termination.stopped) if t is not None]
     start = milestones[0].reached_at or min(times, default=None)
-    pending = any(not m.reached for m in milestones)
+    pending = any(not m.reached for m in milestones) or (
+        termination is not None and termination.stopped is None)
     end = max([*times, now] if pending and start is not None else times, default=None)
     return Timeline(
         namespace=str(meta.get("namespace", "")),
@@ -139,7 +161,18 @@ def build(pod: JSON, events: JSON | None, now: datetime) -> Timeline:
         start=start,
         end=end,
         sandbox_error=sandbox.message if sandbox.status not in ("True", "") else "",
+        termination=termination,
     )
+
+
+def _termination(meta: JSON, sandbox: JSON) -> Termination | None:
+    grace = meta.get("deletionGracePeriodSeconds")
+    requested = terminations.requested_at(st.parse_time_lenient(meta.get("deletionTimestamp")),
+                                          grace if isinstance(grace, int) else None)
+    if requested is None:
+        return None
+    return Termination(requested, terminations.stopped_after(
+        requested, st.condition_from_api(sandbox)))
 
 
 def of_pod(pod: pods.Pod, status: st.PodStatus | None, events: Sequence[ev.Event],
@@ -204,6 +237,29 @@ def _attempts(pod: JSON, events: JSON) -> list[SandboxAttempt]:
     return sorted(out, key=lambda a: (a.first, a.last))
 
 
+def pods_from_text(text: str) -> JSON:
+    """A PodList of the pods in saved JSON (`nodelet timeline --file`): a v1 Pod, a PodList or
+    List, or the concatenated objects `kubectl get -w -o json` writes — the last copy of each
+    pod wins, so a watch saved during a deletion keeps the pod's final status. Raises
+    ValueError (json.JSONDecodeError) for text that is not JSON."""
+    decoder, at, found = json.JSONDecoder(), 0, {}
+    while (at := _skip_space(text, at)) < len(text):
+        value, at = decoder.raw_decode(text, at)
+        doc = apijson.obj(value)
+        items = apijson.objs(doc.get("items")) if "items" in doc else [doc]
+        for item in items:
+            meta = apijson.obj(item.get("metadata"))
+            key = meta.get("uid") or (meta.get("namespace"), meta.get("name"))
+            found[str(key)] = item
+    return {"kind": "PodList", "apiVersion": "v1", "items": list(found.values())}
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
+
+
 # --- formatting
 
 
@@ -250,6 +306,27 @@ def bar(timeline: Timeline, milestone: Milestone) -> tuple[float, float]:
     return offset(timeline, since), 1.0
 
 
+def termination_bar(timeline: Timeline) -> tuple[float, float]:
+    """The (from, to) offsets of the termination step: request to False, or to the end while
+    it is pending."""
+    t = timeline.termination
+    if t is None:
+        return 0.0, 0.0
+    end = offset(timeline, t.stopped) if t.stopped is not None else 1.0
+    return offset(timeline, t.requested), end
+
+
+def termination_label(timeline: Timeline) -> str:
+    """`<condition>=False 1.234 s after the deletion request`, or how long it has waited."""
+    t = timeline.termination
+    if t is None:
+        return ""
+    if t.latency is not None:
+        return f"{timeline.sandbox_ready.type}=False {format_duration(t.latency)} after deletion"
+    waited = timeline.end - t.requested if timeline.end is not None else None
+    return f"waiting for {timeline.sandbox_ready.type}=False for {format_duration(waited)}"
+
+
 def _last_reached(timeline: Timeline) -> datetime | None:
     reached = [m.reached_at for m in timeline.milestones if m.reached_at is not None]
     return max(reached, default=timeline.start)
@@ -273,11 +350,15 @@ def render_text(timeline: Timeline, *, width: int = _BAR_WIDTH) -> str:
              f"scheduled {format_time(timeline.start)}, span {format_duration(timeline.span)}"]
     rows = [["CONDITION", "STATUS", "TRUE SINCE", "", "+START", "STEP"]]
     rows += [_text_row(timeline, m, width) for m in timeline.milestones]
+    rows += _termination_rows(timeline, width)
     lines += _columns(rows)
     latency = timeline.sandbox_ready_latency
     if latency is not None:
         lines.append(f"Sandbox ready after {format_duration(latency)} "
                      f"(PodScheduled → {timeline.sandbox_ready.type})")
+    if timeline.termination is not None:
+        lines.append(f"Deletion requested {format_time(timeline.termination.requested)}: "
+                     f"{termination_label(timeline)} (termination SLI)")
     lines += _attempt_lines(timeline)
     if timeline.sandbox_error:
         lines.append(f"Sandbox error: {timeline.sandbox_error}")
@@ -296,6 +377,25 @@ def _text_row(timeline: Timeline, m: Milestone, width: int) -> list[str]:
     else:
         step = f"waiting {format_duration(waiting(timeline))}" if m.status and not m.reached else ""
     return [m.type, m.status or "-", format_time(m.reached_at), f"|{cells}|", since, step]
+
+
+def _termination_rows(timeline: Timeline, width: int) -> list[list[str]]:
+    """The termination step as a row: from the deletion request (its +START) to the sandbox
+    condition turning False (its STEP, the termination SLI)."""
+    t = timeline.termination
+    if t is None:
+        return []
+    begin, end = termination_bar(timeline)
+    left = min(round(begin * width), width - 1)
+    right = max(round(end * width), left + 1)
+    fill = "▓" if t.stopped is not None else "░"
+    cells = ("·" * left + fill * (right - left)).ljust(width, "·")[:width]
+    since = format_duration(t.requested - timeline.start) if timeline.start else ""
+    step = (format_duration(t.latency) if t.latency is not None
+            else f"waiting {format_duration(timeline.end - t.requested if timeline.end else None)}")
+    return [["Deleted → " + f"{timeline.sandbox_ready.type}=False",
+             "False" if t.stopped is not None else "pending", format_time(t.stopped),
+             f"|{cells}|", since, step]]
 
 
 def _attempt_lines(timeline: Timeline) -> list[str]:

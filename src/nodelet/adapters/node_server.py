@@ -1,0 +1,471 @@
+"""The node's server (aiohttp over TLS): the kubelet's port 10250.
+
+Routes, with the kubelet's paths and parameters (pkg/kubelet/server/server.go):
+
+    GET       /healthz, /pods, /metrics, /metrics/resource, /metrics/probes
+    GET       /stats/summary[?only_cpu_and_memory=true]       the Summary API
+    GET       /containerLogs/{ns}/{pod}/{container}            follow, tailLines, sinceSeconds,
+                                                               sinceTime, timestamps, previous,
+                                                               limitBytes
+    GET|POST  /exec/{ns}/{pod}[/{uid}]/{container}             command, input, output, error, tty
+    GET|POST  /attach/{ns}/{pod}[/{uid}]/{container}           input, output, error, tty
+    GET|POST  /portForward/{ns}/{pod}[/{uid}]                  port (WebSocket clients)
+    POST      /run/{ns}/{pod}[/{uid}]/{container}?cmd=...      ExecSync, the combined output
+
+exec, attach and portForward ask the runtime (CRI Exec/Attach/PortForward) for a session URL on
+its streaming server (containerd's, on loopback) and proxy the client's connection to it, as the
+kubelet does by default: the request goes upstream with its upgrade headers, the runtime's
+answer comes back, and after a `101 Switching Protocols` bytes flow both ways untouched — SPDY/3.1
+(kubectl) and WebSocket (`v4.channel.k8s.io`, `portforward.k8s.io`) alike.
+
+Every request is authenticated (client certificate verified by TLS against the client CA, then
+bearer token; anonymous only when allowed, else 401) and authorized with the kubelet's
+attributes (`model.core.nodeauth`), else 403. The authenticators and the authorizer are
+Protocols: standalone uses the token file and `AllowAuthenticated`; cluster mode plugs in
+TokenReview and SubjectAccessReview.
+
+Exceptions: `NodeServerError` (cannot listen, certificate unreadable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol, cast
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from nodelet.adapters import http_server
+from nodelet.model.core import health as hm
+from nodelet.model.core import nodeauth, podjson
+from nodelet.model.core import noderequests as nr
+from nodelet.model.core import pods as podmodel
+from nodelet.model.core import status as st
+
+log = logging.getLogger(__name__)
+
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Headers never passed to the runtime's streaming server: the caller's own credentials.
+_NOT_FORWARDED = frozenset({"authorization", "host", "impersonate-user", "impersonate-group",
+                            "impersonate-uid"})
+# An upstream answer's head (status line and headers) larger than this is refused.
+_MAX_HEAD = 64 * 1024
+_CHUNK = 64 * 1024
+
+
+class NodeServerError(Exception):
+    """The node server cannot start; the message names the address or file."""
+
+
+class NodeBackend(Protocol):
+    """What the node server serves; implemented by `services.nodeserving`."""
+
+    def pods(self) -> list[tuple[podmodel.Pod, st.PodStatus | None]]: ...
+
+    def health(self) -> list[hm.HealthCheck]: ...
+
+    def metrics_text(self) -> tuple[bytes, str]: ...
+
+    async def summary(self, *, only_cpu_and_memory: bool) -> dict[str, Any]: ...
+
+    async def resource_metrics(self) -> bytes: ...
+
+    async def probe_metrics(self) -> bytes: ...
+
+    async def stream_url(self, request: nr.StreamRequest) -> str:
+        """The runtime's URL for the session; raises NodeRequestError (404: no such pod or
+        running container)."""
+        ...
+
+    async def run(self, pod: nr.PodRef, container: str, command: Sequence[str]) -> bytes:
+        """ExecSync: the command's stdout and stderr."""
+        ...
+
+    async def open_logs(self, pod: nr.PodRef, container: str,
+                        options: nr.LogOptions) -> AsyncIterator[bytes]:
+        """The log's bytes; raises NodeRequestError before the first chunk when the log does
+        not exist. While following, an idle poll yields b"" (so the server notices a client
+        that went away)."""
+        ...
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+
+@dataclass(frozen=True)
+class NodeServerConfig:
+    address: str
+    port: int
+    node_name: str
+    tls: TlsFiles
+    authenticators: Sequence[nodeauth.Authenticator] = ()
+    authorizer: nodeauth.Authorizer = field(default_factory=nodeauth.AllowAuthenticated)
+    anonymous: bool = False
+    stream_connect_timeout: float = 10.0
+    # Seconds for a client's TLS handshake, then for each request's headers.
+    header_timeout: float = 10.0
+
+
+def ssl_context(tls: TlsFiles) -> ssl.SSLContext:
+    """Server TLS (1.2 and up): the serving pair, and with a client CA, client certificates
+    verified when presented (one from another CA fails the handshake)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(tls.cert, tls.key)
+        if tls.client_ca is not None:
+            context.load_verify_locations(cafile=str(tls.client_ca))
+            context.verify_mode = ssl.CERT_OPTIONAL
+    except (OSError, ssl.SSLError) as exc:
+        raise NodeServerError(f"cannot load TLS files ({tls.cert}, {tls.key}, "
+                              f"{tls.client_ca}): {exc}") from exc
+    return context
+
+
+class NodeServer:
+    """`await start()`, then `await stop()` (idempotent)."""
+
+    def __init__(self, backend: NodeBackend, config: NodeServerConfig) -> None:
+        self._backend = backend
+        self._config = config
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("NodeServer is not started")
+        return self._port
+
+    async def start(self) -> None:
+        c = self._config
+        context = ssl_context(c.tls)
+        # Slow clients (a handshake or headers trickling in) are cut off, as on the read-only
+        # API; open streams and followed logs are cut at shutdown after 1 s.
+        guards = http_server.ConnectionGuards(c.header_timeout)
+        runner = web.AppRunner(self._app(guards), access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        try:
+            site = http_server.GuardedSite(runner, c.address, c.port, guards, context)
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise NodeServerError(f"cannot listen on {c.address}:{c.port}: {exc}") from exc
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+        log.info("node server listening on https://%s:%d (client CA: %s, anonymous: %s)",
+                 c.address, self._port, c.tls.client_ca, c.anonymous)
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    def _app(self, guards: http_server.ConnectionGuards) -> web.Application:
+        app = web.Application(middlewares=[guards.middleware, self._errors, self._auth])
+        r = _Routes(self._backend, self._config)
+        add = app.router.add_route
+        for path, handler in (("/healthz", r.healthz), ("/pods", r.pods), ("/pods/", r.pods),
+                              ("/metrics", r.metrics), ("/metrics/resource", r.resource),
+                              ("/metrics/probes", r.probes), ("/stats/summary", r.summary),
+                              ("/stats/summary/", r.summary),
+                              ("/containerLogs/{ns}/{pod}/{container}", r.logs)):
+            add("GET", path, handler)
+        for kind in ("exec", "attach"):
+            for path in (f"/{kind}/{{ns}}/{{pod}}/{{container}}",
+                         f"/{kind}/{{ns}}/{{pod}}/{{uid}}/{{container}}"):
+                add("GET", path, r.stream)
+                add("POST", path, r.stream)
+        for path in ("/portForward/{ns}/{pod}", "/portForward/{ns}/{pod}/{uid}"):
+            add("GET", path, r.stream)
+            add("POST", path, r.stream)
+        for path in ("/run/{ns}/{pod}/{container}", "/run/{ns}/{pod}/{uid}/{container}"):
+            add("POST", path, r.run)
+        return app
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except nr.NodeRequestError as exc:
+            return web.Response(status=exc.status, text=f"{exc}\n")
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+        try:
+            refusal = await self._refusal(request)
+        except nodeauth.Overloaded as exc:
+            # Too many reviews in flight (a flood of unknown tokens): the client is asked to
+            # come back rather than queued.
+            return web.Response(status=429, text=f"Too many requests: {exc}\n",
+                                headers={"Retry-After": str(exc.retry_after)})
+        return refusal if refusal is not None else await handler(request)
+
+    async def _refusal(self, request: web.Request) -> web.Response | None:
+        """401, 403 or 500 for a request that may not go on; None when it may."""
+        c = self._config
+        user = await nodeauth.authenticate(c.authenticators, _credentials(request),
+                                           anonymous=c.anonymous)
+        if user is None:
+            return web.Response(status=401, text="Unauthorized\n")
+        attributes = nodeauth.request_attributes(user, request.method, request.path,
+                                                 c.node_name)
+        decision, asked = await nodeauth.authorize(c.authorizer, attributes)
+        if decision.allowed:
+            return None
+        # The kubelet's messages, naming what was checked.
+        if decision.error:
+            return web.Response(status=500, text=(
+                f"Authorization error (user={user.name}, verb={asked.verb}, "
+                f"resource={asked.resource}, subresource={asked.subresource})\n"))
+        subresources = " ".join(a.subresource for a in attributes)
+        return web.Response(status=403, text=(
+            f"Forbidden (user={user.name}, verb={asked.verb}, resource={asked.resource}, "
+            f"subresource(s)=[{subresources}])\n"))
+
+
+def _credentials(request: web.Request) -> nodeauth.Credentials:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    subject: list[tuple[str, str]] = []
+    transport = request.transport
+    peer = transport.get_extra_info("peercert") if transport is not None else None
+    if peer:
+        for rdn in peer.get("subject", ()):
+            subject.extend((str(k), str(v)) for k, v in rdn)
+    return nodeauth.Credentials(
+        token=token.strip() if scheme.lower() == "bearer" and token.strip() else None,
+        certificate_subject=tuple(subject))
+
+
+def _query(request: web.Request) -> nr.Query:
+    return {key: request.query.getall(key) for key in request.query}
+
+
+def _pod(request: web.Request) -> nr.PodRef:
+    info = request.match_info
+    return nr.PodRef(namespace=info["ns"], name=info["pod"], uid=info.get("uid", ""))
+
+
+class _Routes:
+    def __init__(self, backend: NodeBackend, config: NodeServerConfig) -> None:
+        self._backend = backend
+        self._config = config
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        checks = self._backend.health()
+        return web.Response(status=200 if hm.healthy(checks) else 500,
+                            text=hm.healthz_text(checks, verbose="verbose" in request.query))
+
+    async def pods(self, request: web.Request) -> web.Response:
+        return _json(podjson.pod_list_to_api(self._backend.pods()))
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        body, content_type = self._backend.metrics_text()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def resource(self, request: web.Request) -> web.Response:
+        return _prometheus(await self._backend.resource_metrics())
+
+    async def probes(self, request: web.Request) -> web.Response:
+        return _prometheus(await self._backend.probe_metrics())
+
+    async def summary(self, request: web.Request) -> web.Response:
+        only = request.query.get("only_cpu_and_memory", "").lower() == "true"
+        return _json(await self._backend.summary(only_cpu_and_memory=only))
+
+    async def run(self, request: web.Request) -> web.Response:
+        command = nr.run_command(_query(request))
+        output = await self._backend.run(_pod(request), request.match_info["container"],
+                                         command)
+        return web.Response(body=output, content_type="text/plain")
+
+    async def logs(self, request: web.Request) -> web.StreamResponse:
+        options = nr.log_options(_query(request), datetime.now(UTC))
+        chunks = await self._backend.open_logs(_pod(request), request.match_info["container"],
+                                               options)
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        try:
+            await self._send_logs(request, response, chunks, options.limit_bytes)
+        finally:
+            await cast(Any, chunks).aclose()
+        return response
+
+    async def _send_logs(self, request: web.Request, response: web.StreamResponse,
+                         chunks: AsyncIterator[bytes], limit: int | None) -> None:
+        prepared, left = False, limit
+        async for chunk in chunks:
+            if not prepared:
+                await response.prepare(request)
+                prepared = True
+            if request.transport is None or request.transport.is_closing():
+                return  # the client went away while we followed
+            if left is not None:
+                chunk, left = chunk[:left], left - len(chunk[:left])
+            if chunk:
+                with contextlib.suppress(ConnectionResetError):
+                    await response.write(chunk)
+            if left == 0:
+                break
+        if not prepared:
+            await response.prepare(request)
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        kind = {"exec": nr.StreamKind.EXEC, "attach": nr.StreamKind.ATTACH,
+                "portForward": nr.StreamKind.PORT_FORWARD}[request.path.split("/")[1]]
+        stream = nr.stream_request(kind, _pod(request), request.match_info.get("container", ""),
+                                   _query(request))
+        url = await self._backend.stream_url(stream)
+        return await _proxy(request, url, self._config.stream_connect_timeout)
+
+
+def _json(body: Any) -> web.Response:
+    return web.Response(text=json.dumps(body), content_type="application/json")
+
+
+def _prometheus(body: bytes) -> web.Response:
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
+
+
+# -- the upgrade-aware proxy -----------------------------------------------------------------------
+
+
+# Bytes of the client's that may wait in the runtime connection's write buffer before the
+# client's connection stops being read (then resumed once the buffer drained to a quarter).
+HIGH_WATER = 256 * 1024
+
+
+class UpstreamProtocol(asyncio.StreamReaderProtocol):
+    """The runtime connection's protocol: its transport's flow control (pause_writing above
+    the high-water mark, resume_writing once drained) also pauses and resumes reading from the
+    client, so a client that sends faster than the runtime takes never grows the node's
+    memory."""
+
+    client: asyncio.BaseTransport | None = None
+    paused = 0  # times the client was paused (tests)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if isinstance(self.client, asyncio.ReadTransport) and not self.client.is_closing():
+            self.paused += 1
+            self.client.pause_reading()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if isinstance(self.client, asyncio.ReadTransport) and not self.client.is_closing():
+            self.client.resume_reading()
+
+
+async def open_upstream(host: str, port: int, *, context: ssl.SSLContext | None = None,
+                        limit: int = _MAX_HEAD) -> tuple[asyncio.StreamReader,
+                                                         asyncio.StreamWriter]:
+    """A connection for `splice`, as `asyncio.open_connection` (`context`: TLS; `limit`: the
+    longest line `readuntil` accepts) but with the flow control `splice` needs. Raises
+    OSError."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit, loop=loop)
+    protocol = UpstreamProtocol(reader, loop=loop)
+    transport, _ = await loop.create_connection(lambda: protocol, host, port, ssl=context)
+    transport.set_write_buffer_limits(high=HIGH_WATER)
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+
+class _ToUpstream:
+    """Takes aiohttp's place as the connection's payload parser after the upgrade: every byte
+    the client sends goes to the runtime; the client's EOF closes the upstream connection."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        if not self._writer.is_closing():
+            self._writer.write(data)  # above HIGH_WATER, UpstreamProtocol pauses the client
+        return False, b""
+
+    def feed_eof(self) -> None:
+        self._writer.close()
+
+
+def _upstream_head(request: web.Request, url: str) -> bytes:
+    parts = urlsplit(url)
+    # The client's query goes along when the runtime's URL has none (the kubelet's
+    # upgrade-aware proxy does the same): a WebSocket port-forward names its ports there.
+    query = parts.query or request.rel_url.raw_query_string
+    target = parts.path + (f"?{query}" if query else "")
+    lines = [f"{request.method} {target} HTTP/1.1", f"Host: {parts.netloc}"]
+    lines += [f"{k}: {v}" for k, v in request.headers.items()
+              if k.lower() not in _NOT_FORWARDED]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, list[tuple[str, str]]]:
+    try:
+        raw = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+        raise nr.NodeRequestError("the runtime's streaming server gave no valid answer") from exc
+    status_line, *header_lines = raw.decode("latin-1").split("\r\n")
+    fields = status_line.split(" ", 2)
+    if len(fields) < 2 or not fields[1].isdigit():
+        raise nr.NodeRequestError(f"the runtime's streaming server answered {status_line!r}")
+    headers = [(k.strip(), v.strip()) for k, _, v in (h.partition(":") for h in header_lines if h)]
+    return int(fields[1]), headers
+
+
+async def _proxy(request: web.Request, url: str, connect_s: float) -> web.StreamResponse:
+    parts = urlsplit(url)
+    try:
+        reader, writer = await asyncio.wait_for(
+            open_upstream(parts.hostname or "", parts.port or 80), connect_s)
+    except (OSError, TimeoutError) as exc:
+        raise nr.NodeRequestError(f"cannot reach the runtime's streaming server: {exc}") from exc
+    try:
+        writer.write(_upstream_head(request, url))
+        if request.can_read_body:
+            writer.write(await request.read())
+        status, headers = await asyncio.wait_for(_read_head(reader), connect_s)
+        if status != 101:
+            body = await asyncio.wait_for(reader.read(_MAX_HEAD), connect_s)
+            return web.Response(status=status, body=body, headers=[
+                (k, v) for k, v in headers if k.lower() == "content-type"])
+        return await splice(request, reader, writer, headers)
+    finally:
+        writer.close()
+
+
+async def splice(request: web.Request, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter,
+                 headers: list[tuple[str, str]]) -> web.StreamResponse:
+    """Answers `request` with the upstream's 101 and `headers`, then carries bytes both ways
+    until either side closes. `reader`/`writer` come from `open_upstream`: the client is
+    paused while the upstream's write buffer is full. (Public for tests/kubeproxy.py, the
+    test API server's proxy to nodes, which does the same.)"""
+    response = web.StreamResponse(status=101)
+    for key, value in headers:
+        if key.lower() not in ("date", "server", "content-length"):
+            response.headers.add(key, value)
+    response.force_close()  # the connection ends with the session
+    protocol = writer.transport.get_protocol()
+    if isinstance(protocol, UpstreamProtocol):
+        protocol.client = request.transport
+    # Before the 101 goes out, so no byte the client sends after it can reach aiohttp's HTTP
+    # parser: aiohttp only treats `Upgrade: websocket` as an upgrade, and would parse the
+    # frames that follow an `Upgrade: SPDY/3.1` as the next request.
+    request.protocol.set_parser(cast(Any, _ToUpstream(writer)))
+    await response.prepare(request)
+    try:
+        while chunk := await reader.read(_CHUNK):
+            await response.write(chunk)  # waits while the client's buffer is full
+    except (OSError, RuntimeError):
+        pass  # either side went away (a reset, a TLS error): the session is over
+    return response

@@ -1,0 +1,229 @@
+"""Who is asking the node server, and may they (pure): the kubelet's authentication and
+authorization seams (pkg/kubelet/server/auth.go).
+
+- `Credentials` are what a request carries (a bearer token, a verified client certificate's
+  subject); an `Authenticator` turns them into a `User` or None. `TokenFile` is the standalone
+  token authenticator (kube-apiserver's --token-auth-file CSV); client certificates are verified
+  by TLS against --client-ca-file and mapped by `user_from_certificate` (CN user, O groups).
+  Cluster mode adds a TokenReview authenticator behind the same Protocol.
+- `request_attributes` maps a request onto the kubelet's authorization attributes: the verb from
+  the HTTP method, resource `nodes`, name the node's, and the subresource from the path — a
+  list, as the kubelet with KubeletFineGrainedAuthz (on by default since 1.33): `/pods`,
+  `/runningpods`, `/healthz` and `/configz` ask their own subresource first, then `proxy`;
+  the request is allowed when any of them is (`authorize`, in order). An `Authorizer`
+  decides; standalone uses `AllowAuthenticated` (any authenticated user may do anything: the
+  node has no RBAC), cluster mode a SubjectAccessReview authorizer.
+
+Exceptions: `TokenFileError` (a malformed token file; the message names the line);
+`Overloaded` (an authenticator or authorizer cannot decide now: too many reviews in flight;
+the server answers 429 with `retry_after`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+ANONYMOUS = "system:anonymous"
+UNAUTHENTICATED = "system:unauthenticated"
+AUTHENTICATED = "system:authenticated"
+
+
+class TokenFileError(ValueError):
+    """A token auth file line is not `token,user,uid[,"group1,group2"]`."""
+
+
+class Overloaded(Exception):
+    """No answer now: too many reviews in flight. Try again after `retry_after` seconds."""
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    # A TokenReview's `user.extra` (e.g. `authentication.kubernetes.io/credential-id`), as
+    # sorted (key, values) pairs: a SubjectAccessReview passes it on (`spec.extra`).
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def with_authenticated_group(self) -> User:
+        """As kube-apiserver: every authenticated user is also in system:authenticated."""
+        if AUTHENTICATED in self.groups:
+            return self
+        return replace(self, groups=(*self.groups, AUTHENTICATED))
+
+
+ANONYMOUS_USER = User(ANONYMOUS, groups=(UNAUTHENTICATED,))
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What one request carries. `certificate_subject` is set only for a client certificate
+    the TLS layer verified against the client CA: ((attribute, value), ...) pairs."""
+
+    token: str | None = None
+    certificate_subject: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """The kubelet's authorization attributes for one request (a SubjectAccessReview's
+    resourceAttributes): resource `nodes` in the core group, named after the node."""
+
+    user: User
+    verb: str
+    subresource: str
+    name: str
+    resource: str = "nodes"
+    api_group: str = ""
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str = ""
+    # No decision could be made (the API server did not answer a SubjectAccessReview): the
+    # kubelet answers 500 `Authorization error (...)` instead of 403.
+    error: bool = False
+
+
+class Authenticator(Protocol):
+    async def authenticate(self, credentials: Credentials) -> User | None:
+        """The user these credentials prove, or None (then the next authenticator, or 401)."""
+        ...
+
+
+class Authorizer(Protocol):
+    async def authorize(self, attributes: Attributes) -> Decision:
+        """Whether `attributes.user` may do it; the reason is shown in a 403."""
+        ...
+
+
+class AllowAuthenticated:
+    """Standalone authorization: any authenticated user may do anything (the kubelet's
+    AlwaysAllow mode); anonymous users, when allowed at all, only what `anonymous_allowed`
+    lists (nothing by default)."""
+
+    def __init__(self, anonymous_allowed: frozenset[str] = frozenset()) -> None:
+        self._anonymous_allowed = anonymous_allowed
+
+    async def authorize(self, attributes: Attributes) -> Decision:
+        if AUTHENTICATED in attributes.user.groups:
+            return Decision(True)
+        if attributes.subresource in self._anonymous_allowed:
+            return Decision(True)
+        return Decision(False, f"user {attributes.user.name!r} is not authenticated")
+
+
+# -- the kubelet's attribute mapping -------------------------------------------------------------
+
+# Any other method (HEAD, OPTIONS, ...) gets an empty verb, as in the kubelet's
+# GetRequestAttributes (pkg/kubelet/server/auth.go), which maps only these five.
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
+          "DELETE": "delete"}
+
+# Path prefix → the subresources checked, in order (the first allowed one wins); anything
+# else (exec, attach, portForward, run, containerLogs) is `proxy` only. The kubelet with
+# KubeletFineGrainedAuthz (beta, on by default since 1.33) asks the fine-grained subresource
+# first, then `proxy`, so RBAC written for older kubelets keeps working.
+_SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("/stats", ("stats",)), ("/metrics", ("metrics",)), ("/logs", ("log",)),
+    ("/checkpoint", ("checkpoint",)), ("/pods", ("pods", "proxy")),
+    ("/runningpods", ("pods", "proxy")), ("/healthz", ("healthz", "proxy")),
+    ("/configz", ("configz", "proxy")))
+
+
+def _is_subpath(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def request_attributes(user: User, method: str, path: str,
+                       node_name: str) -> tuple[Attributes, ...]:
+    """The attributes the kubelet checks for `method path` on node `node_name`, in the order
+    it checks them; the request is allowed when any one is."""
+    subresources = next((subs for prefix, subs in _SUBRESOURCES if _is_subpath(path, prefix)),
+                        ("proxy",))
+    verb = _VERBS.get(method.upper(), "")
+    return tuple(Attributes(user=user, verb=verb, subresource=sub, name=node_name, path=path)
+                 for sub in subresources)
+
+
+async def authorize(authorizer: Authorizer,
+                    attributes: Sequence[Attributes]) -> tuple[Decision, Attributes]:
+    """The kubelet's loop: each attribute in order until one is allowed; an error (no
+    decision) ends it at once. The decision and the attributes it is about (the last asked).
+    Raises Overloaded from the authorizer."""
+    decision, asked = Decision(False, "no attributes"), attributes[0]
+    for asked in attributes:
+        decision = await authorizer.authorize(asked)
+        if decision.allowed or decision.error:
+            break
+    return decision, asked
+
+
+def user_from_certificate(subject: Sequence[tuple[str, str]]) -> User | None:
+    """A client certificate's user: CN is the name, each O a group (None without a CN)."""
+    names = [value for key, value in subject if key == "commonName"]
+    if not names or not names[0]:
+        return None
+    groups = tuple(value for key, value in subject if key == "organizationName")
+    return User(names[0], groups=groups)
+
+
+# -- the token file --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TokenFile:
+    """Bearer tokens from a kube-apiserver --token-auth-file: `token,user,uid[,"g1,g2"]` per
+    line (extra columns ignored, blank lines skipped)."""
+
+    users: Mapping[str, User] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str, source: str = "token file") -> TokenFile:
+        users: dict[str, User] = {}
+        for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+            if not row or not "".join(row).strip():
+                continue
+            if len(row) < 3 or not row[0].strip() or not row[1].strip():
+                raise TokenFileError(
+                    f"{source} line {number}: want token,user,uid[,\"group1,group2\"], "
+                    f"got {len(row)} field(s)")
+            groups = tuple(g.strip() for g in row[3].split(",") if g.strip()) \
+                if len(row) > 3 else ()
+            users[row[0].strip()] = User(row[1].strip(), row[2].strip(), groups)
+        return cls(users)
+
+    async def authenticate(self, credentials: Credentials) -> User | None:
+        if credentials.token is None:
+            return None
+        return self.users.get(credentials.token)
+
+
+class CertificateAuthenticator:
+    """Users of client certificates the TLS layer verified against the client CA."""
+
+    async def authenticate(self, credentials: Credentials) -> User | None:
+        return user_from_certificate(credentials.certificate_subject)
+
+
+async def authenticate(authenticators: Sequence[Authenticator], credentials: Credentials,
+                       *, anonymous: bool) -> User | None:
+    """The first authenticator's user (in system:authenticated); without any, the anonymous
+    user if `anonymous`, else None (401). Credentials that were presented but not accepted
+    are never anonymous."""
+    for authenticator in authenticators:
+        user = await authenticator.authenticate(credentials)
+        if user is not None:
+            return user.with_authenticated_group()
+    presented = credentials.token is not None or bool(credentials.certificate_subject)
+    return ANONYMOUS_USER if anonymous and not presented else None

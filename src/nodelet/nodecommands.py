@@ -1,0 +1,316 @@
+"""`nodelet exec`, `attach`, `port-forward` and `top`: the CLI side of the node server.
+
+They talk to the node server (default `https://127.0.0.1:10250`) as kubectl talks to a kubelet
+through the API server, so what is tested here is the same server cluster mode serves. The pod
+is found in the server's `/pods` by name (a static pod also by its manifest name). Credentials:
+`--token-file` (a token of the server's --token-auth-file) or `--client-certificate` and
+`--client-key` (signed by its --client-ca-file); the server's certificate is checked against
+`--certificate-authority`, by default the self-signed one in `<data-dir>/pki/nodelet.crt`.
+
+exec and attach use the WebSocket channel protocol. With `-t` the local terminal is put in raw
+mode (restored on exit) and its size is sent at the start and on every SIGWINCH, as kubectl does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import termios
+import tty
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from nodelet import settings
+from nodelet.adapters import node_client as nc
+from nodelet.model.core import summary as sm
+from nodelet.model.reports import presenting
+
+DEFAULT_NODE_SERVER = "https://127.0.0.1:10250"
+# `nodelet top`: a CPU rate needs two samples; the second is taken this long after the first
+# when the server had none to compare with yet.
+RATE_WINDOW = 1.0
+
+
+class CommandError(Exception):
+    """A node command cannot run as asked; the message says why."""
+
+
+def add_parsers(sub: Any) -> None:
+    for name, help_text in (("exec", "run a command in a container"),
+                            ("attach", "attach to a container's main process")):
+        parser = sub.add_parser(name, help=help_text)
+        parser.add_argument("pod", metavar="POD")
+        parser.add_argument("-c", "--container", default="")
+        parser.add_argument("-i", "--stdin", action="store_true", help="pass stdin")
+        parser.add_argument("-t", "--tty", action="store_true", help="stdin is a terminal")
+        if name == "exec":
+            parser.set_defaults(exec_command=[])
+            parser.usage = "nodelet exec [-h] [-c CONTAINER] [-i] [-t] POD -- COMMAND [ARG...]"
+        _add_connection_flags(parser)
+    forward = sub.add_parser("port-forward", help="forward local ports to a pod")
+    forward.add_argument("pod", metavar="POD")
+    forward.add_argument("ports", nargs="+", metavar="[LOCAL:]REMOTE")
+    forward.add_argument("--address", default="127.0.0.1", help="local address to listen on")
+    _add_connection_flags(forward)
+    top = sub.add_parser("top", help="CPU and memory of the node or its pods")
+    top.add_argument("resource", choices=("pods", "pod", "po", "node", "nodes", "no"))
+    _add_connection_flags(top)
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`nodelet exec ... -- CMD ARGS`: the command after `--` is taken off before argparse
+    sees it (argparse cannot tell a command's own options from exec's)."""
+    if argv[:1] == ["exec"] and "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1:]
+    return argv, []
+
+
+def _add_connection_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-n", "--namespace", default=None)
+    parser.add_argument("--node-server", default=DEFAULT_NODE_SERVER,
+                        help="the node server (default: %(default)s)")
+    parser.add_argument("--data-dir", type=Path, default=settings.DEFAULT_DATA_DIR,
+                        help="the agent's data dir, for its self-signed certificate")
+    parser.add_argument("--token-file", type=Path, help="bearer token for the node server")
+    parser.add_argument("--client-certificate", type=Path)
+    parser.add_argument("--client-key", type=Path)
+    parser.add_argument("--certificate-authority", type=Path,
+                        help="CA of the server's certificate (default: "
+                             "<data-dir>/pki/nodelet.crt when it exists)")
+    parser.add_argument("--insecure-skip-tls-verify", action="store_true")
+
+
+def _credentials(args: argparse.Namespace) -> nc.Credentials:
+    ca = args.certificate_authority
+    if ca is None and (args.data_dir / "pki" / "nodelet.crt").is_file():
+        ca = args.data_dir / "pki" / "nodelet.crt"
+    token = args.token_file.read_text().strip() if args.token_file else None
+    return nc.Credentials(token=token, client_cert=args.client_certificate,
+                          client_key=args.client_key, ca_file=ca,
+                          insecure=args.insecure_skip_tls_verify)
+
+
+async def _pod(client: nc.NodeClient, args: argparse.Namespace) -> tuple[str, str]:
+    namespace, name, _ = await _find(client, args)
+    return namespace, name
+
+
+async def _find(client: nc.NodeClient, args: argparse.Namespace) -> tuple[str, str, str]:
+    """The pod's namespace and name, and the container to use: the one named, else (as
+    kubectl) the first, saying so when there are several."""
+    pod = presenting.find_pod(await client.get_json("/pods"), args.pod, args.namespace)
+    if pod is None:
+        raise CommandError(f'pods "{args.pod}" not found')
+    meta = pod["metadata"]
+    container = getattr(args, "container", "")
+    names = [str(c.get("name")) for c in pod.get("spec", {}).get("containers", [])]
+    if not container and names:
+        container = names[0]
+        if len(names) > 1:
+            print(f'Defaulted container "{container}" out of: {", ".join(names)}',
+                  file=sys.stderr)
+    return str(meta.get("namespace", "default")), str(meta["name"]), container
+
+
+# -- exec / attach --------------------------------------------------------------------------------
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    command = args.exec_command
+    if not command:
+        raise CommandError("exec needs a command after --, e.g. nodelet exec POD -- sh")
+    return asyncio.run(_stream(args, "exec", command))
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    return asyncio.run(_stream(args, "attach", []))
+
+
+async def _stream(args: argparse.Namespace, kind: str, command: list[str]) -> int:
+    use_tty = args.tty and sys.stdin.isatty()
+    query = [("command", c) for c in command] + [("output", "1")]
+    query += [("input", "1")] if args.stdin else []
+    query += [("tty", "1")] if use_tty else [("error", "1")]
+    async with nc.NodeClient(args.node_server, _credentials(args)) as client:
+        namespace, name, container = await _find(client, args)
+        path = nc.pod_path(kind, namespace, name, container)
+        async with client.channels(path, query) as session:
+            with _raw_terminal(use_tty):
+                return await _interact(session, stdin=args.stdin, use_tty=use_tty)
+
+
+def _write(channel: int, data: bytes) -> None:
+    out = sys.stderr.buffer if channel == nc.STDERR else sys.stdout.buffer
+    out.write(data)
+    out.flush()
+
+
+async def _interact(session: nc.Session, *, stdin: bool, use_tty: bool) -> int:
+    loop = asyncio.get_running_loop()
+    pending: set[asyncio.Task[None]] = set()
+
+    def later(coro: Any) -> None:
+        task = loop.create_task(coro, name="exec-send")
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    def resize() -> None:
+        with contextlib.suppress(OSError):
+            size = os.get_terminal_size(sys.stdin.fileno())
+            later(session.resize(size.columns, size.lines))
+
+    def read_stdin() -> None:
+        data = os.read(sys.stdin.fileno(), 4096)
+        if not data:
+            loop.remove_reader(sys.stdin.fileno())
+            return
+        later(session.send_stdin(data))
+
+    if use_tty:
+        resize()
+        loop.add_signal_handler(signal.SIGWINCH, resize)
+    if stdin:
+        loop.add_reader(sys.stdin.fileno(), read_stdin)
+    try:
+        return await session.run(_write)
+    finally:
+        if stdin:
+            loop.remove_reader(sys.stdin.fileno())
+        if use_tty:
+            loop.remove_signal_handler(signal.SIGWINCH)
+        for task in pending:
+            task.cancel()
+
+
+@contextlib.contextmanager
+def _raw_terminal(enabled: bool) -> Iterator[None]:
+    """The local terminal in raw mode (keys go to the container unchanged), restored after."""
+    if not enabled:
+        yield
+        return
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setraw(fd)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+# -- port-forward ---------------------------------------------------------------------------------
+
+
+def _port_pairs(specs: list[str]) -> list[tuple[int, int]]:
+    pairs = []
+    for spec in specs:
+        local, _, remote = spec.rpartition(":")
+        local = local or remote
+        if not (local.isdigit() and remote.isdigit()) or not 0 < int(remote) < 65536:
+            raise CommandError(f"port-forward: {spec!r} is not [LOCAL:]REMOTE")
+        pairs.append((int(local), int(remote)))
+    return pairs
+
+
+def cmd_port_forward(args: argparse.Namespace) -> int:
+    pairs = _port_pairs(args.ports)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_port_forward(args, pairs))
+    return 0
+
+
+async def _port_forward(args: argparse.Namespace, pairs: list[tuple[int, int]]) -> None:
+    async with nc.NodeClient(args.node_server, _credentials(args)) as client:
+        namespace, name = await _pod(client, args)
+        path = nc.pod_path("portForward", namespace, name)
+        servers = []
+        for local, remote in pairs:
+            def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      remote: int = remote) -> Any:
+                return _forward_one(client, path, remote, reader, writer)
+
+            server = await asyncio.start_server(serve, args.address, local)
+            bound = server.sockets[0].getsockname()[1]
+            print(f"Forwarding from {args.address}:{bound} -> {remote}", flush=True)
+            servers.append(server)
+        try:
+            await asyncio.Event().wait()  # until interrupted
+        finally:
+            for server in servers:
+                server.close()
+
+
+async def _forward_one(client: nc.NodeClient, path: str, remote: int,
+                       reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    print(f"Handling connection for {remote}", flush=True)
+    try:
+        await nc.forward_connection(client, path, remote, reader, writer)
+    except nc.NodeClientError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+
+
+# -- top ------------------------------------------------------------------------------------------
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    body = asyncio.run(_summary(args))
+    if args.resource in ("node", "nodes", "no"):
+        print(top_node_table(body))
+    else:
+        print(top_pods_table(body, args.namespace))
+    return 0
+
+
+def _has_rates(body: dict[str, Any]) -> bool:
+    entries = [body["node"], *(c for p in body.get("pods", []) for c in p.get("containers", []))]
+    return all("usageNanoCores" in e.get("cpu", {}) for e in entries)
+
+
+async def _summary(args: argparse.Namespace) -> dict[str, Any]:
+    async with nc.NodeClient(args.node_server, _credentials(args)) as client:
+        body: dict[str, Any] = await client.get_json("/stats/summary")
+        if not _has_rates(body):
+            await asyncio.sleep(RATE_WINDOW)  # a CPU rate needs a second sample
+            body = await client.get_json("/stats/summary")
+        return body
+
+
+def top_pods_table(body: dict[str, Any], namespace: str | None) -> str:
+    """`kubectl top pods`: NAME CPU(cores) MEMORY(bytes), the pods' containers summed."""
+    rows = [("NAME", "CPU(cores)", "MEMORY(bytes)")]
+    for pod in body.get("pods", []):
+        ref = pod["podRef"]
+        if namespace is not None and ref["namespace"] != namespace:
+            continue
+        containers = pod.get("containers", [])
+        cpu = [c.get("cpu", {}).get("usageNanoCores") for c in containers]
+        memory = [c.get("memory", {}).get("workingSetBytes") for c in containers]
+        rows.append((ref["name"],
+                     sm.cores_text(None if None in cpu else sum(int(v or 0) for v in cpu)),
+                     sm.bytes_text(None if None in memory else
+                                   sum(int(v or 0) for v in memory))))
+    return _table(rows)
+
+
+def top_node_table(body: dict[str, Any]) -> str:
+    node = body["node"]
+    rows = [("NAME", "CPU(cores)", "MEMORY(bytes)"),
+            (node["nodeName"], sm.cores_text(node.get("cpu", {}).get("usageNanoCores")),
+             sm.bytes_text(node.get("memory", {}).get("workingSetBytes")))]
+    return _table(rows)
+
+
+def _table(rows: list[tuple[str, str, str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join("   ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+HANDLERS = {"exec": cmd_exec, "attach": cmd_attach, "port-forward": cmd_port_forward,
+            "top": cmd_top}
+ERRORS = (CommandError, nc.NodeClientError)

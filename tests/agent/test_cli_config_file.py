@@ -1,0 +1,141 @@
+"""`nodelet run --config FILE`: a KubeletConfiguration file under the command-line flags."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nodelet import cli, settings
+
+GOOD = """\
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+maxPods: 17
+featureGates:
+  PodHasNetworkCondition: true
+containerLogMaxSize: 5Mi
+evictionHard:
+  memory.available: 200Mi
+systemReserved:
+  cpu: 100m
+registerWithTaints:
+  - key: dedicated
+    value: edge
+    effect: NoSchedule
+syncFrequency: 30s
+fileCheckFrequency: 5s
+clusterDNS: [10.96.0.10]
+clusterDomain: cluster.local
+readOnlyPort: 10266
+"""
+
+
+def settings_for(tmp_path: Path, text: str, *flags: str) -> settings.Settings:
+    path = tmp_path / "kubelet.yaml"
+    path.write_text(text)
+    return cli.settings_from_argv(["run", "--data-dir", str(tmp_path), "--config", str(path),
+                                   *flags])
+
+
+def test_a_good_file_takes_effect(tmp_path: Path) -> None:
+    s = settings_for(tmp_path, GOOD)
+    assert s.node.max_pods == 17
+    assert s.gates.pod_has_network
+    assert s.logs.max_size == 5 * 2**20
+    assert s.eviction.hard == "memory.available<200Mi"
+    assert s.node.system_reserved == (("cpu", "100m"),)
+    assert s.node.register_with_taints == (("dedicated", "edge", "NoSchedule"),)
+    assert s.sync.resync_period == 30.0 and s.manifest_resync_period == 5.0
+    assert s.dns.cluster_dns == ("10.96.0.10",) and s.dns.cluster_domain == "cluster.local"
+    assert (s.server.host, s.server.port) == ("127.0.0.1", 10266)
+
+
+def test_flags_on_the_command_line_win(tmp_path: Path) -> None:
+    s = settings_for(tmp_path, GOOD, "--max-pods", "110", "--feature-gates",
+                     "PodHasNetworkCondition=false", "--listen", "127.0.0.1:10299")
+    assert s.node.max_pods == 110  # given, although equal to the default
+    assert not s.gates.pod_has_network
+    assert s.server.port == 10299
+    assert s.logs.max_size == 5 * 2**20  # not given: the file's
+
+
+def test_file_values_get_the_flags_checks(tmp_path: Path) -> None:
+    bad = GOOD.replace("maxPods: 17", "maxPods: -1")
+    with pytest.raises(settings.SettingsError, match="--max-pods -1: must be at least 1"):
+        settings_for(tmp_path, bad)
+
+
+def test_feature_gates_on_the_command_line_merge_with_the_file_s(tmp_path: Path) -> None:
+    """The kubelet adds back the file's gates that the command line does not set."""
+    text = GOOD.replace("  PodHasNetworkCondition: true\n",
+                        "  PodHasNetworkCondition: true\n  PodVolumesCondition: true\n")
+    s = settings_for(tmp_path, text, "--feature-gates", "PodVolumesCondition=false,"
+                     "PodTerminationSLI=true")
+    assert s.gates.pod_has_network  # the file's, not on the command line
+    assert not s.gates.pod_volumes_condition  # the command line wins for its own gates
+    assert s.gates.pod_termination_sli
+
+
+def test_relative_paths_are_relative_to_the_file_and_zeros_are_defaults(
+        tmp_path: Path) -> None:
+    text = GOOD + ("staticPodPath: manifests\nresolvConf: etc/resolv.conf\n"
+                   "nodeStatusUpdateFrequency: 0s\nnodeLeaseDurationSeconds: 0\n")
+    text = text.replace("maxPods: 17", "maxPods: 0").replace("syncFrequency: 30s",
+                                                             "syncFrequency: 0s")
+    config_dir = tmp_path / "conf"
+    config_dir.mkdir()
+    (config_dir / "kubelet.yaml").write_text(text)
+    s = cli.settings_from_argv(["run", "--data-dir", str(tmp_path / "data"), "--config",
+                                str(config_dir / "kubelet.yaml"), "--kubeconfig",
+                                str(tmp_path / "kubeconfig")])
+    assert s.manifests_dir is not None and s.manifests_dir.resolve() == config_dir / "manifests"
+    assert s.dns.resolv_conf == config_dir / "etc" / "resolv.conf"
+    defaults = settings.Settings()
+    assert s.node.max_pods == defaults.node.max_pods
+    assert s.sync.resync_period == defaults.sync.resync_period
+    assert s.cluster is not None and s.cluster.node_status_period == 10.0
+    assert s.cluster.lease_duration == 40
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (GOOD + "cgroupDriver: systemd\n",
+         "field 'cgroupDriver' of KubeletConfiguration is not supported by nodelet"),
+        (GOOD + "maxPodz: 3\n", "unknown field 'maxPodz'"),
+        (GOOD.replace("maxPods: 17", "maxPods: seventeen"),
+         "maxPods: must be an integer, not a string"),
+    ],
+)
+def test_nodelet_run_with_a_bad_file_exits_2_naming_the_field(
+        tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    data = tmp_path / "data"
+    done = subprocess.run(
+        [sys.executable, "-m", "nodelet.cli", "run", "--data-dir", str(data), "--config",
+         str(path), "--progress", "never"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"Error: --config {path}: " in done.stderr and message in done.stderr, done.stderr
+    assert not data.exists()  # refused before any side effect
+
+
+def test_the_sample_config_in_deploy_is_accepted(tmp_path: Path) -> None:
+    sample = Path(__file__).resolve().parents[2] / "deploy" / "kubelet-config.yaml"
+    s = cli.settings_from_argv(["run", "--data-dir", str(tmp_path), "--config", str(sample),
+                                "--kubeconfig", str(tmp_path / "kubeconfig")])
+    assert s.runtime.endpoint == "unix:///run/containerd/containerd.sock"
+    assert s.manifests_dir == Path("/etc/kubernetes/manifests")
+    assert s.dns.cluster_dns == ("10.96.0.10",)
+    assert s.cluster is not None and s.cluster.node_status_period == 10.0
+    assert s.node.system_reserved == (("cpu", "100m"), ("memory", "256Mi"))
+    # The node server as kubeadm configures the kubelet's; the read-only API on loopback.
+    assert (s.node_server.address, s.node_server.port) == ("0.0.0.0", 10250)
+    assert s.node_server.client_ca_file == Path("/etc/kubernetes/pki/ca.crt")
+    assert s.node_server.authorization_mode == "Webhook"
+    assert s.node_server.authentication_token_webhook is True
+    assert (s.server.host, s.server.port) == ("127.0.0.1", 10255)

@@ -1,0 +1,184 @@
+"""The node server's authentication and authorization seams with a plugged-in authorizer (as
+cluster mode's SubjectAccessReview will be): 403 with the kubelet's message, the attributes the
+authorizer is asked about, anonymous requests when allowed. The backend is a stub: only the
+server's own decisions are under test here (tests/agent/test_node_server.py runs real pods)."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from cryptography import x509
+
+from nodelet import settings
+from nodelet.adapters import node_server, servingcerts
+from nodelet.model.core import health as hm
+from nodelet.model.core import nodeauth
+from nodelet.model.core import noderequests as nr
+from nodelet.services import nodeserving, preflight
+
+
+class _Backend:
+    def pods(self) -> list[Any]:
+        return []
+
+    def health(self) -> list[hm.HealthCheck]:
+        return [hm.HealthCheck("stub", True, "")]
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        return b"", "text/plain"
+
+    async def summary(self, *, only_cpu_and_memory: bool) -> dict[str, Any]:
+        return {"node": {"nodeName": "n1"}, "pods": []}
+
+    async def resource_metrics(self) -> bytes:
+        return b""
+
+    async def probe_metrics(self) -> bytes:
+        return b""
+
+    async def stream_url(self, request: nr.StreamRequest) -> str:
+        raise nr.NotFoundError("no pods here")
+
+    async def run(self, pod: nr.PodRef, container: str, command: Sequence[str]) -> bytes:
+        raise nr.NotFoundError("no pods here")
+
+    async def open_logs(self, pod: nr.PodRef, container: str,
+                        options: nr.LogOptions) -> AsyncIterator[bytes]:
+        raise nr.NotFoundError("no pods here")
+
+
+class _NoProxy:
+    """Allows everything but the `proxy` subresource; remembers what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[nodeauth.Attributes] = []
+
+    async def authorize(self, attributes: nodeauth.Attributes) -> nodeauth.Decision:
+        self.asked.append(attributes)
+        return nodeauth.Decision(attributes.subresource != "proxy", "no proxy")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def server(tmp_path: Path) -> AsyncIterator[tuple[str, _NoProxy, Path]]:
+    pair = servingcerts.ensure_self_signed(servingcerts.self_signed_paths(tmp_path),
+                                           hostname="n1", ips=[])
+    authorizer = _NoProxy()
+    config = node_server.NodeServerConfig(
+        address="127.0.0.1", port=0, node_name="n1", tls=node_server.TlsFiles(pair.cert, pair.key),
+        authenticators=[nodeauth.TokenFile.parse("t1,bob,uid-1,devs\n")],
+        authorizer=authorizer, anonymous=True)
+    running = node_server.NodeServer(_Backend(), config)
+    await running.start()
+    try:
+        yield f"https://127.0.0.1:{running.port}", authorizer, pair.cert
+    finally:
+        await running.stop()
+
+
+async def _get(url: str, ca: Path, token: str | None = None) -> tuple[int, str]:
+    context = ssl.create_default_context(cafile=str(ca))
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session, \
+            session.get(url, headers=headers) as response:
+        return response.status, await response.text()
+
+
+async def test_plugged_in_authorizer_decides_with_the_kubelet_attributes(
+        server: tuple[str, _NoProxy, Path]) -> None:
+    url, authorizer, ca = server
+    status, text = await _get(f"{url}/exec/default/web/main?command=sh&output=1", ca, "t1")
+    assert status == 403
+    assert text == "Forbidden (user=bob, verb=get, resource=nodes, subresource(s)=[proxy])\n"
+    asked = authorizer.asked[-1]
+    assert (asked.user.name, asked.user.groups, asked.name, asked.resource, asked.api_group) \
+        == ("bob", ("devs", nodeauth.AUTHENTICATED), "n1", "nodes", "")
+    assert (await _get(f"{url}/stats/summary", ca, "t1"))[0] == 200
+    # Anonymous (allowed here): the authorizer is asked about system:anonymous.
+    assert (await _get(f"{url}/healthz", ca))[0] == 200
+    assert authorizer.asked[-1].user == nodeauth.ANONYMOUS_USER
+    assert authorizer.asked[-1].subresource == "healthz"
+    # A token that is not accepted is never anonymous.
+    assert (await _get(f"{url}/healthz", ca, "wrong"))[0] == 401
+
+
+async def test_fine_grained_attributes_any_one_allowed_is_enough(
+        server: tuple[str, _NoProxy, Path]) -> None:
+    """KubeletFineGrainedAuthz: `/pods` asks `nodes/pods` first, then `nodes/proxy`; a user
+    without `nodes/proxy` but with `nodes/pods` reads the pods."""
+    url, authorizer, ca = server
+    authorizer.asked.clear()
+    assert (await _get(f"{url}/pods", ca, "t1"))[0] == 200
+    assert [a.subresource for a in authorizer.asked] == ["pods"]
+    # HEAD: an empty verb, as the kubelet's (then 405: the route has GET only).
+    context = ssl.create_default_context(cafile=str(ca))
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session, \
+            session.head(f"{url}/healthz", headers={"Authorization": "Bearer t1"}):
+        pass
+    assert authorizer.asked[-1].verb == ""
+
+
+class _Busy:
+    async def authenticate(self, credentials: nodeauth.Credentials) -> nodeauth.User | None:
+        raise nodeauth.Overloaded("too many reviews in flight", retry_after=2)
+
+
+async def test_an_overloaded_authenticator_is_a_429_with_retry_after(tmp_path: Path) -> None:
+    pair = servingcerts.ensure_self_signed(servingcerts.self_signed_paths(tmp_path),
+                                           hostname="n1", ips=[])
+    running = node_server.NodeServer(_Backend(), node_server.NodeServerConfig(
+        address="127.0.0.1", port=0, node_name="n1", tls=node_server.TlsFiles(pair.cert, pair.key),
+        authenticators=[_Busy()]))
+    await running.start()
+    try:
+        context = ssl.create_default_context(cafile=str(pair.cert))
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as s, \
+                s.get(f"https://127.0.0.1:{running.port}/pods",
+                      headers={"Authorization": "Bearer x"}) as response:
+            assert response.status == 429
+            assert response.headers["Retry-After"] == "2"
+    finally:
+        await running.stop()
+
+
+def test_a_node_without_an_ip_gets_a_certificate_without_one(tmp_path: Path) -> None:
+    base = settings.Settings(data_dir=tmp_path, node_name="n1")
+    config = nodeserving.server_config(base, host_ips=[""])  # host.host_ip() found none
+    names = x509.load_pem_x509_certificate(config.tls.cert.read_bytes()).extensions \
+        .get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {str(a) for a in names.get_values_for_type(x509.IPAddress)} == {"127.0.0.1", "::1"}
+    config.tls.cert.unlink()
+    with pytest.raises(preflight.StartupError, match="'not-an-ip' is not an IP address"):
+        nodeserving.server_config(base, host_ips=["not-an-ip"])
+
+
+def test_self_signed_pair_is_made_once_with_the_node_as_names(tmp_path: Path) -> None:
+    paths = servingcerts.self_signed_paths(tmp_path)
+    servingcerts.ensure_self_signed(paths, hostname="n1", ips=["10.1.2.3"])
+    first = paths.cert.read_bytes()
+    servingcerts.ensure_self_signed(paths, hostname="other", ips=[])
+    assert paths.cert.read_bytes() == first  # reused, as the kubelet reuses kubelet.crt
+    assert paths.key.stat().st_mode & 0o777 == 0o600
+    names = x509.load_pem_x509_certificate(first).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["n1", "localhost"]
+    assert {str(a) for a in names.get_values_for_type(x509.IPAddress)} == {
+        "10.1.2.3", "127.0.0.1", "::1"}
+
+
+def test_server_settings_that_cannot_work_are_refused(tmp_path: Path) -> None:
+    base = settings.Settings(data_dir=tmp_path, node_name="n1")
+    half = replace(base, node_server=settings.NodeServerSettings(tls_cert_file=tmp_path / "c"))
+    with pytest.raises(preflight.StartupError, match="give both or neither"):
+        nodeserving.server_config(half)
+    (tmp_path / "tokens.csv").write_text("just-a-token\n")
+    bad = replace(base, node_server=settings.NodeServerSettings(
+        token_auth_file=tmp_path / "tokens.csv"))
+    with pytest.raises(preflight.StartupError, match="line 1"):
+        nodeserving.server_config(bad)

@@ -1,0 +1,224 @@
+"""A KubeletConfiguration file read into flag values and settings (pure)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from nodelet.model.parsing import kubeletconfig as kc
+
+HEAD = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
+
+
+def parse(fields: dict[str, Any], filename: str = "kubelet.json") -> kc.Overrides:
+    return kc.parse(json.dumps({**HEAD, **fields}), filename=filename)
+
+
+@pytest.mark.parametrize(
+    ("fields", "flags"),
+    [
+        ({"maxPods": 20}, {"max_pods": 20}),
+        ({"podCIDR": "10.1.0.0/24"}, {"pod_cidr": ["10.1.0.0/24"]}),
+        ({"staticPodPath": "/etc/kubernetes/manifests"},
+         {"manifests": "/etc/kubernetes/manifests"}),
+        ({"containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock"},
+         {"runtime_endpoint": "unix:///run/containerd/containerd.sock"}),
+        ({"featureGates": {"PodHasNetworkCondition": True}},
+         {"feature_gates": "PodHasNetworkCondition=true"}),
+        ({"systemReserved": {"cpu": "100m", "memory": "256Mi"}},
+         {"system_reserved": "cpu=100m,memory=256Mi"}),
+        ({"evictionHard": {"memory.available": "200Mi", "nodefs.available": "5%"}},
+         {"eviction_hard": "memory.available<200Mi,nodefs.available<5%"}),
+        ({"evictionSoftGracePeriod": {"memory.available": "1m30s"}},
+         {"eviction_soft_grace_period": "memory.available=1m30s"}),
+        ({"evictionPressureTransitionPeriod": "30s"},
+         {"eviction_pressure_transition_period": "30s"}),
+        ({"containerLogMaxSize": "5Mi", "containerLogMaxFiles": 3},
+         {"container_log_max_size": "5Mi", "container_log_max_files": 3}),
+        ({"imageGCHighThresholdPercent": 90, "imageMinimumGCAge": "5m"},
+         {"image_gc_high_threshold": 90, "image_minimum_gc_age": "5m"}),
+        ({"kubeAPIQPS": 20, "kubeAPIBurst": 40}, {"kube_api_qps": 20.0, "kube_api_burst": 40}),
+        ({"seccompDefault": True, "allowedUnsafeSysctls": ["net.core.somaxconn", "kernel.msg*"]},
+         {"seccomp_default": True, "allowed_unsafe_sysctls": "net.core.somaxconn,kernel.msg*"}),
+        ({"registerWithTaints": [{"key": "a", "value": "b", "effect": "NoSchedule"},
+                                 {"key": "c", "effect": "NoExecute"}]},
+         {"register_with_taints": "a=b:NoSchedule,c:NoExecute"}),
+        ({"clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local", "resolvConf": ""},
+         {"cluster_dns": ["10.96.0.10"], "cluster_domain": "cluster.local", "resolv_conf": ""}),
+        ({"readOnlyPort": 10266}, {"listen": ("127.0.0.1", 10266)}),
+        # `address` and `port` are the node server's, as the kubelet's; the read-only API
+        # stays on loopback.
+        ({"address": "10.0.0.5", "port": 10251, "readOnlyPort": 10255},
+         {"address": "10.0.0.5", "port": 10251, "listen": ("127.0.0.1", 10255)}),
+        ({"tlsCertFile": "/pki/k.crt", "tlsPrivateKeyFile": "/pki/k.key"},
+         {"tls_cert_file": "/pki/k.crt", "tls_private_key_file": "/pki/k.key"}),
+        # kubeadm's file: 0s TTLs are the defaults (left to the flags' defaults).
+        ({"authentication": {"anonymous": {"enabled": False},
+                             "webhook": {"enabled": True, "cacheTTL": "0s"},
+                             "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
+          "authorization": {"mode": "Webhook", "webhook": {"cacheAuthorizedTTL": "0s",
+                                                           "cacheUnauthorizedTTL": "0s"}}},
+         {"anonymous_auth": False, "authentication_token_webhook": True,
+          "client_ca_file": "/etc/kubernetes/pki/ca.crt", "authorization_mode": "Webhook"}),
+        ({"authentication": {"webhook": {"cacheTTL": "1m"}},
+          "authorization": {"mode": "AlwaysAllow",
+                            "webhook": {"cacheAuthorizedTTL": "10s",
+                                        "cacheUnauthorizedTTL": "1s"}}},
+         {"authentication_token_webhook_cache_ttl": 60.0, "authorization_mode": "AlwaysAllow",
+          "authorization_webhook_cache_authorized_ttl": 10.0,
+          "authorization_webhook_cache_unauthorized_ttl": 1.0}),
+        ({"maxPods": None}, {}),
+        # Zero values the kubelet's v1beta1 defaulting replaces: the defaults (left out).
+        ({"maxPods": 0, "kubeAPIBurst": 0, "port": 0, "address": "", "containerLogMaxSize": "",
+          "containerRuntimeEndpoint": "", "imageMinimumGCAge": "0s",
+          "evictionPressureTransitionPeriod": "0"}, {}),
+        # Pointer fields keep their zero (kubeAPIQPS 0, imageGCHighThresholdPercent 0).
+        ({"kubeAPIQPS": 0, "imageGCHighThresholdPercent": 0},
+         {"kube_api_qps": 0.0, "image_gc_high_threshold": 0}),
+    ],
+)
+def test_fields_become_flag_values(fields: dict[str, Any], flags: dict[str, Any]) -> None:
+    assert parse(fields) == kc.Overrides(flags=flags, settings={})
+
+
+@pytest.mark.parametrize(
+    ("fields", "settings"),
+    [
+        ({"syncFrequency": "1m30s"}, {"sync.resync_period": 90.0}),
+        ({"fileCheckFrequency": "500ms"}, {"manifest_resync_period": 0.5}),
+        # An explicit update frequency is the report frequency too unless that is set.
+        ({"nodeStatusUpdateFrequency": "4s", "nodeLeaseDurationSeconds": 20},
+         {"cluster.node_status_period": 4.0, "cluster.lease_duration": 20,
+          "cluster.node_report_period": 4.0}),
+        ({"nodeStatusUpdateFrequency": "4s", "nodeStatusReportFrequency": "0s"},
+         {"cluster.node_status_period": 4.0, "cluster.node_report_period": 4.0}),
+        ({"nodeStatusUpdateFrequency": "4s", "nodeStatusReportFrequency": "1m"},
+         {"cluster.node_status_period": 4.0, "cluster.node_report_period": 60.0}),
+        ({"nodeStatusReportFrequency": "1m"}, {"cluster.node_report_period": 60.0}),
+        # kubeadm's zeros: the defaults (left out).
+        ({"syncFrequency": "0s", "fileCheckFrequency": "0s", "nodeStatusUpdateFrequency": "0s",
+          "nodeStatusReportFrequency": "0s", "nodeLeaseDurationSeconds": 0, "eventBurst": 0,
+          "runtimeRequestTimeout": "0s"}, {}),
+        ({"eventRecordQPS": 5, "eventBurst": 10},
+         {"cluster.event_qps": 5.0, "cluster.event_burst": 10}),
+        ({"runtimeRequestTimeout": "2m"}, {"runtime.timeouts.default": 120.0}),
+        ({"serializeImagePulls": False}, {}),
+    ],
+)
+def test_fields_without_a_flag_become_settings(fields: dict[str, Any],
+                                                settings: dict[str, Any]) -> None:
+    assert parse(fields) == kc.Overrides(flags={}, settings=settings)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"maxPod": 3}, "unknown field 'maxPod'"),
+        ({"cgroupDriver": "systemd"}, "field 'cgroupDriver' of KubeletConfiguration is not "
+                                      "supported by nodelet"),
+        ({"authentication": {"oidc": {}}}, "authentication: unknown field 'oidc'"),
+        ({"authorization": {"mode": "RBAC"}}, "authorization.mode: 'RBAC' must be"),
+        ({"authentication": {"webhook": {"enabled": "yes"}}},
+         "authentication.webhook.enabled: must be a boolean"),
+        ({"port": 70000}, "port: 70000 is not a port"),
+        ({"maxPods": "20"}, "maxPods: must be an integer, not a string ('20')"),
+        ({"maxPods": True}, "maxPods: must be an integer, not a boolean"),
+        ({"kubeAPIQPS": "fast"}, "kubeAPIQPS: must be a number"),
+        ({"seccompDefault": "yes"}, "seccompDefault: must be a boolean"),
+        ({"featureGates": {"X": "on"}}, "featureGates.X: must be a boolean"),
+        ({"evictionHard": ["memory.available<1Gi"]},
+         "evictionHard: must be a mapping of strings to strings, not a list"),
+        ({"syncFrequency": "1 minute"}, "syncFrequency: '1 minute' is not a duration"),
+        ({"syncFrequency": 60}, 'syncFrequency: must be a duration string (e.g. "1m30s"), '
+                                "not an integer"),
+        ({"syncFrequency": 0}, "syncFrequency: must be a duration string"),
+        ({"nodeLeaseDurationSeconds": -5}, "nodeLeaseDurationSeconds: must be greater than 0"),
+        ({"eventRecordQPS": 0}, "eventRecordQPS: must be greater than 0"),
+        ({"containerLogMonitorInterval": "0s"},
+         "containerLogMonitorInterval: must be greater than 0"),
+        ({"evictionSoftGracePeriod": {"memory.available": "soon"}},
+         "evictionSoftGracePeriod.memory.available: 'soon' is not a duration"),
+        ({"registerWithTaints": [{"key": "a", "effect": "Sometimes"}]},
+         "registerWithTaints[0]: taint 'a' has effect 'Sometimes'"),
+        ({"registerWithTaints": [{"key": "a", "effect": "NoSchedule", "color": "red"}]},
+         "registerWithTaints[0]: unknown field 'color'"),
+        ({"serializeImagePulls": True}, "serializeImagePulls: true is not supported"),
+        ({"readOnlyPort": 0}, "readOnlyPort: 0 would turn the read-only API off"),
+    ],
+)
+def test_refused_fields_and_wrong_types_are_named(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(kc.KubeletConfigError) as caught:
+        parse(fields)
+    assert str(caught.value).startswith("kubelet.json: "), caught.value
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("apiVersion: v1\nkind: Pod\n", "must be apiVersion kubelet.config.k8s.io/v1beta1"),
+        ("kind: KubeletConfiguration\n", "found apiVersion None"),
+        ("", "exactly one KubeletConfiguration document, found 0"),
+        ("a: [1\n", "kubelet.yaml"),
+    ],
+)
+def test_bad_documents(text: str, message: str) -> None:
+    with pytest.raises(kc.KubeletConfigError, match=None) as caught:
+        kc.parse(text, filename="kubelet.yaml")
+    assert message in str(caught.value)
+
+
+def test_yaml_file() -> None:
+    text = ("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+            "maxPods: 12\nsyncFrequency: 30s\nfeatureGates:\n  PodHasNetworkCondition: true\n")
+    assert kc.parse(text, filename="kubelet.yaml") == kc.Overrides(
+        flags={"max_pods": 12, "feature_gates": "PodHasNetworkCondition=true"},
+        settings={"sync.resync_period": 30.0})
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("0", 0.0), ("0s", 0.0), ("90s", 90.0), ("1m30s", 90.0), ("1.5h", 5400.0), ("300ms", 0.3),
+    ("2h45m", 9900.0), ("10us", 1e-5), ("-1s", None), ("1d", None), ("", None), ("5", None)])
+def test_go_durations(text: str, seconds: float | None) -> None:
+    assert kc.duration_seconds(text) == (pytest.approx(seconds) if seconds is not None else None)
+
+
+def test_every_supported_field_is_a_kubelet_field() -> None:
+    assert set(kc.SUPPORTED) <= kc.FIELDS
+
+
+@pytest.mark.parametrize(
+    ("fields", "flags"),
+    [
+        # Relative to the file's directory (the kubelet's resolveRelativePaths).
+        ({"staticPodPath": "manifests", "resolvConf": "resolv.conf",
+          "tlsCertFile": "pki/kubelet.crt", "tlsPrivateKeyFile": "./pki/kubelet.key",
+          "authentication": {"x509": {"clientCAFile": "../pki/ca.crt"}}},
+         {"manifests": "/etc/kubernetes/manifests", "resolv_conf": "/etc/kubernetes/resolv.conf",
+          "tls_cert_file": "/etc/kubernetes/pki/kubelet.crt",
+          "tls_private_key_file": "/etc/kubernetes/pki/kubelet.key",
+          "client_ca_file": "/etc/pki/ca.crt"}),  # cleaned, as Go's filepath.Join
+        # Absolute paths and "" (no resolv.conf) stay as they are.
+        ({"staticPodPath": "/srv/manifests", "resolvConf": ""},
+         {"manifests": "/srv/manifests", "resolv_conf": ""}),
+    ],
+)
+def test_relative_paths_are_relative_to_the_file(fields: dict[str, Any],
+                                                  flags: dict[str, Any]) -> None:
+    assert parse(fields, filename="/etc/kubernetes/kubelet.json").flags == flags
+
+
+@pytest.mark.parametrize(
+    ("file", "flags", "merged"),
+    [
+        ("A=true,B=false", "B=true", "A=true,B=true"),
+        ("A=true", "", "A=true"),
+        ("", "B=false", "B=false"),
+        ("A=true,B=false", "A=false, C=true", "A=false,B=false,C=true"),
+    ],
+)
+def test_command_line_gates_merge_with_the_file_s_key_by_key(file: str, flags: str,
+                                                             merged: str) -> None:
+    assert kc.merge_feature_gates(file, flags) == merged
