@@ -123,6 +123,47 @@ async def test_stdin_and_html_output_file(tmp_path: Path) -> None:
         'xmlns="http://www.w3.org/2000/svg"', "")
 
 
+def _dual_stack_dump() -> dict[str, Any]:
+    """nodelet's alpha conditions: one pod without its IPv6 address, one stuck on a mount."""
+    def c(type_: str, status: str, second: int, reason: str = "", message: str = "") -> Any:
+        return {"type": type_, "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": f"2024-05-01T10:00:{second:02d}Z"}
+
+    def p(name: str, *conds: Any) -> Any:
+        return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+                "spec": {"nodeName": "n1"}, "status": {"phase": "Pending", "conditions": [
+                    c("PodScheduled", "True", 0), *conds]}}
+
+    no_v6 = ("PodSandboxNoIPv6Address", "pod sandbox has no IPv6 address")
+    mount = ("FailedMount", 'MountVolume.SetUp failed for volume "data" : secret "db" not found')
+    return {"kind": "PodList", "items": [
+        p("web", c("PodReadyToStartContainers", "False", 2, *no_v6),
+          c("nodelet.dev/IPv4Ready", "True", 2), c("nodelet.dev/IPv6Ready", "False", 2, *no_v6),
+          c("nodelet.dev/VolumesReady", "True", 1)),
+        p("db", c("PodReadyToStartContainers", "False", 1, "PodSandboxNotReady"),
+          c("nodelet.dev/VolumesReady", "False", 1, *mount))]}
+
+
+async def test_nodelet_conditions_in_every_format(tmp_path: Path) -> None:
+    dump = tmp_path / "pods.json"
+    dump.write_text(json.dumps(_dual_stack_dump()))
+    doc = (await analyze(dump, "-o", "json")).json()
+    assert {s["name"]: s["blockedOn"] for s in doc["stuck"]} == {
+        "web": "network: no IPv6 address",
+        "db": 'volumes (FailedMount): MountVolume.SetUp failed for volume "data" : secret "db" '
+              "not found"}
+    assert doc["extraConditions"]["nodelet.dev/IPv6Ready"]["notReady"] == 1
+    assert doc["extraConditions"]["nodelet.dev/IPv4Ready"]["scheduledToTrue"]["p50"] == 2.0
+    table = await analyze(dump)
+    assert table.code == 0, table.stderr
+    assert "blocked on network: no IPv6 address" in table.stdout
+    assert "nodelet.dev conditions" in table.stdout
+    assert max(map(len, table.stdout.splitlines())) <= 100
+    html = await analyze(dump, "-o", "html")
+    assert "blocked on volumes (FailedMount)" in html.stdout
+    assert "<h2>nodelet.dev conditions</h2>" in html.stdout
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [

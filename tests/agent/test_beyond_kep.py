@@ -137,6 +137,11 @@ async def test_ipv4_only_runtime_volumes_initialized_and_termination(
                      r"\(termination SLI\)", rendered), rendered
     timeline = tl.build(last[-1], None, datetime.now(UTC))
     assert timeline.termination is not None and timeline.termination.latency is not None
+    # ... and by `nodelet analyze` (the percentile table's termination row, one pod).
+    assert cli.main(["analyze", str(saved)]) == 0
+    report = capsys.readouterr().out
+    assert re.search(r"^deletion requested → sandbox not ready \(termination SLI\) +1 ",
+                     report, re.M), report
 
 
 async def test_stricter_ready_to_start_on_ipv4_only_runtime(

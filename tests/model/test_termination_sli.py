@@ -13,6 +13,7 @@ import pytest
 from nodelet.adapters.web import svg
 from nodelet.model.core import pods, terminations
 from nodelet.model.core import status as st
+from nodelet.model.reports import analysis, analysis_report
 from nodelet.model.reports import timeline as tl
 from nodelet.services import metrics
 
@@ -163,3 +164,21 @@ def test_saved_watch_keeps_the_last_copy() -> None:
         other]
     with pytest.raises(ValueError):
         tl.pods_from_text("{not json")
+
+
+# --- analyze -----------------------------------------------------------------------------------
+
+
+def test_analyze_termination_row_and_pod_field() -> None:
+    deleted = pod_json(deleted=True, stopped=at(2))
+    running = pod_json(deleted=False, stopped=None)
+    running["metadata"] = {"name": "db", "namespace": "default", "uid": "u2"}
+    result = analysis.analyze({"kind": "PodList", "items": [deleted, running]})
+    assert result.termination.stats is not None and result.termination.stats.count == 1
+    table = analysis_report.table(result)
+    row = next(line for line in table.splitlines()
+               if line.startswith(analysis_report.TERMINATION_LABEL))
+    assert row.split()[-5:] == ["1", "2s", "2s", "2s", "2s"]
+    pods_json = analysis_report.to_json(result, source="pods", events_source=None)["pods"]
+    assert [p["termination"] for p in pods_json] == [2.0, None]
+    assert analysis.termination_seconds(result.pods[1]) is None

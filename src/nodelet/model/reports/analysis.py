@@ -29,6 +29,10 @@ any number of documents (`analyze(pod_list, event_list)` for one of each) and re
   terminating (or, without the condition, Pending with sandbox events) — with the condition's
   reason and message and their FailedCreatePodSandBox / FailedMount events. An event matches
   a pod by involvedObject.uid; an event without uid (or a pod without one) by namespace + name.
+  When the pods carry nodelet's alpha conditions (`nodelet.dev/VolumesReady`, `IPv4Ready`,
+  `IPv6Ready`), a stuck pod says what it waits for (`blocked_on`), and `extra_conditions`
+  counts each condition's pods not ready and times scheduled → True. Without them, nothing
+  changes.
 
 Errors: `AnalysisError` (from `analysis_input`), raised for malformed input.
 """
@@ -119,6 +123,17 @@ class EventSummary:
 class StuckPod:
     pod: ai.PodRecord
     events: tuple[EventSummary, ...]
+    blocked_on: str | None = None  # from nodelet.dev conditions (`blocked_on`), when present
+
+
+@dataclass(frozen=True)
+class ExtraCondition:
+    """One of nodelet's alpha conditions (`ai.EXTRA_CONDITIONS`) over the pods carrying it."""
+
+    type: str
+    pods: int  # pods carrying the condition
+    not_ready: int  # ... with a status other than True
+    stats: Stats | None  # scheduled -> True, first starts with both times
 
 
 @dataclass(frozen=True)
@@ -157,6 +172,7 @@ class Analysis:
     recreated: tuple[RecreatedPod, ...] = ()
     termination: Termination = Termination(0, 0, None)
     measured: int = 0  # pods measured: first starts (re-created sandboxes left out)
+    extra: tuple[ExtraCondition, ...] = ()  # only the conditions some pod carries
 
 
 def percentile(sorted_values: Sequence[float], p: int) -> float:
@@ -253,15 +269,17 @@ def analyze_dump(reader: ai.DumpReader) -> Analysis:
         for builder in builders.values():
             builder.add(t.name, latencies[t.name])
     headline = END_TO_END if fallback else SANDBOX_READY
+    stuck = stuck_pods(pods, index)
     return Analysis(
         pods=pods, condition_counts=counts, fallback=fallback, transitions=transitions,
         headline=headline, latencies=latencies, overall=overall,
         groups={d: b.build() for d, b in builders.items()},
-        headline_samples=samples[headline.name], stuck=stuck_pods(pods, index),
+        headline_samples=samples[headline.name], stuck=stuck,
         events_given=reader.event_lists > 0,
-        notes=_notes(reader, counts, fallback, len(recreated)),
+        notes=_notes(reader, counts, fallback, len(recreated)) + _blocked_notes(stuck),
         recreated=tuple(RecreatedPod(pods[i], r) for i, r in recreated.items()),
         termination=termination(pods), measured=len(pods) - len(recreated),
+        extra=extra_conditions(pods, recreated),
     )
 
 
@@ -417,21 +435,26 @@ def human_seconds(value: float | None) -> str:
 
 def termination(pods: Sequence[ai.PodRecord]) -> Termination:
     """Deletion requested -> sandbox condition False, for terminating pods whose condition
-    turned False after the request (whole-second stamps: 1 s of slack)."""
+    turned False after the request (`termination_seconds`)."""
     terminating = [p for p in pods if p.terminating]
-    samples, still_ready = [], 0
-    for pod in terminating:
-        cond = pod.sandbox
-        if cond is None or pod.deletion_requested is None:
-            continue
-        if cond.status == "True":
-            still_ready += 1
-        elif cond.status == "False" and cond.since is not None:
-            at = ai.TimeParser()(cond.since)
-            if at >= pod.deletion_requested - 1:
-                samples.append(max(0.0, at - pod.deletion_requested))
-    samples.sort()
+    parse = ai.TimeParser()
+    still_ready = sum(1 for p in terminating if p.sandbox is not None
+                      and p.deletion_requested is not None and p.sandbox.status == "True")
+    samples = sorted(v for p in terminating if (v := termination_seconds(p, parse)) is not None)
     return Termination(len(terminating), still_ready, stats(samples))
+
+
+def termination_seconds(pod: ai.PodRecord, parse: ai.TimeParser | None = None) -> float | None:
+    """One pod's termination SLI: deletion requested -> its sandbox condition False, when the
+    condition turned False after the request (whole-second stamps: 1 s of slack); else None."""
+    cond = pod.sandbox
+    if cond is None or pod.deletion_requested is None or cond.status != "False" \
+            or cond.since is None:
+        return None
+    at = (parse or ai.TimeParser())(cond.since)
+    if at < pod.deletion_requested - 1:
+        return None
+    return max(0.0, at - pod.deletion_requested)
 
 
 # --- stuck pods
@@ -455,9 +478,55 @@ def stuck_pods(pods: Sequence[ai.PodRecord], index: EventIndex) -> tuple[StuckPo
             continue  # most pods: started, no event lookup
         matched = [e for e in index.matching(pod) if e.reason in ai.SANDBOX_EVENT_REASONS]
         if is_stuck(pod, bool(matched)):
-            stuck.append(StuckPod(pod, summarize_events(matched)))
+            stuck.append(StuckPod(pod, summarize_events(matched), blocked_on(pod)))
     stuck.sort(key=_stuck_order)
     return tuple(stuck)
+
+
+def blocked_on(pod: ai.PodRecord) -> str | None:
+    """What a pod waits for, from nodelet's conditions not True: `volumes (FailedMount): <the
+    event's message>`, `network: no IPv6 address`; None without such conditions."""
+    causes = []
+    for ctype in ai.EXTRA_CONDITIONS:
+        for c in pod.extra:
+            if c.type != ctype or c.status == "True":
+                continue
+            if ctype in ai.FAMILY_CONDITIONS:
+                causes.append(f"network: no {ai.FAMILY_CONDITIONS[ctype]} address")
+            else:
+                reason = f" ({c.reason})" if c.reason else ""
+                causes.append(f"volumes{reason}: {c.message or 'not set up'}")
+    return "; ".join(causes) or None
+
+
+def extra_conditions(pods: Sequence[ai.PodRecord],
+                     recreated: Mapping[int, str]) -> tuple[ExtraCondition, ...]:
+    """Per nodelet.dev condition some pod carries: pods, not ready, scheduled -> True."""
+    carrying = [(i, p) for i, p in enumerate(pods) if p.extra]
+    if not carrying:
+        return ()
+    parse, out = ai.TimeParser(), []
+    for ctype in ai.EXTRA_CONDITIONS:
+        found = [(i, p, c) for i, p in carrying for c in p.extra if c.type == ctype]
+        if not found:
+            continue
+        samples = sorted(
+            max(0.0, parse(c.since) - scheduled) for i, p, c in found
+            if c.status == "True" and c.since is not None and i not in recreated
+            and (scheduled := p.times[ai.SCHEDULED]) is not None)
+        out.append(ExtraCondition(ctype, len(found),
+                                  sum(1 for _, _, c in found if c.status != "True"),
+                                  stats(samples)))
+    return tuple(out)
+
+
+def _blocked_notes(stuck: Sequence[StuckPod]) -> tuple[str, ...]:
+    volumes = sum(1 for s in stuck if s.blocked_on and s.blocked_on.startswith("volumes"))
+    network = sum(1 for s in stuck if s.blocked_on and "network: " in s.blocked_on)
+    if not volumes and not network:
+        return ()
+    return (f"nodelet.dev conditions say what stuck pods wait for: volumes {volumes}, an IP "
+            f"address family {network} (listed per pod).",)
 
 
 def _stuck_order(s: StuckPod) -> tuple[bool, str, str, str]:

@@ -52,7 +52,7 @@ def report(analysis: an.Analysis, *, source: str, events_source: str | None) -> 
         f"<h2>{escape(head.label)} latency</h2>",
         '<div class="plots">', histogram_svg(analysis.headline_samples, head.label),
         cdf_svg(analysis.headline_samples, head.label), "</div>",
-        "<h2>Percentiles</h2>", _overall(analysis),
+        "<h2>Percentiles</h2>", _overall(analysis), _extra(analysis),
         *(_groups(analysis, d) for d in an.DIMENSIONS),
         _slowest(analysis), _recreated(analysis), _stuck(analysis),
     ]
@@ -125,6 +125,16 @@ def _overall(analysis: an.Analysis) -> str:
                                         rows, 1))
 
 
+def _extra(analysis: an.Analysis) -> str:
+    if not analysis.extra:
+        return ""
+    rows = [[escape(c) for c in row] for row in rep.extra_rows(analysis)]
+    return ("<h2>nodelet.dev conditions</h2><p class=\"note\">Alpha gates; true..max: "
+            "scheduled → True, first starts.</p>"
+            + _table(["condition", "pods", "not ready", "true", "p50", "p90", "p99", "max"],
+                     rows, 1))
+
+
 def _groups(analysis: an.Analysis, dimension: str) -> str:
     groups = rep.worst_first(analysis.groups[dimension], analysis.headline.name)
     rows = []
@@ -176,6 +186,8 @@ def _stuck(analysis: an.Analysis) -> str:
     for s in stuck[:HTML_STUCK_PODS]:
         pod = s.pod
         message = pod.sandbox.message if pod.sandbox is not None else ""
+        if s.blocked_on:
+            message = f"blocked on {s.blocked_on}" + (f"\n{message}" if message else "")
         events = "<br>".join(
             f"<b>{escape(e.reason)}</b> &times;{e.count} "
             f"(last {escape(e.last_seen or 'unknown')}): {escape(e.last_message)}"

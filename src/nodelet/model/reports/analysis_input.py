@@ -34,6 +34,7 @@ from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 
 from nodelet.model.core import events as ev
+from nodelet.model.core import extraconditions as xc
 from nodelet.model.core import status as st
 
 
@@ -75,6 +76,12 @@ class SandboxCondition(NamedTuple):
     since: str | None  # lastTransitionTime as written (RFC 3339)
 
 
+# nodelet's alpha conditions beyond KEP-3085 (docs/kep3085.md "Beyond the KEP"), when present.
+EXTRA_CONDITIONS = (xc.VOLUMES_READY, xc.IPV4_READY, xc.IPV6_READY)
+FAMILY_CONDITIONS = {xc.IPV4_READY: "IPv4", xc.IPV6_READY: "IPv6"}
+_EXTRA = frozenset(EXTRA_CONDITIONS)
+
+
 class ContainerStart(NamedTuple):
     """The earliest start of any of the pod's containers the status remembers."""
 
@@ -107,6 +114,9 @@ class PodRecord(NamedTuple):
     first_container: ContainerStart | None = None
     deletion_requested: float | None = None  # deletionTimestamp - deletionGracePeriodSeconds
     untimed: int = 0  # kubelet conditions True without a lastTransitionTime
+    # nodelet.dev/VolumesReady, IPv4Ready, IPv6Ready as written (SandboxCondition's fields);
+    # empty for every pod of a cluster without those alpha gates.
+    extra: tuple[SandboxCondition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -355,7 +365,7 @@ def _pod_record(item: dict[str, Any], where: str, parse: TimeParser) -> PodRecor
                             "strings")
     where = f"{where} ({namespace}/{name})"
     spec, status = _object(item, "spec", where), _object(item, "status", where)
-    times, raw_times, sandbox, untimed = _condition_times(status, where, parse)
+    times, raw_times, sandbox, untimed, extra = _condition_times(status, where, parse)
     deletion = meta.get("deletionTimestamp")
     start = status.get("startTime")
     restarts, first = _container_starts(status, where, parse) if sandbox is not None and \
@@ -369,6 +379,7 @@ def _pod_record(item: dict[str, Any], where: str, parse: TimeParser) -> PodRecor
         or _time(start, parse, f"{where}: status.startTime"),
         restarts, first,
         None if not deletion else _deletion_requested(meta, deletion, where, parse), untimed,
+        extra,
     )
 
 
@@ -417,7 +428,8 @@ def _object(item: dict[str, Any], field: str, where: str) -> dict[str, Any]:
 
 def _condition_times(
     status: dict[str, Any], where: str, parse: TimeParser
-) -> tuple[tuple[float | None, ...], tuple[str | None, ...], SandboxCondition | None, int]:
+) -> tuple[tuple[float | None, ...], tuple[str | None, ...], SandboxCondition | None, int,
+           tuple[SandboxCondition, ...]]:
     """Hot loop (500 000 conditions per dump): dict lookups only, error text built on error."""
     conditions = status.get("conditions")
     if conditions is None:
@@ -428,6 +440,7 @@ def _condition_times(
     raw: list[str | None] = [None] * len(PHASES)
     sandbox: SandboxCondition | None = None
     untimed = 0
+    extra: tuple[SandboxCondition, ...] = ()
     for j, cond in enumerate(conditions):
         if type(cond) is not dict:
             raise AnalysisError(f"{where}: status.conditions[{j}] is {_describe(cond)}, "
@@ -435,7 +448,9 @@ def _condition_times(
         ctype = cond.get("type")
         phase = _PHASE_OF_CONDITION.get(ctype) if type(ctype) is str else None
         if phase is None:
-            continue  # not kubelet-owned (readiness gates, DisruptionTarget...)
+            if ctype in _EXTRA:  # nodelet's own; anything else is not kubelet-owned
+                extra += (_extra_condition(cond, where, j, parse),)
+            continue
         ltt = cond.get("lastTransitionTime")
         at = parse.cached(ltt) if type(ltt) is str else None
         if at is None and ltt is not None:
@@ -451,7 +466,18 @@ def _condition_times(
                 times[phase], raw[phase] = at, ltt
             else:
                 untimed += 1
-    return tuple(times), tuple(raw), sandbox, untimed
+    return tuple(times), tuple(raw), sandbox, untimed, extra
+
+
+def _extra_condition(cond: dict[str, Any], where: str, j: int,
+                     parse: TimeParser) -> SandboxCondition:
+    ltt = cond.get("lastTransitionTime")
+    if ltt is not None:
+        ltt = time_text(ltt)
+        _time(ltt, parse, f"{where}: status.conditions[{j}] ({cond.get('type')})"
+              ".lastTransitionTime")  # validated like the kubelet's
+    return SandboxCondition(str(cond.get("type")), str(cond.get("status")),
+                            str(cond.get("reason") or ""), str(cond.get("message") or ""), ltt)
 
 
 def _time(value: Any, parse: TimeParser, where: str) -> float | None:

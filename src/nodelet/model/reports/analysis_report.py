@@ -26,6 +26,7 @@ TABLE_GROUP_ROWS = 20
 TABLE_STUCK_PODS = 50
 TABLE_SLOWEST_PODS = 10
 _GUTTER = "   "
+TERMINATION_LABEL = "deletion requested → sandbox not ready (termination SLI)"
 
 
 # --- shared helpers (also used by analysis_html)
@@ -89,11 +90,11 @@ def covered(analysis: an.Analysis) -> str:
 
 
 def stuck_reasons(analysis: an.Analysis, limit: int = 3) -> list[tuple[str, int]]:
-    """The commonest causes of stuck pods: the last sandbox event's message, else the
-    condition's message, cut to its first clause."""
+    """The commonest causes of stuck pods: the last sandbox event's message, else what the
+    nodelet.dev conditions say, else the condition's message, cut to its first clause."""
     causes: dict[str, int] = {}
     for s in analysis.stuck:
-        text = s.events[0].last_message if s.events else (
+        text = s.events[0].last_message if s.events else s.blocked_on or (
             s.pod.sandbox.message if s.pod.sandbox is not None else "") or "no message"
         key = _first_clause(text)
         causes[key] = causes.get(key, 0) + 1
@@ -136,6 +137,7 @@ def table(analysis: an.Analysis) -> str:
         _glance(analysis),
         _summary(analysis),
         _overall_table(analysis),
+        _extra_table(analysis),
         *(_group_table(analysis, d) for d in an.DIMENSIONS),
         _slowest_table(analysis),
         _recreated_section(analysis),
@@ -238,7 +240,25 @@ def _overall_table(analysis: an.Analysis) -> str:
     for t in analysis.transitions:
         mark = " (SLI)" if t == an.SANDBOX_READY else ""
         rows.append([t.label + mark, *_stat_cells(analysis.overall.get(t.name))])
+    if analysis.termination.terminating:  # KEP-3085's other SLI, over the terminating pods
+        rows.append([TERMINATION_LABEL, *_stat_cells(analysis.termination.stats)])
     title = wrap(f"Percentiles ({covered(analysis)}; PODS: those that reached both phases):")
+    return "\n".join([*title, *_columns(rows)])
+
+
+def extra_rows(analysis: an.Analysis) -> list[list[str]]:
+    """nodelet.dev conditions: type, pods, not True, then scheduled -> True (also for HTML)."""
+    return [[e.type, str(e.pods), str(e.not_ready), *_stat_cells(e.stats)]
+            for e in analysis.extra]
+
+
+def _extra_table(analysis: an.Analysis) -> str:
+    if not analysis.extra:
+        return ""
+    rows = [["CONDITION", "PODS", "NOT READY", "TRUE", "P50", "P90", "P99", "MAX"],
+            *extra_rows(analysis)]
+    title = wrap("nodelet.dev conditions (alpha gates; TRUE..MAX: scheduled → True, first "
+                 "starts):")
     return "\n".join([*title, *_columns(rows)])
 
 
@@ -305,6 +325,8 @@ def _stuck_section(analysis: an.Analysis) -> str:
         pod = s.pod
         lines.append(_cut(f"{pod.namespace}/{pod.name}   node {pod.node}", WIDTH))
         lines += wrap(stuck_condition(pod), "    ", "      ")
+        if s.blocked_on:
+            lines += wrap(s.blocked_on, "    blocked on ", "      ")
         if pod.sandbox is not None and pod.sandbox.message:
             lines += wrap(pod.sandbox.message, "    message: ", "      ")
         message = pod.sandbox.message if pod.sandbox is not None else ""
@@ -372,6 +394,9 @@ def to_json(analysis: an.Analysis, *, source: str, events_source: str | None) ->
         "termination": {"terminating": analysis.termination.terminating,
                         "stillReady": analysis.termination.still_ready,
                         "deletionToNotReady": _stats_json(analysis.termination.stats)},
+        **({"extraConditions": {e.type: {"pods": e.pods, "notReady": e.not_ready,
+                                           "scheduledToTrue": _stats_json(e.stats)}
+                                 for e in analysis.extra}} if analysis.extra else {}),
         "pods": _pods_json(analysis),
         "notes": list(analysis.notes),
     }
@@ -387,6 +412,7 @@ def _stuck_json(s: an.StuckPod) -> dict[str, Any]:
             "message": cond.message, "lastTransitionTime": cond.since},
         "events": [{"reason": e.reason, "count": e.count, "lastMessage": e.last_message,
                     "lastSeen": e.last_seen} for e in s.events],
+        **({"blockedOn": s.blocked_on} if s.blocked_on else {}),
     }
 
 
@@ -405,6 +431,8 @@ def _pods_json(analysis: an.Analysis) -> list[dict[str, Any]]:
             "phases": {ai.PHASES[p]: raw[p] for p in chain},
             "latencies": {n: _sec(c[i]) for n, c in zip(names, columns, strict=True)},
             "recreated": recreated.get(id(pod)),
+            # Deletion requested -> sandbox condition False (None: not terminating, or not yet).
+            "termination": _sec(an.termination_seconds(pod)) if pod.terminating else None,
         })
     return out
 
