@@ -8,6 +8,7 @@ terminated every pod, and stops the agent, so no sandbox outlives the test.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 import textwrap
@@ -225,3 +226,14 @@ def all_ready(pod_status: status.PodStatus) -> bool:
     return all(is_true(pod_status, t) for t in (
         status.POD_SCHEDULED, status.POD_READY_TO_START_CONTAINERS, status.INITIALIZED,
         status.CONTAINERS_READY, status.READY))
+
+
+async def http_get(port: int, path: str = "/index.html") -> bytes:
+    """The raw reply to an HTTP/1.0 GET on 127.0.0.1:`port` (a port-forward's local end)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.0\r\nHost: pod\r\n\r\n".encode())
+    await writer.drain()
+    body = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    await writer.wait_closed()
+    return body

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from conftest import AgentFactory
-from harness import Harness, all_ready, pod_manifest
+from harness import Harness, all_ready, http_get, pod_manifest
 from nodelet import settings
 from nodelet.adapters import node_client as nc
 from polling import eventually
@@ -191,20 +191,12 @@ async def test_exec_run_and_port_forward(served: Served) -> None:
             "127.0.0.1", 0)
         try:
             port = server.sockets[0].getsockname()[1]
-            body = await _http_get(port)
+            body = await http_get(port)
             assert b"hello-through-port-forward" in body
         finally:
             server.close()
             await server.wait_closed()
 
-
-async def _http_get(port: int) -> bytes:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"GET /index.html HTTP/1.0\r\nHost: pod\r\n\r\n")
-    await writer.drain()
-    body = await asyncio.wait_for(reader.read(), 10)
-    writer.close()
-    return body
 
 
 async def test_container_logs_parameters(served: Served) -> None:
@@ -350,7 +342,7 @@ async def test_cli_exec_port_forward_and_top(served: Served) -> None:
         line = await asyncio.wait_for(forward.stdout.readline(), 30)
         match = re.match(rb"Forwarding from 127\.0\.0\.1:(\d+) -> 8080", line)
         assert match, line
-        assert b"hello-through-port-forward" in await _http_get(int(match.group(1)))
+        assert b"hello-through-port-forward" in await http_get(int(match.group(1)))
     finally:
         forward.terminate()
         with contextlib.suppress(ProcessLookupError):

@@ -33,7 +33,7 @@ import kubeauth
 import kubepki
 import kubereviews
 from conftest import Instance
-from harness import Harness
+from harness import Harness, http_get
 from kubeapi import KubeApiServer, pod_object
 from nodelet import settings
 from nodelet.services import cluster
@@ -257,7 +257,7 @@ async def test_kubectl_port_forward(joined: Cluster, websockets: str) -> None:
         match = re.match(rb"Forwarding from 127\.0\.0\.1:(\d+) -> 8080", line)
         assert match, line
         for _ in range(2):  # two connections through one port-forward
-            assert b"hello-through-kubectl" in await _http_get(int(match.group(1)))
+            assert b"hello-through-kubectl" in await http_get(int(match.group(1)))
         # One session for both connections. kubectl's WebSocket tunnel
         # (`SPDY/3.1+portforward.k8s.io`, which kube-apiserver ends itself) is refused by the
         # runtime, then SPDY carries it, as for exec.
@@ -271,16 +271,6 @@ async def test_kubectl_port_forward(joined: Cluster, websockets: str) -> None:
     finally:
         forward.terminate()
         await forward.communicate()
-
-
-async def _http_get(port: int) -> bytes:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"GET /index.html HTTP/1.0\r\nHost: pod\r\n\r\n")
-    await writer.drain()
-    body = await asyncio.wait_for(reader.read(), 10)
-    writer.close()
-    await writer.wait_closed()
-    return body
 
 
 # -- stats through nodes/proxy --------------------------------------------------------------------
