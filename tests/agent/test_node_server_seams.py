@@ -95,7 +95,8 @@ async def test_plugged_in_authorizer_decides_with_the_kubelet_attributes(
     url, authorizer, ca = server
     status, text = await _get(f"{url}/exec/default/web/main?command=sh&output=1", ca, "t1")
     assert status == 403
-    assert text == "Forbidden (user=bob, verb=get, resource=nodes, subresource(s)=[proxy])\n"
+    # A session asks `create` even over GET (stricter than the kubelet).
+    assert text == "Forbidden (user=bob, verb=create, resource=nodes, subresource(s)=[proxy])\n"
     asked = authorizer.asked[-1]
     assert (asked.user.name, asked.user.groups, asked.name, asked.resource, asked.api_group) \
         == ("bob", ("devs", nodeauth.AUTHENTICATED), "n1", "nodes", "")
@@ -122,6 +123,38 @@ async def test_fine_grained_attributes_any_one_allowed_is_enough(
             session.head(f"{url}/healthz", headers={"Authorization": "Bearer t1"}):
         pass
     assert authorizer.asked[-1].verb == ""
+
+
+class _GetOnly:
+    """`get nodes/proxy` and nothing else: what a read-only monitoring role holds."""
+
+    async def authorize(self, attributes: nodeauth.Attributes) -> nodeauth.Decision:
+        return nodeauth.Decision(attributes.verb == "get", "get only")
+
+
+async def test_get_on_nodes_proxy_alone_opens_no_session(tmp_path: Path) -> None:
+    """exec, attach and portForward over a GET (a WebSocket upgrade) need `create
+    nodes/proxy`; `get` still reads logs and pods."""
+    pair = servingcerts.ensure_self_signed(servingcerts.self_signed_paths(tmp_path),
+                                           hostname="n1", ips=[])
+    running = node_server.NodeServer(_Backend(), node_server.NodeServerConfig(
+        address="127.0.0.1", port=0, node_name="n1", tls=node_server.TlsFiles(pair.cert, pair.key),
+        authenticators=[nodeauth.TokenFile.parse("t1,mon,uid-1,monitoring\n")],
+        authorizer=_GetOnly()))
+    await running.start()
+    url = f"https://127.0.0.1:{running.port}"
+    try:
+        for path in ("/exec/default/web/main?command=sh&output=1&input=1",
+                     "/exec/default/web/uid-1/main?command=sh&output=1",
+                     "/attach/default/web/main?output=1", "/portForward/default/web?port=80"):
+            status, text = await _get(url + path, pair.cert, "t1")
+            assert (status, text) == (403, "Forbidden (user=mon, verb=create, resource=nodes, "
+                                           "subresource(s)=[proxy])\n"), path
+        # What `get` is for still works (the stub backend has no such pod: 404, not 403).
+        assert (await _get(f"{url}/containerLogs/default/web/main", pair.cert, "t1"))[0] == 404
+        assert (await _get(f"{url}/pods", pair.cert, "t1"))[0] == 200
+    finally:
+        await running.stop()
 
 
 class _Busy:

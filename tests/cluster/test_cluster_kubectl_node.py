@@ -351,11 +351,12 @@ async def test_node_server_token_review_and_subject_access_review(joined: Cluste
     assert await _node_get(joined, "/stats/summary", token=VIEWER_TOKEN) == 200
     assert server.count(resource="subjectaccessreviews") == asked
     assert server.count(resource="tokenreviews") == reviews + 2  # one per token
-    # What the node asked: the kubelet's attributes for the viewer's exec.
+    # What the node asked: the kubelet's attributes for the viewer's exec, with `create`
+    # (nodelet asks it for sessions even over GET; the kubelet asks `get`).
     spec = next(s for kind, s in reversed(server.reviews.seen) if kind == "SubjectAccessReview"
                 and s["resourceAttributes"]["subresource"] == "proxy")
     assert spec["user"] == "viewer" and "viewers" in spec["groups"]
-    assert spec["resourceAttributes"] == {"verb": "get", "group": "", "version": "v1",
+    assert spec["resourceAttributes"] == {"verb": "create", "group": "", "version": "v1",
                                           "resource": "nodes", "subresource": "proxy",
                                           "name": NODE}
     # The same with the real kubectl pointed at the node server itself.

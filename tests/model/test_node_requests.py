@@ -30,8 +30,15 @@ USER = nodeauth.User("alice", groups=(nodeauth.AUTHENTICATED,))
     ("GET", "/runningpods/", "get", ["pods", "proxy"]),
     ("GET", "/configz", "get", ["configz", "proxy"]),
     ("POST", "/exec/default/web/main", "create", ["proxy"]),
-    ("GET", "/exec/default/web/main", "get", ["proxy"]),
+    # Sessions ask `create` even over a GET (a WebSocket upgrade): `get nodes/proxy` alone
+    # must not open a shell (stricter than the kubelet, which asks `get` here).
+    ("GET", "/exec/default/web/main", "create", ["proxy"]),
+    ("GET", "/exec/default/web/uid-1/main", "create", ["proxy"]),
+    ("GET", "/attach/default/web/main", "create", ["proxy"]),
+    ("GET", "/portForward/default/web", "create", ["proxy"]),
+    ("HEAD", "/exec/default/web/main", "create", ["proxy"]),
     ("POST", "/portForward/default/web", "create", ["proxy"]),
+    ("GET", "/execx/default/web/main", "get", ["proxy"]),  # not a session path
     ("POST", "/run/default/web/main", "create", ["proxy"]),
     ("GET", "/containerLogs/default/web/main", "get", ["proxy"]),
     ("GET", "/statsfoo", "get", ["proxy"]),  # a subpath, not a prefix, as in the kubelet

@@ -10,7 +10,9 @@ authorization seams (pkg/kubelet/server/auth.go).
   the HTTP method, resource `nodes`, name the node's, and the subresource from the path — a
   list, as the kubelet with KubeletFineGrainedAuthz (on by default since 1.33): `/pods`,
   `/runningpods`, `/healthz` and `/configz` ask their own subresource first, then `proxy`;
-  the request is allowed when any of them is (`authorize`, in order). An `Authorizer`
+  the request is allowed when any of them is (`authorize`, in order); exec, attach and
+  portForward always ask `create` (stricter than the kubelet, whose GET upgrade asks `get`).
+  An `Authorizer`
   decides; standalone uses `AllowAuthenticated` (any authenticated user may do anything: the
   node has no RBAC), cluster mode a SubjectAccessReview authorizer.
 
@@ -141,6 +143,14 @@ _SUBRESOURCES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("/configz", ("configz", "proxy")))
 
 
+# Paths that open a session in a container or the pod's network: nodelet asks `create` for
+# them whatever the method. The kubelet maps the GET of a WebSocket upgrade to `get`, so a
+# role with only `get nodes/proxy` (given to monitoring, to read /pods or /metrics through the
+# proxy) could exec into every pod; here it needs `create nodes/proxy`, which kube-apiserver's
+# own kubelet client certificate has (it holds every verb).
+_SESSION_PREFIXES = ("/exec", "/attach", "/portForward")
+
+
 def _is_subpath(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix + "/")
 
@@ -152,6 +162,8 @@ def request_attributes(user: User, method: str, path: str,
     subresources = next((subs for prefix, subs in _SUBRESOURCES if _is_subpath(path, prefix)),
                         ("proxy",))
     verb = _VERBS.get(method.upper(), "")
+    if any(_is_subpath(path, prefix) for prefix in _SESSION_PREFIXES):
+        verb = "create"
     return tuple(Attributes(user=user, verb=verb, subresource=sub, name=node_name, path=path)
                  for sub in subresources)
 
