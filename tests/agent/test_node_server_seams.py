@@ -5,6 +5,8 @@ server's own decisions are under test here (tests/agent/test_node_server.py runs
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -15,6 +17,9 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from nodelet import settings
 from nodelet.adapters import node_server, servingcerts
@@ -203,6 +208,65 @@ def test_self_signed_pair_is_made_once_with_the_node_as_names(tmp_path: Path) ->
     assert names.get_values_for_type(x509.DNSName) == ["n1", "localhost"]
     assert {str(a) for a in names.get_values_for_type(x509.IPAddress)} == {
         "10.1.2.3", "127.0.0.1", "::1"}
+
+
+def test_self_signed_serving_certificate_is_no_ca(tmp_path: Path) -> None:
+    """As the kubelet's: a serving certificate (CA:FALSE, no keyCertSign, a year) signed by a
+    throwaway CA whose certificate follows it in the file, so clients can pin the file."""
+    paths = servingcerts.self_signed_paths(tmp_path)
+    servingcerts.ensure_self_signed(paths, hostname="n1", ips=["10.1.2.3"])
+    serving, ca = x509.load_pem_x509_certificates(paths.cert.read_bytes())
+    constraints = serving.extensions.get_extension_for_class(x509.BasicConstraints).value
+    usage = serving.extensions.get_extension_for_class(x509.KeyUsage).value
+    assert not constraints.ca and not usage.key_cert_sign and usage.digital_signature
+    lifetime = serving.not_valid_after_utc - serving.not_valid_before_utc
+    assert datetime.timedelta(days=364) < lifetime <= datetime.timedelta(days=366)
+    assert serving.issuer == ca.subject != serving.subject
+    serving.verify_directly_issued_by(ca)
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    # The file pins the server: a client trusting only it completes a verified handshake.
+    context = ssl.create_default_context(cafile=str(paths.cert))
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(paths.cert, paths.key)
+    client_in, client_out, server_in, server_out = (ssl.MemoryBIO() for _ in range(4))
+    client = context.wrap_bio(client_in, client_out, server_hostname="n1")
+    served = server.wrap_bio(server_in, server_out, server_side=True)
+    for _ in range(10):
+        for end, incoming, outgoing, peer_in in ((client, client_in, client_out, server_in),
+                                                 (served, server_in, server_out, client_in)):
+            with contextlib.suppress(ssl.SSLWantReadError):
+                end.do_handshake()
+            peer_in.write(outgoing.read())
+    assert client.getpeercert()["subject"] == ((("commonName", serving.subject.rfc4514_string()
+                                                 .removeprefix("CN=")),),)
+
+
+def _old_style_pair(paths: servingcerts.CertPair) -> bytes:
+    """What nodelet made before: a self-signed CA certificate valid ten years."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "n1@nodelet")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=3650))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    paths.cert.parent.mkdir(parents=True)
+    paths.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths.key.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                            serialization.PrivateFormat.PKCS8,
+                                            serialization.NoEncryption()))
+    return paths.cert.read_bytes()
+
+
+def test_an_old_self_signed_ca_certificate_is_replaced(tmp_path: Path) -> None:
+    paths = servingcerts.self_signed_paths(tmp_path)
+    old = _old_style_pair(paths)
+    servingcerts.ensure_self_signed(paths, hostname="n1", ips=[])
+    assert paths.cert.read_bytes() != old
+    serving = x509.load_pem_x509_certificate(paths.cert.read_bytes())
+    assert not serving.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert paths.key.stat().st_mode & 0o777 == 0o600
 
 
 def test_server_settings_that_cannot_work_are_refused(tmp_path: Path) -> None:
