@@ -5,6 +5,7 @@ server's own decisions are under test here (tests/agent/test_node_server.py runs
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import ssl
@@ -128,6 +129,71 @@ async def test_fine_grained_attributes_any_one_allowed_is_enough(
             session.head(f"{url}/healthz", headers={"Authorization": "Bearer t1"}):
         pass
     assert authorizer.asked[-1].verb == ""
+
+
+class _Capture:
+    """A stand-in for the runtime's streaming server: keeps the head and body of one request,
+    framed as its Content-Length says, and answers 400."""
+
+    def __init__(self) -> None:
+        self.head = b""
+        self.body = b""
+        self.server: asyncio.Server | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.head = await reader.readuntil(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in self.head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        self.body = await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
+                     b"Content-Length: 3\r\nConnection: close\r\n\r\nno\n")
+        await writer.drain()
+        writer.close()
+
+
+class _Relaying(_Backend):
+    def __init__(self, port: int) -> None:
+        self._port = port
+
+    async def stream_url(self, request: nr.StreamRequest) -> str:
+        return f"http://127.0.0.1:{self._port}/exec/session-token"
+
+
+async def test_the_exec_relay_sends_the_body_with_its_own_length(tmp_path: Path) -> None:
+    """A chunked body reaches the runtime de-chunked, with a Content-Length and without the
+    client's Transfer-Encoding (which would make the runtime read the bytes as chunks)."""
+    capture = _Capture()
+    upstream = await asyncio.start_server(capture.handle, "127.0.0.1", 0)
+    pair = servingcerts.ensure_self_signed(servingcerts.self_signed_paths(tmp_path),
+                                           hostname="n1", ips=[])
+    running = node_server.NodeServer(
+        _Relaying(upstream.sockets[0].getsockname()[1]), node_server.NodeServerConfig(
+            address="127.0.0.1", port=0, node_name="n1",
+            tls=node_server.TlsFiles(pair.cert, pair.key),
+            authenticators=[nodeauth.TokenFile.parse("t1,bob,uid-1,devs\n")]))
+    await running.start()
+    # A body that is itself a chunk stream holding a second request: smuggled if forwarded
+    # under the client's Transfer-Encoding.
+    smuggled = b"0\r\n\r\nGET /exec/other HTTP/1.1\r\nHost: x\r\n\r\n"
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield smuggled[:10]
+        yield smuggled[10:]
+
+    context = ssl.create_default_context(cafile=str(pair.cert))
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as s, \
+                s.post(f"https://127.0.0.1:{running.port}/exec/default/web/main?command=sh"
+                       "&input=1", data=chunks(), headers={"Authorization": "Bearer t1"}) as r:
+            assert (r.status, await r.text()) == (400, "no\n")
+    finally:
+        await running.stop()
+        upstream.close()
+        await upstream.wait_closed()
+    headers = capture.head.decode().lower()
+    assert "transfer-encoding" not in headers and "authorization" not in headers
+    assert f"content-length: {len(smuggled)}\r\n" in headers
+    assert capture.body == smuggled
 
 
 class _GetOnly:

@@ -53,9 +53,15 @@ from nodelet.model.core import status as st
 log = logging.getLogger(__name__)
 
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# Headers never passed to the runtime's streaming server: the caller's own credentials.
+# Headers never passed to the runtime's streaming server: the caller's own credentials, and
+# the framing of the client's body. aiohttp has already de-chunked the body; forwarded with
+# the client's `Transfer-Encoding: chunked` (or a `Content-Length` of its own) the runtime
+# would read the raw bytes as chunks, and a body crafted as a chunk stream would smuggle a
+# second request to it. The body goes with a `Content-Length` of its own (`_upstream_head`).
 _NOT_FORWARDED = frozenset({"authorization", "host", "impersonate-user", "impersonate-group",
-                            "impersonate-uid"})
+                            "impersonate-uid", "transfer-encoding", "content-length", "te",
+                            "trailer", "keep-alive", "expect", "proxy-authorization",
+                            "proxy-connection"})
 # An upstream answer's head (status line and headers) larger than this is refused.
 _MAX_HEAD = 64 * 1024
 _CHUNK = 64 * 1024
@@ -397,7 +403,7 @@ class _ToUpstream:
         self._writer.close()
 
 
-def _upstream_head(request: web.Request, url: str) -> bytes:
+def _upstream_head(request: web.Request, url: str, body: bytes) -> bytes:
     parts = urlsplit(url)
     # The client's query goes along when the runtime's URL has none (the kubelet's
     # upgrade-aware proxy does the same): a WebSocket port-forward names its ports there.
@@ -406,6 +412,8 @@ def _upstream_head(request: web.Request, url: str) -> bytes:
     lines = [f"{request.method} {target} HTTP/1.1", f"Host: {parts.netloc}"]
     lines += [f"{k}: {v}" for k, v in request.headers.items()
               if k.lower() not in _NOT_FORWARDED]
+    if body or request.body_exists or "Content-Length" in request.headers:
+        lines.append(f"Content-Length: {len(body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
@@ -430,9 +438,9 @@ async def _proxy(request: web.Request, url: str, connect_s: float) -> web.Stream
     except (OSError, TimeoutError) as exc:
         raise nr.NodeRequestError(f"cannot reach the runtime's streaming server: {exc}") from exc
     try:
-        writer.write(_upstream_head(request, url))
-        if request.can_read_body:
-            writer.write(await request.read())
+        # aiohttp bounds the body (client_max_size, 1 MiB: 413 beyond); upgrades have none.
+        body = await request.read() if request.can_read_body else b""
+        writer.write(_upstream_head(request, url, body) + body)
         status, headers = await asyncio.wait_for(_read_head(reader), connect_s)
         if status != 101:
             body = await asyncio.wait_for(reader.read(_MAX_HEAD), connect_s)
