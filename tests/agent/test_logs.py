@@ -250,3 +250,61 @@ def test_read_with_tail(tmp_path: Path, tail: int | None, expected: bytes) -> No
     out = io.BytesIO()
     container_logs.write_logs(container_logs.LogTarget("p", "main", tmp_path, 3), out, tail=tail)
     assert out.getvalue() == expected
+
+
+# -- tails read from the end ----------------------------------------------------------------------
+
+_P, _F = f"{T} stdout P ", f"{T} stdout F "
+
+
+@pytest.mark.parametrize(("records", "tail", "final", "expected"), [
+    ([_F + "a", _F + "b", _F + "c"], 2, False, [b"b", b"c"]),
+    ([_F + "a", _F + "b"], 5, False, [b"a", b"b"]),  # fewer lines than asked: all
+    ([_F + "a", _F + "b"], 0, False, []),
+    # A line split into P fragments counts once, and is never cut in the middle.
+    ([_F + "a", _P + "lo", _P + "ng", _F + "!", _F + "z"], 2, False, [b"long!", b"z"]),
+    ([_P + "lo", _F + "ng", f"{T} stderr P e", _F + "x", f"{T} stderr F rr"], 2, False,
+     [b"x", b"err"]),
+    (["garbage", _F + "a"], 2, False, [b"garbage", b"a"]),  # a malformed record is a line
+])
+def test_tail_offset_finds_the_last_lines(tmp_path: Path, records: list[str], tail: int,
+                                          final: bool, expected: list[bytes]) -> None:
+    path = tmp_path / "0.log"
+    path.write_bytes("".join(r + "\n" for r in records).encode() + b"unfinished " * 3)
+    reader = container_logs.open_reader(container_logs.LogTarget("p", "main", tmp_path, 0),
+                                        tail, final=final)
+    try:
+        assert [x.content for x in reader.lines(final=final)] == expected
+    finally:
+        reader.close()
+
+
+class _Counting(io.FileIO):
+    read_bytes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)
+        self.read_bytes += len(data)
+        return data
+
+
+def test_a_tail_reads_only_the_end_of_a_large_log(tmp_path: Path) -> None:
+    """Records straddle the 64 KiB blocks it reads backwards; the lines found are the last
+    ones, and what was read is a block or two, not the 8 MiB file."""
+    path = tmp_path / "0.log"
+    with path.open("wb") as f:
+        for n in range(200_000):
+            f.write(f"{_F}line {n:06d} {'x' * (n % 37)}\n".encode())
+    assert path.stat().st_size > 8 * 1024 * 1024
+    with _Counting(path) as handle:
+        offset = container_logs.tail_offset(handle, 3)
+        assert handle.read_bytes <= 2 * 64 * 1024
+        handle.seek(offset)
+        assert [line.split(b" ")[4] for line in handle.read().splitlines()] == [
+            b"199997", b"199998", b"199999"]
+    # Every offset lands on a record's start, whatever straddles a block.
+    with path.open("rb") as handle:
+        for tail in (1, 700, 1500, 3001):
+            handle.seek(container_logs.tail_offset(handle, tail))
+            assert handle.read(len(T)).decode() == T
+            assert len(handle.read().splitlines()) == tail  # the first one read on

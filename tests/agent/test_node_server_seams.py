@@ -131,6 +131,25 @@ async def test_fine_grained_attributes_any_one_allowed_is_enough(
     assert authorizer.asked[-1].verb == ""
 
 
+async def test_log_parameters_out_of_range_are_a_400(tmp_path: Path) -> None:
+    pair = servingcerts.ensure_self_signed(servingcerts.self_signed_paths(tmp_path),
+                                           hostname="n1", ips=[])
+    running = node_server.NodeServer(_Backend(), node_server.NodeServerConfig(
+        address="127.0.0.1", port=0, node_name="n1", tls=node_server.TlsFiles(pair.cert, pair.key),
+        authenticators=[nodeauth.TokenFile.parse("t1,bob,uid-1,devs\n")]))
+    await running.start()
+    url = f"https://127.0.0.1:{running.port}/containerLogs/default/web/main"
+    try:
+        for query in ("sinceSeconds=100000000000", "sinceSeconds=1e11", "tailLines=1e30",
+                      f"tailLines={10**30}", f"limitBytes={2**64}"):
+            status, text = await _get(f"{url}?{query}", pair.cert, "t1")
+            assert status == 400, (query, text)
+            assert "Traceback" not in text and "Internal" not in text
+        assert (await _get(f"{url}?tailLines=5", pair.cert, "t1"))[0] == 404  # the stub's
+    finally:
+        await running.stop()
+
+
 class _Capture:
     """A stand-in for the runtime's streaming server: keeps the head and body of one request,
     framed as its Content-Length says, and answers 400."""
@@ -298,8 +317,8 @@ def test_self_signed_serving_certificate_is_no_ca(tmp_path: Path) -> None:
     client = context.wrap_bio(client_in, client_out, server_hostname="n1")
     served = server.wrap_bio(server_in, server_out, server_side=True)
     for _ in range(10):
-        for end, incoming, outgoing, peer_in in ((client, client_in, client_out, server_in),
-                                                 (served, server_in, server_out, client_in)):
+        for end, outgoing, peer_in in ((client, client_out, server_in),
+                                       (served, server_out, client_in)):
             with contextlib.suppress(ssl.SSLWantReadError):
                 end.do_handshake()
             peer_in.write(outgoing.read())

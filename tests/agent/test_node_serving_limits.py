@@ -1,12 +1,14 @@
 """What the node server's backend (`services.nodeserving.NodeServing`) costs and tells a
 remote client: a stats scrape sends at most `stats_concurrency` PodSandboxStats at once and
-concurrent scrapes share one sample; a log it cannot give is a 400 without host paths. The
+concurrent scrapes share one sample; a log it cannot give is a 400 without host paths; a log
+is sent a batch at a time, and a tail reads the log's end only. The
 runtime is a stub here (only the counting is under test; tests/agent/test_node_server.py
 scrapes real pods on containerd)."""
 
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -88,3 +90,33 @@ async def test_a_log_it_cannot_give_names_no_host_path(tmp_path: Path) -> None:
     assert raised.value.status == 400
     assert str(raised.value) == 'container "main" in pod "p0" has no log yet'
     assert str(tmp_path) not in str(raised.value) and "--data-dir" not in str(raised.value)
+
+
+async def _logs(serving: nodeserving.NodeServing, query: nr.Query) -> tuple[bytes, int]:
+    """The body of /containerLogs of p0's main, and the most memory Python held meanwhile."""
+    tracemalloc.start()
+    try:
+        chunks = await serving.open_logs(nr.PodRef("default", "p0"), "main",
+                                         nr.log_options(query, datetime.now(UTC)))
+        last = b""
+        async for chunk in chunks:
+            last = (last + chunk)[-128:]
+        return last, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+async def test_logs_are_sent_in_batches_and_a_tail_reads_the_end(tmp_path: Path) -> None:
+    directory = tmp_path / "logs" / "default_p0_u-0" / "main"
+    directory.mkdir(parents=True)
+    with (directory / "0.log").open("wb") as f:
+        for n in range(200_000):
+            f.write(f"2026-01-01T00:00:00.000000001Z stdout F line {n:06d} {'x' * 20}\n".encode())
+    assert (directory / "0.log").stat().st_size > 10 * 1024 * 1024
+    serving = _serving(tmp_path, _View(1), _Runtime())
+    last, peak = await _logs(serving, {"tailLines": ["2"]})
+    assert last.endswith(b"line 199998 " + b"x" * 20 + b"\nline 199999 " + b"x" * 20 + b"\n")
+    assert peak < 1024 * 1024  # not the 10 MiB file
+    last, peak = await _logs(serving, {})  # the whole log: a batch at a time
+    assert last.endswith(b"line 199999 " + b"x" * 20 + b"\n")
+    assert peak < 4 * 1024 * 1024

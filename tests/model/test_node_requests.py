@@ -141,6 +141,14 @@ def test_stream_requests() -> None:
     assert nr.run_command({"cmd": ["ls  -l /"]}) == ("ls", "-l", "/")
 
 
+def test_log_options_at_the_int64_limit() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    options = nr.log_options({"tailLines": [str(2**63 - 1)], "limitBytes": [str(2**63 - 1)],
+                              "sinceSeconds": ["63000000000"]}, now)  # ~1996 years
+    assert options.tail_lines == options.limit_bytes == 2**63 - 1
+    assert options.since is not None and options.since.year == 29
+
+
 def test_log_options() -> None:
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     options = nr.log_options({"follow": ["true"], "tailLines": ["3"], "limitBytes": ["10"],
@@ -150,7 +158,11 @@ def test_log_options() -> None:
     assert nr.log_options({"sinceTime": ["2026-01-01T11:00:00Z"]}, now).since == \
         datetime(2026, 1, 1, 11, 0, tzinfo=UTC)
     for bad in ({"tailLines": ["x"]}, {"limitBytes": ["0"]}, {"sinceTime": ["yesterday"]},
-                {"sinceSeconds": ["5"], "sinceTime": ["2026-01-01T11:00:00Z"]}):
+                {"sinceSeconds": ["5"], "sinceTime": ["2026-01-01T11:00:00Z"]},
+                # Out of range: a 400, never an OverflowError (a 500).
+                {"sinceSeconds": ["1e11"]}, {"sinceSeconds": ["100000000000"]},
+                {"sinceSeconds": [str(10**30)]}, {"tailLines": ["1e30"]},
+                {"tailLines": [str(10**30)]}, {"limitBytes": [str(2**63)]}):
         with pytest.raises(nr.NodeRequestError):
             nr.log_options(bad, now)
 

@@ -7,12 +7,16 @@ old one away (`Follower`), and to the next attempt's file when the container res
 caller interrupts it (Ctrl-C) or the log directory is removed. The node server's /containerLogs
 follows with the same `Follower`.
 
+A tail (`--tail`, `tailLines`) starts reading at `tail_offset`: the file is read backwards
+from its end, block by block, until the last N lines are found, so `--tail=10` of a 10 MiB log
+reads a few KiB and never holds the file; the lines after it are read forward in chunks
+(`Reader.lines(max_bytes=...)`), so no caller holds more than one batch either.
+
 Errors are `crilogs.LogsError`, with kubectl's messages where kubectl has one.
 """
 
 from __future__ import annotations
 
-import collections
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -29,6 +33,8 @@ JSON = crilogs.JSON
 # plus a read of nothing costs next to nothing.
 POLL_INTERVAL = 0.2
 _CHUNK = 64 * 1024
+# At most about this much of a file is read (and its lines held) per poll or batch.
+BATCH_BYTES = 4 * _CHUNK
 
 
 @dataclass(frozen=True)
@@ -94,12 +100,9 @@ def write_logs(
 ) -> None:
     """Print the target's lines (the last `tail` ones), then with `follow` keep printing new
     ones — across restarts — until interrupted or the log directory disappears."""
-    reader = _Reader(target.path)
+    reader = open_reader(target, tail, final=not follow)
     try:
-        lines: Iterable[crilogs.LogLine] = reader.lines(final=not follow)
-        if tail is not None:
-            lines = collections.deque(lines, maxlen=max(tail, 0))
-        _write(out, lines, timestamps)
+        _write(out, reader.lines(final=not follow), timestamps)
         if follow:
             reader = _follow(target, reader, out, timestamps, poll_interval, sleep)
     finally:
@@ -108,12 +111,12 @@ def write_logs(
 
 def _follow(
     target: LogTarget,
-    reader: _Reader,
+    reader: Reader,
     out: BinaryIO,
     timestamps: bool,
     poll_interval: float,
     sleep: Callable[[float], Any],
-) -> _Reader:
+) -> Reader:
     """Follow until the directory goes; returns the reader in use, for the caller to close."""
     follower = Follower(target, reader)
     while (lines := follower.poll()) is not None:
@@ -122,14 +125,71 @@ def _follow(
     return follower.reader
 
 
+def open_reader(target: LogTarget, tail: int | None = None, *, final: bool = False) -> Reader:
+    """A reader of the target's file from its start, or from its last `tail` lines (`final`:
+    as `tail_offset`'s)."""
+    reader = Reader(target.path)
+    if tail is not None:
+        reader.seek(tail_offset(reader.handle, max(tail, 0), final=final))
+    return reader
+
+
+def tail_offset(handle: BinaryIO, lines: int, *, final: bool = False) -> int:
+    """Where the file's last `lines` complete lines begin (0 when it has no more than that),
+    found by reading backwards from the end. A line ends at a record that is not a partial
+    (`P`) fragment, as `crilogs.PartialJoiner` joins them; bytes after the last newline are a
+    record still being written, not a line yet — unless `final` (the file is done: they are
+    its last line, as `Reader.lines(final=True)` reads them)."""
+    found = 0
+    end = handle.seek(0, os.SEEK_END) if final else _complete_end(handle)
+    for start, record in _records_backwards(handle, end):
+        if not crilogs.parse_line(record).partial:
+            found += 1
+            if found > lines:
+                return start + len(record)
+    return 0
+
+
+def _complete_end(handle: BinaryIO) -> int:
+    """The offset just past the file's last newline (0 without one)."""
+    pos = handle.seek(0, os.SEEK_END)
+    while pos > 0:
+        step = min(_CHUNK, pos)
+        handle.seek(pos - step)
+        cut = handle.read(step).rfind(b"\n")
+        if cut >= 0:
+            return pos - step + cut + 1
+        pos -= step
+    return 0
+
+
+def _records_backwards(handle: BinaryIO, end: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, record with its newline) of each record before `end`, last first (the last
+    without one when `end` follows none); one block and the record that straddles it in
+    memory at a time."""
+    pos, pending = end, b""
+    while pos > 0:
+        step = min(_CHUNK, pos)
+        pos -= step
+        handle.seek(pos)
+        buffer = handle.read(step) + pending  # the file's bytes [pos, pos + len(buffer))
+        stop = len(buffer)
+        while (cut := buffer.rfind(b"\n", 0, stop - 1)) >= 0:
+            yield pos + cut + 1, buffer[cut + 1:stop]
+            stop = cut + 1
+        pending = buffer[:stop]
+    if pending:
+        yield 0, pending
+
+
 class Follower:
     """Follows one container's log from `target` on: across rotations (the file renamed to
     `<n>.log.<time>` and a fresh `<n>.log` opened by the runtime) and restarts (`<n+1>.log`)."""
 
-    def __init__(self, target: LogTarget, reader: _Reader | None = None) -> None:
+    def __init__(self, target: LogTarget, reader: Reader | None = None) -> None:
         self._target = target
         self._attempt = target.attempt
-        self.reader = reader or _Reader(target.path)
+        self.reader = reader or Reader(target.path)
         self._over = False
 
     def poll(self) -> list[crilogs.LogLine] | None:
@@ -137,15 +197,15 @@ class Follower:
         (its directory was removed). Blocking file reads: call it on a thread in async code."""
         if self._over:
             return None
-        lines = list(self.reader.lines(final=False))
-        if lines:
+        lines = list(self.reader.lines(final=False, max_bytes=BATCH_BYTES))
+        if lines or not self.reader.at_end:
             return lines
         path = self._target.directory / f"{self._attempt}.log"
         if self.reader.replaced_at(path):
             # Rotated: the runtime writes the new file since ReopenContainerLog; finish the old.
             lines = list(self.reader.lines(final=True))
             self.reader.close()
-            self.reader = _Reader(path)
+            self.reader = Reader(path)
             return lines
         newer = [a for a in attempts(self._target.directory) if a > self._attempt]
         if not newer and self._target.directory.exists():
@@ -157,7 +217,7 @@ class Follower:
             self._over = True
             return lines or None
         self._attempt = newer[0]
-        self.reader = _Reader(self._target.directory / f"{self._attempt}.log")
+        self.reader = Reader(self._target.directory / f"{self._attempt}.log")
         return lines
 
     def close(self) -> None:
@@ -174,7 +234,7 @@ def _write(out: BinaryIO, lines: Iterable[crilogs.LogLine], timestamps: bool) ->
     return count
 
 
-class _Reader:
+class Reader:
     """Reads a growing CRI log file record by record; a record is complete at its newline."""
 
     def __init__(self, path: Path) -> None:
@@ -185,16 +245,35 @@ class _Reader:
                                     public="cannot read the container's log") from exc
         self._rest = b""
         self._joiner = crilogs.PartialJoiner()
+        # Whether the last `lines` call read up to the end of the file.
+        self.at_end = False
 
-    def lines(self, *, final: bool) -> Iterator[crilogs.LogLine]:
-        """The lines completed since the last call; `final`: the file is done, so an unfinished
-        last record or fragment is a line of its own."""
-        while chunk := self._file.read(_CHUNK):
+    @property
+    def handle(self) -> BinaryIO:
+        return self._file
+
+    def seek(self, offset: int) -> None:
+        """Read on from `offset` (a record's start), as if the file began there."""
+        self._file.seek(offset)
+        self._rest = b""
+        self._joiner = crilogs.PartialJoiner()
+
+    def lines(self, *, final: bool, max_bytes: int | None = None) -> Iterator[crilogs.LogLine]:
+        """The lines completed since the last call, reading at most about `max_bytes` (whole
+        chunks; `at_end` says whether the end was reached); `final`: the file is done, so once
+        its end is read an unfinished last record or fragment is a line of its own."""
+        read, self.at_end = 0, False
+        while max_bytes is None or read < max_bytes:
+            chunk = self._file.read(_CHUNK)
+            if not chunk:
+                self.at_end = True
+                break
+            read += len(chunk)
             records = (self._rest + chunk).split(b"\n")
             self._rest = records.pop()
             for record in records:
                 yield from self._joiner.push(crilogs.parse_line(record))
-        if final:
+        if final and self.at_end:
             if self._rest:
                 yield from self._joiner.push(crilogs.parse_line(self._rest))
                 self._rest = b""

@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import ipaddress
 import logging
 import time
@@ -187,14 +186,19 @@ class NodeServing:
         """The log's follower (blocking: lists and opens files)."""
         target = logs.locate(pod_json, container=container or None,
                              previous=options.previous, data_dir=self._facts.data_dir)
-        return logs.Follower(target)
+        return logs.Follower(target, logs.open_reader(target, options.tail_lines))
 
     async def _log_chunks(self, follower: logs.Follower,
                           options: nr.LogOptions) -> AsyncIterator[bytes]:
+        """What is logged already (from the tail's start), a batch at a time, then with
+        `follow` what is logged next."""
         try:
-            first = await asyncio.to_thread(_read_all, follower, options)
-            yield b"".join(crilogs.render(line, timestamps=options.timestamps)
-                           for line in first)
+            while True:
+                batch = await asyncio.to_thread(_read_batch, follower.reader)
+                yield b"".join(crilogs.render(x, timestamps=options.timestamps)
+                               for x in batch if nr.line_wanted(x, options.since))
+                if follower.reader.at_end:
+                    break
             while options.follow:
                 lines = await asyncio.to_thread(follower.poll)
                 if lines is None:
@@ -268,12 +272,9 @@ class _Unavailable(nr.NodeRequestError):
     status = 503
 
 
-def _read_all(follower: logs.Follower, options: nr.LogOptions) -> list[crilogs.LogLine]:
-    """The lines already logged, filtered by `since`, the last `tail_lines` of them."""
-    lines = [x for x in follower.poll() or [] if nr.line_wanted(x, options.since)]
-    if options.tail_lines is not None:
-        lines = list(collections.deque(lines, maxlen=options.tail_lines))
-    return lines
+def _read_batch(reader: logs.Reader) -> list[crilogs.LogLine]:
+    """The next lines already logged, about `logs.BATCH_BYTES` of the file."""
+    return list(reader.lines(final=False, max_bytes=logs.BATCH_BYTES))
 
 
 def _named(usage: sm.PodUsage, pod: podmodel.Pod, state: runtime.PodRuntime,

@@ -116,6 +116,10 @@ class LogOptions:
     since: datetime | None = None
 
 
+# PodLogOptions' integers are int64: a larger one is refused as kube-apiserver refuses it.
+INT64_MAX = 2**63 - 1
+
+
 def _int(query: Query, name: str, minimum: int) -> int | None:
     values = query.get(name)
     if not values:
@@ -126,7 +130,17 @@ def _int(query: Query, name: str, minimum: int) -> int | None:
         raise NodeRequestError(f"{name}: {values[-1]!r} is not an integer") from exc
     if value < minimum:
         raise NodeRequestError(f"{name}: must be at least {minimum}")
+    if value > INT64_MAX:
+        raise NodeRequestError(f"{name}: {value} is out of range (at most {INT64_MAX})")
     return value
+
+
+def _since_seconds(now: datetime, seconds: int) -> datetime:
+    try:
+        return now - timedelta(seconds=seconds)
+    except OverflowError as exc:  # before year 1, or beyond timedelta's 999999999 days
+        raise NodeRequestError(f"sinceSeconds: {seconds} reaches back before the first "
+                               "representable time") from exc
 
 
 def log_options(query: Query, now: datetime) -> LogOptions:
@@ -138,7 +152,7 @@ def log_options(query: Query, now: datetime) -> LogOptions:
         raise NodeRequestError("at most one of sinceTime or sinceSeconds may be specified")
     since = None
     if since_seconds is not None:
-        since = now - timedelta(seconds=since_seconds)
+        since = _since_seconds(now, since_seconds)
     elif since_time is not None:
         since = parse_time(since_time)
         if since is None:
