@@ -368,7 +368,8 @@ class Agent:
         assert self._client is not None
         s = self.settings
         config = await asyncio.to_thread(nodeserving.server_config, s, host_ips=[self._host_ip],
-                                         api_client=self._api_client)
+                                         api_client=self._api_client,
+                                         access_client=self._access_api_client)
         backend = nodeserving.NodeServing(
             view=self, client=self._client, relister=self.relister,
             facts=nodeserving.Facts(node_name=s.node_name, data_dir=s.data_dir))
@@ -384,6 +385,10 @@ class Agent:
         """Cluster mode's API client, for the node server's TokenReviews and
         SubjectAccessReviews (None before the cluster is joined)."""
         return self.cluster.api_client() if self.cluster is not None else None
+
+    def _access_api_client(self) -> kube.KubeClient | None:
+        """Cluster mode's client for the node server's SubjectAccessReviews."""
+        return self.cluster.access_api_client() if self.cluster is not None else None
 
     @property
     def node_server_port(self) -> int:

@@ -183,10 +183,19 @@ class NodeServerSettings:
     # How long a proxied exec/attach/port-forward connection to the runtime's streaming server
     # may take to answer its upgrade, in seconds.
     stream_connect_timeout: float = 10.0
-    # TokenReviews and SubjectAccessReviews in flight at once (identical ones merged); a
+    # TokenReviews of tokens not in the cache in flight at once (identical ones merged); a
     # request needing another one is answered 429 with `Retry-After: 1` instead of queueing
     # behind them (a flood of random tokens must not build an unbounded queue). Default 8.
-    max_reviews_in_flight: int = 8
+    max_token_reviews_in_flight: int = 8
+    # The same for SubjectAccessReviews of users already authenticated (client certificates,
+    # cached tokens), on a gate and an API client of their own: a flood of unknown tokens
+    # never takes their places. Default 8.
+    max_access_reviews_in_flight: int = 8
+    # TokenReviews of unknown tokens each client address may cause: per second and burst
+    # (beyond: 429 with `Retry-After: 1`); 0 qps: no limit. Defaults 5 and 10: a client
+    # with one token (metrics-server, Prometheus) needs one review per cache TTL.
+    token_reviews_per_source_qps: float = 5.0
+    token_reviews_per_source_burst: int = 10
 
 
 @dataclass(frozen=True)
@@ -223,10 +232,10 @@ class ClusterSettings:
     # The same for Events, on their own client (kubelet: eventRecordQPS 50, eventBurst 100).
     event_qps: float = 50.0
     event_burst: int = 100
-    # The same for the node server's TokenReviews and SubjectAccessReviews, on their own client
-    # so that a flood of unknown tokens at port 10250 never takes the tokens of pod statuses.
-    # (The Lease and the node status go on a client without a limit, as the kubelet's
-    # heartbeat client.)
+    # The same for the node server's TokenReviews, and again for its SubjectAccessReviews,
+    # each on a client of its own, so that a flood of unknown tokens at port 10250 never takes
+    # the tokens of pod statuses nor of the authorization of known users. (The Lease and the
+    # node status go on a client without a limit, as the kubelet's heartbeat client.)
     review_qps: float = 50.0
     review_burst: int = 100
     # Pod statuses: compare with the API and resend drifted ones (kubelet: 10 s).

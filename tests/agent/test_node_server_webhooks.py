@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 import pytest_asyncio
 
 import kubeauth
+import kubepki
 import kubereviews
 from kubeapi import ClusterRig, KubeApiServer
 from nodelet import settings
 from nodelet.adapters import kube, kubeconfig, node_server, servingcerts
+from nodelet.helpers import ratelimit
+from nodelet.model.core import health as hm
 from nodelet.model.core import nodeauth
 from nodelet.services import nodeserving, preflight, webhookauth
 from polling import eventually
@@ -197,7 +202,7 @@ async def test_a_flood_of_random_tokens_does_not_delay_the_lease(
             data_dir=tmp_path, node_name="n1",
             cluster=settings.ClusterSettings(kubeconfig=tmp_path / "kubeconfig"),
             node_server=settings.NodeServerSettings(address="127.0.0.1", port=0,
-                                                    max_reviews_in_flight=cap))
+                                                    max_token_reviews_in_flight=cap))
         config = nodeserving.server_config(joined, api_client=rig.mode.api_client)
         running = node_server.NodeServer(_NoBackend(), config)
         await running.start()
@@ -229,6 +234,175 @@ async def test_a_flood_of_random_tokens_does_not_delay_the_lease(
         finally:
             await session.close()
             await running.stop()
+
+
+async def test_negative_answers_never_evict_positive_ones(
+        api: tuple[KubeApiServer, kube.KubeClient]) -> None:
+    server, client = api
+    authenticator = webhookauth.TokenReviewAuthenticator(lambda: client, ttl=120.0,
+                                                         cache_sizes=(2, 2))
+    assert await authenticator.authenticate(nodeauth.Credentials(token="dev-token"))
+    for n in range(20):  # ten times the caches' size of answers "no"
+        assert await authenticator.authenticate(nodeauth.Credentials(token=f"r-{n}")) is None
+    reviews = server.count(resource="tokenreviews")
+    assert await authenticator.authenticate(nodeauth.Credentials(token="dev-token"))
+    assert server.count(resource="tokenreviews") == reviews  # still cached
+    authorizer = webhookauth.SubjectAccessReviewAuthorizer(
+        lambda: client, authorized_ttl=300.0, unauthorized_ttl=30.0, cache_sizes=(2, 2))
+    dev = nodeauth.User("dev", groups=("devs",))
+    assert (await authorizer.authorize(_attributes(dev, "log"))).allowed
+    for n in range(20):
+        assert not (await authorizer.authorize(_attributes(dev, f"denied-{n}"))).allowed
+    asked = server.count(resource="subjectaccessreviews")
+    assert (await authorizer.authorize(_attributes(dev, "log"))).allowed
+    assert server.count(resource="subjectaccessreviews") == asked
+
+
+async def test_unknown_tokens_are_limited_per_client_address(
+        api: tuple[KubeApiServer, kube.KubeClient]) -> None:
+    server, client = api
+    clock = _Clock()
+    authenticator = webhookauth.TokenReviewAuthenticator(
+        lambda: client, ttl=120.0, per_source=ratelimit.PerKey(1.0, 3, clock=clock))
+    flooder = [nodeauth.Credentials(token=f"r-{n}", source="10.0.0.9") for n in range(5)]
+    assert [await authenticator.authenticate(c) for c in flooder[:3]] == [None] * 3
+    with pytest.raises(nodeauth.Overloaded, match=r"too many unknown tokens from 10\.0\.0\.9"):
+        await authenticator.authenticate(flooder[3])
+    # Another address, and a token already known, are not held back by it.
+    assert await authenticator.authenticate(nodeauth.Credentials(token="dev-token",
+                                                                 source="10.0.0.7"))
+    assert await authenticator.authenticate(nodeauth.Credentials(token="r-0",
+                                                                 source="10.0.0.9")) is None
+    clock.now += 1.0  # a token a second
+    assert await authenticator.authenticate(flooder[3]) is None
+    assert server.count(resource="tokenreviews") == 5
+
+
+FLOOD_SOURCES = [f"127.0.0.{n}" for n in range(2, 10)]
+
+
+async def test_a_flood_of_random_tokens_locks_out_no_known_client(
+        server: KubeApiServer, tmp_path: Path) -> None:
+    """While random bearer tokens from several addresses keep every TokenReview place taken
+    (the API server holds them), kube-apiserver's client certificate and a token reviewed
+    before the flood are still authorized, each request by a new SubjectAccessReview (no
+    authorization cache here): their reviews have places and an API client of their own."""
+    authority = kubepki.Authority.create("cluster CA")
+    (tmp_path / "ca.crt").write_bytes(authority.ca_pem)
+    cert, key = authority.client_pem("kube-apiserver-kubelet-client", ("kubeadm:cluster-admins",))
+    (tmp_path / "apiserver.crt").write_bytes(cert)
+    (tmp_path / "apiserver.key").write_bytes(key)
+    server.access.tokens["metrics-token"] = kubeauth.User("metrics-server", ("metrics",))
+    server.reviews.rules.append(kubereviews.rule("metrics", resources=("nodes/stats",
+                                                                       "nodes/metrics")))
+    async with ClusterRig(server, tmp_path) as rig:
+        joined = settings.Settings(
+            data_dir=tmp_path, node_name="n1",
+            cluster=settings.ClusterSettings(kubeconfig=tmp_path / "kubeconfig"),
+            node_server=settings.NodeServerSettings(
+                address="127.0.0.1", port=0, client_ca_file=tmp_path / "ca.crt",
+                max_token_reviews_in_flight=4, authorization_webhook_cache_authorized_ttl=0))
+        config = nodeserving.server_config(joined, api_client=rig.mode.api_client,
+                                           access_client=rig.mode.access_api_client)
+        running = node_server.NodeServer(_StatsBackend(), config)
+        await running.start()
+        url = f"https://127.0.0.1:{running.port}"
+        context = ssl.create_default_context(cafile=str(config.tls.cert))
+        apiserver = ssl.create_default_context(cafile=str(config.tls.cert))
+        apiserver.load_cert_chain(tmp_path / "apiserver.crt", tmp_path / "apiserver.key")
+        gate = next(a for a in config.authenticators
+                    if isinstance(a, webhookauth.TokenReviewAuthenticator)).gate
+        flood = _Flood(url, context)
+        known = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context))
+        admin = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=apiserver))
+        try:
+            assert await _status(known, f"{url}/stats/summary", "metrics-token") == 200
+            server.inject(path="tokenreviews", delay=5.0, fail=False, times=None)
+            flood.start()
+            await eventually(lambda: gate.in_flight, until=lambda n: n == gate.limit,
+                             within=10, what="every TokenReview place taken by the flood")
+            # Each known request is sent while the flood holds every place (`full`: the
+            # places taken when it was sent; the held reviews end after 5 s, and the flood
+            # takes the places again at once).
+            succeeded: list[int] = []
+            full: list[int] = []
+            while len(succeeded) < 20:
+                for path in ("/stats/summary", "/pods", "/metrics", "/healthz"):
+                    full.append(gate.in_flight)
+                    succeeded.append(await _status(admin, url + path))
+                full.append(gate.in_flight)
+                succeeded.append(await _status(known, f"{url}/stats/summary", "metrics-token"))
+            sent = flood.sent
+        finally:
+            await flood.stop()
+            await known.close()
+            await admin.close()
+            # The reviews the API server still holds end (and free their places) first.
+            await eventually(lambda: gate.in_flight, until=lambda n: n == 0, within=15,
+                             what="the flood's last TokenReviews answered")
+            await running.stop()
+    print(f"\nreview flood: {sent} requests with random tokens from {len(FLOOD_SOURCES)} "
+          f"addresses, answered {dict(sorted(flood.answers.items()))}; meanwhile "
+          f"{succeeded.count(200)}/{len(succeeded)} requests of kube-apiserver's certificate "
+          f"and a cached token succeeded, {full.count(gate.limit)} of them sent while all "
+          f"{gate.limit} TokenReview places were taken; "
+          f"{server.count(resource='subjectaccessreviews')} SubjectAccessReviews sent")
+    assert succeeded == [200] * len(succeeded)
+    assert full.count(gate.limit) >= len(full) // 2
+    assert set(flood.answers) <= {401, 429} and flood.answers.get(429, 0) > 0
+
+
+async def _status(session: aiohttp.ClientSession, url: str, token: str | None = None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with session.get(url, headers=headers) as response:
+        await response.read()
+        return response.status
+
+
+class _Flood:
+    """Requests with a new random token each, from `FLOOD_SOURCES`, as fast as they are
+    answered, until stopped."""
+
+    def __init__(self, url: str, context: ssl.SSLContext) -> None:
+        self._url = url
+        self._sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(
+            ssl=context, local_addr=(source, 0), limit=8)) for source in FLOOD_SOURCES]
+        self._tasks: list[asyncio.Task[None]] = []
+        self.sent = 0
+        self.answers: dict[int, int] = {}
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._run(session), name=f"flood-{n}")
+                       for n, session in enumerate(self._sessions) for _ in range(8)]
+
+    async def _run(self, session: aiohttp.ClientSession) -> None:
+        while True:
+            self.sent += 1
+            status = await _status(session, f"{self._url}/pods", secrets.token_hex(16))
+            self.answers[status] = self.answers.get(status, 0) + 1
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for session in self._sessions:
+            await session.close()
+
+
+class _StatsBackend:
+    """Enough of a node to answer the known clients' requests."""
+
+    def pods(self) -> list[Any]:
+        return []
+
+    def health(self) -> list[hm.HealthCheck]:
+        return [hm.HealthCheck("stub", True, "")]
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        return b"# nothing\n", "text/plain"
+
+    async def summary(self, *, only_cpu_and_memory: bool) -> dict[str, Any]:
+        return {"node": {"nodeName": "n1"}, "pods": []}
 
 
 async def test_bootstrap_and_service_account_tokens_are_reviewed(

@@ -250,9 +250,11 @@ def _credentials(request: web.Request) -> nodeauth.Credentials:
     if peer:
         for rdn in peer.get("subject", ()):
             subject.extend((str(k), str(v)) for k, v in rdn)
+    address = transport.get_extra_info("peername") if transport is not None else None
     return nodeauth.Credentials(
         token=token.strip() if scheme.lower() == "bearer" and token.strip() else None,
-        certificate_subject=tuple(subject))
+        certificate_subject=tuple(subject),
+        source=str(address[0]) if isinstance(address, tuple) and address else "")
 
 
 def _query(request: web.Request) -> nr.Query:

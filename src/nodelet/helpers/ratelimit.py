@@ -1,4 +1,5 @@
-"""A token bucket, like client-go's `flowcontrol.NewTokenBucketRateLimiter(qps, burst)`.
+"""A token bucket, like client-go's `flowcontrol.NewTokenBucketRateLimiter(qps, burst)`; and
+`PerKey`, one small bucket per key (a client's address) that never waits.
 
 The bucket holds at most `burst` tokens and refills at `qps` tokens per second; `acquire()`
 takes one, waiting (never busy) until one is there. Waiters are served first come, first served,
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 
@@ -59,3 +61,36 @@ class TokenBucket:
             self._tokens -= 1.0
             self.taken += 1
             self.waited += self._clock() - started
+
+
+class PerKey:
+    """A bucket of `burst` tokens refilled at `qps` per key; `allow(key)` takes one if there
+    is one, never waits. The `size` keys used last are remembered: a key forgotten (the least
+    recently used goes first) starts again with a full bucket, so memory stays bounded however
+    many keys come. `qps <= 0` means unlimited."""
+
+    def __init__(self, qps: float, burst: int, *, size: int = 4096,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._size = max(1, size)
+        self._clock = clock
+        self._buckets: OrderedDict[object, tuple[float, float]] = OrderedDict()
+        self.refused = 0
+
+    def allow(self, key: object) -> bool:
+        if self.qps <= 0:
+            return True
+        now = self._clock()
+        tokens, stamp = self._buckets.pop(key, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - stamp) * self.qps)
+        allowed = tokens >= 1.0
+        self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
+        while len(self._buckets) > self._size:
+            self._buckets.popitem(last=False)
+        if not allowed:
+            self.refused += 1
+        return allowed
+
+    def __len__(self) -> int:
+        return len(self._buckets)

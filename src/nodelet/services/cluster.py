@@ -4,9 +4,10 @@
 everything, rate-limited by `qps`/`burst` like the kubelet's `--kube-api-qps/--kube-api-burst`;
 one for events with its own limit, as the kubelet's event client; one for the Lease and the
 node status without a limit, as the kubelet's heartbeat client (nothing may queue the node's
-heartbeat); and one for the node server's TokenReviews and SubjectAccessReviews with its own
-limit (`review_qps`/`review_burst`, `api_client()`). And these loops, each a named, supervised
-task:
+heartbeat); and two for the node server's reviews, each with its own limit
+(`review_qps`/`review_burst`): TokenReviews (`api_client()`) and SubjectAccessReviews
+(`access_api_client()`), so a flood of unknown tokens never delays the authorization of users
+already known. And these loops, each a named, supervised task:
 
 - `node-status`: registers the Node and keeps its status (`nodestatus.NodeReporter`);
 - `node-lease`: renews the Lease (`leases.LeaseKeeper`);
@@ -167,8 +168,11 @@ class ClusterMode:
         self.review_client = kube.KubeClient(
             config, limiter=ratelimit.TokenBucket(s.review_qps, s.review_burst),
             settings=client_settings)
+        self.access_review_client = kube.KubeClient(
+            config, limiter=ratelimit.TokenBucket(s.review_qps, s.review_burst),
+            settings=client_settings)
         self._clients = [self.client, self.event_client, self.heartbeat_client,
-                         self.review_client]
+                         self.review_client, self.access_review_client]
         self._build()
         try:
             await asyncio.wait_for(self._first_contact(), s.start_timeout)
@@ -298,9 +302,14 @@ class ClusterMode:
     # -- calls from the agent ---------------------------------------------------------------------
 
     def api_client(self) -> kube.KubeClient | None:
-        """The node server's reviews' client, with its own rate limit (None before `start()`
-        made it)."""
+        """The node server's TokenReviews' client, with its own rate limit (None before
+        `start()` made it)."""
         return self.review_client if self._clients else None
+
+    def access_api_client(self) -> kube.KubeClient | None:
+        """The node server's SubjectAccessReviews' client, with a rate limit of its own
+        (None before `start()` made it)."""
+        return self.access_review_client if self._clients else None
 
     def lookup_object(self, kind: str, namespace: str, name: str) -> configs.ConfigObject | None:
         """The object as its watch last saw it; None: absent, not listed yet, or no pod

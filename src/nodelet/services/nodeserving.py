@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from nodelet import settings as settings_
 from nodelet.adapters import node_server, nodeusage, servingcerts
 from nodelet.adapters.cri import client as cri
-from nodelet.helpers import inflight
+from nodelet.helpers import inflight, ratelimit
 from nodelet.model.core import crilogs, nodeauth, podjson, runtime, status
 from nodelet.model.core import health as hm
 from nodelet.model.core import noderequests as nr
@@ -308,6 +308,7 @@ def server_config(
     *,
     host_ips: Sequence[str] = (),
     api_client: webhookauth.ClientOf | None = None,
+    access_client: webhookauth.ClientOf | None = None,
     authenticators: Sequence[nodeauth.Authenticator] = (),
     authorizer: nodeauth.Authorizer | None = None,
 ) -> node_server.NodeServerConfig:
@@ -315,13 +316,14 @@ def server_config(
     the authenticators (client certificates, the token file, then TokenReview when the token
     webhook is on, then `authenticators`) and the authorizer: `authorizer` if given, else by
     the authorization mode — SubjectAccessReview (Webhook) or any authenticated user
-    (AlwaysAllow). The webhooks ask the API server through `api_client()` (cluster mode's
-    review client, None until it started), at most `max_reviews_in_flight` at once.
+    (AlwaysAllow). The webhooks ask the API server through cluster mode's review clients
+    (None until it started): TokenReviews through `api_client()`, SubjectAccessReviews through
+    `access_client()` (default: `api_client`), each with its own cap on reviews in flight.
 
     Blocking (reads files, may generate a key). Raises preflight.StartupError for a token
     file, certificate or auth setting that cannot work."""
     s = settings.node_server
-    webhooks, webhook_authorizer = _webhooks(settings, api_client)
+    webhooks, webhook_authorizer = _webhooks(settings, api_client, access_client or api_client)
     return node_server.NodeServerConfig(
         address=s.address, port=s.port, node_name=settings.node_name,
         tls=_serving_pair(settings, host_ips),
@@ -367,25 +369,29 @@ def _local_authenticators(s: settings_.NodeServerSettings) -> list[nodeauth.Auth
     return found
 
 
-def _webhooks(settings: settings_.Settings, api_client: webhookauth.ClientOf | None
+def _webhooks(settings: settings_.Settings, api_client: webhookauth.ClientOf | None,
+              access_client: webhookauth.ClientOf | None
               ) -> tuple[list[nodeauth.Authenticator], nodeauth.Authorizer | None]:
     """Cluster mode's TokenReview authenticator and SubjectAccessReview authorizer, as the
-    settings ask (`preflight.node_auth`: both on by default in cluster mode), sharing one cap
-    on reviews in flight."""
+    settings ask (`preflight.node_auth`: both on by default in cluster mode), each with its
+    own cap on reviews in flight; unknown tokens are limited per client address too."""
     s = settings.node_server
     mode, token_webhook = preflight.node_auth(settings)
-    if (mode == "Webhook" or token_webhook) and api_client is None:
+    if (mode == "Webhook" or token_webhook) and (api_client is None or access_client is None):
         raise preflight.StartupError("the node server's webhooks need the API client")
-    gate = webhookauth.ReviewGate(s.max_reviews_in_flight)
     found: list[nodeauth.Authenticator] = []
     authorizer: nodeauth.Authorizer | None = None
     if token_webhook and api_client is not None:
         found.append(webhookauth.TokenReviewAuthenticator(
-            api_client, ttl=s.authentication_token_webhook_cache_ttl, gate=gate))
-    if mode == "Webhook" and api_client is not None:
+            api_client, ttl=s.authentication_token_webhook_cache_ttl,
+            gate=webhookauth.ReviewGate(s.max_token_reviews_in_flight),
+            per_source=ratelimit.PerKey(s.token_reviews_per_source_qps,
+                                        s.token_reviews_per_source_burst)))
+    if mode == "Webhook" and access_client is not None:
         authorizer = webhookauth.SubjectAccessReviewAuthorizer(
-            api_client, authorized_ttl=s.authorization_webhook_cache_authorized_ttl,
-            unauthorized_ttl=s.authorization_webhook_cache_unauthorized_ttl, gate=gate)
+            access_client, authorized_ttl=s.authorization_webhook_cache_authorized_ttl,
+            unauthorized_ttl=s.authorization_webhook_cache_unauthorized_ttl,
+            gate=webhookauth.ReviewGate(s.max_access_reviews_in_flight))
     return found, authorizer
 
 

@@ -15,8 +15,17 @@ Flood protection, since anyone who reaches port 10250 can make the node ask a re
 random token is a new TokenReview):
 - identical reviews in flight are merged: the first asker's answer is everyone's (as
   k8s.io/apiserver's cached token authenticator does with its singleflight group);
-- a `ReviewGate`, shared by both, caps the reviews in flight; a request needing one more gets
-  `nodeauth.Overloaded` (the server's 429 with Retry-After) instead of a place in a queue.
+- TokenReviews of unknown tokens and SubjectAccessReviews of users already authenticated (a
+  client certificate, a cached token) each have their own `ReviewGate` capping their reviews
+  in flight (and, in cluster mode, their own API client and rate limit), so a flood of random
+  tokens fills only the first: kube-apiserver's client certificate and a cached token are
+  still authorized. A request needing one more review than its gate allows gets
+  `nodeauth.Overloaded` (the server's 429 with Retry-After) instead of a place in a queue;
+- each client address may have a TokenReview of an unknown token asked at most `qps` times a
+  second (burst `burst`, `ratelimit.PerKey`); beyond that, Overloaded too;
+- answers "no" (a token not authenticated, a request denied) are kept in caches of their own
+  (`NEGATIVE_CACHE_SIZE` each), so a flood of them never evicts the "yes" answers
+  (`POSITIVE_CACHE_SIZE` each) that metrics-server's token or the API server's user rely on.
 
 Exceptions: `nodeauth.Overloaded` from `authenticate` and `authorize`.
 """
@@ -30,15 +39,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from nodelet.adapters import kube
-from nodelet.helpers import inflight
+from nodelet.helpers import inflight, ratelimit
 from nodelet.model.core import nodeauth, reviews
 
 log = logging.getLogger(__name__)
 
 ClientOf = Callable[[], kube.KubeClient | None]
 
-# Reviews in flight at once by default (settings.NodeServerSettings.max_reviews_in_flight).
+# Reviews in flight at once by default, per gate (settings.NodeServerSettings
+# .max_token_reviews_in_flight and .max_access_reviews_in_flight).
 DEFAULT_IN_FLIGHT = 8
+# Answers kept at most: "yes" (a user, an allowed request) and "no", in caches apart.
+POSITIVE_CACHE_SIZE = 4096
+NEGATIVE_CACHE_SIZE = 1024
 # Seconds between two warnings of the same kind: a flood must not flood the log too.
 WARNING_INTERVAL = 60.0
 
@@ -99,16 +112,22 @@ def _abandoned() -> Exception:
 
 
 class TokenReviewAuthenticator:
-    """Bearer tokens the API server's TokenReview accepts; answers (yes and no) cached for
-    `ttl` seconds."""
+    """Bearer tokens the API server's TokenReview accepts; answers (yes and no, in caches
+    apart) kept for `ttl` seconds. `per_source`: how many tokens unknown to the caches each
+    client address may have reviewed (None: no limit)."""
 
     def __init__(self, client_of: ClientOf, *, ttl: float, gate: ReviewGate | None = None,
+                 per_source: ratelimit.PerKey | None = None,
+                 cache_sizes: tuple[int, int] = (POSITIVE_CACHE_SIZE, NEGATIVE_CACHE_SIZE),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._client_of = client_of
         self._ttl = ttl
         self.gate = gate or ReviewGate()
+        self.per_source = per_source
         self._clock = clock
-        self._cache: reviews.AnswerCache[tuple[nodeauth.User | None]] = reviews.AnswerCache()
+        self._accepted: reviews.AnswerCache[nodeauth.User] = reviews.AnswerCache(
+            cache_sizes[0])
+        self._rejected: reviews.AnswerCache[bool] = reviews.AnswerCache(cache_sizes[1])
         self._merged: inflight.Shared[nodeauth.User | None] = inflight.Shared(_abandoned)
         self._log = ThrottledLog()
         self.reviews = 0  # TokenReviews sent
@@ -117,13 +136,18 @@ class TokenReviewAuthenticator:
         token = credentials.token
         if token is None:
             return None
-        key = reviews.token_key(token)
-        cached = self._cache.get(key, self._clock())
-        if cached is not None:
-            return cached[0]
-        return await self._merged.run(key, lambda: self._review(key, token))
+        key, now = reviews.token_key(token), self._clock()
+        user = self._accepted.get(key, now)
+        if user is not None:
+            return user
+        if self._rejected.get(key, now):
+            return None
+        return await self._merged.run(key, lambda: self._review(key, token, credentials.source))
 
-    async def _review(self, key: str, token: str) -> nodeauth.User | None:
+    async def _review(self, key: str, token: str, source: str) -> nodeauth.User | None:
+        if self.per_source is not None and not self.per_source.allow(source):
+            raise nodeauth.Overloaded(
+                f"too many unknown tokens from {source or 'this client'}: try again later")
         with self.gate.slot():
             self.reviews += 1
             try:
@@ -134,7 +158,10 @@ class TokenReviewAuthenticator:
                 self._log.warning("token review failed, the request is not authenticated: %s",
                                   exc)
                 return None
-        self._cache.put(key, (user,), self._ttl, self._clock())
+        if user is None:
+            self._rejected.put(key, True, self._ttl, self._clock())
+        else:
+            self._accepted.put(key, user, self._ttl, self._clock())
         return user
 
 
@@ -144,20 +171,24 @@ class SubjectAccessReviewAuthorizer:
 
     def __init__(self, client_of: ClientOf, *, authorized_ttl: float, unauthorized_ttl: float,
                  gate: ReviewGate | None = None,
+                 cache_sizes: tuple[int, int] = (POSITIVE_CACHE_SIZE, NEGATIVE_CACHE_SIZE),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._client_of = client_of
         self._authorized_ttl = authorized_ttl
         self._unauthorized_ttl = unauthorized_ttl
         self.gate = gate or ReviewGate()
         self._clock = clock
-        self._cache: reviews.AnswerCache[nodeauth.Decision] = reviews.AnswerCache()
+        self._allowed: reviews.AnswerCache[nodeauth.Decision] = reviews.AnswerCache(
+            cache_sizes[0])
+        self._denied: reviews.AnswerCache[nodeauth.Decision] = reviews.AnswerCache(
+            cache_sizes[1])
         self._merged: inflight.Shared[nodeauth.Decision] = inflight.Shared(_abandoned)
         self._log = ThrottledLog()
         self.reviews = 0  # SubjectAccessReviews sent
 
     async def authorize(self, attributes: nodeauth.Attributes) -> nodeauth.Decision:
-        key = reviews.access_key(attributes)
-        cached = self._cache.get(key, self._clock())
+        key, now = reviews.access_key(attributes), self._clock()
+        cached = self._allowed.get(key, now) or self._denied.get(key, now)
         if cached is not None:
             return cached
         return await self._merged.run(key, lambda: self._review(key, attributes))
@@ -173,6 +204,8 @@ class SubjectAccessReviewAuthorizer:
                 self._log.warning("subject access review for %s failed, the request is "
                                   "refused: %s", attributes.user.name, exc)
                 return nodeauth.Decision(False, f"authorization error: {exc}", error=True)
-        ttl = self._authorized_ttl if decision.allowed else self._unauthorized_ttl
-        self._cache.put(key, decision, ttl, self._clock())
+        if decision.allowed:
+            self._allowed.put(key, decision, self._authorized_ttl, self._clock())
+        else:
+            self._denied.put(key, decision, self._unauthorized_ttl, self._clock())
         return decision

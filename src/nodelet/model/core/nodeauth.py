@@ -72,6 +72,8 @@ class Credentials:
 
     token: str | None = None
     certificate_subject: tuple[tuple[str, str], ...] = ()
+    # The client's address (its IP), for limits per client; "" when not known.
+    source: str = ""
 
 
 @dataclass(frozen=True)
