@@ -46,6 +46,8 @@ from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model.core import runtime as runtime_model
 from nodelet.services import resetting
 
+# The real control plane and nodes joined to it (tests/clusterfixtures.py).
+pytest_plugins = ["clusterfixtures"]
 
 @dataclass
 class Instance:

@@ -1,82 +1,68 @@
-"""End to end on real containerd: nodelet joins the test API server, runs a bound pod, reports
-its five conditions in the API and removes it when it is deleted; Ready follows a readiness gate a
-controller writes; a static pod has a mirror pod carrying its status.
+"""End to end on real containerd and the real control plane (tests/controlplane.py): nodelet
+joins by TLS bootstrap, runs a pod the real scheduler placed, reports its five conditions in
+the API and removes it when it is deleted; Ready follows a readiness gate a controller writes; a
+static pod has a mirror pod carrying its status; a private image's pull secret, refusals,
+ConfigMap/Secret watches — every request of the node judged by kube-apiserver's Node
+authorizer and NodeRestriction, and read back from its audit log.
 """
 
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import Instance
+from controlplane import (
+    AdminClient,
+    ControlPlane,
+    conditions,
+    node_path,
+    node_requests,
+    now_rfc3339,
+    pod,
+    pod_path,
+)
 from harness import Harness, pod_manifest
-from kubeapi import KubeApiServer, now_rfc3339, pod_object
-from nodelet.adapters import kube, kubeconfig
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model.core import pods
-from nodelet.services import cluster
 from polling import eventually
 from registry import Registry
 
 pytestmark = pytest.mark.runtime
 
 ORDER = ("PodScheduled", "Initialized", "PodReadyToStartContainers", "ContainersReady", "Ready")
+NODE = "e2e-node"
 
 
 def _time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-@asynccontextmanager
-async def joined(runtime: Instance, tmp_path: Path) -> AsyncIterator[tuple[KubeApiServer,
-                                                                          Harness]]:
-    """An agent on the session's containerd, joined to a fresh test API server as node
-    `e2e-node`; API pods must be deleted by the test (static ones are removed here)."""
-    server = KubeApiServer(bookmark_interval=1.0, node="e2e-node")
-    await server.start()
-    harness = Harness(endpoint=runtime.containerd.endpoint, node_name="e2e-node")
-    config = cluster.ClusterSettings(
-        kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"), node_status_period=1.0,
-        lease_renew_period=1.0, status_resync_period=2.0)
-    harness.settings = dataclasses.replace(harness.settings, cluster=config)
-    try:
-        await harness.start()
-        yield server, harness
-    finally:
-        for pod in server.list_objects("pods"):  # what the test left: removed, so terminated
-            server.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], grace=0)
-        await harness.stop()
-        harness.cleanup()
-        await server.stop()
+async def _conditions(admin: AdminClient, ns: str, name: str) -> dict[str, dict[str, Any]]:
+    return conditions(await admin.get(pod_path(ns, name)))
 
 
-def api_conditions(server: KubeApiServer, name: str) -> dict[str, dict[str, Any]]:
-    pod = server.get("pods", "default", name) or {}
-    return {c["type"]: c for c in pod.get("status", {}).get("conditions", [])}
+async def _gone(admin: AdminClient, ns: str, name: str) -> bool:
+    return await admin.get(pod_path(ns, name)) is None
 
 
 async def test_bound_pod_runs_reports_five_conditions_and_is_deleted(
-        runtime: Instance, tmp_path: Path) -> None:
-    async with joined(runtime, tmp_path) as (server, harness):
-        node = server.get("nodes", "", "e2e-node")
-        assert node is not None
-        ready = {c["type"]: c for c in node["status"]["conditions"]}["Ready"]
-        assert ready["status"] == "True", ready
+        join: Any, admin: AdminClient, control_plane: ControlPlane, namespace: str) -> None:
+    async with join(NODE) as harness:
+        node = await eventually(lambda: admin.get(node_path(NODE)), within=30,
+                                until=lambda n: conditions(n).get("Ready", {}).get("status")
+                                == "True", what="the node Ready")
         assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
 
-        created = server.create("pods", pod_object("web", node="e2e-node", grace=1))
+        created = await admin.create(pod_path(namespace), pod("web", node=NODE))
         uid = created["metadata"]["uid"]
 
-        def running() -> dict[str, dict[str, Any]] | None:
-            conds = api_conditions(server, "web")
+        async def running() -> dict[str, dict[str, Any]] | None:
+            conds = await _conditions(admin, namespace, "web")
             if all(conds.get(t, {}).get("status") == "True" for t in ORDER):
                 return conds
             return None
@@ -86,29 +72,37 @@ async def test_bound_pod_runs_reports_five_conditions_and_is_deleted(
         assert not any(conds[t].get("reason") or conds[t].get("message") for t in ORDER), conds
         times = [_time(conds[t]["lastTransitionTime"]) for t in ORDER]
         assert times == sorted(times), conds
-        status = server.get("pods", "default", "web")["status"]
+        status = (await admin.get(pod_path(namespace, "web")) or {})["status"]
         assert status["phase"] == "Running" and status["podIP"]
-        assert server.get("leases", "kube-node-lease", "e2e-node") is not None
+        assert await admin.get(
+            f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}")
 
-        server.delete("pods", "default", "web")  # graceful: deletionTimestamp first
-        await eventually(lambda: server.get("pods", "default", "web") is None, within=60,
+        code, _, err = await control_plane.kubectl(  # graceful: deletionTimestamp first
+            "delete", "pod", "web", "-n", namespace, "--wait=false")
+        assert code == 0, err
+        await eventually(lambda: _gone(admin, namespace, "web"), within=60,
                          what="pod deleted from the API by nodelet")
         agent = harness.agent_or_fail()
         await eventually(lambda: not [p for p, _ in agent.pods() if p.uid == uid], within=30,
                          what="pod gone from the agent")
-        deletes = [r for r in server.requests if r.verb == "delete" and r.status == 200]
-        assert deletes, "nodelet issued no final delete"
+
+        def final_delete() -> list[dict[str, Any]]:
+            return [e for e in node_requests(control_plane.audit_events(), NODE, namespace)
+                    if e["verb"] == "delete" and e["objectRef"].get("name") == "web"
+                    and e.get("responseStatus", {}).get("code") == 200]
+
+        await eventually(final_delete, within=10, what="nodelet's final delete in the audit log")
 
 
 async def test_ready_follows_a_readiness_gate_written_by_a_controller(
-        runtime: Instance, tmp_path: Path) -> None:
-    async with joined(runtime, tmp_path) as (server, _harness):
+        join: Any, admin: AdminClient, namespace: str) -> None:
+    async with join(NODE):
         gate = "example.com/lb"
-        server.create("pods", pod_object("gated", node="e2e-node", grace=1,
-                                         readinessGates=[{"conditionType": gate}]))
+        await admin.create(pod_path(namespace), pod(
+            "gated", node=NODE, readinessGates=[{"conditionType": gate}]))
 
-        def ready_is(value: str, reason: str = "") -> dict[str, Any] | None:
-            conds = api_conditions(server, "gated")
+        async def ready_is(value: str, reason: str = "") -> dict[str, Any] | None:
+            conds = await _conditions(admin, namespace, "gated")
             ready = conds.get("Ready", {})
             if conds.get("ContainersReady", {}).get("status") == "True" and \
                     ready.get("status") == value and (ready.get("reason") or "") == reason:
@@ -117,62 +111,64 @@ async def test_ready_follows_a_readiness_gate_written_by_a_controller(
 
         await eventually(lambda: ready_is("False", "ReadinessGatesNotReady"), within=60,
                          what="containers ready, Ready False for the missing gate")
-        # The controller: a strategic merge patch of pods/status, as a real one would send.
-        controller = kube.KubeClient(kubeconfig.load(
-            server.write_kubeconfig(tmp_path / "controller", admin=True)))
-        try:
-            for value in ("True", "False"):
-                await controller.request(
-                    "PATCH", kube.pod_path("default", "gated", "status"),
-                    body={"status": {"conditions": [{"type": gate, "status": value,
-                                                     "lastTransitionTime": now_rfc3339()}]}},
-                    content_type=kube.STRATEGIC)
-                reason = "" if value == "True" else "ReadinessGatesNotReady"
-                conds = await eventually(lambda v=value, r=reason: ready_is(v, r), within=20,
-                                         what=f"Ready {value} after the gate turned {value}")
-                assert conds[gate]["status"] == value  # the gate itself is left alone
-        finally:
-            await controller.close()
-        server.delete("pods", "default", "gated")
-        await eventually(lambda: server.get("pods", "default", "gated") is None, within=60,
-                         what="gated pod removed")
+        # The controller: a strategic merge patch of pods/status, as a real one sends.
+        for value in ("True", "False"):
+            await admin.patch(
+                pod_path(namespace, "gated", "status"),
+                {"status": {"conditions": [{"type": gate, "status": value,
+                                            "lastTransitionTime": now_rfc3339()}]}},
+                content_type="application/strategic-merge-patch+json")
+            reason = "" if value == "True" else "ReadinessGatesNotReady"
+            conds = await eventually(lambda v=value, r=reason: ready_is(v, r), within=20,
+                                     what=f"Ready {value} after the gate turned {value}")
+            assert conds[gate]["status"] == value  # the gate itself is left alone
 
 
-def mirror_ready(server: KubeApiServer, name: str) -> str | None:
+async def _mirror_ready(admin: AdminClient, name: str) -> str | None:
     """The mirror pod's UID once all five conditions are True in its API status."""
-    pod = server.get("pods", "default", name) or {}
-    annotations = pod.get("metadata", {}).get("annotations", {})
-    conds = api_conditions(server, name)
+    mirror = await admin.get(pod_path("default", name)) or {}
+    annotations = mirror.get("metadata", {}).get("annotations", {})
+    conds = conditions(mirror)
     if pods.ANNOTATION_CONFIG_MIRROR in annotations and \
             all(conds.get(t, {}).get("status") == "True" for t in ORDER):
-        return str(pod["metadata"]["uid"])
+        return str(mirror["metadata"]["uid"])
     return None
 
 
 async def test_static_pod_has_a_mirror_pod_with_its_status(
-        runtime: Instance, tmp_path: Path) -> None:
-    async with joined(runtime, tmp_path) as (server, harness):
+        join: Any, admin: AdminClient, control_plane: ControlPlane) -> None:
+    async with join(NODE) as harness:
         harness.write("static.yaml", pod_manifest("static"))
-        name = "static-e2e-node"
-        first = await eventually(lambda: mirror_ready(server, name), within=60,
+        name = f"static-{NODE}"
+        first = await eventually(lambda: _mirror_ready(admin, name), within=60,
                                  what="mirror pod with five True conditions")
         found = harness.find("static")
         assert found is not None
-        mirror = server.get("pods", "default", name)
+        mirror = await admin.get(pod_path("default", name))
         assert mirror is not None
         assert mirror["metadata"]["annotations"][pods.ANNOTATION_CONFIG_MIRROR] == found[0].uid
+        # NodeRestriction: a node may create only mirror pods of itself, owned by its Node.
+        owners = mirror["metadata"].get("ownerReferences", [])
+        assert [(o["kind"], o["name"]) for o in owners] == [("Node", NODE)], owners
         assert found[1] is not None and mirror["status"]["podIP"] == found[1].pod_ip
-        server.delete("pods", "default", name, grace=0)  # someone deletes the mirror pod
-        await eventually(lambda: (uid := mirror_ready(server, name)) not in (None, first) and uid,
-                         within=30, what="mirror pod recreated with the status")
+        code, _, err = await control_plane.kubectl(  # someone deletes the mirror pod
+            "delete", "pod", name, "--grace-period=0", "--force")
+        assert code == 0, err
+
+        async def recreated() -> str | None:
+            uid = await _mirror_ready(admin, name)
+            return uid if uid not in (None, first) else None
+
+        await eventually(recreated, within=30, what="mirror pod recreated with the status")
         assert harness.find("static") is not None  # the static pod itself kept running
         harness.remove("static.yaml")
-        await eventually(lambda: server.get("pods", "default", name) is None, within=60,
+        await eventually(lambda: _gone(admin, "default", name), within=60,
                          what="mirror pod deleted with its static pod")
 
 
 async def test_pull_secret_is_read_from_the_api_for_a_private_image(
-        runtime: Instance, tmp_path: Path) -> None:
+        join: Any, admin: AdminClient, runtime: Instance, control_plane: ControlPlane,
+        namespace: str) -> None:
     """imagePullSecrets of an API pod come from the API, like Secrets of volumes."""
     auth = ("puller", "s3cret")
     with Registry.started(auth=auth) as private:
@@ -180,26 +176,25 @@ async def test_pull_secret_is_read_from_the_api_for_a_private_image(
         token = base64.b64encode(":".join(auth).encode()).decode()
         config = json.dumps({"auths": {private.host: {"auth": token}}}).encode()
         try:
-            async with joined(runtime, tmp_path) as (server, harness):
-                server.create("secrets", {
-                    "metadata": {"name": "regcred", "namespace": "default"},
+            async with join(NODE) as harness:
+                await admin.create(f"/api/v1/namespaces/{namespace}/secrets", {
+                    "metadata": {"name": "regcred"},
                     "type": "kubernetes.io/dockerconfigjson",
                     "data": {".dockerconfigjson": base64.b64encode(config).decode()}})
-                spec = pod_object("private", node="e2e-node", imagePullSecrets=[
-                    {"name": "regcred"}])
+                spec = pod("private", node=NODE, imagePullSecrets=[{"name": "regcred"}])
                 spec["spec"]["containers"][0]["image"] = ref
-                server.create("pods", spec)
-                await eventually(lambda: api_conditions(server, "private").get("Ready", {}).get(
-                    "status") == "True", within=60, what="the private image's pod Ready")
-                assert [r for r in server.requests  # listed for its watch
-                        if r.resource == "secrets" and r.verb == "list" and r.status == 200]
+                await admin.create(pod_path(namespace), spec)
+                await eventually(lambda: _conditions(admin, namespace, "private"), within=60,
+                                 until=lambda c: c.get("Ready", {}).get("status") == "True",
+                                 what="the private image's pod Ready")
                 # Looked up at the start of the sync, the Secret was there by the pull.
                 reasons = [e.reason for e in harness.agent_or_fail().events(pod="private")]
                 assert "FailedToRetrieveImagePullSecret" not in reasons, reasons
                 assert "Failed" not in reasons, reasons
-                server.delete("pods", "default", "private")
-                await eventually(lambda: server.get("pods", "default", "private") is None,
-                                 within=60, what="private pod removed")
+                # Read under the Node authorizer: allowed, as the Secret of a pod of the node.
+                reads = [e for e in node_requests(control_plane.audit_events(), NODE, namespace)
+                         if e["objectRef"].get("resource") == "secrets"]
+                assert reads and all(e["responseStatus"]["code"] < 400 for e in reads), reads
         finally:
             try:
                 await runtime.client.remove_image(ref)
@@ -208,31 +203,37 @@ async def test_pull_secret_is_read_from_the_api_for_a_private_image(
 
 
 async def test_api_pods_nodelet_cannot_run_are_refused_with_a_reason(
-        runtime: Instance, tmp_path: Path) -> None:
-    async with joined(runtime, tmp_path) as (server, _):
-        overhead = pod_object("overhead", node="e2e-node", grace=1)
-        overhead["spec"]["overhead"] = {"cpu": "250m"}
-        server.create("pods", overhead)
-        unsafe = pod_object("unsafe", node="e2e-node", grace=1)
-        unsafe["spec"]["securityContext"] = {
-            "sysctls": [{"name": "kernel.msgmax", "value": "1024"}]}
-        server.create("pods", unsafe)
+        join: Any, admin: AdminClient, namespace: str) -> None:
+    async with join(NODE):
+        # kube-apiserver lets spec.overhead in only from a RuntimeClass (admission).
+        await admin.create("/apis/node.k8s.io/v1/runtimeclasses", {
+            "metadata": {"name": f"overhead-{namespace}"}, "handler": "runc",
+            "overhead": {"podFixed": {"cpu": "250m"}}})
+        try:
+            await admin.create(pod_path(namespace), pod(
+                "overhead", node=NODE, runtimeClassName=f"overhead-{namespace}"))
+            unsafe = pod("unsafe", node=NODE)
+            unsafe["spec"]["securityContext"] = {
+                "sysctls": [{"name": "kernel.msgmax", "value": "1024"}]}
+            await admin.create(pod_path(namespace), unsafe)
 
-        def failed(name: str) -> dict[str, Any] | None:
-            status = (server.get("pods", "default", name) or {}).get("status", {})
-            return status if status.get("phase") == "Failed" else None
+            async def failed(name: str) -> dict[str, Any] | None:
+                status = (await admin.get(pod_path(namespace, name)) or {}).get("status", {})
+                return status if status.get("phase") == "Failed" else None
 
-        status = await eventually(lambda: failed("overhead"), within=10,
-                                  what="overhead pod refused")
-        assert status["reason"] == "UnsupportedPodSpec"
-        assert status["message"].startswith("Pod was rejected: spec.overhead: pod overhead")
-        status = await eventually(lambda: failed("unsafe"), within=10,
-                                  what="unsafe sysctl pod refused")
-        assert (status["reason"], status["message"]) == (
-            "SysctlForbidden",
-            'Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted')
-        reasons = {e["reason"] for e in server.list_objects("events")}
-        assert {"UnsupportedPodSpec", "SysctlForbidden"} <= reasons
+            status = await eventually(lambda: failed("overhead"), within=30,
+                                      what="overhead pod refused")
+            assert status["reason"] == "UnsupportedPodSpec", status
+            assert "spec.overhead: pod overhead" in status["message"], status
+            status = await eventually(lambda: failed("unsafe"), within=30,
+                                      what="unsafe sysctl pod refused")
+            assert (status["reason"], status["message"]) == (
+                "SysctlForbidden",
+                'Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted')
+            events = await admin.items(f"/api/v1/namespaces/{namespace}/events")
+            assert {"UnsupportedPodSpec", "SysctlForbidden"} <= {e["reason"] for e in events}
+        finally:
+            await admin.delete(f"/apis/node.k8s.io/v1/runtimeclasses/overhead-{namespace}")
 
 
 def _volume_file(harness: Harness, uid: str, plugin: str, volume: str, key: str) -> str | None:
@@ -242,51 +243,71 @@ def _volume_file(harness: Harness, uid: str, plugin: str, volume: str, key: str)
     return path.read_text() if path.exists() else None
 
 
+def _watches(events: list[dict[str, Any]], node: str, namespace: str,
+             resource: str) -> dict[str, set[str]]:
+    """auditID → stages of the node's watches of `resource` in `namespace`."""
+    seen: dict[str, set[str]] = {}
+    for e in node_requests(events, node, namespace):
+        if e["verb"] == "watch" and e["objectRef"].get("resource") == resource:
+            seen.setdefault(e["auditID"], set()).add(e["stage"])
+    return seen
+
+
 async def test_configmap_and_secret_created_later_are_mounted_by_watch(
-        runtime: Instance, tmp_path: Path) -> None:
+        join: Any, admin: AdminClient, control_plane: ControlPlane, namespace: str) -> None:
     """Issue 13's acceptance: a ConfigMap created after the pod is mounted within 2 s (by its
     watch, not a re-read); a Secret likewise; changes reach the files; the watches go with the
-    pod."""
-    async with joined(runtime, tmp_path) as (server, harness):
-        spec = pod_object("reader", node="e2e-node", grace=1, volumes=[
+    pod. The Node authorizer allows the node exactly these reads."""
+    async with join(NODE) as harness:
+        spec = pod("reader", node=NODE, volumes=[
             {"name": "conf", "configMap": {"name": "late"}},
             {"name": "tok", "secret": {"secretName": "late-secret"}}])
         spec["spec"]["containers"][0]["volumeMounts"] = [
             {"name": "conf", "mountPath": "/conf"}, {"name": "tok", "mountPath": "/tok"}]
-        uid = server.create("pods", spec)["metadata"]["uid"]
+        uid = (await admin.create(pod_path(namespace), spec))["metadata"]["uid"]
         agent = harness.agent_or_fail()
         await eventually(lambda: [e for e in agent.events(pod="reader")
                                   if e.reason == "FailedMount" and '"late"' in e.message],
                          within=30, what="FailedMount while the ConfigMap is missing")
-        await eventually(lambda: server.open_watches("configmaps"), within=5,
-                         until=lambda w: w == [("default", "metadata.name=late")],
-                         what="the missing ConfigMap watched")
-        server.create("configmaps", {"metadata": {"name": "late", "namespace": "default"},
-                                     "data": {"key": "one"}})
+        await eventually(lambda: _watches(control_plane.audit_events(), NODE, namespace,
+                                                  "configmaps"),
+                         within=10, what="the missing ConfigMap watched")
+        ns_path = f"/api/v1/namespaces/{namespace}"
+        await admin.create(f"{ns_path}/configmaps", {"metadata": {"name": "late"},
+                                                     "data": {"key": "one"}})
         await eventually(lambda: _volume_file(harness, uid, "configmap", "conf", "key"),
                          within=2, until=lambda text: text == "one",
                          what="the ConfigMap created later in the pod's volume")
         token = base64.b64encode(b"s1").decode()
-        server.create("secrets", {"metadata": {"name": "late-secret", "namespace": "default"},
-                                  "data": {"t": token}})
-        await eventually(lambda: api_conditions(server, "reader").get("Ready", {}).get(
-            "status") == "True", within=60, what="the pod Ready once both exist")
+        await admin.create(f"{ns_path}/secrets", {"metadata": {"name": "late-secret"},
+                                                  "data": {"t": token}})
+        await eventually(lambda: _conditions(admin, namespace, "reader"), within=60,
+                         until=lambda c: c.get("Ready", {}).get("status") == "True",
+                         what="the pod Ready once both exist")
         assert _volume_file(harness, uid, "secret", "tok", "t") == "s1"
-        server.update("configmaps", {"metadata": {"name": "late", "namespace": "default"},
-                                     "data": {"key": "two"}})
-        server.update("secrets", {"metadata": {"name": "late-secret", "namespace": "default"},
-                                  "data": {"t": base64.b64encode(b"s2").decode()}})
+        await admin.patch(f"{ns_path}/configmaps/late", {"data": {"key": "two"}})
+        await admin.patch(f"{ns_path}/secrets/late-secret",
+                          {"data": {"t": base64.b64encode(b"s2").decode()}})
         await eventually(lambda: (_volume_file(harness, uid, "configmap", "conf", "key"),
                                   _volume_file(harness, uid, "secret", "tok", "t")),
                          within=10, until=lambda seen: seen == ("two", "s2"),
                          what="both changes in the mounted files")
         # Each object was listed once and then followed by its watch: no GET, no re-list.
-        assert sorted((r.resource, r.verb) for r in server.requests
-                      if r.resource in ("configmaps", "secrets") and r.verb in ("get", "list")
-                      ) == [("configmaps", "list"), ("secrets", "list")]
-        server.delete("pods", "default", "reader")
-        await eventually(lambda: server.get("pods", "default", "reader") is None, within=60,
-                         what="reader deleted")
-        await eventually(lambda: server.open_watches("configmaps") +
-                         server.open_watches("secrets"), within=10, until=lambda w: w == [],
+        # (kube-apiserver names the object of a list by `metadata.name=` in the audit log.)
+        reads = sorted((e["objectRef"]["resource"], e["objectRef"].get("name"), e["verb"])
+                       for e in node_requests(control_plane.audit_events(), NODE, namespace)
+                       if e["objectRef"].get("resource") in ("configmaps", "secrets")
+                       and e["verb"] in ("get", "list"))
+        assert reads == [("configmaps", "kube-root-ca.crt", "list"),  # kube-api-access-*
+                         ("configmaps", "late", "list"), ("secrets", "late-secret", "list")], reads
+        code, _, err = await control_plane.kubectl("delete", "pod", "reader", "-n", namespace)
+        assert code == 0, err
+
+        def open_watches() -> list[str]:
+            events = control_plane.audit_events()
+            return [audit_id for resource in ("configmaps", "secrets")
+                    for audit_id, stages in _watches(events, NODE, namespace, resource).items()
+                    if "ResponseComplete" not in stages]
+
+        await eventually(open_watches, within=15, until=lambda w: w == [],
                          what="the watches closed with their last reader")

@@ -35,21 +35,32 @@ class Checked:
 def check(settings: settings_mod.Settings) -> Checked:
     token = _token(settings.server.auth_token_file)
     host, port = settings.server.host, settings.server.port
-    if token is None and not http_server.is_loopback(host):
+    if settings.server.enabled and token is None and not http_server.is_loopback(host):
         raise StartupError(
             f"--listen {host}:{port} is not a loopback address: the API shows every pod and "
             "event, so it needs --auth-token-file (or listen on 127.0.0.1)")
-    _check_port(host, port)
+    if settings.server.enabled:
+        _check_port(host, port)
     if settings.cluster is not None:
-        try:
-            kubeconfig.load(settings.cluster.kubeconfig)
-        except kubeconfig.KubeconfigError as exc:
-            raise StartupError(f"--kubeconfig: {exc}") from exc
+        _kubeconfig(settings.cluster)
     node_auth(settings)
     if settings.manifests_dir is not None and settings.manifests_dir.exists() \
             and not settings.manifests_dir.is_dir():
         raise StartupError(f"--manifests {settings.manifests_dir} is not a directory")
     return Checked(token=token, thresholds=_thresholds(settings.eviction))
+
+
+def _kubeconfig(cluster: settings_mod.ClusterSettings) -> None:
+    """--kubeconfig must be usable; with --bootstrap-kubeconfig the bootstrap one must be,
+    and --kubeconfig may be missing or stale: TLS bootstrap writes it (as the kubelet's,
+    which a kubeadm node starts with a kubeconfig that does not exist yet)."""
+    path, flag = cluster.kubeconfig, "--kubeconfig"
+    if cluster.bootstrap_kubeconfig is not None:
+        path, flag = cluster.bootstrap_kubeconfig, "--bootstrap-kubeconfig"
+    try:
+        kubeconfig.load(path)
+    except kubeconfig.KubeconfigError as exc:
+        raise StartupError(f"{flag}: {exc}") from exc
 
 
 AUTHORIZATION_MODES = ("AlwaysAllow", "Webhook")

@@ -1,0 +1,127 @@
+"""Fixtures of the cluster tests: the real control plane and nodelet nodes joined to it
+(a plugin of tests/conftest.py).
+
+- `control_plane` (session): ONE real control plane (tests/controlplane.py) for the session,
+  started when a test first asks for it; its logs are kept (and their path printed) when a test
+  of the session failed.
+- `admin` (session): its admin API client, for tests to poll state with (users use kubectl).
+- `namespace` (function): a fresh namespace with its default ServiceAccount and CA ConfigMap
+  (made by the real controllers), deleted at teardown.
+- `join(node, ...)`: an async context manager that starts a nodelet agent on the session's
+  containerd and joins it by TLS bootstrap with the plane's bootstrap token, as a kubeadm node
+  joins; at its end every pod bound to the node is deleted and gone, the agent is stopped and
+  the Node object is deleted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from conftest import Instance
+from controlplane import AdminClient, ControlPlane, node_path, pod_path
+from harness import Harness
+from nodelet.services import cluster
+from polling import eventually
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    plane = ControlPlane.start()
+    yield plane
+    failed = request.session.testsfailed > 0
+    plane.stop(keep=failed)
+    if failed:
+        print(f"\ncontrol plane logs kept in {plane.logs}")
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def admin(control_plane: ControlPlane) -> AsyncIterator[AdminClient]:
+    async with control_plane.admin() as client:
+        yield client
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def namespace(admin: AdminClient) -> AsyncIterator[str]:
+    name = f"t-{secrets.token_hex(4)}"
+    await admin.create("/api/v1/namespaces", {"metadata": {"name": name}})
+    await eventually(lambda: admin.get(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+                     within=30, what=f"the default ServiceAccount of {name}")
+    await eventually(lambda: admin.get(f"/api/v1/namespaces/{name}/configmaps/kube-root-ca.crt"),
+                     within=30, what=f"kube-root-ca.crt in {name}")
+    yield name
+    await admin.delete(f"/api/v1/namespaces/{name}")
+
+
+def cluster_settings(root: Path, plane: ControlPlane, **overrides: Any) -> cluster.ClusterSettings:
+    """Cluster mode as a kubeadm node has it (bootstrap kubeconfig, --kubeconfig not there
+    yet, a cert dir), with the fast periods tests use."""
+    defaults: dict[str, Any] = {
+        "kubeconfig": root / "kubelet.conf",
+        "bootstrap_kubeconfig": plane.bootstrap_kubeconfig(root / "bootstrap-kubelet.conf"),
+        "cert_dir": root / "pki",
+        "node_status_period": 1.0, "lease_renew_period": 1.0, "status_resync_period": 2.0,
+    }
+    return cluster.ClusterSettings(**(defaults | overrides))
+
+
+async def bound_pods(admin: AdminClient, node: str) -> list[dict[str, Any]]:
+    return await admin.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
+
+
+@asynccontextmanager
+async def joined(plane: ControlPlane, admin: AdminClient, runtime: Instance, *, node: str,
+                 start: bool = True, **cluster_overrides: Any) -> AsyncIterator[Harness]:
+    """A nodelet node `node` joined to `plane` (see the module doc); `start=False` leaves
+    `harness.start()` to the test."""
+    harness = Harness(endpoint=runtime.containerd.endpoint, node_name=node)
+    harness.settings = dataclasses.replace(
+        harness.settings,
+        cluster=cluster_settings(harness.root, plane, **cluster_overrides),
+        # On every address: kube-apiserver dials the Node's InternalIP for logs, exec...;
+        # its client certificate is of the cluster CA.
+        node_server=dataclasses.replace(harness.settings.node_server, address="0.0.0.0",
+                                        client_ca_file=plane.ca.cert))
+    try:
+        if start:
+            try:
+                await harness.start()
+            except BaseException:
+                harness.agent = None  # a failed start stopped what it had started
+                raise
+        yield harness
+    finally:
+        try:
+            if harness.agent is not None:
+                for pod in await bound_pods(admin, node):
+                    meta = pod["metadata"]
+                    await admin.delete(pod_path(meta["namespace"], meta["name"]))
+                await eventually(lambda: bound_pods(admin, node), within=90,
+                                 until=lambda left: not left,
+                                 seen=lambda left: repr([p["metadata"]["name"] for p in left]),
+                                 what=f"every pod of {node} deleted")
+                await harness.stop()
+        finally:
+            harness.cleanup()
+            await admin.delete(node_path(node))
+
+
+@pytest.fixture
+def join(control_plane: ControlPlane, admin: AdminClient, runtime: Instance) -> Any:
+    """`async with join("node-a") as harness:` — see `joined`."""
+    def factory(node: str, **kwargs: Any) -> Any:
+        return joined(control_plane, admin, runtime, node=node, **kwargs)
+    return factory
+
+
+def node_ready(node: dict[str, Any] | None) -> str:
+    conds = (node or {}).get("status", {}).get("conditions") or []
+    return next((c["status"] for c in conds if c["type"] == "Ready"), "")
+
