@@ -358,6 +358,9 @@ class Agent:
 
     async def _start_server(self) -> None:
         server_settings = self.settings.server
+        if not server_settings.enabled:
+            log.info("the read-only HTTP API is off (--read-only-port 0)")
+            return
         self._server = http_server.HttpServer(
             self, feature_gates=settings_mod.feature_gate_items(self.settings.gates))
         await self._server.start(server_settings.host, server_settings.port,

@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "after the pods' imagePullSecrets (default: <data-dir>/config.json)")
     run.add_argument("--listen", type=_parse_listen, default=("127.0.0.1", 10255),
                      help="HTTP API address HOST:PORT (default: 127.0.0.1:10255)")
+    run.add_argument("--read-only-port", type=int, metavar="PORT",
+                     help="the read-only HTTP API's port on --listen's host; 0 turns the API "
+                          "off (a --config file without readOnlyPort does too, as the "
+                          "kubelet's)")
     run.add_argument("--runtime-endpoint",
                      help="CRI endpoint unix:///path; default: start the embedded containerd")
     run.add_argument("--pod-cidr", action="append", default=[],
@@ -205,6 +209,12 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
         raise settings.SettingsError("--bootstrap-kubeconfig needs --kubeconfig: the file "
                                      "the bootstrapped credentials are written to")
     host, port = args.listen
+    enabled = True
+    if args.read_only_port is not None:
+        if not 0 <= args.read_only_port < 65536:
+            raise settings.SettingsError(
+                f"--read-only-port {args.read_only_port}: must be 0 (off) to 65535")
+        enabled, port = args.read_only_port != 0, args.read_only_port or port
     return replace(
         base,
         node_name=args.node_name or base.node_name,
@@ -212,7 +222,8 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
         gates=settings.parse_feature_gates(args.feature_gates),
         runtime=replace(base.runtime, endpoint=args.runtime_endpoint,
                         pod_cidrs=tuple(args.pod_cidr)),
-        server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file),
+        server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file,
+                       enabled=enabled),
         node_server=serverflags.node_server_settings(args),
         security=_security_settings(args),
         node=_node_settings(args),
@@ -387,6 +398,9 @@ def _run_settings(args: argparse.Namespace, argv: list[str]) -> settings.Setting
         return settings_from_args(args)
     overrides = _read_config(args.config)
     given = _given_dests(argv)
+    if "listen" in given:  # --listen names the port: the file's readOnlyPort does not count
+        overrides = replace(overrides, flags={k: v for k, v in overrides.flags.items()
+                                              if k != "read_only_port"})
     actions = {a.dest: a for a in _run_parser(build_parser())._actions}
     for dest, value in overrides.flags.items():
         if dest not in actions:

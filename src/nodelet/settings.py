@@ -138,8 +138,12 @@ class ServerSettings:
 
     host: str = "127.0.0.1"
     port: int = 10255
-    # Bearer token file; required when binding anything but loopback.
+    # Bearer token file; required when binding anything but loopback. Without one, only
+    # requests whose Host header is a loopback name are answered (no DNS rebinding).
     auth_token_file: Path | None = None
+    # False: no read-only API at all (--read-only-port 0, or `readOnlyPort: 0` / no
+    # readOnlyPort in a --config file, as the kubelet). Default on, for nodelet's own CLI.
+    enabled: bool = True
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,30 @@ def test_flags_on_the_command_line_win(tmp_path: Path) -> None:
     assert s.logs.max_size == 5 * 2**20  # not given: the file's
 
 
+def test_the_read_only_api_is_off_with_port_0_or_without_the_field(tmp_path: Path) -> None:
+    """As the kubelet's: `readOnlyPort: 0` turns it off, and a file without the field too
+    (its v1beta1 default is 0); `--read-only-port` and `--listen` given on the command line
+    win; without a file, nodelet's default is on (127.0.0.1:10255, for its own CLI)."""
+    off = GOOD.replace("readOnlyPort: 10266", "readOnlyPort: 0")
+    assert not settings_for(tmp_path, off).server.enabled
+    without = GOOD.replace("readOnlyPort: 10266\n", "")
+    assert not settings_for(tmp_path, without).server.enabled
+    again = settings_for(tmp_path, without, "--read-only-port", "10277")
+    assert again.server.enabled and (again.server.host, again.server.port) == (
+        "127.0.0.1", 10277)
+    listen = settings_for(tmp_path, off, "--listen", "127.0.0.1:10288")
+    assert listen.server.enabled and listen.server.port == 10288
+    assert not settings_for(tmp_path, GOOD, "--read-only-port", "0").server.enabled
+    plain = cli.settings_from_argv(["run", "--data-dir", str(tmp_path)])
+    assert plain.server.enabled and (plain.server.host, plain.server.port) == (
+        "127.0.0.1", 10255)
+    assert not cli.settings_from_argv(["run", "--data-dir", str(tmp_path),
+                                       "--read-only-port", "0"]).server.enabled
+    with pytest.raises(settings.SettingsError, match="--read-only-port 70000"):
+        cli.settings_from_argv(["run", "--data-dir", str(tmp_path),
+                                "--read-only-port", "70000"])
+
+
 def test_file_values_get_the_flags_checks(tmp_path: Path) -> None:
     bad = GOOD.replace("maxPods: 17", "maxPods: -1")
     with pytest.raises(settings.SettingsError, match="--max-pods -1: must be at least 1"):

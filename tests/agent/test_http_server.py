@@ -241,6 +241,40 @@ def test_is_loopback(host: str, loopback: bool) -> None:
     assert http_server.is_loopback(host) is loopback
 
 
+@pytest.mark.parametrize(
+    ("host", "answered"),
+    [
+        ("localhost", True), ("LOCALHOST:10255", True), ("127.0.0.1", True),
+        ("127.0.0.1:10255", True), ("127.1.2.3:80", True), ("[::1]", True),
+        ("[::1]:10255", True),
+        # DNS rebinding: a page's own name resolved to 127.0.0.1 comes with its own name.
+        ("evil.example", False), ("evil.example:10255", False), ("localhost.evil.example", False),
+        ("127.0.0.1.nip.io", False), ("10.0.0.5:10255", False), ("[::2]:10255", False),
+        ("::1", False), ("[::1]x", False), ("127.0.0.1:port", False), ("", False),
+    ],
+)
+async def test_without_a_token_only_loopback_names_are_answered(
+        running: Running, host: str, answered: bool) -> None:
+    assert http_server.loopback_host(host) is answered
+    for path in ("/pods", "/ui", "/healthz"):
+        status, _, text = await running.get(path, Host=host)
+        assert (status == 200) is answered, (host, path, status, text)
+        if not answered:
+            assert status == 403 and "is not a loopback name" in text
+
+
+async def test_with_a_token_any_host_is_answered() -> None:
+    server, _ = await start(TOKEN)
+    try:
+        async with aiohttp.ClientSession() as session, session.get(
+                f"http://127.0.0.1:{server.port}/pods",
+                headers={"Host": "node-1.example:10255",
+                         "Authorization": f"Bearer {TOKEN}"}) as response:
+            assert response.status == 200
+    finally:
+        await server.stop()
+
+
 async def test_port_in_use_is_a_server_error() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

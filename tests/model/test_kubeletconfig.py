@@ -47,11 +47,15 @@ def parse(fields: dict[str, Any], filename: str = "kubelet.json") -> kc.Override
          {"register_with_taints": "a=b:NoSchedule,c:NoExecute"}),
         ({"clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local", "resolvConf": ""},
          {"cluster_dns": ["10.96.0.10"], "cluster_domain": "cluster.local", "resolv_conf": ""}),
-        ({"readOnlyPort": 10266}, {"listen": ("127.0.0.1", 10266)}),
+        ({"readOnlyPort": 10266}, {"read_only_port": 10266}),
+        # 0 turns the read-only API off, as leaving the field out does (the kubelet's
+        # v1beta1 default is 0); null is leaving it out.
+        ({"readOnlyPort": 0}, {"read_only_port": 0}),
+        ({"readOnlyPort": None}, {"read_only_port": 0}),
         # `address` and `port` are the node server's, as the kubelet's; the read-only API
-        # stays on loopback.
+        # stays on --listen's host (loopback by default).
         ({"address": "10.0.0.5", "port": 10251, "readOnlyPort": 10255},
-         {"address": "10.0.0.5", "port": 10251, "listen": ("127.0.0.1", 10255)}),
+         {"address": "10.0.0.5", "port": 10251, "read_only_port": 10255}),
         ({"tlsCertFile": "/pki/k.crt", "tlsPrivateKeyFile": "/pki/k.key"},
          {"tls_cert_file": "/pki/k.crt", "tls_private_key_file": "/pki/k.key"}),
         # kubeadm's file: 0s TTLs are the defaults (left to the flags' defaults).
@@ -80,7 +84,8 @@ def parse(fields: dict[str, Any], filename: str = "kubelet.json") -> kc.Override
     ],
 )
 def test_fields_become_flag_values(fields: dict[str, Any], flags: dict[str, Any]) -> None:
-    assert parse(fields) == kc.Overrides(flags=flags, settings={})
+    # Every file says whether the read-only API is on: without readOnlyPort it is off.
+    assert parse(fields) == kc.Overrides(flags={"read_only_port": 0, **flags}, settings={})
 
 
 @pytest.mark.parametrize(
@@ -109,7 +114,7 @@ def test_fields_become_flag_values(fields: dict[str, Any], flags: dict[str, Any]
 )
 def test_fields_without_a_flag_become_settings(fields: dict[str, Any],
                                                 settings: dict[str, Any]) -> None:
-    assert parse(fields) == kc.Overrides(flags={}, settings=settings)
+    assert parse(fields) == kc.Overrides(flags={"read_only_port": 0}, settings=settings)
 
 
 @pytest.mark.parametrize(
@@ -145,7 +150,8 @@ def test_fields_without_a_flag_become_settings(fields: dict[str, Any],
         ({"registerWithTaints": [{"key": "a", "effect": "NoSchedule", "color": "red"}]},
          "registerWithTaints[0]: unknown field 'color'"),
         ({"serializeImagePulls": True}, "serializeImagePulls: true is not supported"),
-        ({"readOnlyPort": 0}, "readOnlyPort: 0 would turn the read-only API off"),
+        ({"readOnlyPort": 65536}, "readOnlyPort: 65536 is not a port (0-65535)"),
+        ({"readOnlyPort": "10255"}, "readOnlyPort: must be an integer"),
     ],
 )
 def test_refused_fields_and_wrong_types_are_named(fields: dict[str, Any], message: str) -> None:
@@ -174,7 +180,8 @@ def test_yaml_file() -> None:
     text = ("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
             "maxPods: 12\nsyncFrequency: 30s\nfeatureGates:\n  PodHasNetworkCondition: true\n")
     assert kc.parse(text, filename="kubelet.yaml") == kc.Overrides(
-        flags={"max_pods": 12, "feature_gates": "PodHasNetworkCondition=true"},
+        flags={"max_pods": 12, "feature_gates": "PodHasNetworkCondition=true",
+               "read_only_port": 0},
         settings={"sync.resync_period": 30.0})
 
 
@@ -207,7 +214,8 @@ def test_every_supported_field_is_a_kubelet_field() -> None:
 )
 def test_relative_paths_are_relative_to_the_file(fields: dict[str, Any],
                                                   flags: dict[str, Any]) -> None:
-    assert parse(fields, filename="/etc/kubernetes/kubelet.json").flags == flags
+    assert parse(fields, filename="/etc/kubernetes/kubelet.json").flags == {
+        "read_only_port": 0, **flags}
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,11 @@ events, `sandbox_metrics()`), not the JSON or the `/metrics` text.
 The UI pages are sent with a Content-Security-Policy that allows only this origin's script and
 stylesheet, so an unescaped value could not run code. Binding a non-loopback address requires a
 bearer token; with a token every request, the UI's included, must carry
-`Authorization: Bearer <token>` or gets 401.
+`Authorization: Bearer <token>` or gets 401. Without a token, a request is answered only when
+its Host header is a loopback name (`localhost`, `127.0.0.1` or another 127.0.0.0/8 address,
+`[::1]`, each with or without a port): a web page elsewhere that makes a browser on the node
+resolve its own name to 127.0.0.1 (DNS rebinding) sends its own name as the Host, and gets 403.
+The API can be turned off (`settings.ServerSettings.enabled`; the app then never starts it).
 
 Exceptions:
 
@@ -271,7 +275,7 @@ def _bound_port(runner: web.AppRunner) -> int:
 def _make_app(view: AgentView, token: str | None, guards: _Guards,
               gates: Sequence[tuple[str, bool]] = ()) -> web.Application:
     middlewares = [guards.middleware]
-    middlewares += [_auth_middleware(token)] if token is not None else []
+    middlewares += [_auth_middleware(token)] if token is not None else [_loopback_host]
     app = web.Application(middlewares=middlewares)
     routes = _Routes(view, gates=gates)
     app.router.add_get("/pods", routes.pods)
@@ -285,6 +289,34 @@ def _make_app(view: AgentView, token: str | None, guards: _Guards,
     app.router.add_get("/ui/pods/{namespace}/{name}", routes.ui_pod)
     app.router.add_get("/ui/static/{file}", routes.ui_static)
     return app
+
+
+def loopback_host(header: str) -> bool:
+    """Whether a Host header names this machine by a loopback name: `localhost` or a loopback
+    address, bracketed for IPv6, each with an optional port."""
+    host = header.strip().lower()
+    if host.startswith("["):
+        address, bracket, rest = host[1:].partition("]")
+        if not bracket or (rest and not (rest[:1] == ":" and rest[1:].isdigit())):
+            return False
+        return is_loopback(address) and ":" in address
+    name, colon, port = host.partition(":")
+    if colon and not port.isdigit():
+        return False
+    return name == "localhost" or (is_loopback(name) and ":" not in name)
+
+
+@web.middleware
+async def _loopback_host(request: web.Request, handler: _Handler) -> web.StreamResponse:
+    """Without a token: only requests that name this machine by a loopback name (a request
+    without a Host header, HTTP/1.0, comes from no browser and is let through)."""
+    host = request.headers.get("Host")
+    if host is not None and not loopback_host(host):
+        return web.Response(status=403, text=(
+            f"Forbidden: the Host header {host[:100]!r} is not a loopback name (localhost, "
+            "127.0.0.1, [::1]); this API answers only local clients that name it so, unless "
+            "nodelet runs with --auth-token-file\n"))
+    return await handler(request)
 
 
 def _auth_middleware(token: str) -> Any:

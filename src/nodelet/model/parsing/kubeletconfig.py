@@ -15,6 +15,9 @@ those of `k8s.io/kubelet/config/v1beta1` (`FIELDS`). Rules:
   of a field the kubelet's v1beta1 defaulting (SetDefaults_KubeletConfiguration) fills in when
   zero (`ZERO_IS_DEFAULT`; kubeadm writes e.g. `syncFrequency: 0s`); as there,
   `nodeStatusReportFrequency` left out or zero follows an explicit `nodeStatusUpdateFrequency`;
+- `readOnlyPort` is always in `Overrides.flags` (`read_only_port`): the field's port, or 0
+  (off) when it is left out, as the kubelet's v1beta1 default is 0 (the CLI lets `--listen`
+  or `--read-only-port` on the command line win);
 - relative paths (`PATH_FIELDS`: staticPodPath, resolvConf, tlsCertFile, tlsPrivateKeyFile,
   authentication.x509.clientCAFile) are relative to the file's directory, as the kubelet's
   resolveRelativePaths makes them;
@@ -301,8 +304,9 @@ _DURATIONS = frozenset({
 PATH_FIELDS = ("manifests", "resolv_conf", "tls_cert_file", "tls_private_key_file",
                "client_ca_file")
 
-# Fields read on their own: `readOnlyPort` is the read-only API's --listen port (on nodelet's
-# loopback default), `authentication` and `authorization` are objects of several flags.
+# Fields read on their own: `readOnlyPort` is the read-only API's --read-only-port (0 or
+# absent: off, the kubelet's default in a file), `authentication` and `authorization` are
+# objects of several flags.
 _LISTEN_FIELDS = ("readOnlyPort", "authentication", "authorization")
 
 # Every top-level field of k8s.io/kubelet/config/v1beta1 KubeletConfiguration: the ones not
@@ -418,9 +422,7 @@ def _overrides(obj: Mapping[str, Any]) -> Overrides:
         # SetDefaults_KubeletConfiguration: an unset report frequency follows an explicit
         # update frequency (backward compatibility there), 5 min only when both are unset.
         settings[report] = settings[update]
-    listen = _listen(obj)
-    if listen is not None:
-        flags["listen"] = listen
+    flags["read_only_port"] = _read_only_port(obj)
     flags.update(_authentication(obj.get("authentication")))
     flags.update(_authorization(obj.get("authorization")))
     return Overrides(flags=flags, settings=settings)
@@ -454,17 +456,13 @@ def _port(name: str, value: Any, *, allow_zero: bool) -> int:
     return number
 
 
-def _listen(obj: Mapping[str, Any]) -> tuple[str, int] | None:
-    """`readOnlyPort` as --listen 127.0.0.1:PORT (nodelet's read-only API stays on loopback;
-    the kubelet's `address` is the node server's). 0, which turns the kubelet's off, is
-    refused: nodelet's cannot be turned off."""
+def _read_only_port(obj: Mapping[str, Any]) -> int:
+    """`readOnlyPort` as --read-only-port: the read-only API's port on --listen's host (the
+    kubelet's `address` is the node server's, so nodelet's read-only API stays on loopback
+    unless --listen says otherwise). 0 turns it off, and so does leaving the field out: the
+    kubelet's v1beta1 default is 0 (its 10255 is only the flag's default)."""
     port = obj.get("readOnlyPort")
-    if port is None:
-        return None
-    if _integer("readOnlyPort", port) == 0:
-        raise KubeletConfigError("readOnlyPort: 0 would turn the read-only API off, which "
-                                 "nodelet cannot do (leave the field out: 10255)")
-    return "127.0.0.1", _port("readOnlyPort", port, allow_zero=False)
+    return 0 if port is None else _port("readOnlyPort", port, allow_zero=True)
 
 
 def _section(name: str, value: Any, fields: frozenset[str]) -> Mapping[str, Any]:
