@@ -12,7 +12,7 @@ EVENTS_PROTO := $(EVENTS_DIR)/events.proto $(EVENTS_DIR)/payloads.proto
 EVENTS_GEN := $(EVENTS_DIR)/gen
 IMAGES := images/out
 
-.PHONY: setup run test lint unit apt venv proto images clean
+.PHONY: setup run test lint unit apt venv proto images kube clean
 
 setup: apt venv proto images
 
@@ -56,6 +56,12 @@ $(IMAGES)/pause.tar: $(IMAGES)/pause $(VENV)/.installed images/build.py
 	$(PY) images/build.py pause --binary $(IMAGES)/pause --out $@
 $(IMAGES)/busybox.tar: /bin/busybox $(VENV)/.installed images/build.py
 	$(PY) images/build.py busybox --binary /bin/busybox --out $@
+
+# The upstream programs the tests use as peers and judges (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kube-proxy, kubectl, the kubelet), built from their Go
+# modules into build/kube/<version>/ (kube/versions.env). A binary built already is kept.
+kube:
+	kube/build.sh
 
 run: setup
 	$(VENV)/bin/nodelet run --manifests examples/

@@ -7,6 +7,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -218,18 +219,40 @@ def test_given_first_ready_times_are_kept_over_the_status(db: Path) -> None:
         checkpoint.close()
 
 
-def test_a_version_1_checkpoint_is_migrated_not_moved_aside(db: Path) -> None:
-    """Version 1 predates the pods' phase, reason and message columns."""
+# The pods table as older versions wrote it (the other tables are unchanged).
+_OLD_PODS = {
+    1: "uid TEXT PRIMARY KEY, name TEXT NOT NULL, namespace TEXT NOT NULL, start_time TEXT, "
+       "first_ready_to_start TEXT, first_ready TEXT",
+    2: "uid TEXT PRIMARY KEY, name TEXT NOT NULL, namespace TEXT NOT NULL, start_time TEXT, "
+       "first_ready_to_start TEXT, first_ready TEXT, phase TEXT NOT NULL DEFAULT 'Pending', "
+       "reason TEXT NOT NULL DEFAULT '', message TEXT NOT NULL DEFAULT ''",
+}
+
+
+def test_a_finished_pods_ips_are_remembered(db: Path) -> None:
+    """Its sandbox is stopped, so after a restart only the checkpoint knows its IPs."""
+    checkpoint = cp.Checkpoint.open(db)
+    pod = make_pod("u1")
+    done = replace(ready_status(), phase="Succeeded", pod_ips=("10.1.0.7", "fd00::7"))
+    checkpoint.save_pod_status(pod.uid, pod.name, pod.namespace, done)
+    checkpoint.close()
+    checkpoint, contents = cp.open_or_replace(db)
+    checkpoint.close()
+    restored = contents.pod_statuses[pod.uid].to_status()
+    assert (restored.phase, restored.pod_ips) == ("Succeeded", ("10.1.0.7", "fd00::7"))
+
+
+@pytest.mark.parametrize("version", sorted(_OLD_PODS))
+def test_an_older_checkpoint_is_migrated_not_moved_aside(db: Path, version: int) -> None:
+    """Version 1 predates the pods' phase, reason and message columns, 2 their pod IPs."""
     db.parent.mkdir(parents=True)
-    schema = cp._SCHEMA.replace(
-        ",\n    phase TEXT NOT NULL DEFAULT 'Pending',\n    reason TEXT NOT NULL DEFAULT '',\n"
-        "    message TEXT NOT NULL DEFAULT ''", "")
-    assert "phase" not in schema.split("CREATE TABLE IF NOT EXISTS conditions")[0]
+    others = cp._SCHEMA[cp._SCHEMA.index("CREATE TABLE IF NOT EXISTS conditions"):]
     with closing(sqlite3.connect(db)) as conn, conn:
-        conn.executescript(schema)
-        conn.execute("INSERT INTO pods VALUES ('u1', 'web', 'default', NULL, NULL, NULL)")
-        conn.execute("PRAGMA user_version = 1")
+        conn.executescript(f"CREATE TABLE pods ({_OLD_PODS[version]});\n{others}")
+        conn.execute("INSERT INTO pods (uid, name, namespace) VALUES ('u1', 'web', 'default')")
+        conn.execute(f"PRAGMA user_version = {version}")
     checkpoint, contents = cp.open_or_replace(db)
     checkpoint.close()
     assert corrupt_files(db.parent) == []
-    assert contents.pod_statuses[pods.PodUID("u1")].phase == "Pending"
+    restored = contents.pod_statuses[pods.PodUID("u1")]
+    assert (restored.phase, restored.pod_ips) == ("Pending", ())

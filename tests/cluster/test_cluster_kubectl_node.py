@@ -167,6 +167,32 @@ async def test_kubectl_logs(joined: Cluster) -> None:
         await follow.communicate()
 
 
+async def test_kubectl_logs_of_a_completed_pod(joined: Cluster) -> None:
+    """A finished pod keeps its exited container, its log and its IP until it is deleted, as
+    the kubelet keeps them (the logs of a finished Job's pod); then they go."""
+    joined.server.create("pods", pod_object("done", node=NODE, command="echo all-done",
+                                            restartPolicy="Never"))
+    finished = await eventually(lambda: joined.server.get("pods", "default", "done") or {},
+                                until=lambda p: p.get("status", {}).get("phase") == "Succeeded",
+                                within=60, what="done Succeeded in the API")
+    uid = finished["metadata"]["uid"]
+    # The last status is written after the sandbox is stopped: it still has the pod's IP.
+    stopped = await eventually(
+        lambda: joined.server.get("pods", "default", "done") or {}, within=30,
+        until=lambda p: {c["type"]: c["status"] for c in p["status"].get("conditions", [])}
+        .get("PodReadyToStartContainers") == "False", what="done's sandbox stopped")
+    assert stopped["status"].get("podIP") and stopped["status"].get("podIPs"), stopped["status"]
+    code, out, err = await joined.kubectl("logs", "done")
+    assert (code, out) == (0, b"all-done\n"), err
+    logs_dir = joined.agent.settings.data_dir / "logs"
+    assert list(logs_dir.glob(f"default_done_{uid}/main/*.log")), "log file gone"
+
+    code, _, err = await joined.kubectl("delete", "pod", "done", "--wait=true", "--timeout=60s")
+    assert code == 0, err
+    await eventually(lambda: list(logs_dir.glob(f"default_done_{uid}")), until=lambda d: not d,
+                     within=30, what="the deleted pod's logs removed")
+
+
 # -- exec -------------------------------------------------------------------------------------
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from nodelet import settings
-from nodelet.model.core import generation, pods
+from nodelet.model.core import generation, pods, runtime
 from nodelet.model.core import status as st
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -75,3 +77,26 @@ def test_a_collected_container_keeps_its_last_terminated_status() -> None:
         "c", "i", st.ContainerStateWaiting("ContainerCreating")),))
     assert generate(waiting).container_statuses[0].state == \
         st.ContainerStateWaiting("ContainerCreating")
+
+
+def sandbox(state: runtime.SandboxState, ip: str = "") -> runtime.SandboxInfo:
+    return runtime.SandboxInfo(id=runtime.SandboxID("s"), name="p", namespace="default", uid="u",
+                               attempt=0, state=state, created_at=1, ip=ip)
+
+
+@pytest.mark.parametrize(("sandboxes", "expected"), [
+    pytest.param((), ("10.1.0.7",), id="sandbox-removed"),
+    pytest.param((sandbox(runtime.SandboxState.NOTREADY),), ("10.1.0.7",), id="stopped"),
+    pytest.param((sandbox(runtime.SandboxState.READY, "10.1.0.9"),), ("10.1.0.9",),
+                 id="new-sandbox-ready"),
+])
+def test_without_a_ready_sandbox_the_pod_keeps_its_ips(
+    sandboxes: tuple[runtime.SandboxInfo, ...], expected: tuple[str, ...]
+) -> None:
+    """As the kubelet's PLEG (getPodIPs): a finished pod, whose sandbox is stopped, still
+    shows the IPs it had; a new ready sandbox's IPs replace them."""
+    before = st.PodStatus(phase="Succeeded", pod_ips=("10.1.0.7",))
+    status = generation.generate_status(
+        POD, sandboxes=sandboxes, containers=(), old=before, last_sandbox_error=None,
+        waiting={}, host_ip="10.0.0.1", now=NOW, gates=settings.FeatureGates())
+    assert status.pod_ips == expected

@@ -52,7 +52,14 @@ FILENAME = "checkpoint.db"
 DEFAULT_BUSY_TIMEOUT = settings_.CheckpointSettings.busy_timeout
 # 2: pods remember their phase, reason and message (a terminal phase such as
 # DeadlineExceeded cannot be derived from the runtime again after a restart).
-_SCHEMA_VERSION = 2
+# 3: and their pod IPs (a finished pod's sandbox is stopped, so the runtime has them no more).
+_SCHEMA_VERSION = 3
+# The columns each older version lacks, added by the upgrade.
+_ADDED_COLUMNS = {
+    2: ("phase TEXT NOT NULL DEFAULT 'Pending'", "reason TEXT NOT NULL DEFAULT ''",
+        "message TEXT NOT NULL DEFAULT ''"),
+    3: ("pod_ips TEXT NOT NULL DEFAULT ''",),
+}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pods (
@@ -64,7 +71,8 @@ CREATE TABLE IF NOT EXISTS pods (
     first_ready TEXT,
     phase TEXT NOT NULL DEFAULT 'Pending',
     reason TEXT NOT NULL DEFAULT '',
-    message TEXT NOT NULL DEFAULT ''
+    message TEXT NOT NULL DEFAULT '',
+    pod_ips TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS conditions (
     uid TEXT NOT NULL REFERENCES pods(uid) ON DELETE CASCADE,
@@ -95,7 +103,7 @@ CREATE INDEX IF NOT EXISTS events_by_last ON events (last_timestamp);
 # The columns of each table, in order (a file with other ones is not ours: it is moved aside).
 _COLUMNS = {
     "pods": ("uid", "name", "namespace", "start_time", "first_ready_to_start", "first_ready",
-             "phase", "reason", "message"),
+             "phase", "reason", "message", "pod_ips"),
     "conditions": ("uid", "type", "status", "last_transition_time"),
     "events": ("key", "name", "namespace", "pod_name", "pod_uid", "type", "reason", "message",
                "count", "first_timestamp", "last_timestamp", "host", "component"),
@@ -137,6 +145,7 @@ class StoredPodStatus:
     phase: st.PodPhase = "Pending"
     reason: str = ""
     message: str = ""
+    pod_ips: tuple[str, ...] = ()
 
     def to_status(self) -> st.PodStatus:
         """A status carrying only the remembered conditions and start time.
@@ -150,12 +159,14 @@ class StoredPodStatus:
             for c in self.conditions
         )
         return st.PodStatus(phase=self.phase, reason=self.reason, message=self.message,
-                            conditions=conditions, start_time=self.start_time)
+                            conditions=conditions, start_time=self.start_time,
+                            pod_ips=self.pod_ips)
 
 
 @dataclass(frozen=True)
 class SavePod:
-    """Remember `status`'s conditions, start time, phase, reason and message for pod `uid`.
+    """Remember `status`'s conditions, start time, phase, reason, message and pod IPs for pod
+    `uid`.
 
     First-ready times: the given ones, else those of `status`; a time already stored wins.
     """
@@ -423,6 +434,7 @@ def _save_pod(conn: sqlite3.Connection, write: SavePod) -> None:
         status.phase,
         status.reason,
         status.message,
+        ",".join(status.pod_ips),
     )
     conditions = [
         (uid, c.type, c.status, st.format_precise(c.last_transition_time))
@@ -454,8 +466,8 @@ def _event_row(event: ev.Event) -> tuple[object, ...]:
 # A row's first-ready times are written once: COALESCE keeps the remembered one.
 _UPSERT_POD = """
 INSERT INTO pods (uid, name, namespace, start_time, first_ready_to_start, first_ready, phase,
-                  reason, message)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  reason, message, pod_ips)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (uid) DO UPDATE SET
     name = excluded.name,
     namespace = excluded.namespace,
@@ -463,6 +475,7 @@ ON CONFLICT (uid) DO UPDATE SET
     phase = excluded.phase,
     reason = excluded.reason,
     message = excluded.message,
+    pod_ips = excluded.pod_ips,
     first_ready_to_start = COALESCE(pods.first_ready_to_start, excluded.first_ready_to_start),
     first_ready = COALESCE(pods.first_ready, excluded.first_ready)
 """
@@ -480,7 +493,7 @@ def _initialise(conn: sqlite3.Connection) -> None:
     if problems != ["ok"]:
         raise _Corrupt(f"integrity check failed: {'; '.join(problems)}")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (0, 1, _SCHEMA_VERSION):
+    if version not in (0, *range(1, _SCHEMA_VERSION + 1)):
         raise _Corrupt(f"unknown schema version {version}")
     if version != _SCHEMA_VERSION or _columns(conn) != _COLUMNS:
         _check_known(_columns(conn), version)  # before changing anything in a foreign file
@@ -497,8 +510,9 @@ def _check_known(found: dict[str, tuple[str, ...]], version: int) -> None:
     """Raise `_Corrupt` if a table exists with columns no version of nodelet wrote."""
     for table, columns in found.items():
         expected = _COLUMNS[table]
-        if version == 1 and table == "pods":
-            expected = expected[:6]  # before phase, reason and message
+        if version and table == "pods":  # without the columns later versions added
+            later = sum(len(c) for v, c in _ADDED_COLUMNS.items() if v > version)
+            expected = expected[:len(expected) - later]
         if columns and columns != expected:
             raise _Corrupt(f"unexpected columns in table {table}: {', '.join(columns)}")
 
@@ -507,9 +521,8 @@ def _create_schema(conn: sqlite3.Connection, version: int) -> None:
     # WAL: readers neither block the writer nor wait for it.
     conn.execute("PRAGMA journal_mode=WAL")
     conn.executescript(_SCHEMA)
-    if version == 1:  # the pods table predates phase, reason and message
-        for column in ("phase TEXT NOT NULL DEFAULT 'Pending'",
-                       "reason TEXT NOT NULL DEFAULT ''", "message TEXT NOT NULL DEFAULT ''"):
+    for added in (v for v in sorted(_ADDED_COLUMNS) if version and v > version):
+        for column in _ADDED_COLUMNS[added]:  # the pods table predates these columns
             conn.execute(f"ALTER TABLE pods ADD COLUMN {column}")
     conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
     conn.commit()
@@ -535,6 +548,7 @@ def _stored_pod(row: sqlite3.Row, conditions: tuple[StoredCondition, ...]) -> St
         phase=row["phase"],
         reason=row["reason"],
         message=row["message"],
+        pod_ips=tuple(ip for ip in row["pod_ips"].split(",") if ip),
     )
 
 

@@ -5,7 +5,9 @@ and tells `on_pods` the complete desired set after every change, converted with
 `manifests.pod_from_object(..., source="api", strict=False)` (a pod the API accepted is never
 rejected for a field nodelet does not know). What is desired:
 
-- pods in a terminal phase (Succeeded/Failed) are not run, as the kubelet does not;
+- pods in a terminal phase (Succeeded/Failed) stay in the desired set, marked
+  `terminal_in_api`: as in the kubelet they are never run again, but their exited containers
+  and logs are kept until the pod is deleted (`kubectl logs` of a finished Job's pod);
 - a pod with a `deletionTimestamp` is passed once more, with its deletion grace period, and in
   the same breath left out: pod workers take the updated pod and then terminate it with
   `deletionGracePeriodSeconds` — no change to the workers is needed — and it stays out of the
@@ -80,7 +82,7 @@ class ApiPodSource:
                 mirrors[f"{meta.get('namespace')}/{meta.get('name')}"] = obj
                 continue
             pod = self._convert(uid, obj)
-            if pod is None or (obj.get("status") or {}).get("phase") in _TERMINAL:
+            if pod is None:
                 continue
             (deleting if pod.deletion_timestamp is not None else desired)[uid] = pod
         removed = {uid for uid in self._converted if uid not in store}
@@ -107,7 +109,8 @@ class ApiPodSource:
             pod: pods.Pod | None = dataclasses.replace(
                 manifests.pod_from_object(_without_status(obj), node_name=self._node_name,
                                           source="api", strict=False),
-                api_conditions=others_conditions(obj))
+                api_conditions=others_conditions(obj),
+                terminal_in_api=(obj.get("status") or {}).get("phase") in _TERMINAL)
         except manifests.ManifestError as exc:
             meta = obj.get("metadata", {})
             log.error("cannot run pod %s/%s (%s) from the API: %s", meta.get("namespace"),

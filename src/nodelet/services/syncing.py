@@ -105,6 +105,13 @@ class PodWork:
     # set up once, and the FailedMount message while one is not.
     volumes_ready: bool = False
     volume_error: str | None = None
+    # The pod's own wake-ups, by rule (POSIX times of the syncer's clock): every rule that
+    # depends on time schedules one, so nothing waits for the periodic resync (docs/timing.md).
+    timers: dict[str, float] = field(default_factory=dict)
+
+    def wake_at(self, rule: str, at: float) -> None:
+        """Sync the pod again at `at` for `rule` (the earlier of two times for one rule)."""
+        self.timers[rule] = min(at, self.timers.get(rule, at))
 
 
 @dataclass
@@ -228,7 +235,7 @@ class PodSyncer:
         """One sync; returns seconds until the pod wants another one (None: only on events)."""
         state = await self._current_state(pod, work)
         self._admit(pod, work)
-        deadline_in = self._check_deadline(pod, work)
+        self._check_deadline(pod, work)
         self.publish(pod, state, work)
         action = podactions.pod_action(pod, state, terminal=self._terminal(pod),
                                        network_problem=self._relister.network_problem)
@@ -249,11 +256,14 @@ class PodSyncer:
             mounts = await self._prepare_volumes(pod, state, work)
         before = state.containers
         collected = await self._collect_dead(pod, state)  # before starts: policy's dead + 1
-        errors, wake_in, acted = await self._sync_containers(pod, state, work, mounts)
+        errors, acted = await self._sync_containers(pod, state, work, mounts)
         if acted or collected or isinstance(action, podactions.CreateSandbox):
             # Read again only what this sync changed: an idle resync costs no more CRI calls.
             state = await self._relister.refresh_pod(pod.uid)
         self.publish(pod, state, work)
+        # Probes start as soon as the container is seen running — also one this sync
+        # started, which no later event reports (the kubelet's probe workers are waiting).
+        self._probe_running(pod, state, work)
         if errors:
             raise SyncError("; ".join(errors))
         if self._terminal(pod) or podactions.newly_exited(before, state.containers):
@@ -261,8 +271,7 @@ class PodSyncer:
             # act on it now rather than at the next resync.
             return 0.0
         work.state_known = True
-        waits = [w for w in (wake_in, deadline_in) if w is not None]
-        return min(waits) if waits else None
+        return None
 
     async def _current_state(self, pod: pods.Pod, work: PodWork) -> runtime.PodRuntime:
         """What the runtime holds for the pod. While the runtime's events arrive, the
@@ -285,7 +294,8 @@ class PodSyncer:
         return list(self._admitted.values())
 
     def _terminal(self, pod: pods.Pod) -> bool:
-        return self._statuses.terminal(pod.uid)
+        """In a terminal phase: by its status here, or (after a restart) by the API's."""
+        return pod.terminal_in_api or self._statuses.terminal(pod.uid)
 
     def _admit(self, pod: pods.Pod, work: PodWork) -> None:
         """A pod this node cannot run as its spec says is Failed before anything is created
@@ -294,6 +304,9 @@ class PodSyncer:
         changes, e.g. when `kubectl debug` adds an ephemeral container. Resources and host
         ports are judged beside the pods admitted before it and not yet terminated."""
         if work.admitted or work.failure is not None:
+            return
+        if pod.terminal_in_api:  # finished: it holds nothing of the node's
+            work.admitted = True
             return
         old = self._statuses.last_known(pod.uid)
         rejection = None
@@ -314,18 +327,33 @@ class PodSyncer:
         log.warning("pod %s (%s) rejected: %s: %s", pod.full_name, pod.uid, rejection.reason,
                     rejection.message)
 
-    def _check_deadline(self, pod: pods.Pod, work: PodWork) -> float | None:
-        """activeDeadlineSeconds: seconds left, or None (no deadline, or it has passed)."""
-        current = self._statuses.get(pod.uid)
+    def _check_deadline(self, pod: pods.Pod, work: PodWork) -> None:
+        """activeDeadlineSeconds, counted from the pod's start time (now, for the first sync,
+        whose status sets it): a wake-up at the deadline, or the pod fails once it passed."""
+        current = self._statuses.last_known(pod.uid)
         started = current.start_time if current is not None else None
+        now = self._now()
         left = podactions.deadline_left(
-            pod, started.timestamp() if started is not None else None, self._now())
-        if left is None or left > 0 or work.failure is not None:
-            return left if left is not None and left > 0 else None
+            pod, started.timestamp() if started is not None else now, now)
+        if left is None or work.failure is not None:
+            return
+        if left > 0:
+            work.wake_at("activeDeadlineSeconds", now + left)
+            return
         work.failure = (generation.DEADLINE_EXCEEDED, generation.DEADLINE_MESSAGE)
         self._recorder.record(pod, "Normal", "DeadlineExceeded",
                               "Pod was active on the node longer than the specified deadline")
-        return None
+
+    def wake_in(self, work: PodWork) -> float | None:
+        """Seconds until the pod's next own wake-up (None: none is due). A wake-up that is due
+        is given once (0) and then dropped: the sync it causes schedules what it still needs."""
+        now = self._now()
+        due = [rule for rule, at in work.timers.items() if at <= now]
+        for rule in due:
+            del work.timers[rule]
+        if due:
+            return 0.0
+        return min(work.timers.values()) - now if work.timers else None
 
     def _now(self) -> float:
         return self._clock().timestamp()
@@ -497,11 +525,11 @@ class PodSyncer:
 
     async def _sync_containers(
         self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork, mounts: Mounts
-    ) -> tuple[list[str], float | None, bool]:
+    ) -> tuple[list[str], bool]:
         """Execute `podactions.container_actions`: returns the errors of containers that
-        failed to start (their siblings are still started, as the kubelet does), the
-        seconds until a container wants the next sync, and whether a container was started
-        or killed (the runtime changed)."""
+        failed to start (their siblings are still started, as the kubelet does) and whether a
+        container was started or killed (the runtime changed). A container that must wait
+        (CrashLoopBackOff, an image pull's back-off) schedules the pod's wake-up for then."""
         sandbox = state.sandboxes[0]
         facts = podactions.ContainerFacts(
             sandbox_id=sandbox.id, now=self._now(),
@@ -509,15 +537,29 @@ class PodSyncer:
             restarts={name: r.state() for name, r in work.restarts.items()},
         )
         run = _Run(pod, sandbox, state, work, mounts, sandbox.ip or self._node.host_ip)
-        wake_in: list[float] = []
         acted = False
         for action in podactions.container_actions(pod, state, facts):
             acted = acted or isinstance(action, podactions.KillUnhealthy | podactions.Start)
             if isinstance(action, podactions.KillUnhealthy):
                 action = await self._kill_unhealthy(run, action, facts)
             delay = await self._execute(run, action)
-            wake_in += [delay] if delay is not None else []
-        return run.errors, min(wake_in) if wake_in else None, acted
+            if delay is not None:
+                work.wake_at(f"{type(action).__name__}:{action.container.name}",
+                             facts.now + delay)
+        return run.errors, acted
+
+    def _probe_running(self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork) -> None:
+        """Probe every running container of the sandbox in use (a no-op for one probed
+        already); `initialDelaySeconds` count from the container's own start."""
+        if not state.sandboxes or work.failure is not None or self._terminal(pod):
+            return
+        sandbox = state.sandboxes[0]
+        pod_ip = sandbox.ip or self._node.host_ip
+        for container in (*pod.spec.init_containers, *pod.spec.containers):
+            latest = podactions.latest_instance(state, sandbox.id, container.name)
+            if latest is not None and latest.state is runtime.ContainerState.RUNNING:
+                self._probes.ensure(pod, container, latest.id, pod_ip=pod_ip,
+                                    started_at=latest.started_at / 1e9)
 
     async def _execute(self, run: _Run, action: podactions.ContainerAction) -> float | None:
         """Carry out one container action; returns seconds until it wants another sync."""
@@ -525,8 +567,6 @@ class PodSyncer:
         if isinstance(action, podactions.KeepRunning):
             if action.reset_backoff:
                 run.work.restarts.pop(name, None)
-            self._probes.ensure(pod, action.container, action.latest.id, pod_ip=run.pod_ip,
-                                started_at=action.latest.started_at / 1e9)
             return None
         # An exited instance's probe results must not carry over to the next one.
         self._probes.forget_container(pod.uid, name)

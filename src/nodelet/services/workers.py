@@ -1,7 +1,8 @@
 """Pod workers: one supervised asyncio task per pod UID.
 
-A worker sleeps until it is woken (the pod changed, its runtime state changed, a timer
-expired), then runs one sync — so the syncs of one pod never overlap, while different pods
+A worker sleeps until it is woken (the pod changed, its runtime state changed, a probe's
+result changed, one of the pod's own timers expired — `PodWork.timers`, see docs/timing.md),
+then runs one sync — so the syncs of one pod never overlap, while different pods
 sync concurrently. When the pod leaves the desired set the worker terminates it (grace period,
 sandbox removal, final status) and then ends; the pod is dropped from the status manager.
 """
@@ -139,6 +140,10 @@ class PodWorkers:
                 delay = backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
                 continue
             delay = await self._attempt_sync(worker)
+            # The pod's own wake-ups (a deadline, a back-off's end) hold after a failed sync
+            # too: its retry must not postpone them.
+            own = self._syncer.wake_in(worker.work)
+            delay = delay if own is None else min(delay, own)
         self._workers.pop(worker.pod.uid, None)
         self._on_gone(worker.pod.uid)
         # The same pod may have come back while we terminated it.
@@ -170,6 +175,8 @@ class PodWorkers:
         except Exception:
             log.exception("unexpected error syncing pod %s (%s)", pod.full_name, pod.uid)
             return backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
+        # The resync is a safety net only: everything that depends on time schedules its
+        # own wake-up (PodWork.timers), and changes arrive as events.
         resync = self._sync.resync_period
         return min(wake_in, resync) if wake_in is not None else resync
 

@@ -41,6 +41,16 @@ def pod_ips(
     return sandboxes.sandbox_ips(newest)
 
 
+def _kept_ips(
+    sandbox_list: Sequence[runtime.SandboxInfo], old: status.PodStatus | None
+) -> tuple[str, ...]:
+    """With no sandbox ready (a finished pod, a sandbox that died) the pod keeps the IPs it
+    had, as the kubelet's PLEG keeps them (getPodIPs): a Completed pod still shows its IP."""
+    if old is None or any(s.state is runtime.SandboxState.READY for s in sandbox_list):
+        return ()
+    return old.pod_ips
+
+
 def with_api_conditions(
     pod: pods.Pod, old_conditions: Sequence[status.PodCondition]
 ) -> tuple[status.PodCondition, ...]:
@@ -119,7 +129,7 @@ def generate_status(
         message=message,
         conditions=pod_conditions,
         host_ip=host_ip,
-        pod_ips=pod_ips(pod, sandboxes, host_ip),
+        pod_ips=pod_ips(pod, sandboxes, host_ip) or _kept_ips(sandboxes, old),
         start_time=old.start_time if old and old.start_time else now,
         # A pod refused at admission never had containers: the kubelet's rejectPod writes
         # none, so `kubectl get pods` shows the reason rather than ContainerCreating.

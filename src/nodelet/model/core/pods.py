@@ -285,6 +285,10 @@ class Pod:
     # Pods from the API: fields set that nodelet cannot run, as (path, why); such a pod is
     # refused at admission (static manifests are refused when they are read).
     refused: tuple[tuple[str, str], ...] = ()
+    # Pods from the API: its status has a terminal phase (Succeeded, Failed). Such a pod is
+    # never run again, but stays known until it is deleted: its exited containers and their
+    # logs are kept, as the kubelet keeps them, also after an agent restart.
+    terminal_in_api: bool = False
 
     @property
     def full_name(self) -> str:

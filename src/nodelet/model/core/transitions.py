@@ -79,14 +79,14 @@ def _condition_keys(status: st.PodStatus) -> dict[str, tuple[str, str, str]]:
 
 def transitions_equal(a: st.PodStatus | None, b: st.PodStatus | None) -> bool:
     """True when `a` and `b` carry the same condition statuses, transition times, start time,
-    phase, reason and message.
+    phase, reason, message and pod IPs.
 
     This is what the checkpoint stores; the status manager writes it only when this changes.
     """
     if a is None or b is None:
         return a is b
-    return (a.start_time, a.phase, a.reason, a.message) == (
-        b.start_time, b.phase, b.reason, b.message
+    return (a.start_time, a.phase, a.reason, a.message, a.pod_ips) == (
+        b.start_time, b.phase, b.reason, b.message, b.pod_ips
     ) and _transition_keys(a) == _transition_keys(b)
 
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the upstream programs that nodelet's tests use as peers and judges, from their Go
+# modules (kube/kubernetes, kube/etcd), into build/kube/<version>/. A binary that exists for
+# its version is not built again. Usage: kube/build.sh [PROGRAM ...]   (default: all)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=versions.env
+source "$here/versions.env"
+out="$here/../build/kube/$KUBE_VERSION"
+mkdir -p "$out"
+export GOTOOLCHAIN=local GOFLAGS="-mod=mod -trimpath" CGO_ENABLED=0
+
+kube_ldflags() {
+  local major minor
+  IFS=. read -r major minor _ <<<"${KUBE_VERSION#v}"
+  local flags="-s -w" key val
+  for kv in "gitVersion=$KUBE_VERSION" "gitMajor=$major" "gitMinor=$minor" \
+            "gitTreeState=clean" "buildDate=1970-01-01T00:00:00Z"; do
+    key=${kv%%=*} val=${kv#*=}
+    flags+=" -X k8s.io/component-base/version.$key=$val -X k8s.io/client-go/pkg/version.$key=$val"
+  done
+  echo "$flags"
+}
+
+build_kube() {  # build_kube NAME PACKAGE
+  [ -x "$out/$1" ] && return 0
+  echo "building $1 $KUBE_VERSION"
+  (cd "$here/kubernetes" && go build -ldflags "$(kube_ldflags)" -o "$out/$1.tmp" "$2")
+  mv "$out/$1.tmp" "$out/$1"
+}
+
+build_e2e() {  # the e2e suites are test binaries: go test -c
+  [ -x "$out/$1" ] && return 0
+  echo "building $1 $KUBE_VERSION"
+  (cd "$here/kubernetes" && go test -c -ldflags "$(kube_ldflags)" -o "$out/$1.tmp" "$2")
+  mv "$out/$1.tmp" "$out/$1"
+}
+
+build_etcd() {
+  [ -x "$out/etcd" ] && return 0
+  echo "building etcd $ETCD_VERSION"
+  (cd "$here/etcd" && go build -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3)
+  mv "$out/etcd.tmp" "$out/etcd"
+}
+
+programs=("$@")
+[ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
+for p in "${programs[@]}"; do
+  case $p in
+    etcd) build_etcd ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubectl|kubelet)
+      build_kube "$p" "k8s.io/kubernetes/cmd/$p" ;;
+    e2e.test) build_e2e e2e.test k8s.io/kubernetes/test/e2e ;;
+    e2e_node.test) build_e2e e2e_node.test k8s.io/kubernetes/test/e2e_node ;;
+    *) echo "kube/build.sh: unknown program $p" >&2; exit 2 ;;
+  esac
+done
