@@ -10,7 +10,8 @@
 - `join(node, ...)`: an async context manager that starts a nodelet agent on the session's
   containerd and joins it by TLS bootstrap with the plane's bootstrap token, as a kubeadm node
   joins; at its end every pod bound to the node is deleted and gone, the agent is stopped and
-  the Node object is deleted.
+  the Node object is deleted; and the audit log must show no request of the node refused
+  (zero 403s, zero 4xx but 404 and 409: `controlplane.refused`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pytest
 import pytest_asyncio
 
 from conftest import Instance
-from controlplane import AdminClient, ControlPlane, node_path, pod_path
+from controlplane import AdminClient, ControlPlane, node_path, pod_path, refused
 from harness import Harness
 from nodelet.services import cluster
 from polling import eventually
@@ -78,9 +79,11 @@ async def bound_pods(admin: AdminClient, node: str) -> list[dict[str, Any]]:
 
 @asynccontextmanager
 async def joined(plane: ControlPlane, admin: AdminClient, runtime: Instance, *, node: str,
-                 start: bool = True, **cluster_overrides: Any) -> AsyncIterator[Harness]:
+                 start: bool = True, audit_clean: bool = True,
+                 **cluster_overrides: Any) -> AsyncIterator[Harness]:
     """A nodelet node `node` joined to `plane` (see the module doc); `start=False` leaves
-    `harness.start()` to the test."""
+    `harness.start()` to the test. At the end, unless `audit_clean=False`, no request of the
+    node may have been refused (`controlplane.refused`)."""
     harness = Harness(endpoint=runtime.containerd.endpoint, node_name=node)
     harness.settings = dataclasses.replace(
         harness.settings,
@@ -108,6 +111,10 @@ async def joined(plane: ControlPlane, admin: AdminClient, runtime: Instance, *, 
                                  seen=lambda left: repr([p["metadata"]["name"] for p in left]),
                                  what=f"every pod of {node} deleted")
                 await harness.stop()
+            if audit_clean:
+                # Every request of the node was one kube-apiserver allows and takes.
+                assert not refused(plane.audit_events(), node), refused(plane.audit_events(),
+                                                                        node)
         finally:
             harness.cleanup()
             await admin.delete(node_path(node))

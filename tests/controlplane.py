@@ -671,6 +671,21 @@ def node_requests(events: list[dict[str, Any]], node: str,
             and (namespace is None or e.get("objectRef", {}).get("namespace") == namespace)]
 
 
+# Answers a node gets in normal work: an object that is gone (404) or changed meanwhile (409).
+EXPECTED_ERRORS = (404, 409)
+
+
+def refused(events: list[dict[str, Any]], node: str) -> list[str]:
+    """The node's requests that kube-apiserver answered with an error other than
+    EXPECTED_ERRORS (403 from the Node authorizer or NodeRestriction, 400, 422, 5xx...), one
+    line each."""
+    return [f"{e['responseStatus']['code']} {e['verb']} {e['requestURI']}"
+            for e in node_requests(events, node)
+            if e.get("stage") == "ResponseComplete"
+            and e.get("responseStatus", {}).get("code", 0) >= 400
+            and e["responseStatus"]["code"] not in EXPECTED_ERRORS]
+
+
 # -- a control plane for a person (make cluster) --------------------------------------------
 
 
