@@ -21,7 +21,7 @@ from typing import Any
 
 from nodelet import settings as settings_mod
 from nodelet.adapters import checkpoint as checkpoint_mod
-from nodelet.adapters import containerd, host, http_server, kube, node_server
+from nodelet.adapters import containerd, host, hostdirs, http_server, kube, node_server
 from nodelet.adapters.cri import client as cri
 from nodelet.adapters.events import client as events_client
 from nodelet.helpers import backoff, tasks
@@ -113,11 +113,15 @@ class Agent:
         setting that cannot work."""
         s = self.settings
         self._checked = preflight.check(s)
-        s.data_dir.mkdir(parents=True, exist_ok=True)
+        before, limit = host.raise_open_file_limit()
+        if limit != before:
+            log.info("open-file limit raised from %d to %d (the hard limit)", before, limit)
+        await asyncio.to_thread(self._secure_places)
         # Written on its own thread, retried until written; a corrupt file is replaced.
         self._checkpoint = await checkpointing.CheckpointWriter.open(
             s.data_dir / checkpoint_mod.FILENAME, settings=s.checkpoint,
             observer=self.metrics.observe_checkpoint_write)
+        await asyncio.to_thread(self._secure_checkpoint)
         self._checkpoint.start(self._group)
         self.statuses = statuses.StatusManager(checkpoint=self._checkpoint, clock=utc_now)
         self.statuses.restore()
@@ -188,6 +192,28 @@ class Agent:
         await self._start_server()
         log.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
                  self.runtime_endpoint, len(self.workers.uids()))
+
+    def _secure_places(self) -> None:
+        """The data dir and its pods, logs and keys: root's only (adapters.hostdirs), fixed
+        at every start; a directory above it that another user could swap is warned about."""
+        data_dir = self.settings.data_dir
+        try:
+            changes = hostdirs.secure_data_dir(data_dir)
+        except (hostdirs.HostDirError, OSError) as exc:
+            raise preflight.StartupError(f"--data-dir {data_dir}: {exc}") from exc
+        for change in changes:
+            log.warning("%s was mode %04o, owner %d:%d: made %04o and nodelet's", change.path,
+                        change.mode, change.uid, change.gid, change.made)
+        for place in hostdirs.exposed_ancestors(data_dir):
+            log.warning("the data dir %s is under %s: that user could replace it", data_dir,
+                        place)
+
+    def _secure_checkpoint(self) -> None:
+        """The checkpoint and SQLite's files next to it: 0600 (SQLite makes them with the
+        umask's mode, its WAL and shared-memory files with the database's)."""
+        db = self.settings.data_dir / checkpoint_mod.FILENAME
+        hostdirs.secure_files((db, db.with_name(db.name + "-wal"),
+                               db.with_name(db.name + "-shm")))
 
     def _start_runtime_events(self) -> None:
         """Subscribe to containerd's events on the CRI socket (SyncSettings.runtime_events)."""

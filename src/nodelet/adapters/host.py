@@ -8,10 +8,33 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import socket
 from pathlib import Path
 
 from nodelet.model.core import nodes, usage
+
+
+def raise_open_file_limit() -> tuple[int, int]:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit, as the kubelet raises its
+    own at start (and the Go runtime does for every program): the systemd default soft limit
+    of 1024 would let a few hundred connections to the node server starve CRI calls, log
+    files, SQLite and mounts of file descriptors. (soft before, soft now); unchanged when the
+    system refuses."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard or soft == resource.RLIM_INFINITY:
+        return soft, soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError):
+        return soft, soft
+    return soft, hard
+
+
+def open_file_limit() -> int:
+    """The soft RLIMIT_NOFILE (a large number when unlimited)."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if soft != resource.RLIM_INFINITY else 1 << 30
 
 
 def host_ip() -> str:

@@ -19,6 +19,7 @@ from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import NoReturn
 
+from nodelet.adapters import hostdirs
 from nodelet.adapters.cri import client as cri
 from nodelet.model.core import crilogs, downward, envvars, pods, runtime, sandboxes, security, specs
 from nodelet.model.core import events as ev
@@ -89,7 +90,7 @@ class ContainerRunner:
         context = self._security_context(pod, container, image, waiting)
         envs, mounts = await self._environment(pod, sandbox, container, mounts, waiting)
         message_file = self.message_file(pod.uid, container.name, attempt)
-        await asyncio.to_thread(_touch, message_file)
+        await asyncio.to_thread(_touch, self._pods_root, pod.uid, message_file)
         mounts = (*mounts, runtime.Mount(container.termination_message_path, str(message_file)))
         config = specs.container_config(pod, container, attempt=attempt, kind=kind, mounts=mounts,
                                         security=context, envs=envs)
@@ -225,7 +226,8 @@ class ContainerRunner:
         return runtime.ContainerInfo(**{**info.__dict__, "message": message})
 
 
-def _touch(path: Path) -> None:
+def _touch(pods_root: Path, uid: str, path: Path) -> None:
+    hostdirs.pod_dir(pods_root, uid)  # 0750: other host users never reach the file
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()
     # Writable by the container's user, whoever it is (the kubelet chmods it 0666 too).

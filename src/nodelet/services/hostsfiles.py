@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+from nodelet.adapters import hostdirs
 from nodelet.model.core import etchosts, pods, runtime
 
 NODE_HOSTS = Path("/etc/hosts")
@@ -31,6 +32,7 @@ async def hosts_mount(
     if not pod_ips:
         return None
     path = pods_root / pod.uid / etchosts.FILE_NAME
+    await asyncio.to_thread(hostdirs.pod_dir, pods_root, pod.uid)
     await asyncio.to_thread(_ensure, path, pod, tuple(pod_ips), node_hosts, cluster_domain)
     return etchosts.hosts_mount(str(path))
 

@@ -40,7 +40,7 @@ import stat
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
-from nodelet.adapters import mounts
+from nodelet.adapters import hostdirs, mounts
 from nodelet.helpers import errors
 from nodelet.model.core import envvars, pods, runtime, tokens
 from nodelet.model.core import volumes as vol
@@ -135,6 +135,8 @@ class VolumeManager:
         """Set up every volume of the pod (idempotent) and return each container's mounts
         (init and regular containers, by name). Raises VolumeError for the first volume, in
         spec order, that cannot be set up."""
+        # 0750, as the kubelet's: no host user but root reaches the pod's files.
+        await asyncio.to_thread(hostdirs.pod_dir, self._root, pod.uid)
         facts = vol.PodFacts(
             pod=pod, node_name=self._node_name, pod_ip=pod_ip, host_ip=host_ip,
             node_cpu_milli=(os.cpu_count() or 1) * 1000, node_memory=_node_memory(),
