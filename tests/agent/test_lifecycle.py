@@ -149,3 +149,35 @@ async def test_removed_pods_leave_nothing_behind(agent: Harness, runtime: object
     held = [p for p in cni.ipam_allocations(runtime_dir)
             if any(s in p.read_text() for s in sandboxes)]
     assert held == []
+
+
+async def test_sidecars_stop_after_the_app_in_reverse_order(agent: Harness) -> None:
+    """The kubelet's termination ordering: the app container gets SIGTERM first; the sidecar
+    declared last gets it once the app has exited, the first one after that."""
+    marks = agent.root / "stop-marks"
+    mount = "volumeMounts:\n  - {name: marks, mountPath: /marks}\n"
+
+    def trap(name: str, linger: str = "") -> str:
+        # Marks its SIGTERM, lingers, marks its exit: mtimes order the two containers.
+        return (f"trap '{linger}touch /marks/{name}-exited; exit 0' TERM; "
+                f"while true; do sleep 0.1; done")
+
+    def sidecar(name: str) -> str:
+        return (f"  - name: {name}\n    image: localhost/nodelet/busybox:latest\n"
+                f"    imagePullPolicy: IfNotPresent\n    restartPolicy: Always\n"
+                f"    command: [sh, -c, {trap(name, f'touch /marks/{name}-term; sleep 1; ')!r}]\n"
+                "    volumeMounts: [{name: marks, mountPath: /marks}]\n")
+    spec = ("initContainers:\n" + sidecar("first") + sidecar("second") +
+            f"volumes:\n  - name: marks\n    hostPath: {{path: {marks}, "
+            "type: DirectoryOrCreate}\n")
+    agent.write("order.yaml", pod_manifest("order", command=trap("main", "sleep 1; "),
+                                           container_extra=mount, extra_spec=spec, grace=20))
+    await agent.wait_status("order", all_ready, what="order Ready")
+    agent.remove("order.yaml")
+    await eventually(lambda: agent.find("order") is None, within=60, what="order pod gone")
+
+    def at(mark: str) -> int:
+        return (marks / mark).stat().st_mtime_ns
+
+    assert at("main-exited") <= at("second-term"), "second sidecar stopped before the app"
+    assert at("second-exited") <= at("first-term"), "first sidecar stopped before the second"

@@ -236,3 +236,20 @@ def test_something_runs_until_every_container_exited_and_every_sandbox_was_stopp
     assert pa.something_runs(state(ctr("a"), boxes=(sb,)), stopped={sb.id})
     assert pa.something_runs(state(ctr("a", EXITED), boxes=(sb,)), stopped=set())
     assert not pa.something_runs(state(ctr("a", EXITED), boxes=(sb,)), stopped={sb.id})
+
+
+@pytest.mark.parametrize(("the_pod", "running", "expected"), [
+    pytest.param(pod("a", "b"), {"a", "b"}, {}, id="no-sidecars"),
+    pytest.param(pod("a", "b", init=(sidecar("s1"), init("i"), sidecar("s2"))),
+                 {"a", "b", "s1", "s2"},
+                 {"s2": ("a", "b"), "s1": ("a", "b", "s2")}, id="reverse-order-after-the-app"),
+    pytest.param(pod("a", "b", init=(sidecar("s1"), sidecar("s2"))), {"b", "s1", "s2"},
+                 {"s2": ("b",), "s1": ("b", "s2")}, id="exited-app-is-no-wait"),
+    # As the kubelet: the chain runs through the next declared sidecar, and one that does not
+    # run is no wait — s1 then does not wait for s3.
+    pytest.param(pod("a", init=(sidecar("s1"), sidecar("s2"), sidecar("s3"))),
+                 {"a", "s1", "s3"}, {"s3": ("a",), "s1": ("a",)}, id="chain-through-stopped"),
+])
+def test_termination_prerequisites(the_pod: pods.Pod, running: set[str],
+                                   expected: dict[str, tuple[str, ...]]) -> None:
+    assert pa.termination_prerequisites(the_pod, running) == expected

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -195,8 +195,10 @@ class ContainerRunner:
         *,
         grace: float,
         pod_ip: str,
+        turn: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
-        """preStop within the grace period, then SIGTERM and SIGKILL after what is left."""
+        """preStop within the grace period, then (`turn(seconds left)`: a sidecar waits for
+        the containers it must outlive) SIGTERM, and SIGKILL after what is left."""
         started = time.monotonic()
         if spec is not None and grace > 0:
             failure = await self._hooks.run(spec, info.id, "preStop", pod_ip=pod_ip,
@@ -204,6 +206,8 @@ class ContainerRunner:
             if failure is not None:
                 self._recorder.record(pod, "Warning", "FailedPreStopHook",
                                       f"PreStopHook failed: {failure}")
+        if turn is not None and grace - (time.monotonic() - started) > 0:
+            await turn(grace - (time.monotonic() - started))
         left = grace - (time.monotonic() - started)
         # Whole seconds, rounded up, and at least the kubelet's minimum of 2 s: a timeout of 0
         # would make containerd send SIGKILL without any SIGTERM.

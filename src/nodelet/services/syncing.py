@@ -12,6 +12,7 @@ Failures that should be retried raise `SyncError`; the worker retries with jitte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import time
@@ -676,11 +677,13 @@ class PodSyncer:
         running = [c for c in state.containers if c.state is not runtime.ContainerState.EXITED]
         specs_by_name = {c.name: c for c in (*pod.spec.init_containers, *pod.spec.containers)}
         ips = generation.pod_ips(pod, state.sandboxes, self._node.host_ip)
+        order = _TerminationOrder(pod, running)
         for container in running:
             self._recorder.record(pod, "Normal", ev.KILLING, f"Stopping container {container.name}")
         results = await asyncio.gather(*(
-            self._containers.stop(pod, specs_by_name.get(c.name), c, grace=grace,
-                                  pod_ip=ips[0] if ips else "")
+            order.stopped_after(c.name, self._containers.stop(
+                pod, specs_by_name.get(c.name), c, grace=grace, pod_ip=ips[0] if ips else "",
+                turn=order.turn(c.name)))
             for c in running
         ), return_exceptions=True)
         failed = [r for r in results if isinstance(r, BaseException)]
@@ -690,6 +693,35 @@ class PodSyncer:
             if sandbox.id not in work.stopped_sandboxes:
                 await self._client.stop_pod_sandbox(sandbox.id)
                 work.stopped_sandboxes.add(sandbox.id)
+
+
+class _TerminationOrder:
+    """One pod stop's ordering (`podactions.termination_prerequisites`): an event per running
+    container, set once it has stopped; a sidecar's turn waits for its prerequisites' events,
+    at most for the grace it has left."""
+
+    def __init__(self, pod: pods.Pod, running: list[runtime.ContainerInfo]) -> None:
+        names = {c.name for c in running}
+        self._waits = podactions.termination_prerequisites(pod, names)
+        self._stopped = {name: asyncio.Event() for name in names}
+
+    def turn(self, name: str) -> Callable[[float], Awaitable[None]] | None:
+        prerequisites = [self._stopped[n] for n in self._waits.get(name, ())]
+        if not prerequisites:
+            return None
+
+        async def wait(within: float) -> None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(within):
+                    for event in prerequisites:
+                        await event.wait()
+        return wait
+
+    async def stopped_after(self, name: str, stop: Awaitable[None]) -> None:
+        try:
+            await stop
+        finally:
+            self._stopped[name].set()
 
 
 async def _nothing_to_wait_for(pod: pods.Pod) -> None:

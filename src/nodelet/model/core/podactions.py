@@ -92,6 +92,27 @@ def grace_period(pod: pods.Pod) -> float:
     return float(pod.spec.termination_grace_period_seconds)
 
 
+def termination_prerequisites(
+    pod: pods.Pod, running: Set[str]
+) -> dict[str, tuple[str, ...]]:
+    """Who waits for whom while a pod with sidecars stops (the kubelet's terminationOrdering):
+    a sidecar's SIGTERM waits, within its grace period, until every running app container and
+    the sidecar declared right after it (if that one runs) have exited — sidecars stop after
+    the app, in reverse order. Containers without an entry wait for nothing; so does every
+    container of a pod without sidecars."""
+    sidecars = [c.name for c in pod.spec.init_containers if c.restart_policy == "Always"]
+    if not sidecars:
+        return {}
+    apps = tuple(c.name for c in pod.spec.containers if c.name in running)
+    order: dict[str, tuple[str, ...]] = {}
+    following: str | None = None  # the sidecar declared next; one not running is no wait
+    for name in reversed(sidecars):
+        if name in running:
+            order[name] = (*apps, *((following,) if following in running else ()))
+        following = name
+    return order
+
+
 def deadline_left(pod: pods.Pod, start_time: float | None, now: float) -> float | None:
     """Seconds left of `activeDeadlineSeconds` counted from the pod's start (None: no
     deadline or no start yet); 0 or less once it has passed."""
