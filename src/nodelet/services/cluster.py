@@ -247,7 +247,8 @@ class ClusterMode:
         self.services = servicewatch.ServiceWatch(self.client, wait_timeout=s.request_timeout)
         self.tokens = tokens.TokenManager(
             fetch=self._fetch_token, clock=self._clock, on_due=self._on_token_due,
-            retry=s.token_retry, retry_max=s.token_retry_max)
+            retry=s.token_retry, retry_max=s.token_retry_max,
+            lag_retry=s.token_lag_retry, lag_retries=s.token_lag_retries)
         self.objects.set_readers(self._readers)  # read before start(): static pods'
 
     async def _first_contact(self) -> None:

@@ -14,6 +14,12 @@ calls `on_due(pod_uid)`, so the pod's worker syncs and its volume's file is rewr
 (atomically) without waiting for a periodic resync; a refresh that keeps failing is retried
 every `retry` seconds, doubling to `retry_max`.
 
+kube-apiserver's NodeRestriction checks a TokenRequest against the server's pod cache, which
+can lag behind the watch that brought the pod here: the first request for a pod just bound to
+this node may be refused (403 "bound to a pod scheduled on a different node", or 404 for the
+pod). Such an answer is asked again after `lag_retry` s, doubling, `lag_retries` times, before
+it counts as a failure.
+
 Exceptions::
 
     FetchError      no token for a pod: `.message` is the kubelet's text (`failed to fetch
@@ -65,6 +71,8 @@ class TokenManager:
         on_due: Callable[[pods.PodUID], None] = lambda uid: None,
         retry: float = 1.0,
         retry_max: float = 60.0,
+        lag_retry: float = 0.1,
+        lag_retries: int = 4,
         jitter: Callable[[], float] = random.random,
     ) -> None:
         """`fetch(request)`: the API's TokenRequest answer, raising an exception with the
@@ -74,6 +82,8 @@ class TokenManager:
         self._on_due = on_due
         self._retry = retry
         self._retry_max = retry_max
+        self._lag_retry = lag_retry
+        self._lag_retries = lag_retries
         self._jitter = jitter
         self._cache: dict[Key, _Entry] = {}
         self._locks: dict[Key, asyncio.Lock] = {}
@@ -97,13 +107,21 @@ class TokenManager:
             return token
 
     async def _ask(self, request: tokens.TokenRequest) -> tokens.Token:
-        self.fetches += 1
-        try:
-            answer = await self._fetch(request)
-            return tokens.token_from_answer(answer, request)
-        except Exception as exc:  # the adapter's KubeError, or a bad answer
-            detail = exc.message if isinstance(exc, errors.MessageError) else str(exc)
-            raise FetchError(f"failed to fetch token: {detail}") from exc
+        for attempt in range(self._lag_retries + 1):
+            self.fetches += 1
+            try:
+                answer = await self._fetch(request)
+                return tokens.token_from_answer(answer, request)
+            except Exception as exc:  # the adapter's KubeError, or a bad answer
+                detail = exc.message if isinstance(exc, errors.MessageError) else str(exc)
+                if attempt < self._lag_retries and _cache_lag(exc, request):
+                    log.info("pod %s/%s: TokenRequest refused before the API server's cache "
+                             "has the pod, asking again: %s", request.namespace,
+                             request.pod_name, detail)
+                    await asyncio.sleep(self._lag_retry * 2 ** attempt)
+                    continue
+                raise FetchError(f"failed to fetch token: {detail}") from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _refresh_failed(self, entry: _Entry | None, request: tokens.TokenRequest,
                         exc: FetchError, now: datetime) -> tokens.Token:
@@ -170,3 +188,16 @@ class TokenManager:
         for key in [k for k, e in self._cache.items() if tokens.expired(e.token, now)]:
             del self._cache[key]
             self._locks.pop(key, None)
+
+
+# NodeRestriction's words when its pod cache does not show the pod bound to this node yet.
+_NOT_HERE_YET = "bound to a pod scheduled on a different node"
+
+
+def _cache_lag(exc: Exception, request: tokens.TokenRequest) -> bool:
+    """Whether `exc` is NodeRestriction refusing because its pod cache lags (see the module
+    doc): a 403 with its words, or a 404 naming the bound pod."""
+    status = getattr(exc, "status", 0)
+    text = str(exc)
+    return (status == 403 and _NOT_HERE_YET in text) or (
+        status == 404 and f'pods "{request.pod_name}" not found' in text)
