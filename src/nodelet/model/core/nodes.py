@@ -28,8 +28,12 @@ from nodelet.model.core import status as st
 # (status, reason, message) of a node condition.
 ConditionValue = tuple[str, str, str]
 
-# The kubelet's version string is what `kubectl get nodes` shows; say what we are.
-KUBELET_VERSION = f"v1.31.0-nodelet.{nodelet.__version__}"
+# The kubelet's version string is what `kubectl get nodes` shows; say what we are: the
+# Kubernetes release whose kubelet nodelet behaves as (its feature gates, the condition names:
+# the design, section 3), tested against that release's control plane (kube/versions.env). A node
+# older than the API server by more than three minor releases is outside the version skew
+# policy, so this moves with the release nodelet follows.
+KUBELET_VERSION = f"v1.37.0-nodelet.{nodelet.__version__}"
 
 # `status.images`: the largest images first, at most this many (the kubelet's
 # nodeStatusMaxImages default), each with at most this many names (MaxNamesPerImageInNodeStatus).
