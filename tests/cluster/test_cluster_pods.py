@@ -19,7 +19,7 @@ def names(desired: dict) -> set[str]:
     return {p.name for p in desired.values()}
 
 
-async def test_only_runnable_pods_bound_here_are_desired(
+async def test_the_pods_bound_here_are_desired(
         server: KubeApiServer, tmp_path: Path) -> None:
     server.create("pods", pod_object("before", node="n1"))
     async with ClusterRig(server, tmp_path) as rig:
@@ -33,7 +33,11 @@ async def test_only_runnable_pods_bound_here_are_desired(
         broken["spec"]["containers"] = []
         server.create("pods", broken)
         await eventually(lambda: "later" in names(rig.desired), within=10, what="later announced")
-        assert names(rig.desired) == {"before", "later"}
+        # A finished pod stays known (never run again): its containers and logs are kept
+        # until it is deleted, as the kubelet keeps them.
+        assert names(rig.desired) == {"before", "later", "done"}
+        terminal = {p.name: p.terminal_in_api for p in rig.desired.values()}
+        assert terminal == {"before": False, "later": False, "done": True}
         pod = next(p for p in rig.desired.values() if p.name == "later")
         assert pod.source == "api" and pod.spec.node_name == "n1" and pod.name == "later"
 
