@@ -12,7 +12,7 @@ EVENTS_PROTO := $(EVENTS_DIR)/events.proto $(EVENTS_DIR)/payloads.proto
 EVENTS_GEN := $(EVENTS_DIR)/gen
 IMAGES := images/out
 
-.PHONY: setup run test lint unit apt venv proto images kube clean
+.PHONY: setup run test lint unit apt venv proto images kube conformance clean
 
 setup: apt venv proto images
 
@@ -62,6 +62,12 @@ $(IMAGES)/busybox.tar: /bin/busybox $(VENV)/.installed images/build.py
 # modules into build/kube/<version>/ (kube/versions.env). A binary built already is kept.
 kube:
 	kube/build.sh
+
+# Kubernetes' own [NodeConformance] e2e tests against the real control plane with nodelet as
+# its only node (tests/conformance/run.py); writes docs/conformance.md. Needs root.
+conformance: setup
+	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl e2e.test ginkgo agnhost nnp
+	$(PY) tests/conformance/run.py $(CONFORMANCE_ARGS)
 
 run: setup
 	$(VENV)/bin/nodelet run --manifests examples/

@@ -52,6 +52,12 @@ for p in "${programs[@]}"; do
       build_kube "$p" "k8s.io/kubernetes/cmd/$p" ;;
     e2e.test) build_e2e e2e.test k8s.io/kubernetes/test/e2e ;;
     e2e_node.test) build_e2e e2e_node.test k8s.io/kubernetes/test/e2e_node ;;
+    # The e2e suite's test images' programs (images/e2e.py packages them): both live in the
+    # k8s.io/kubernetes module itself, so they are built at the same pinned version.
+    agnhost) build_kube agnhost k8s.io/kubernetes/test/images/agnhost ;;
+    nnp) build_kube nnp k8s.io/kubernetes/test/images/nonewprivs ;;
+    # The ginkgo CLI at the build list's version: it runs e2e.test in parallel processes.
+    ginkgo) build_kube ginkgo github.com/onsi/ginkgo/v2/ginkgo ;;
     *) echo "kube/build.sh: unknown program $p" >&2; exit 2 ;;
   esac
 done

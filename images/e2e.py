@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Build the images Kubernetes' e2e suite runs, under the names and tags it asks for.
+
+    e2e.py build [--out images/out/e2e]            # one OCI archive per image
+    e2e.py list                                    # what is built, and what is not (and why)
+
+`e2e.test --list-images` names about 40 images; the [NodeConformance] tests use these (counted
+in the v1.37.2 sources: busybox 86 times, agnhost 62, pause 20, the rest once or twice):
+
+- `e2e-test-images/agnhost:2.66.1` (and `:2.55`, the suite's "previous" agnhost): agnhost built
+  from `k8s.io/kubernetes/test/images/agnhost` at the pinned release (kube/build.sh agnhost),
+  on the busybox base below, with what upstream's Dockerfile adds: `/agnhost-2`, `/uploads`,
+  porter's `localhost.crt`/`.key`, and the user `user-defined-in-image` (uid 1000) in
+  `group-defined-in-image` (gid 50000). Both tags hold the v1.37.2 agnhost: the module has
+  one agnhost, not 2.55's.
+- `e2e-test-images/busybox:1.37.0-2` and `:1.36.1-1`: Debian's busybox-static (1.35) with a
+  link for every applet it has, where Alpine/busybox put them (`busybox --list-full`) and in
+  `/bin`.
+- `pause:3.10.2`: images/pause.c, as upstream's pause image: `/pause`, user 65535:65535.
+- `e2e-test-images/nonroot:1.5`: the busybox base with `USER 1234` (upstream: debian-base).
+- `e2e-test-images/nonewprivs:1.4`: `/usr/local/bin/nnp` (k8s.io/kubernetes/test/images/
+  nonewprivs, setuid root) on the busybox base, `CMD ["nnp"]`.
+
+Not built (`NOT_BUILT` says why): nginx (one [Slow] NodeConformance test switches a pod to
+it), the private registry's `k8s-authenticated-test/agnhost:2.6`, and the images of other
+suites (storage drivers, node-perf, sample-apiserver...).
+
+Each archive is named with the suite's own reference (`registry.k8s.io/...`); conformance runs
+push it to a local registry under the paths of a KUBE_TEST_REPO_LIST file (`push_all`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import build
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+OUT = HERE / "out" / "e2e"
+BUSYBOX = Path("/bin/busybox")
+PAUSE = HERE / "out" / "pause"
+AGNHOST_SOURCE = "k8s.io/kubernetes/test/images/agnhost"
+
+# The registries of the suite's image list (test/utils/image/manifest.go, initRegistry), by
+# the key KUBE_TEST_REPO_LIST gives each one.
+PROMOTER = "promoterE2eRegistry"
+GC = "gcRegistry"
+REGISTRIES = {
+    PROMOTER: "registry.k8s.io/e2e-test-images",
+    GC: "registry.k8s.io",
+}
+
+NOT_BUILT = {
+    "e2e-test-images/nginx": "nginx is not in Debian's packages here as a static program, and "
+                             "one [Slow] test uses it (back-off reset on image update)",
+    "k8s-authenticated-test/agnhost": "the private-registry image needs the registry's "
+                                      "credentials of upstream's test project",
+}
+
+
+@dataclass(frozen=True)
+class Image:
+    """One test image: the registry key and path of its reference, and how to make its files."""
+
+    registry: str  # a REGISTRIES key
+    path: str  # e.g. "agnhost"
+    tag: str
+    archive: str  # file name under OUT
+    make: Callable[[], tuple[list[build.Entry], dict[str, object]]]
+
+    @property
+    def name(self) -> str:
+        return f"{REGISTRIES[self.registry]}/{self.path}:{self.tag}"
+
+    def repo(self, prefix: str) -> str:
+        """The repository path under a registry whose KUBE_TEST_REPO_LIST value ends in
+        `prefix` (the part after host:port), e.g. e2e-test-images/agnhost."""
+        return "/".join(p for p in (prefix.strip("/"), self.path) if p)
+
+
+def kube_bin(name: str) -> Path:
+    version = next(line.split("=", 1)[1].strip()
+                   for line in (REPO / "kube" / "versions.env").read_text().splitlines()
+                   if line.startswith("KUBE_VERSION="))
+    path = REPO / "build" / "kube" / version / name
+    if not os.access(path, os.X_OK):
+        raise SystemExit(f"{path} is missing: run kube/build.sh {name}")
+    return path
+
+
+# -- the file systems ----------------------------------------------------------------------------
+
+PASSWD = (
+    "root:x:0:0:root:/root:/bin/sh\n"
+    "daemon:x:1:1:daemon:/usr/sbin:/bin/false\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
+)
+GROUP = "root:x:0:\ndaemon:x:1:\nnogroup:x:65534:\n"
+
+
+def applet_links(binary: Path) -> list[build.Entry]:
+    """A link to busybox for every applet, at its --list-full path and in /bin."""
+    listed = subprocess.run([str(binary), "--list-full"], check=True, capture_output=True,
+                            text=True).stdout.split()
+    paths = set(listed) | {f"bin/{p.rsplit('/', 1)[-1]}" for p in listed}
+    paths.discard("bin/busybox")
+    return [build.Entry(p, "link", 0o777, target="/bin/busybox") for p in sorted(paths)]
+
+
+def base_entries(*, passwd: str = PASSWD, group: str = GROUP) -> list[build.Entry]:
+    dirs = ("bin", "sbin", "usr", "usr/bin", "usr/sbin", "usr/local", "usr/local/bin", "etc",
+            "root", "home", "var", "var/www", "dev", "proc", "sys")
+    entries = [build.Entry(d, "dir") for d in dirs]
+    entries.append(build.Entry("tmp", "dir", 0o1777))
+    entries.append(build.Entry("bin/busybox", "file", 0o755, BUSYBOX.read_bytes()))
+    entries += applet_links(BUSYBOX)
+    entries += [build.Entry("etc/passwd", "file", 0o644, passwd.encode()),
+                build.Entry("etc/group", "file", 0o644, group.encode())]
+    return entries
+
+
+def busybox() -> tuple[list[build.Entry], dict[str, object]]:
+    return base_entries(), {"Cmd": ["sh"], "Env": [build.PATH_ENV]}
+
+
+def agnhost() -> tuple[list[build.Entry], dict[str, object]]:
+    source = module_dir() / "test" / "images" / "agnhost"
+    entries = base_entries(
+        passwd=PASSWD + "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n",
+        group=GROUP + "user-defined-in-image:x:1000:\n"
+                      "group-defined-in-image:x:50000:user-defined-in-image\n")
+    entries += [
+        build.Entry("agnhost", "file", 0o755, kube_bin("agnhost").read_bytes()),
+        build.Entry("agnhost-2", "link", 0o777, target="agnhost"),
+        build.Entry("uploads", "dir"),
+        build.Entry("home/user-defined-in-image", "dir"),
+        build.Entry("localhost.crt", "file", 0o644, (source / "porter/localhost.crt").read_bytes()),
+        build.Entry("localhost.key", "file", 0o644, (source / "porter/localhost.key").read_bytes()),
+    ]
+    return entries, {"Entrypoint": ["/agnhost"], "Cmd": ["pause"], "Env": [build.PATH_ENV],
+                     "ExposedPorts": {f"{p}/tcp": {} for p in (80, 8080, 8081, 9376, 5000)}}
+
+
+def pause() -> tuple[list[build.Entry], dict[str, object]]:
+    return build.pause_entries(PAUSE), {"Entrypoint": ["/pause"], "User": "65535:65535",
+                                        "Env": [build.PATH_ENV]}
+
+
+def nonroot() -> tuple[list[build.Entry], dict[str, object]]:
+    return base_entries(), {"Cmd": ["sh"], "User": "1234", "Env": [build.PATH_ENV]}
+
+
+def nonewprivs() -> tuple[list[build.Entry], dict[str, object]]:
+    entries = base_entries()
+    entries.append(build.Entry("usr/local/bin/nnp", "file", 0o4755, kube_bin("nnp").read_bytes()))
+    return entries, {"Cmd": ["nnp"], "Env": [build.PATH_ENV]}
+
+
+def module_dir() -> Path:
+    """k8s.io/kubernetes's source in the Go module cache (kube/kubernetes pins it)."""
+    done = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"],
+                          cwd=REPO / "kube" / "kubernetes", check=True, capture_output=True,
+                          text=True, env={**os.environ, "GOTOOLCHAIN": "local",
+                                          "GOFLAGS": "-mod=mod"})
+    return Path(done.stdout.strip())
+
+
+IMAGES = (
+    Image(PROMOTER, "agnhost", "2.66.1", "agnhost.tar", agnhost),
+    Image(PROMOTER, "agnhost", "2.55", "agnhost.tar", agnhost),
+    Image(PROMOTER, "busybox", "1.37.0-2", "busybox.tar", busybox),
+    Image(PROMOTER, "busybox", "1.36.1-1", "busybox.tar", busybox),
+    Image(PROMOTER, "nonroot", "1.5", "nonroot.tar", nonroot),
+    Image(PROMOTER, "nonewprivs", "1.4", "nonewprivs.tar", nonewprivs),
+    Image(GC, "pause", "3.10.2", "pause.tar", pause),
+)
+
+
+# -- building and pushing ------------------------------------------------------------------------
+
+
+def build_all(out: Path = OUT) -> dict[str, Path]:
+    """Write each archive (one per distinct file system) that is missing; {archive: path}."""
+    done: dict[str, Path] = {}
+    for image in IMAGES:
+        path = out / image.archive
+        if image.archive not in done and not path.exists():
+            entries, config = image.make()
+            build.write_archive(build.layout_files(image.name, entries, config), path)
+            print(f"{path}: {image.name}")
+        done[image.archive] = path
+    return done
+
+
+def repo_list(registry_host: str) -> dict[str, str]:
+    """KUBE_TEST_REPO_LIST for a local registry: every suite registry moved under it (the
+    invalid one to a path nothing is pushed to, so its pulls fail as the suite expects)."""
+    return {
+        PROMOTER: f"{registry_host}/e2e-test-images",
+        "buildImageRegistry": f"{registry_host}/build-image",
+        GC: registry_host,
+        "gcEtcdRegistry": registry_host,
+        "sigStorageRegistry": f"{registry_host}/sig-storage",
+        "privateRegistry": f"{registry_host}/k8s-authenticated-test",
+        "dockerLibraryRegistry": f"{registry_host}/library",
+        "cloudProviderGcpRegistry": f"{registry_host}/cloud-provider-gcp",
+        "invalidRegistry": f"{registry_host}/invalid",
+    }
+
+
+def push_all(push: Callable[[Path, str, str], object], registry_host: str,
+             images: Iterable[Image] = IMAGES, out: Path = OUT) -> list[str]:
+    """Build what is missing and push every image with `push(archive, repo, tag)` under the
+    paths `repo_list(registry_host)` gives; returns the pushed references."""
+    archives = build_all(out)
+    moved = repo_list(registry_host)
+    pushed = []
+    for image in images:
+        prefix = moved[image.registry].removeprefix(registry_host)
+        push(archives[image.archive], image.repo(prefix), image.tag)
+        pushed.append(f"{registry_host}/{image.repo(prefix)}:{image.tag}")
+    return pushed
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["build", "list"])
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        build_all(args.out)
+        return 0
+    for image in IMAGES:
+        print(f"built      {image.name}  ({args.out / image.archive})")
+    for path, why in NOT_BUILT.items():
+        print(f"not built  {path}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""`make conformance`: Kubernetes' own [NodeConformance] e2e tests with nodelet as the only node.
+
+    tests/conformance/run.py [--focus RE] [--skip RE] [--procs N] [--no-serial] [--out DIR]
+
+1. The e2e test images (images/e2e.py) are built and pushed to a local registry (Debian's
+   docker-registry, tests/registry.py) under the paths of a KUBE_TEST_REPO_LIST file, so the
+   suite pulls them by name as on a real cluster; nothing is pre-loaded into containerd.
+2. The real control plane (tests/controlplane.py) starts, and `nodelet run` (its embedded
+   containerd, its own data dir and cgroup root) joins it by TLS bootstrap as its only node.
+3. `ginkgo --procs=N e2e.test -- --provider=local` runs the parallel-safe tests (focus
+   `\\[NodeConformance\\]`, skip `\\[Serial\\]|\\[Disruptive\\]|\\[Flaky\\]`), then the `[Serial]`
+   ones on one process, each phase with its JUnit report.
+4. tests/conformance/report.py turns the JUnit files into docs/conformance.md and prints
+   `N passed, M failed` — counted from the suite's JUnit, not by nodelet.
+
+Everything goes under --out (default test-artifacts/conformance): the JUnit files, the suite's
+output, nodelet's and the control plane's logs. Processes are stopped by PID; the node is reset
+(`nodelet reset`) and the registry's storage removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path[:0] = [str(HERE.parent), str(REPO / "images"), str(HERE)]
+
+import e2e as e2e_images  # noqa: E402  (images/e2e.py)
+import report  # noqa: E402  (tests/conformance/report.py)
+
+import controlplane  # noqa: E402  (tests/controlplane.py)
+import registry as registry_  # noqa: E402  (tests/registry.py)
+
+NODE = "nodelet-conformance"
+FOCUS = r"\[NodeConformance\]"
+SKIP = r"\[Serial\]|\[Disruptive\]|\[Flaky\]"
+NODE_READY_WITHIN = 120.0
+NODELET_STOP_WITHIN = 60.0
+# How long the whole suite may run (ginkgo's own default, 1 h, is shorter than a full run).
+SUITE_TIMEOUT = "12h"
+NODELET = REPO / ".venv" / "bin" / "nodelet"
+
+
+@dataclass
+class Node:
+    """`nodelet run` as a process joined to the plane."""
+
+    root: Path
+    process: subprocess.Popen[bytes]
+    cgroup_root: str
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.alive():
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=NODELET_STOP_WITHIN)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        subprocess.run([str(NODELET), "reset", "--data-dir", str(self.data_dir),
+                        "--cgroup-root", self.cgroup_root], check=False, timeout=300)
+
+
+def start_node(plane: controlplane.ControlPlane, root: Path, log: Path) -> Node:
+    root.mkdir(parents=True, exist_ok=True)
+    port, read_only = controlplane.free_ports(2)
+    cgroup_root = f"/nodelet-conformance-{os.getpid()}"
+    argv = [
+        str(NODELET), "run", "--data-dir", str(root / "data"), "--node-name", NODE,
+        "--bootstrap-kubeconfig", str(plane.bootstrap_kubeconfig(root / "bootstrap.conf")),
+        "--kubeconfig", str(root / "kubelet.conf"), "--cert-dir", str(root / "pki"),
+        "--port", str(port), "--address", "0.0.0.0", "--client-ca-file", str(plane.ca.cert),
+        "--authorization-mode", "Webhook", "--authentication-token-webhook",
+        "--listen", f"127.0.0.1:{read_only}", "--cgroup-root", cgroup_root,
+        "--progress", "never",
+    ]
+    with log.open("ab") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    return Node(root, process, cgroup_root)
+
+
+def wait_ready(plane: controlplane.ControlPlane, node: Node, log: Path) -> None:
+    deadline = time.monotonic() + NODE_READY_WITHIN
+    while time.monotonic() < deadline:
+        if not node.alive():
+            raise SystemExit(f"nodelet exited ({node.process.returncode}); see {log}")
+        got = subprocess.run(plane.kubectl_args("get", "node", NODE, "-o", "json"),
+                             capture_output=True, text=True, check=False)
+        if got.returncode == 0:
+            conditions = json.loads(got.stdout).get("status", {}).get("conditions") or []
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                return
+        time.sleep(1)
+    raise SystemExit(f"node {NODE} not Ready within {NODE_READY_WITHIN}s; see {log}")
+
+
+def suite_args(plane: controlplane.ControlPlane, report_dir: Path) -> list[str]:
+    # --report-dir: the suite writes its own JUnit (junit_01.xml, the framework's writer).
+    return [
+        "--provider=local", f"--kubeconfig={plane.admin_kubeconfig}",
+        f"--report-dir={report_dir}", f"--e2e-output-dir={report_dir}",
+        "--dump-logs-on-failure=false", "-v=2",
+    ]
+
+
+def run_phase(name: str, *, plane: controlplane.ControlPlane, out: Path, focus: str,
+              skip: str, labels: str, procs: int, env: dict[str, str]) -> tuple[Path, float]:
+    """One ginkgo run; (its JUnit file, its wall time in s)."""
+    kube = controlplane.bin_dir()
+    report_dir = out / name
+    report_dir.mkdir(parents=True, exist_ok=True)
+    argv = [str(kube / "ginkgo"), f"--procs={procs}", f"--focus={focus}", f"--skip={skip}",
+            *([f"--label-filter={labels}"] if labels else []), f"--timeout={SUITE_TIMEOUT}",
+            "--no-color", "--silence-skips", str(kube / "e2e.test"), "--",
+            *suite_args(plane, report_dir)]
+    started = time.monotonic()
+    with (out / f"{name}.log").open("wb") as log:
+        print(f"[{name}] ginkgo --procs={procs} --focus={focus!r} --skip={skip!r} "
+              f"(output: {out / f'{name}.log'})", flush=True)
+        subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False,
+                       cwd=out)
+    took = time.monotonic() - started
+    print(f"[{name}] {took / 60:.1f} min", flush=True)
+    return report_dir / "junit_01.xml", took
+
+
+def serial_skip(skip: str) -> str:
+    """The parallel phase's skip without its `\\[Serial\\]` alternative."""
+    return "|".join(part for part in skip.split("|") if part != r"\[Serial\]")
+
+
+@contextlib.contextmanager
+def local_registry(out: Path) -> Iterator[Path]:
+    """A registry holding the suite's images; yields the KUBE_TEST_REPO_LIST file."""
+    with registry_.Registry.started() as running:
+        pushed = e2e_images.push_all(running.push_archive, running.host)
+        print(f"registry {running.host}: pushed {len(pushed)} images", flush=True)
+        repo_list = out / "repo-list.yaml"
+        repo_list.write_text("".join(f"{k}: {v}\n"
+                                     for k, v in e2e_images.repo_list(running.host).items()))
+        yield repo_list
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--focus", default=FOCUS, help="ginkgo focus (default: %(default)s)")
+    parser.add_argument("--skip", default=SKIP, help="ginkgo skip (default: %(default)s)")
+    parser.add_argument("--procs", type=int, default=3, help="parallel ginkgo processes")
+    parser.add_argument("--no-serial", action="store_true", help="leave out the [Serial] phase")
+    parser.add_argument("--out", type=Path, default=REPO / "test-artifacts" / "conformance")
+    parser.add_argument("--doc", type=Path, default=REPO / "docs" / "conformance.md",
+                        help="the report to write (default: %(default)s)")
+    args = parser.parse_args(argv)
+    for name in ("e2e.test", "ginkgo"):
+        controlplane.binary(name)
+    shutil.rmtree(args.out, ignore_errors=True)
+    args.out.mkdir(parents=True)
+    started = time.monotonic()
+    junits: list[Path] = []
+    times: dict[str, float] = {}
+    root = Path(tempfile.mkdtemp(prefix="nlconf-", dir="/tmp"))
+    with local_registry(args.out) as repo_list:
+        plane = controlplane.ControlPlane.start(root=root / "plane")
+        node: Node | None = None
+        try:
+            log = args.out / "nodelet.log"
+            node = start_node(plane, root / "node", log)
+            wait_ready(plane, node, log)
+            env = {**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)}
+            junit, times["parallel"] = run_phase("parallel", plane=plane, out=args.out,
+                                                 focus=args.focus, skip=args.skip,
+                                                 labels="", procs=args.procs, env=env)
+            junits.append(junit)
+            if not args.no_serial:
+                junit, times["serial"] = run_phase(
+                    "serial", plane=plane, out=args.out,
+                    focus=args.focus, skip=serial_skip(args.skip), labels="Serial",
+                    procs=1, env=env)
+                junits.append(junit)
+        finally:
+            if node is not None:
+                node.stop()
+            shutil.copytree(plane.logs, args.out / "control-plane", dirs_exist_ok=True)
+            plane.stop()
+            shutil.rmtree(root, ignore_errors=True)
+    times["total"] = time.monotonic() - started
+    results = report.read_junit([j for j in junits if j.exists()])
+    report.write_doc(args.doc, results, times=times, focus=args.focus, skip=args.skip)
+    print(report.summary(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
