@@ -10,9 +10,10 @@ in the v1.37.2 sources: busybox 86 times, agnhost 62, pause 20, the rest once or
 - `e2e-test-images/agnhost:2.66.1` (and `:2.55`, the suite's "previous" agnhost): agnhost built
   from `k8s.io/kubernetes/test/images/agnhost` at the pinned release (kube/build.sh agnhost),
   on the busybox base below, with what upstream's Dockerfile adds: `/agnhost-2`, `/uploads`,
-  porter's `localhost.crt`/`.key`, and the user `user-defined-in-image` (uid 1000) in
-  `group-defined-in-image` (gid 50000). Both tags hold the v1.37.2 agnhost: the module has
-  one agnhost, not 2.55's.
+  porter's `localhost.crt`/`.key`, the user `user-defined-in-image` (uid 1000) in
+  `group-defined-in-image` (gid 50000), and `curl` and `bash` (the host's, with their shared
+  libraries: tests run them in agnhost containers; Alpine's dig, socat and iperf are not
+  there). Both tags hold the v1.37.2 agnhost: the module has one agnhost, not 2.55's.
 - `e2e-test-images/busybox:1.37.0-2` and `:1.36.1-1`: Debian's busybox-static (1.35) with a
   link for every applet it has, where Alpine/busybox put them (`busybox --list-full`) and in
   `/bin`.
@@ -127,6 +128,44 @@ def base_entries(*, passwd: str = PASSWD, group: str = GROUP) -> list[build.Entr
     return entries
 
 
+# Programs of upstream's agnhost image (Alpine packages) that e2e tests run inside it and
+# busybox lacks: exec hooks and probes `curl`, some commands need `bash`. Taken from this host
+# (Debian's curl and bash) with the shared libraries `ldd` names, at the same paths.
+HOST_PROGRAMS = (Path("/usr/bin/curl"), Path("/bin/bash"))
+
+
+def shared_libraries(program: Path) -> list[Path]:
+    """The files `ldd` says `program` loads (its interpreter included)."""
+    listed = subprocess.run(["ldd", str(program)], check=True, capture_output=True,
+                            text=True).stdout
+    found = []
+    for line in listed.splitlines():
+        words = line.split()
+        path = words[2] if "=>" in words and len(words) > 2 else words[0] if words else ""
+        if path.startswith("/"):
+            found.append(Path(path))
+    return found
+
+
+def host_program_entries(programs: Iterable[Path]) -> list[build.Entry]:
+    """Each program and its libraries as regular files at their paths, with parent dirs."""
+    files: dict[str, bytes] = {}
+    for program in programs:
+        for path in (program, *shared_libraries(program)):
+            files[str(path).lstrip("/")] = path.read_bytes()
+    dirs = {str(parent) for name in files for parent in Path(name).parents if str(parent) != "."}
+    entries = [build.Entry(d, "dir") for d in sorted(dirs)]
+    return entries + [build.Entry(name, "file", 0o755, data) for name, data in files.items()]
+
+
+def merged(*groups: list[build.Entry]) -> list[build.Entry]:
+    """Entries by path, a later group's entry replacing an earlier one's."""
+    by_path: dict[str, build.Entry] = {}
+    for group in groups:
+        by_path.update((e.path, e) for e in group)
+    return list(by_path.values())
+
+
 def busybox() -> tuple[list[build.Entry], dict[str, object]]:
     return base_entries(), {"Cmd": ["sh"], "Env": [build.PATH_ENV]}
 
@@ -137,6 +176,7 @@ def agnhost() -> tuple[list[build.Entry], dict[str, object]]:
         passwd=PASSWD + "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n",
         group=GROUP + "user-defined-in-image:x:1000:\n"
                       "group-defined-in-image:x:50000:user-defined-in-image\n")
+    entries = merged(entries, host_program_entries(HOST_PROGRAMS))
     entries += [
         build.Entry("agnhost", "file", 0o755, kube_bin("agnhost").read_bytes()),
         build.Entry("agnhost-2", "link", 0o777, target="agnhost"),
@@ -192,12 +232,19 @@ def build_all(out: Path = OUT) -> dict[str, Path]:
     done: dict[str, Path] = {}
     for image in IMAGES:
         path = out / image.archive
-        if image.archive not in done and not path.exists():
+        if image.archive not in done and _stale(path):
             entries, config = image.make()
             build.write_archive(build.layout_files(image.name, entries, config), path)
             print(f"{path}: {image.name}")
         done[image.archive] = path
     return done
+
+
+def _stale(archive: Path) -> bool:
+    """Missing, or older than this script or images/build.py (what decides its contents)."""
+    inputs = (Path(__file__), HERE / "build.py")
+    return not archive.exists() or archive.stat().st_mtime < max(p.stat().st_mtime
+                                                                 for p in inputs)
 
 
 def repo_list(registry_host: str) -> dict[str, str]:

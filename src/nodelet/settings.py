@@ -55,7 +55,9 @@ class RuntimeSettings:
 
 @dataclass(frozen=True)
 class FeatureGates:
-    # Report the PodReadyToStartContainers condition (KEP-3085). Beta, default on since 1.29.
+    # Report the PodReadyToStartContainers condition (KEP-3085). Beta, default on since 1.29;
+    # GA in 1.37 and locked on: --feature-gates cannot turn it off (LOCKED_GATES), only code
+    # that builds these settings directly (tests of the pre-1.29 behaviour).
     pod_ready_to_start_containers: bool = True
     # Report it under its 1.25-1.27 name PodHasNetwork instead.
     pod_has_network: bool = False
@@ -499,6 +501,11 @@ _GATES = {
 }
 
 
+# Gates locked to their default in the release nodelet behaves as (1.37), by flag name: setting
+# one to the other value is refused with the kubelet's message (component-base featuregate).
+LOCKED_GATES = {"PodReadyToStartContainersCondition": True}
+
+
 def feature_gate_items(gates: FeatureGates) -> tuple[tuple[str, bool], ...]:
     """Every feature gate by its flag name with its value, sorted by name (for /healthz and
     the web UI)."""
@@ -531,5 +538,10 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
             raise SettingsError(f"unknown feature gate {key!r} (known gates: {known})")
         if not sep or raw.strip().lower() not in ("true", "false"):
             raise SettingsError(f"feature gate {key} needs =true or =false, got {item!r}")
-        values[_GATES[key]] = raw.strip().lower() == "true"
+        value = raw.strip().lower() == "true"
+        if key in LOCKED_GATES and value != LOCKED_GATES[key]:
+            locked = str(LOCKED_GATES[key]).lower()
+            raise SettingsError(f"cannot set feature gate {key} to {str(value).lower()}, "
+                                f"feature is locked to {locked}")
+        values[_GATES[key]] = value
     return FeatureGates(**values)

@@ -13,6 +13,7 @@ import pytest
 from conftest import AgentFactory, Instance
 from harness import Harness, all_ready, exec_in
 from nodelet import settings
+from nodelet.adapters import host
 from nodelet.model.core import security
 from nodelet.model.core import status as st
 
@@ -268,8 +269,6 @@ async def test_localhost_seccomp_profile(agent: Harness, runtime: Instance) -> N
 REFUSED = {
     "apparmor": ("securityContext: {appArmorProfile: {type: RuntimeDefault}}\n", "", "AppArmor",
                  "Cannot enforce AppArmor: AppArmor is not enabled on the host"),
-    "selinux": ("securityContext: {seLinuxOptions: {level: 's0:c1'}}\n", "", "SELinux",
-                "Cannot enforce SELinux options: SELinux is not enabled on the host"),
     "userns": ("hostUsers: false\n", "", "UserNamespacesNotSupported", "hostUsers: false needs"),
     "windows": ("os: {name: windows}\n", "", "PodOSNotSupported",
                 "Failed to admit pod as the OS field doesn't match node OS"),
@@ -300,3 +299,15 @@ async def test_settings_the_node_cannot_honour_are_refused(agent: Harness,
     sandbox_uids = {s.uid for s in await runtime.client.list_pod_sandboxes()}
     refused_uids = {agent.find(name)[0].uid for name in REFUSED}  # type: ignore[index]
     assert not refused_uids & sandbox_uids
+
+
+@pytest.mark.skipif(host.selinux_enabled(), reason="the host has SELinux: the options are "
+                    "enforced there")
+async def test_selinux_options_run_without_selinux_as_under_the_kubelet(agent: Harness) -> None:
+    # Found by the [NodeConformance] EmptyDir tests, whose pods all set seLinuxOptions: the
+    # kubelet passes them to the runtime, which ignores them on a host without SELinux.
+    agent.write("selinux.yaml", manifest(
+        "selinux", spec="securityContext: {seLinuxOptions: {level: 's0:c0,c1'}}\n",
+        containers={"main": "securityContext: {seLinuxOptions: {type: spc_t}}\n"}))
+    pod_status = await agent.wait_status("selinux", all_ready, what="the selinux pod runs")
+    assert pod_status.phase == "Running"

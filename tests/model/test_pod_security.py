@@ -311,8 +311,6 @@ def test_legacy_apparmor_string_for_containerd_1_6() -> None:
      "windowsOptions only apply to Windows containers; this node runs Linux containers"),
     ({}, {"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}, "AppArmor",
      "Cannot enforce AppArmor: AppArmor is not enabled on the host"),
-    ({}, {"securityContext": {"seLinuxOptions": {"type": "spc_t"}}}, "SELinux",
-     "Cannot enforce SELinux options: SELinux is not enabled on the host"),
     ({"hostUsers": False}, {}, "UserNamespacesNotSupported",
      "hostUsers: false needs user namespaces, which the container runtime does not support "
      "(containerd 1.6 has none in CRI)"),
@@ -342,6 +340,10 @@ def test_admission_refusals(spec: dict[str, Any], container: dict[str, Any], rea
      admission.Node(labels={}, apparmor_enabled=True)),
     ({"securityContext": {"supplementalGroupsPolicy": "Merge"}}, {}, LINUX_NODE),
     ({"securityContext": {"seLinuxChangePolicy": "MountOption"}}, {}, LINUX_NODE),
+    # Without SELinux the kubelet runs them (the runtime ignores the options): the
+    # [NodeConformance] EmptyDir tests set seLinuxOptions on every pod.
+    ({}, {"securityContext": {"seLinuxOptions": {"type": "spc_t"}}}, LINUX_NODE),
+    ({"securityContext": {"seLinuxOptions": {"level": "s0:c0,c1"}}}, {}, LINUX_NODE),
     ({"securityContext": {"seLinuxOptions": {"type": "spc_t"},
                           "seLinuxChangePolicy": "Recursive"}}, {},
      admission.Node(labels={}, selinux_enabled=True)),

@@ -130,16 +130,13 @@ def _apparmor(pod: pods.Pod, node: Node) -> Rejection | None:
 
 
 def _selinux(pod: pods.Pod, node: Node) -> Rejection | None:
-    """seLinuxOptions need SELinux. seLinuxChangePolicy changes nothing without it (as in the
-    kubelet); with it, volumes are relabelled by the runtime (Recursive), so MountOption,
-    which would need SELinux mount options, is refused."""
+    """seLinuxOptions go to the runtime as the kubelet passes them; without SELinux on the
+    host the runtime ignores them (containerd's enable_selinux is off), as under the kubelet,
+    whose pods with seLinuxOptions run on such nodes ([NodeConformance] EmptyDir tests set
+    them). seLinuxChangePolicy changes nothing without SELinux either; with it, volumes are
+    relabelled by the runtime (Recursive), so MountOption, which would need SELinux mount
+    options, is refused."""
     psc = pod.spec.security_context
-    asked = psc.se_linux_options is not None or any(
-        c.security_context is not None and c.security_context.se_linux_options is not None
-        for c in security.all_containers(pod))
-    if asked and not node.selinux_enabled:
-        return Rejection("SELinux",
-                         "Cannot enforce SELinux options: SELinux is not enabled on the host")
     if node.selinux_enabled and psc.se_linux_change_policy == "MountOption":
         return Rejection("SELinux", "seLinuxChangePolicy MountOption is not supported: volumes "
                          "are relabelled recursively by the runtime")

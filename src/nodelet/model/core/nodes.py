@@ -32,8 +32,11 @@ ConditionValue = tuple[str, str, str]
 # Kubernetes release whose kubelet nodelet behaves as (its feature gates, the condition names:
 # the design, section 3), tested against that release's control plane (kube/versions.env). A node
 # older than the API server by more than three minor releases is outside the version skew
-# policy, so this moves with the release nodelet follows.
-KUBELET_VERSION = f"v1.37.0-nodelet.{nodelet.__version__}"
+# policy, so this moves with the release nodelet follows. nodelet's own version is semver build
+# metadata, which comparisons ignore: the e2e suite's and kubectl's version checks read v1.37.2
+# (a pre-release suffix, `v1.37.0-nodelet`, would compare as older than v1.37.0).
+KUBERNETES_RELEASE = "v1.37.2"
+KUBELET_VERSION = f"{KUBERNETES_RELEASE}+nodelet.{nodelet.__version__}"
 
 # `status.images`: the largest images first, at most this many (the kubelet's
 # nodeStatusMaxImages default), each with at most this many names (MaxNamesPerImageInNodeStatus).
