@@ -101,6 +101,7 @@ class Agent:
         self._reads: dict[pods.PodUID, tuple[pods.Pod, frozenset[tuple[str, str, str]]]] = {}
         self._api_pods: dict[pods.PodUID, pods.Pod] = {}
         self.cluster: cluster.ClusterMode | None = None
+        self._stopped = False
         self._sources_synced = False
         self._orphan_checks: set[pods.PodUID] = set()
         self._checked = preflight.Checked(token=None)
@@ -110,7 +111,16 @@ class Agent:
 
     async def start(self) -> None:
         """Start everything; raises preflight.StartupError, before anything is started, for a
-        setting that cannot work."""
+        setting that cannot work. Whatever else fails the start (cluster.ClusterError: a denied
+        CSR, an API server out of reach) stops what had started before it is raised: no loop,
+        server or connection outlives a failed start."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         s = self.settings
         self._checked = preflight.check(s)
         before, limit = host.raise_open_file_limit()
@@ -425,7 +435,11 @@ class Agent:
         return self._node_server.port
 
     async def stop(self) -> None:
-        """Stop the agent's loops; the runtime and the pods keep running."""
+        """Stop the agent's loops; the runtime and the pods keep running. Once: a second call
+        (after a failed start stopped it) does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
         # The servers first: a request in flight may still need the API clients (a token or
         # access review) and the runtime client.
         if self._node_server is not None:
