@@ -87,6 +87,7 @@ class StatusManager:
         """
         entry = self._entries.get(pod.uid)
         old = entry.status if entry is not None else self._restored_status(pod.uid)
+        status = transitions.observed(status, pod.generation)
         merged = transitions.merge_status(old, status, now=self._clock())
         if entry is not None and transitions.statuses_equal(entry.status, merged):
             log.debug("ignoring same status for pod %s", pod.full_name)

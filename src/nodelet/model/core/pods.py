@@ -295,5 +295,13 @@ class Pod:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def generation(self) -> int:
+        """metadata.generation (the API server counts spec changes); 0 when not set, as for
+        static pods from files."""
+        meta = self.raw.get("metadata")
+        value = meta.get("generation") if isinstance(meta, Mapping) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    @property
     def is_static(self) -> bool:
         return self.source == "file"

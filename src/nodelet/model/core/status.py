@@ -41,6 +41,9 @@ class PodCondition:
     message: str = ""
     last_transition_time: datetime | None = None
     last_probe_time: datetime | None = None
+    # metadata.generation of the pod when nodelet wrote this condition (pod generation
+    # tracking, GA in 1.35); 0: not known (not serialised).
+    observed_generation: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,9 @@ class PodStatus:
     container_statuses: tuple[ContainerStatus, ...] = ()
     init_container_statuses: tuple[ContainerStatus, ...] = ()
     qos_class: str = ""  # Guaranteed, Burstable or BestEffort ("" when not known)
+    # metadata.generation of the pod this status was generated for (status.observedGeneration);
+    # 0: not known (not serialised).
+    observed_generation: int = 0
 
     @property
     def pod_ip(self) -> str:
@@ -171,6 +177,8 @@ def condition_to_api(cond: PodCondition) -> dict[str, Any]:
         out["reason"] = cond.reason
     if cond.message:
         out["message"] = cond.message
+    if cond.observed_generation:
+        out["observedGeneration"] = cond.observed_generation
     return out
 
 
@@ -187,7 +195,13 @@ def condition_from_api(obj: Mapping[str, Any]) -> PodCondition | None:
         message=str(obj.get("message") or ""),
         last_transition_time=parse_time_lenient(obj.get("lastTransitionTime")),
         last_probe_time=parse_time_lenient(obj.get("lastProbeTime")),
+        observed_generation=_generation(obj.get("observedGeneration")),
     )
+
+
+def _generation(value: Any) -> int:
+    """An observedGeneration written by others: 0 unless a non-negative integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def parse_time_lenient(value: Any) -> datetime | None:
@@ -223,4 +237,6 @@ def to_api(status: PodStatus) -> dict[str, Any]:
     out["containerStatuses"] = [_container_status_to_api(s) for s in status.container_statuses]
     if status.qos_class:
         out["qosClass"] = status.qos_class
+    if status.observed_generation:
+        out["observedGeneration"] = status.observed_generation
     return out

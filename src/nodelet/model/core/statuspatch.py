@@ -32,11 +32,11 @@ SHARED_CONDITIONS = frozenset({st.DISRUPTION_TARGET})
 TERMINAL_PHASES = ("Succeeded", "Failed")
 # Status fields nodelet owns outright (conditions are merged per type instead).
 _OWNED_FIELDS = ("phase", "message", "reason", "hostIP", "podIP", "startTime",
-                 "initContainerStatuses", "containerStatuses", "qosClass")
+                 "initContainerStatuses", "containerStatuses", "qosClass", "observedGeneration")
 # Lists the API merges by `ip`: sent whole, with `$patch: replace`, when they differ.
 _IP_LISTS = ("hostIPs", "podIPs")
 # What makes two versions of one condition differ (heartbeat-like fields do not).
-_CONDITION_FIELDS = ("status", "reason", "message", "lastTransitionTime")
+_CONDITION_FIELDS = ("status", "reason", "message", "lastTransitionTime", "observedGeneration")
 
 
 def status_patch(api: Mapping[str, Any], desired: Mapping[str, Any]) -> apijson.Obj | None:
@@ -49,6 +49,9 @@ def status_patch(api: Mapping[str, Any], desired: Mapping[str, Any]) -> apijson.
     for key in _OWNED_FIELDS:
         if api.get(key) != desired.get(key) and not (key not in desired and not api.get(key)):
             patch[key] = desired.get(key)  # None removes it
+    if (patch.get("observedGeneration") or 0) < (api.get("observedGeneration") or 0):
+        # Never lowered (the kubelet's status manager keeps the higher one).
+        del patch["observedGeneration"]
     for key in _IP_LISTS:
         if (api.get(key) or []) != (desired.get(key) or []):
             patch[key] = [{"$patch": "replace"}, *(desired.get(key) or [])]

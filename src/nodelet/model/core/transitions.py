@@ -53,6 +53,16 @@ def merge_status(old: st.PodStatus | None, new: st.PodStatus, *, now: datetime) 
     return dataclasses.replace(new, conditions=conditions, start_time=start_time)
 
 
+def observed(status: st.PodStatus, generation: int, *,
+             owned: frozenset[str] = KUBELET_OWNED) -> st.PodStatus:
+    """`status` as generated for a pod at `generation` (pod generation tracking, GA in 1.35):
+    `observedGeneration` on the status and on each condition of an `owned` type, as the
+    kubelet's generateAPIPodStatus sets them; others' conditions keep theirs."""
+    conditions = tuple(dataclasses.replace(c, observed_generation=generation)
+                       if c.type in owned else c for c in status.conditions)
+    return dataclasses.replace(status, conditions=conditions, observed_generation=generation)
+
+
 def _settle(cond: st.PodCondition, old: st.PodStatus | None, now: datetime) -> st.PodCondition:
     if cond.type not in KUBELET_OWNED and cond.last_transition_time is not None:
         return cond
@@ -65,16 +75,18 @@ def _settle(cond: st.PodCondition, old: st.PodStatus | None, now: datetime) -> s
 def statuses_equal(a: st.PodStatus, b: st.PodStatus) -> bool:
     """True when `a` and `b` are the same status for the purpose of storing it.
 
-    Conditions are compared by type, status, reason and message only, in any order (their
-    transition and probe times are derived, not news); every other field must be equal exactly.
+    Conditions are compared by type, status, reason, message and observed generation only, in
+    any order (their transition and probe times are derived, not news); every other field must
+    be equal exactly.
     """
     if _condition_keys(a) != _condition_keys(b):
         return False
     return dataclasses.replace(a, conditions=()) == dataclasses.replace(b, conditions=())
 
 
-def _condition_keys(status: st.PodStatus) -> dict[str, tuple[str, str, str]]:
-    return {c.type: (c.status, c.reason, c.message) for c in status.conditions}
+def _condition_keys(status: st.PodStatus) -> dict[str, tuple[str, str, str, int]]:
+    return {c.type: (c.status, c.reason, c.message, c.observed_generation)
+            for c in status.conditions}
 
 
 def transitions_equal(a: st.PodStatus | None, b: st.PodStatus | None) -> bool:

@@ -153,8 +153,9 @@ TABLE: tuple[Field, ...] = (
     _h(POD_SC + "seccompProfile", "the default for every container"),
     _nd(POD_SC + "appArmorProfile", "honoured where AppArmor is enabled; elsewhere a profile "
         "other than Unconfined fails at admission with `AppArmor`"),
-    _nd(POD_SC + "seLinuxOptions", "honoured where SELinux is enabled (with the embedded "
-        "containerd); elsewhere refused at admission with `SELinux`"),
+    _nd(POD_SC + "seLinuxOptions", "passed to the runtime as the kubelet does: honoured where "
+        "SELinux is enabled (with the embedded containerd); elsewhere the runtime ignores them "
+        "(containerd's `enable_selinux` off), as under the kubelet"),
     _nd(POD_SC + "seLinuxChangePolicy", "no effect without SELinux, as in the kubelet; with "
         "SELinux, Recursive is what the runtime does and MountOption is refused at admission "
         "with `SELinux`"),
@@ -205,8 +206,8 @@ TABLE: tuple[Field, ...] = (
        "`--seccomp-default`"),
     _nd(CONTAINER_SC + "appArmorProfile", "honoured where AppArmor is enabled; elsewhere a "
         "profile other than Unconfined fails at admission with `AppArmor`"),
-    _nd(CONTAINER_SC + "seLinuxOptions", "honoured where SELinux is enabled; elsewhere "
-        "refused at admission with `SELinux`"),
+    _nd(CONTAINER_SC + "seLinuxOptions", "passed to the runtime: honoured where SELinux is "
+        "enabled; elsewhere ignored by the runtime, as under the kubelet"),
     _nd(CONTAINER_SC + "procMount", "Default: the kubelet's masked and read-only /proc paths; "
         "Unmasked needs `hostUsers: false`, which this runtime cannot run"),
     Field(CONTAINER_SC + "windowsOptions", "refused", "Windows options; this node runs "
