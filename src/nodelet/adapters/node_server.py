@@ -3,6 +3,7 @@
 Routes, with the kubelet's paths and parameters (pkg/kubelet/server/server.go):
 
     GET       /healthz, /pods, /metrics, /metrics/resource, /metrics/probes
+    GET       /configz                                         the running configuration
     GET       /stats/summary[?only_cpu_and_memory=true]       the Summary API
     GET       /containerLogs/{ns}/{pod}/{container}            follow, tailLines, sinceSeconds,
                                                                sinceTime, timestamps, previous,
@@ -34,7 +35,7 @@ import contextlib
 import json
 import logging
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,6 +123,8 @@ class NodeServerConfig:
     stream_connect_timeout: float = 10.0
     # Seconds for a client's TLS handshake, then for each request's headers.
     header_timeout: float = 10.0
+    # The body of GET /configz (`model.core.configz`): {"kubeletconfig": {...}}.
+    configz: Mapping[str, Any] = field(default_factory=dict)
 
 
 def ssl_context(tls: TlsFiles) -> ssl.SSLContext:
@@ -186,7 +189,7 @@ class NodeServer:
         for path, handler in (("/healthz", r.healthz), ("/pods", r.pods), ("/pods/", r.pods),
                               ("/metrics", r.metrics), ("/metrics/resource", r.resource),
                               ("/metrics/probes", r.probes), ("/stats/summary", r.summary),
-                              ("/stats/summary/", r.summary),
+                              ("/stats/summary/", r.summary), ("/configz", r.configz),
                               ("/containerLogs/{ns}/{pod}/{container}", r.logs)):
             add("GET", path, handler)
         for kind in ("exec", "attach"):
@@ -278,6 +281,9 @@ class _Routes:
 
     async def pods(self, request: web.Request) -> web.Response:
         return _json(podjson.pod_list_to_api(self._backend.pods()))
+
+    async def configz(self, request: web.Request) -> web.Response:
+        return _json(dict(self._config.configz))
 
     async def metrics(self, request: web.Request) -> web.Response:
         body, content_type = self._backend.metrics_text()

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nodelet import settings as settings_
-from nodelet.adapters import node_server, nodeusage, servingcerts
+from nodelet.adapters import containerd, node_server, nodeusage, servingcerts
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import inflight, ratelimit
-from nodelet.model.core import crilogs, nodeauth, podjson, runtime, status
+from nodelet.model.core import configz, crilogs, nodeauth, podjson, runtime, status
 from nodelet.model.core import health as hm
 from nodelet.model.core import noderequests as nr
 from nodelet.model.core import pods as podmodel
@@ -330,7 +330,15 @@ def server_config(
         authenticators=(*_local_authenticators(s), *webhooks, *authenticators),
         authorizer=authorizer or webhook_authorizer or nodeauth.AllowAuthenticated(),
         anonymous=s.anonymous_auth, stream_connect_timeout=s.stream_connect_timeout,
-        header_timeout=s.header_timeout)
+        header_timeout=s.header_timeout,
+        configz=configz.configz(settings, runtime_endpoint=_runtime_endpoint(settings)))
+
+
+def _runtime_endpoint(settings: settings_.Settings) -> str:
+    """The CRI endpoint in use: the given one, or the embedded containerd's socket."""
+    if settings.runtime.endpoint:
+        return settings.runtime.endpoint
+    return f"unix://{containerd.ContainerdPaths.of(settings.data_dir).socket}"
 
 
 def _serving_pair(settings: settings_.Settings, host_ips: Sequence[str]) -> node_server.TlsFiles:

@@ -1,0 +1,144 @@
+"""`GET /configz` on the node server: the running configuration as a KubeletConfiguration (pure).
+
+The kubelet serves `{"kubeletconfig": <its KubeletConfiguration, v1beta1 field names>}`
+(component-base/configz; cmd/kubelet initConfigz); the node e2e framework and operators read it
+through `nodes/<name>/proxy/configz`. nodelet answers with the same shape, filled from its
+settings for every field it implements (as `model.parsing.kubeletconfig` reads them from a
+`--config` file), and with the fixed values of what it does not make configurable (the cgroup
+driver, swap, registration) as they behave. Durations are Go duration strings, as the kubelet
+writes them (`1m0s`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodelet import settings as settings_
+
+_BINARY_UNITS = (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def go_duration(seconds: float) -> str:
+    """Seconds as Go's time.Duration.String(): 0s, 500ms, 10s, 1m0s, 1h2m3s, 1m30.5s."""
+    if seconds == 0:
+        return "0s"
+    if 0 < seconds < 1:
+        return f"{_trim(seconds * 1000)}ms"
+    whole_hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = f"{int(whole_hours)}h" if whole_hours else ""
+    if whole_hours or minutes:
+        out += f"{int(minutes)}m"
+    return out + f"{_trim(secs)}s"
+
+
+def _trim(value: float) -> str:
+    text = f"{value:.6f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def byte_quantity(value: int) -> str:
+    """Bytes as the shortest exact binary quantity (10485760 → 10Mi), as the kubelet's
+    containerLogMaxSize is written."""
+    for suffix, size in _BINARY_UNITS:
+        if value and value % size == 0:
+            return f"{value // size}{suffix}"
+    return str(value)
+
+
+def _quantities(pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    return dict(pairs)
+
+
+def _thresholds(text: str) -> dict[str, str]:
+    """`memory.available<100Mi,...` as the kubelet's evictionHard map."""
+    out = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        signal, _, value = item.partition("<")
+        out[signal.strip()] = value.strip()
+    return out
+
+
+def _authentication(s: settings_.Settings) -> dict[str, Any]:
+    ns = s.node_server
+    webhook = ns.authentication_token_webhook
+    if webhook is None:
+        webhook = s.cluster is not None
+    return {
+        "x509": {"clientCAFile": str(ns.client_ca_file or "")},
+        "webhook": {"enabled": webhook,
+                    "cacheTTL": go_duration(ns.authentication_token_webhook_cache_ttl)},
+        "anonymous": {"enabled": ns.anonymous_auth},
+    }
+
+
+def _authorization(s: settings_.Settings) -> dict[str, Any]:
+    ns = s.node_server
+    mode = ns.authorization_mode or ("Webhook" if s.cluster is not None else "AlwaysAllow")
+    return {"mode": mode, "webhook": {
+        "cacheAuthorizedTTL": go_duration(ns.authorization_webhook_cache_authorized_ttl),
+        "cacheUnauthorizedTTL": go_duration(ns.authorization_webhook_cache_unauthorized_ttl)}}
+
+
+def _cluster_fields(s: settings_.Settings) -> dict[str, Any]:
+    c = s.cluster
+    if c is None:
+        return {"registerNode": False}
+    return {
+        "registerNode": True,
+        "kubeAPIQPS": c.qps, "kubeAPIBurst": c.burst,
+        "eventRecordQPS": c.event_qps, "eventBurst": c.event_burst,
+        "nodeStatusUpdateFrequency": go_duration(c.node_status_period),
+        "nodeStatusReportFrequency": go_duration(c.node_report_period),
+        "nodeLeaseDurationSeconds": c.lease_duration,
+        "rotateCertificates": c.rotate_certificates,
+    }
+
+
+def kubelet_configuration(s: settings_.Settings, *, runtime_endpoint: str) -> dict[str, Any]:
+    """The KubeletConfiguration (v1beta1 field names) that `s` amounts to."""
+    ns, gc, ev = s.node_server, s.gc, s.eviction
+    config: dict[str, Any] = {
+        "enableServer": True,
+        "staticPodPath": str(s.manifests_dir or ""),
+        "syncFrequency": go_duration(s.sync.resync_period),
+        "fileCheckFrequency": go_duration(s.manifest_resync_period),
+        "address": ns.address, "port": ns.port,
+        "readOnlyPort": s.server.port if s.server.enabled else 0,
+        "tlsCertFile": str(ns.tls_cert_file or ""),
+        "tlsPrivateKeyFile": str(ns.tls_private_key_file or ""),
+        "authentication": _authentication(s), "authorization": _authorization(s),
+        "clusterDomain": s.dns.cluster_domain, "clusterDNS": list(s.dns.cluster_dns),
+        "resolvConf": str(s.dns.resolv_conf or ""),
+        "maxPods": s.node.max_pods, "cgroupRoot": s.node.cgroup_root,
+        "cgroupsPerQOS": True, "cgroupDriver": "cgroupfs",
+        "systemReserved": _quantities(s.node.system_reserved),
+        "kubeReserved": _quantities(s.node.kube_reserved),
+        "registerWithTaints": [{"key": k, "value": v, "effect": e}
+                               for k, v, e in s.node.register_with_taints],
+        "containerRuntimeEndpoint": runtime_endpoint, "imageServiceEndpoint": runtime_endpoint,
+        "runtimeRequestTimeout": go_duration(s.runtime.timeouts.default),
+        "serializeImagePulls": True,
+        "imageMinimumGCAge": go_duration(gc.image_minimum_gc_age),
+        "imageGCHighThresholdPercent": gc.image_gc_high_percent,
+        "imageGCLowThresholdPercent": gc.image_gc_low_percent,
+        "evictionHard": _thresholds(ev.hard), "evictionSoft": _thresholds(ev.soft),
+        "evictionSoftGracePeriod": {k: go_duration(v) for k, v in ev.soft_grace_periods},
+        "evictionPressureTransitionPeriod": go_duration(ev.pressure_transition_period),
+        "evictionMaxPodGracePeriod": int(ev.max_pod_grace_period),
+        "containerLogMaxSize": byte_quantity(s.logs.max_size),
+        "containerLogMaxFiles": s.logs.max_files,
+        "containerLogMonitorInterval": go_duration(s.logs.monitor_period),
+        "containerLogMaxWorkers": s.logs.max_workers,
+        "seccompDefault": s.security.seccomp_default,
+        "allowedUnsafeSysctls": list(s.security.allowed_unsafe_sysctls),
+        "featureGates": dict(settings_.feature_gate_items(s.gates)),
+        # Not configurable in nodelet; as it behaves: runs with swap and on cgroup v1.
+        "failSwapOn": False, "failCgroupV1": False,
+    }
+    return config | _cluster_fields(s)
+
+
+def configz(s: settings_.Settings, *, runtime_endpoint: str) -> dict[str, Any]:
+    """The body of `GET /configz`."""
+    return {"kubeletconfig": kubelet_configuration(s, runtime_endpoint=runtime_endpoint)}

@@ -1,0 +1,45 @@
+"""The /configz body (pure): Go durations and quantities, the settings' values by field name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nodelet import settings
+from nodelet.model.core import configz
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (0, "0s"), (0.5, "500ms"), (1, "1s"), (10, "10s"), (60, "1m0s"), (90.5, "1m30.5s"),
+    (300, "5m0s"), (3723, "1h2m3s"), (7200, "2h0m0s"),
+])
+def test_go_durations(seconds: float, text: str) -> None:
+    assert configz.go_duration(seconds) == text
+
+
+@pytest.mark.parametrize(("value", "text"), [(10 * 2**20, "10Mi"), (2**30, "1Gi"),
+                                             (1536, "1536"), (3 * 1024, "3Ki")])
+def test_byte_quantities(value: int, text: str) -> None:
+    assert configz.byte_quantity(value) == text
+
+
+def test_the_settings_by_their_kubelet_names() -> None:
+    s = settings.Settings(
+        data_dir=Path("/var/lib/x"), manifests_dir=Path("/etc/m"),
+        node=settings.NodeSettings(max_pods=17, cgroup_root="/n"),
+        dns=settings.DNSSettings(cluster_dns=("10.96.0.10",), cluster_domain="cluster.local"),
+        gates=settings.parse_feature_gates("PodHasNetworkCondition=true"))
+    body = configz.configz(s, runtime_endpoint="unix:///run/c.sock")
+    config = body["kubeletconfig"]
+    assert list(body) == ["kubeletconfig"]
+    assert (config["maxPods"], config["cgroupRoot"], config["staticPodPath"]) == (
+        17, "/n", "/etc/m")
+    assert config["clusterDNS"] == ["10.96.0.10"]
+    assert config["clusterDomain"] == "cluster.local"
+    assert config["syncFrequency"] == "1m0s" and config["fileCheckFrequency"] == "20s"
+    assert config["featureGates"]["PodHasNetworkCondition"] is True
+    assert config["evictionHard"]["memory.available"] == "100Mi"
+    assert config["containerLogMaxSize"] == "10Mi"
+    assert config["registerNode"] is False  # standalone
+    assert config["authorization"]["mode"] == "AlwaysAllow"
