@@ -60,3 +60,12 @@ def test_the_patch_carries_a_new_generation_and_never_lowers_it() -> None:
     newer = st.to_api(transitions.observed(STATUS, 5))
     lower = statuspatch.status_patch(newer, st.to_api(transitions.observed(STATUS, 4)))
     assert lower is None or "observedGeneration" not in lower
+
+
+def test_a_patch_of_other_fields_at_the_same_generation_leaves_it_out() -> None:
+    """Found on the real kube-apiserver: the API's status has observedGeneration 1, the new
+    status the same and a new phase; the patch is the phase alone (it raised KeyError)."""
+    api = st.to_api(transitions.observed(STATUS, 1))
+    desired = dict(api, phase="Succeeded")
+    patch = statuspatch.status_patch(api, desired)
+    assert patch == {"phase": "Succeeded"}

@@ -49,7 +49,8 @@ def status_patch(api: Mapping[str, Any], desired: Mapping[str, Any]) -> apijson.
     for key in _OWNED_FIELDS:
         if api.get(key) != desired.get(key) and not (key not in desired and not api.get(key)):
             patch[key] = desired.get(key)  # None removes it
-    if (patch.get("observedGeneration") or 0) < (api.get("observedGeneration") or 0):
+    if "observedGeneration" in patch and \
+            (patch["observedGeneration"] or 0) < (api.get("observedGeneration") or 0):
         # Never lowered (the kubelet's status manager keeps the higher one).
         del patch["observedGeneration"]
     for key in _IP_LISTS:
