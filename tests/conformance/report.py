@@ -65,13 +65,14 @@ def _short(text: str) -> str:
     return gist[:MESSAGE_CHARS] + ("…" if len(gist) > MESSAGE_CHARS else "")
 
 
-def read_junit(files: Iterable[Path]) -> list[Result]:
-    """The NodeConformance specs of the reports, each once, sorted by name."""
+def read_junit(files: Iterable[Path], *, mark: str = MARK) -> list[Result]:
+    """The specs of the reports whose name holds `mark` (the NodeConformance ones), each once,
+    sorted by name."""
     best: dict[str, Result] = {}
     for file in files:
         for case in ET.parse(file).getroot().iter("testcase"):
             name = case.get("name", "")
-            if MARK not in name:
+            if mark not in name:
                 continue
             status, text = _status(case)
             result = Result(name, status, float(case.get("time") or 0), _short(text))
@@ -101,8 +102,25 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _table(results: Sequence[Result]) -> list[str]:
+    lines = []
+    for status in ("failed", "skipped", "passed", "not run"):
+        chosen = [r for r in results if r.status == status]
+        if not chosen:
+            continue
+        lines += [f"### {status.capitalize()} ({len(chosen)})", ""]
+        if status in ("passed", "not run"):
+            lines += [f"- {r.name}" for r in chosen]
+        else:
+            lines += ["| test | the suite's message | note |", "|---|---|---|"]
+            lines += [f"| {_cell(r.name)} | {_cell(r.message)} | {_cell(notes.note(r.name))} |"
+                      for r in chosen]
+        lines.append("")
+    return lines
+
+
 def render(results: Sequence[Result], *, times: dict[str, float], focus: str,
-           skip: str) -> str:
+           skip: str, node_results: Sequence[Result] = (), node_focus: str = "") -> str:
     c = counts(results)
     today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     timing = ", ".join(f"{k} {v / 60:.1f} min" for k, v in times.items())
@@ -122,24 +140,21 @@ def render(results: Sequence[Result], *, times: dict[str, float], focus: str,
         "in nodelet or why a test does not apply here (tests/conformance/notes.py).",
         "",
     ]
-    for status in ("failed", "skipped", "passed", "not run"):
-        chosen = [r for r in results if r.status == status]
-        if not chosen:
-            continue
-        lines += [f"## {status.capitalize()} ({len(chosen)})", ""]
-        if status in ("passed", "not run"):
-            lines += [f"- {r.name}" for r in chosen]
-        else:
-            lines += ["| test | the suite's message | note |", "|---|---|---|"]
-            lines += [f"| {_cell(r.name)} | {_cell(r.message)} | {_cell(notes.note(r.name))} |"
-                      for r in chosen]
-        lines.append("")
+    lines += ["## The e2e suite (e2e.test)", "", *_table(results)]
+    if node_results:
+        nc = counts(node_results)
+        lines += ["## The node e2e suite (e2e_node.test)", "",
+                  f"Focus `{node_focus}`, run with `--start-services=false "
+                  f"--prepull-images=false` against the same plane and node: "
+                  f"**{nc['passed']} passed, {nc['failed']} failed**, {nc['skipped']} skipped.",
+                  "", *_table(node_results)]
     return "\n".join(lines)
 
 
 def write_doc(doc: Path, results: Sequence[Result], *, times: dict[str, float], focus: str,
-              skip: str) -> None:
-    doc.write_text(render(results, times=times, focus=focus, skip=skip))
+              skip: str, node_results: Sequence[Result] = (), node_focus: str = "") -> None:
+    doc.write_text(render(results, times=times, focus=focus, skip=skip,
+                          node_results=node_results, node_focus=node_focus))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

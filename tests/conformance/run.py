@@ -52,6 +52,8 @@ NODE_READY_WITHIN = 120.0
 NODELET_STOP_WITHIN = 60.0
 # How long the whole suite may run (ginkgo's own default, 1 h, is shorter than a full run).
 SUITE_TIMEOUT = "12h"
+# KEP-3085's own node e2e test (test/e2e_node/pod_conditions_test.go), all of its cases.
+NODE_FOCUS = "Pod conditions managed by Kubelet"
 NODELET = REPO / ".venv" / "bin" / "nodelet"
 
 
@@ -151,6 +153,30 @@ def serial_skip(skip: str) -> str:
     return "|".join(part for part in skip.split("|") if part != r"\[Serial\]")
 
 
+def run_node_phase(*, plane: controlplane.ControlPlane, node: Node, out: Path, focus: str,
+                   env: dict[str, str]) -> tuple[Path, float]:
+    """The node e2e suite (test/e2e_node) against the running plane and node: no services of
+    its own (`--start-services=false`), no pre-pulls; it reads the node's /configz."""
+    kube = controlplane.bin_dir()
+    report_dir = out / "node"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    socket = node.data_dir / "containerd" / "containerd.sock"
+    argv = [str(kube / "ginkgo"), "--procs=1", f"--focus={focus}", f"--timeout={SUITE_TIMEOUT}",
+            "--no-color", "--silence-skips", str(kube / "e2e_node.test"), "--",
+            f"--kubeconfig={plane.admin_kubeconfig}", f"--node-name={NODE}",
+            "--start-services=false", "--prepull-images=false",
+            f"--kubectl-path={kube / 'kubectl'}", f"--report-dir={report_dir}",
+            f"--container-runtime-endpoint=unix://{socket}",
+            f"--image-service-endpoint=unix://{socket}", "-v=2"]
+    started = time.monotonic()
+    with (out / "node.log").open("wb") as log:
+        print(f"[node] e2e_node.test --focus={focus!r} (output: {out / 'node.log'})", flush=True)
+        subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False, cwd=out)
+    took = time.monotonic() - started
+    print(f"[node] {took / 60:.1f} min", flush=True)
+    return report_dir / "junit_01.xml", took
+
+
 @contextlib.contextmanager
 def local_registry(out: Path) -> Iterator[Path]:
     """A registry holding the suite's images; yields the KUBE_TEST_REPO_LIST file."""
@@ -169,6 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip", default=SKIP, help="ginkgo skip (default: %(default)s)")
     parser.add_argument("--procs", type=int, default=3, help="parallel ginkgo processes")
     parser.add_argument("--no-serial", action="store_true", help="leave out the [Serial] phase")
+    parser.add_argument("--no-parallel", action="store_true",
+                        help="leave out the parallel phase")
+    parser.add_argument("--node-focus", default=NODE_FOCUS,
+                        help="focus of the node e2e suite's run ('' leaves it out; default: "
+                             "%(default)s)")
     parser.add_argument("--out", type=Path, default=REPO / "test-artifacts" / "conformance")
     parser.add_argument("--doc", type=Path, default=REPO / "docs" / "conformance.md",
                         help="the report to write (default: %(default)s)")
@@ -179,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True)
     started = time.monotonic()
     junits: list[Path] = []
+    node_junits: list[Path] = []
     times: dict[str, float] = {}
     root = Path(tempfile.mkdtemp(prefix="nlconf-", dir="/tmp"))
     with local_registry(args.out) as repo_list:
@@ -189,16 +221,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             node = start_node(plane, root / "node", log)
             wait_ready(plane, node, log)
             env = {**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)}
-            junit, times["parallel"] = run_phase("parallel", plane=plane, out=args.out,
-                                                 focus=args.focus, skip=args.skip,
-                                                 labels="", procs=args.procs, env=env)
-            junits.append(junit)
+            if not args.no_parallel:
+                junit, times["parallel"] = run_phase("parallel", plane=plane, out=args.out,
+                                                     focus=args.focus, skip=args.skip,
+                                                     labels="", procs=args.procs, env=env)
+                junits.append(junit)
             if not args.no_serial:
                 junit, times["serial"] = run_phase(
                     "serial", plane=plane, out=args.out,
                     focus=args.focus, skip=serial_skip(args.skip), labels="Serial",
                     procs=1, env=env)
                 junits.append(junit)
+            if args.node_focus:
+                junit, times["node"] = run_node_phase(plane=plane, node=node, out=args.out,
+                                                      focus=args.node_focus, env=env)
+                node_junits.append(junit)
         finally:
             if node is not None:
                 node.stop()
@@ -207,7 +244,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
     times["total"] = time.monotonic() - started
     results = report.read_junit([j for j in junits if j.exists()])
-    report.write_doc(args.doc, results, times=times, focus=args.focus, skip=args.skip)
+    node_results = report.read_junit([j for j in node_junits if j.exists()],
+                                     mark=args.node_focus or report.MARK)
+    report.write_doc(args.doc, results, times=times, focus=args.focus, skip=args.skip,
+                     node_results=node_results, node_focus=args.node_focus)
+    if node_junits:
+        print(f"node e2e ({args.node_focus}): {report.summary(node_results)}")
     print(report.summary(results))
     return 0
 
