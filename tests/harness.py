@@ -94,8 +94,11 @@ class Harness:
             # RuntimeSettings fields beside the endpoint (e.g. the pod CIDRs the node claims).
             runtime=replace(base.runtime, endpoint=endpoint,
                             **(runtime_settings or {})),  # type: ignore[arg-type]
-            # Fast retries so tests that wait for a retry stay short; the behaviour is the same.
-            sync=replace(base.sync, retry_period=1.0, resync_period=2.0,
+            # Fast retries and back-offs so tests that wait for one stay short (the behaviour
+            # is the same), but the resync at its default: it is a safety net only, and no
+            # test may pass because a resync came early (docs/timing.md).
+            sync=replace(base.sync, retry_period=1.0,
+                         resync_period=settings.SyncSettings().resync_period,
                          restart_backoff=1.0, restart_backoff_max=8.0,
                          image_backoff=1.0, image_backoff_max=8.0),
             server=replace(base.server, port=0),
