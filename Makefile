@@ -69,6 +69,19 @@ conformance: setup
 	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl e2e.test ginkgo agnhost nnp
 	$(PY) tests/conformance/run.py $(CONFORMANCE_ARGS)
 
+# A local cluster: the control plane from `make kube`'s binaries and a nodelet node joined to
+# it by a bootstrap token, in the background; prints the admin kubeconfig (docs/cluster.md).
+CLUSTER_DIR := build/cluster
+cluster: setup kube
+	$(PY) tests/controlplane.py --dir $(CLUSTER_DIR) --join --background
+
+# Stops it (nodelet, then `nodelet reset` of its node, then the control plane), by PID.
+cluster-down:
+	@if [ -f $(CLUSTER_DIR)/supervisor.pid ]; then \
+	  pid=$$(cat $(CLUSTER_DIR)/supervisor.pid); kill -TERM $$pid 2>/dev/null; \
+	  while kill -0 $$pid 2>/dev/null; do sleep 0.5; done; echo "cluster stopped"; \
+	else echo "no cluster runs in $(CLUSTER_DIR)"; fi
+
 run: setup
 	$(VENV)/bin/nodelet run --manifests examples/
 
@@ -80,7 +93,8 @@ lint: setup
 unit: setup
 	$(VENV)/bin/pytest tests/model -q
 
-test: lint
+# The cluster tests run against the real control plane: `kube` builds it (skipped when built).
+test: lint kube
 	$(VENV)/bin/pytest -q
 
 clean:

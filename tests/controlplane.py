@@ -48,7 +48,7 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -710,40 +710,25 @@ def refused(events: list[dict[str, Any]], node: str) -> list[str]:
 # -- a control plane for a person (make cluster) --------------------------------------------
 
 
-@contextlib.contextmanager
-def running(root: Path | None = None) -> Iterator[ControlPlane]:
-    plane = ControlPlane.start(root=root)
-    try:
-        yield plane
-    finally:
-        plane.stop()
+def _nodelet(args: argparse.Namespace, plane: ControlPlane, bootstrap: Path) -> Component:
+    """`nodelet run` joined to `plane` by TLS bootstrap, as a kubeadm node joins."""
+    node = args.dir / "node"
+    return Component("nodelet", [
+        str(args.nodelet), "run", "--data-dir", str(node), "--node-name", args.node_name,
+        "--kubeconfig", str(node / "kubelet.conf"), "--bootstrap-kubeconfig", str(bootstrap),
+        "--client-ca-file", str(plane.ca.cert), "--manifests", str(args.dir / "manifests"),
+        "--progress", "never",
+    ], plane.logs / "nodelet.log")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(
-        "Start a local Kubernetes control plane from the binaries `make kube` built; print the "
-        "admin kubeconfig and a bootstrap kubeconfig; stop it on Ctrl-C or SIGTERM."))
-    parser.add_argument("--dir", type=Path, required=True,
-                        help="the plane's directory (PKI, kubeconfigs, etcd data, logs)")
-    args = parser.parse_args(argv)
-    if args.dir.exists() and any(args.dir.iterdir()):
-        print(f"{args.dir} is not empty: a control plane may run there (make cluster-down)",
-              file=sys.stderr)
-        return 1
-    started = time.monotonic()
-    try:
-        plane = ControlPlane.start(root=args.dir)
-    except ControlPlaneError as e:
-        print(e, file=sys.stderr)
-        return 1
-    bootstrap = plane.bootstrap_kubeconfig(args.dir / "bootstrap-kubelet.conf")
-    (args.dir / "pids").write_text("".join(
-        f"{c.name} {c.process.pid}\n" for c in plane.components if c.process))
-    print(f"control plane up in {time.monotonic() - started:.1f} s at {plane.server}\n"
-          f"  admin kubeconfig:     {plane.admin_kubeconfig}\n"
-          f"  bootstrap kubeconfig: {bootstrap}\n"
-          f"  kube-apiserver client CA for node servers: {plane.ca.cert}\n"
-          f"  logs:                 {plane.logs}", flush=True)
+def _reset(args: argparse.Namespace) -> None:
+    """`nodelet reset` of the node's data dir: its pods, sandboxes, network and containerd."""
+    subprocess.run([str(args.nodelet), "reset", "--data-dir", str(args.dir / "node")],
+                   stdout=subprocess.DEVNULL, check=False, timeout=120)
+
+
+def _serve(plane: ControlPlane, node: Component | None) -> list[str]:
+    """Until SIGINT/SIGTERM or a component's exit; the names of components that exited."""
     stop = {"now": False}
 
     def on_signal(_signo: int, _frame: object) -> None:
@@ -751,14 +736,100 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    running = [*plane.components, *([node] if node else [])]
+    while not stop["now"] and all(c.alive() for c in running):
+        time.sleep(0.5)
+    return [] if stop["now"] else [c.name for c in running if not c.alive()]
+
+
+def _node_ready(plane: ControlPlane, name: str) -> bool:
+    node = plane._get(f"/api/v1/nodes/{name}")
+    return isinstance(node, dict) and conditions(node).get("Ready", {}).get("status") == "True"
+
+
+def _background(argv: Sequence[str], directory: Path) -> int:
+    """Run main() detached (its output in <dir>/cluster.log) and return once it is ready."""
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory.parent / f"{directory.name}.log"
+    with log.open("wb") as out:
+        child = subprocess.Popen([sys.executable, __file__, *argv], stdin=subprocess.DEVNULL,
+                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 3 * START_WITHIN
+    while not (directory / "ready").exists():
+        if child.poll() is not None or time.monotonic() > deadline:
+            print(log.read_text(errors="replace"), file=sys.stderr)
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+            return 1
+        time.sleep(0.3)
+    print(log.read_text(errors="replace"), end="")
+    print(f"running in the background (pid {child.pid}, output in {log}); "
+          "stop it with `make cluster-down`")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(
+        "Start a local Kubernetes control plane from the binaries `make kube` built and, with "
+        "--join, a nodelet node joined to it by a bootstrap token; print the kubeconfigs; stop "
+        "everything on Ctrl-C or SIGTERM (make cluster-down), leaving nothing behind."))
+    parser.add_argument("--dir", type=Path, required=True,
+                        help="the cluster's directory (PKI, kubeconfigs, etcd, the node, logs)")
+    parser.add_argument("--join", action="store_true", help="run a nodelet node too")
+    parser.add_argument("--nodelet", type=Path, default=Path(sys.executable).parent / "nodelet",
+                        help="the nodelet program (default: next to this Python)")
+    parser.add_argument("--node-name", default=socket.gethostname().lower())
+    parser.add_argument("--background", action="store_true",
+                        help="detach, and return once the cluster (and node) is ready")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    args.dir = args.dir.resolve()
+    if args.background:
+        if (args.dir / "supervisor.pid").exists():
+            print(f"a cluster runs in {args.dir} already (make cluster-down)", file=sys.stderr)
+            return 1
+        return _background([a for a in argv if a != "--background"], args.dir)
+    if (args.dir / "supervisor.pid").exists():
+        print(f"a cluster runs in {args.dir} already (make cluster-down)", file=sys.stderr)
+        return 1
+    shutil.rmtree(args.dir, ignore_errors=True)  # what a killed run left (logs included)
+    (args.dir / "manifests").mkdir(parents=True)
+    started = time.monotonic()
     try:
-        while not stop["now"] and all(c.alive() for c in plane.components):
-            time.sleep(0.5)
+        plane = ControlPlane.start(root=args.dir)
+    except ControlPlaneError as e:
+        print(e, file=sys.stderr)
+        return 1
+    (args.dir / "supervisor.pid").write_text(f"{os.getpid()}\n")
+    node = None
+    try:
+        bootstrap = plane.bootstrap_kubeconfig(args.dir / "bootstrap-kubelet.conf")
+        print(f"control plane up in {time.monotonic() - started:.1f} s at {plane.server}\n"
+              f"  admin kubeconfig:     {plane.admin_kubeconfig}\n"
+              f"  bootstrap kubeconfig: {bootstrap}\n"
+              f"  logs:                 {plane.logs}", flush=True)
+        if args.join:
+            node = _nodelet(args, plane, bootstrap)
+            node.start()
+            plane._wait(node, f"node {args.node_name} Ready",
+                        check=lambda: _node_ready(plane, args.node_name))
+            print(f"nodelet node {args.node_name} Ready (log: {node.log}); try:\n"
+                  f"  export KUBECONFIG={plane.admin_kubeconfig}\n"
+                  f"  {binary('kubectl')} get nodes", flush=True)
+        (args.dir / "ready").touch()
+        dead = _serve(plane, node)
+    except ControlPlaneError as e:
+        print(e, file=sys.stderr)
+        dead = ["the cluster"]
     finally:
-        dead = [c.name for c in plane.components if not c.alive()]
+        print("stopping...", flush=True)
+        if node is not None:
+            node.stop()
+            _reset(args)
         plane.stop(keep=True)
-        (args.dir / "pids").unlink(missing_ok=True)
-    if dead and not stop["now"]:
+        (args.dir / "ready").unlink(missing_ok=True)
+        (args.dir / "supervisor.pid").unlink(missing_ok=True)
+    if dead:
         print(f"{', '.join(dead)} exited; logs in {plane.logs}", file=sys.stderr)
         return 1
     return 0
