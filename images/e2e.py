@@ -13,7 +13,9 @@ in the v1.37.2 sources: busybox 86 times, agnhost 62, pause 20, the rest once or
   porter's `localhost.crt`/`.key`, the user `user-defined-in-image` (uid 1000) in
   `group-defined-in-image` (gid 50000), and `curl` and `bash` (the host's, with their shared
   libraries: tests run them in agnhost containers; Alpine's dig, socat and iperf are not
-  there). Both tags hold the v1.37.2 agnhost: the module has one agnhost, not 2.55's.
+  there), and `/var/registry` holding `pause:testing` (the pause image below) for agnhost's
+  `fake-registry-server`, as upstream's build fetches it. Both tags hold the v1.37.2
+  agnhost: the module has one agnhost, not 2.55's.
 - `e2e-test-images/busybox:1.37.0-2` and `:1.36.1-1`: Debian's busybox-static (1.35) with a
   link for every applet it has, where Alpine/busybox put them (`busybox --list-full`) and in
   `/bin`.
@@ -33,6 +35,7 @@ push it to a local registry under the paths of a KUBE_TEST_REPO_LIST file (`push
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -166,6 +169,31 @@ def merged(*groups: list[build.Entry]) -> list[build.Entry]:
     return list(by_path.values())
 
 
+def fake_registry_entries(files: dict[str, bytes], image: str = "pause",
+                          tag: str = "testing") -> list[build.Entry]:
+    """/var/registry for agnhost's fake-registry-server: `image:tag` laid out as upstream's
+    prepare_registry.sh does (a tag file naming the index's digest, manifests and blobs at
+    `<sha256>/<2 hex>/<hex>/data`), from an OCI layout (`files` by path, as images/build.py
+    writes it). The suite's private-registry tests pull `localhost:5000/pause:testing` from it."""
+    def at(kind: str, digest_: str) -> str:
+        hex_ = digest_.split(":", 1)[1]
+        return f"var/registry/{image}/{kind}/sha256/{hex_[:2]}/{hex_}/data"
+
+    index = files["index.json"]
+    blobs: dict[str, bytes] = {at("manifests", build.digest(index)): index}
+    for descriptor in json.loads(index)["manifests"]:
+        manifest = files[f"blobs/sha256/{descriptor['digest'].split(':')[1]}"]
+        blobs[at("manifests", descriptor["digest"])] = manifest
+        parsed = json.loads(manifest)
+        for blob in (parsed["config"], *parsed["layers"]):
+            blobs[at("blobs", blob["digest"])] = files[
+                f"blobs/sha256/{blob['digest'].split(':')[1]}"]
+    blobs[f"var/registry/{image}/manifests/{tag}"] = build.digest(index).encode() + b"\n"
+    dirs = {str(p) for name in blobs for p in Path(name).parents if str(p) not in (".", "var")}
+    return [build.Entry(d, "dir") for d in sorted(dirs)] + [
+        build.Entry(name, "file", 0o644, data) for name, data in blobs.items()]
+
+
 def busybox() -> tuple[list[build.Entry], dict[str, object]]:
     return base_entries(), {"Cmd": ["sh"], "Env": [build.PATH_ENV]}
 
@@ -177,6 +205,9 @@ def agnhost() -> tuple[list[build.Entry], dict[str, object]]:
         group=GROUP + "user-defined-in-image:x:1000:\n"
                       "group-defined-in-image:x:50000:user-defined-in-image\n")
     entries = merged(entries, host_program_entries(HOST_PROGRAMS))
+    pause_entries, pause_config = pause()
+    pause_files = build.layout_files("registry.k8s.io/pause:testing", pause_entries, pause_config)
+    entries += fake_registry_entries(pause_files)
     entries += [
         build.Entry("agnhost", "file", 0o755, kube_bin("agnhost").read_bytes()),
         build.Entry("agnhost-2", "link", 0o777, target="agnhost"),

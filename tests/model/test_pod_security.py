@@ -307,8 +307,6 @@ def test_legacy_apparmor_string_for_containerd_1_6() -> None:
      "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"),
     ({"nodeSelector": {"disk": "hdd"}}, {}, "NodeAffinity",
      "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"),
-    ({"securityContext": {"windowsOptions": {"runAsUserName": "x"}}}, {}, "PodOSNotSupported",
-     "windowsOptions only apply to Windows containers; this node runs Linux containers"),
     ({}, {"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}, "AppArmor",
      "Cannot enforce AppArmor: AppArmor is not enabled on the host"),
     ({"hostUsers": False}, {}, "UserNamespacesNotSupported",
@@ -343,6 +341,9 @@ def test_admission_refusals(spec: dict[str, Any], container: dict[str, Any], rea
     # Without SELinux the kubelet runs them (the runtime ignores the options): the
     # [NodeConformance] EmptyDir tests set seLinuxOptions on every pod.
     ({}, {"securityContext": {"seLinuxOptions": {"type": "spc_t"}}}, LINUX_NODE),
+    # Ignored on Linux by the kubelet (the e2e suite's fake registry pod sets hostProcess).
+    ({"hostNetwork": True}, {"securityContext": {"windowsOptions": {
+        "hostProcess": True, "runAsUserName": "NT AUTHORITY\\SYSTEM"}}}, LINUX_NODE),
     ({"securityContext": {"seLinuxOptions": {"level": "s0:c0,c1"}}}, {}, LINUX_NODE),
     ({"securityContext": {"seLinuxOptions": {"type": "spc_t"},
                           "seLinuxChangePolicy": "Recursive"}}, {},
