@@ -189,6 +189,16 @@ class NodeServerSettings:
     # How long a proxied exec/attach/port-forward connection to the runtime's streaming server
     # may take to answer its upgrade, in seconds.
     stream_connect_timeout: float = 10.0
+    # Connections held at once (in their TLS handshake or open), in all and from one client
+    # address. Beyond the per-address cap a new connection is closed at once; at the total,
+    # it takes the place of the oldest one still in its TLS handshake from the address that
+    # holds the most connections, if that holds more than the newcomer's (a flood's), else it
+    # is closed (adapters/tlsfront.py). The total is also held to an eighth
+    # of the open-file limit (each open connection takes three descriptors and a stream one
+    # more). Defaults 1024 and 256 (a node's kube-apiserver opens one per kubectl
+    # logs/exec/port-forward session).
+    max_connections: int = 1024
+    max_connections_per_source: int = 256
     # TokenReviews of tokens not in the cache in flight at once (identical ones merged); a
     # request needing another one is answered 429 with `Retry-After: 1` instead of queueing
     # behind them (a flood of random tokens must not build an unbounded queue). Default 8.

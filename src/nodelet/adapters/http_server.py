@@ -40,7 +40,6 @@ import hmac
 import ipaddress
 import json
 import logging
-import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -121,9 +120,12 @@ class _Guard(asyncio.Protocol):
     """Wraps aiohttp's protocol for one connection: closes it when a request's headers do not
     arrive within the header timeout (aiohttp itself has no such timeout)."""
 
-    def __init__(self, inner: asyncio.Protocol, guards: _Guards) -> None:
+    def __init__(self, inner: asyncio.Protocol, guards: _Guards, peer: object = None) -> None:
         self._inner = inner
         self._guards = guards
+        # Who the connection is from when the transport cannot say (the node server's
+        # connections arrive through a socketpair from its TLS front).
+        self.peer = peer
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
 
@@ -164,7 +166,8 @@ class _Guard(asyncio.Protocol):
         # A closing TLS transport (its shutdown still running) must not be asked again.
         if self._transport is not None and not self._transport.is_closing():
             log.info("closing a connection from %s: no complete request within %.0f s",
-                     self._transport.get_extra_info("peername"), self._guards.header_timeout)
+                     self.peer or self._transport.get_extra_info("peername"),
+                     self._guards.header_timeout)
             self._transport.close()
 
 
@@ -174,6 +177,15 @@ class _Guards:
     def __init__(self, header_timeout: float) -> None:
         self.header_timeout = header_timeout
         self.live: dict[int, _Guard] = {}
+
+    def protocol(self, inner: asyncio.Protocol, peer: object = None) -> asyncio.Protocol:
+        """`inner` (aiohttp's protocol for one connection) under a guard; `peer`: what
+        `peer_of` tells about the connection's requests."""
+        return _Guard(inner, self, peer)
+
+    def peer_of(self, request: web.Request) -> object:
+        guard = self.live.get(id(request.transport))
+        return guard.peer if guard is not None else None
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
@@ -188,14 +200,11 @@ class _Guards:
 
 
 class _GuardedSite(web.TCPSite):
-    """A TCP site whose connections are wrapped in a `_Guard`; with `ssl_context`, TLS whose
-    handshake must also finish within the header timeout (the node server's)."""
+    """A TCP site whose connections are wrapped in a `_Guard`."""
 
-    def __init__(self, runner: web.AppRunner, host: str, port: int, guards: _Guards,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        super().__init__(runner, host, port, ssl_context=ssl_context)
+    def __init__(self, runner: web.AppRunner, host: str, port: int, guards: _Guards) -> None:
+        super().__init__(runner, host, port)
         self._guards = guards
-        self._tls = ssl_context
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with its runner
@@ -205,13 +214,12 @@ class _GuardedSite(web.TCPSite):
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: _Guard(server(), guards), self._host, self._port,
-            reuse_address=self._reuse_address, reuse_port=self._reuse_port, ssl=self._tls,
-            ssl_handshake_timeout=guards.header_timeout if self._tls is not None else None)
+            reuse_address=self._reuse_address, reuse_port=self._reuse_port)
 
 
-# For the node server (adapters.node_server): the same guard over its TLS listener.
+# For the node server (adapters.node_server): the same guard over the connections its TLS
+# front hands over (`protocol`, `peer_of`).
 ConnectionGuards = _Guards
-GuardedSite = _GuardedSite
 
 
 class HttpServer:

@@ -19,6 +19,11 @@ kubelet does by default: the request goes upstream with its upgrade headers, the
 answer comes back, and after a `101 Switching Protocols` bytes flow both ways untouched — SPDY/3.1
 (kubectl) and WebSocket (`v4.channel.k8s.io`, `portforward.k8s.io`) alike.
 
+TLS is done by `adapters.tlsfront` on a thread and event loop of its own, which also caps the
+connections (in all and per client address) before any handshake: the agent's loop only
+serves connections whose handshake finished, handed over as plain sockets with the client's
+address and verified certificate.
+
 Every request is authenticated (client certificate verified by TLS against the client CA, then
 bearer token; anonymous only when allowed, else 401) and authorized with the kubelet's
 attributes (`model.core.nodeauth`), else 403. The authenticators and the authorizer are
@@ -34,6 +39,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +50,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from nodelet.adapters import http_server
+from nodelet.adapters import http_server, tlsfront
 from nodelet.model.core import health as hm
 from nodelet.model.core import nodeauth, podjson
 from nodelet.model.core import noderequests as nr
@@ -123,6 +129,9 @@ class NodeServerConfig:
     stream_connect_timeout: float = 10.0
     # Seconds for a client's TLS handshake, then for each request's headers.
     header_timeout: float = 10.0
+    # Connections held at once, in all and from one address (`tlsfront.Limits`).
+    max_connections: int = 1024
+    max_connections_per_source: int = 256
     # The body of GET /configz (`model.core.configz`): {"kubeletconfig": {...}}.
     configz: Mapping[str, Any] = field(default_factory=dict)
 
@@ -151,6 +160,16 @@ class NodeServer:
         self._config = config
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+        self._guards = http_server.ConnectionGuards(config.header_timeout)
+        self._front: tlsfront.TlsFront | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Connections handed over by the front, being connected to aiohttp on this loop.
+        self._adopting: set[asyncio.Task[None]] = set()
+
+    @property
+    def front(self) -> tlsfront.TlsFront | None:
+        """The TLS front (its counters, the connections it holds); None when stopped."""
+        return self._front
 
     @property
     def port(self) -> int:
@@ -163,24 +182,62 @@ class NodeServer:
         context = ssl_context(c.tls)
         # Slow clients (a handshake or headers trickling in) are cut off, as on the read-only
         # API; open streams and followed logs are cut at shutdown after 1 s.
-        guards = http_server.ConnectionGuards(c.header_timeout)
-        runner = web.AppRunner(self._app(guards), access_log=None, shutdown_timeout=1.0)
+        runner = web.AppRunner(self._app(self._guards), access_log=None, shutdown_timeout=1.0)
         await runner.setup()
+        self._runner, self._loop = runner, asyncio.get_running_loop()
+        front = tlsfront.TlsFront(context=context, deliver=self._deliver, limits=tlsfront.Limits(
+            max_total=c.max_connections, max_per_source=c.max_connections_per_source,
+            handshake_timeout=c.header_timeout))
         try:
-            site = http_server.GuardedSite(runner, c.address, c.port, guards, context)
-            await site.start()
+            self._port = await asyncio.to_thread(front.start, c.address, c.port)
         except OSError as exc:
+            self._runner = None
             await runner.cleanup()
             raise NodeServerError(f"cannot listen on {c.address}:{c.port}: {exc}") from exc
-        self._runner = runner
-        self._port = int(runner.addresses[0][1])
-        log.info("node server listening on https://%s:%d (client CA: %s, anonymous: %s)",
-                 c.address, self._port, c.tls.client_ca, c.anonymous)
+        self._front = front
+        log.info("node server listening on https://%s:%d (client CA: %s, anonymous: %s, "
+                 "connections: %d, %d per address)", c.address, self._port, c.tls.client_ca,
+                 c.anonymous, c.max_connections, c.max_connections_per_source)
 
     async def stop(self) -> None:
+        front, self._front = self._front, None
+        if front is not None:
+            await asyncio.to_thread(front.stop)  # no connection is handed over after this
+        if self._adopting:
+            await asyncio.wait(self._adopting)
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+
+    def _deliver(self, sock: socket.socket, peer: tlsfront.Peer) -> None:
+        """A connection from the front (on its thread): served on this loop. Raises
+        RuntimeError when this loop is closed (the front then closes the connection)."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._adopt, sock, peer)
+
+    def _adopt(self, sock: socket.socket, peer: tlsfront.Peer) -> None:
+        if self._runner is None:
+            sock.close()  # stopping
+            return
+        # One short task per connection, to connect it to aiohttp (no synchronous way to make
+        # a transport); tracked, and awaited by `stop`.
+        task = asyncio.get_running_loop().create_task(self._connect(sock, peer),
+                                                      name=f"node-server-accept:{peer.address}")
+        self._adopting.add(task)
+        task.add_done_callback(self._adopting.discard)
+
+    async def _connect(self, sock: socket.socket, peer: tlsfront.Peer) -> None:
+        runner = self._runner
+        server = runner.server if runner is not None else None
+        if server is None:
+            sock.close()
+            return
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: self._guards.protocol(server(), peer), sock=sock)
+        except OSError as exc:
+            log.debug("cannot serve a connection from %s: %s", peer.address, exc)
+            sock.close()
 
     def _app(self, guards: http_server.ConnectionGuards) -> web.Application:
         app = web.Application(middlewares=[guards.middleware, self._errors, self._auth])
@@ -225,8 +282,11 @@ class NodeServer:
     async def _refusal(self, request: web.Request) -> web.Response | None:
         """401, 403 or 500 for a request that may not go on; None when it may."""
         c = self._config
-        user = await nodeauth.authenticate(c.authenticators, _credentials(request),
-                                           anonymous=c.anonymous)
+        peer = self._guards.peer_of(request)
+        user = await nodeauth.authenticate(
+            c.authenticators,
+            _credentials(request, peer if isinstance(peer, tlsfront.Peer) else None),
+            anonymous=c.anonymous)
         if user is None:
             return web.Response(status=401, text="Unauthorized\n")
         attributes = nodeauth.request_attributes(user, request.method, request.path,
@@ -245,19 +305,18 @@ class NodeServer:
             f"subresource(s)=[{subresources}])\n"))
 
 
-def _credentials(request: web.Request) -> nodeauth.Credentials:
+def _credentials(request: web.Request, peer: tlsfront.Peer | None) -> nodeauth.Credentials:
+    """The request's bearer token, and from the TLS front the client's address and the
+    subject of the certificate its handshake verified."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     subject: list[tuple[str, str]] = []
-    transport = request.transport
-    peer = transport.get_extra_info("peercert") if transport is not None else None
-    if peer:
-        for rdn in peer.get("subject", ()):
+    certificate = peer.certificate if peer is not None else None
+    if certificate:
+        for rdn in certificate.get("subject", ()):
             subject.extend((str(k), str(v)) for k, v in rdn)
-    address = transport.get_extra_info("peername") if transport is not None else None
     return nodeauth.Credentials(
         token=token.strip() if scheme.lower() == "bearer" and token.strip() else None,
-        certificate_subject=tuple(subject),
-        source=str(address[0]) if isinstance(address, tuple) and address else "")
+        certificate_subject=tuple(subject), source=peer.address if peer is not None else "")
 
 
 def _query(request: web.Request) -> nr.Query:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nodelet import settings as settings_
-from nodelet.adapters import containerd, node_server, nodeusage, servingcerts
+from nodelet.adapters import containerd, host, node_server, nodeusage, servingcerts
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import inflight, ratelimit
 from nodelet.model.core import configz, crilogs, nodeauth, podjson, runtime, status
@@ -330,7 +330,8 @@ def server_config(
         authenticators=(*_local_authenticators(s), *webhooks, *authenticators),
         authorizer=authorizer or webhook_authorizer or nodeauth.AllowAuthenticated(),
         anonymous=s.anonymous_auth, stream_connect_timeout=s.stream_connect_timeout,
-        header_timeout=s.header_timeout,
+        header_timeout=s.header_timeout, max_connections=connection_cap(s),
+        max_connections_per_source=max(1, s.max_connections_per_source),
         configz=configz.configz(settings, runtime_endpoint=_runtime_endpoint(settings)))
 
 
@@ -339,6 +340,18 @@ def _runtime_endpoint(settings: settings_.Settings) -> str:
     if settings.runtime.endpoint:
         return settings.runtime.endpoint
     return f"unix://{containerd.ContainerdPaths.of(settings.data_dir).socket}"
+
+
+def connection_cap(s: settings_.NodeServerSettings) -> int:
+    """`max_connections`, held to an eighth of the open-file limit (at least 16): an open
+    connection takes three descriptors (its socket, and the socketpair to the TLS front) and
+    a stream to the runtime one more, and the rest of the agent needs its own."""
+    bound = max(16, host.open_file_limit() // 8)
+    if s.max_connections > bound:
+        log.warning("the node server holds at most %d connections, not %d: the open-file "
+                    "limit is %d (raise LimitNOFILE)", bound, s.max_connections,
+                    host.open_file_limit())
+    return max(1, min(s.max_connections, bound))
 
 
 def _serving_pair(settings: settings_.Settings, host_ips: Sequence[str]) -> node_server.TlsFiles:
