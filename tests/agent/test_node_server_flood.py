@@ -170,6 +170,75 @@ async def test_idle_and_half_open_connections_are_cut_after_the_handshake_timeou
         await running.stop()
 
 
+class _BigLog(_Backend):
+    """A log of `SIZE` bytes, produced as fast as it is taken."""
+
+    SIZE = 64 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self.produced = 0
+
+    async def open_logs(self, pod: nr.PodRef, container: str,
+                        options: nr.LogOptions) -> AsyncIterator[bytes]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        chunk = b"x" * 65535 + b"\n"
+        while self.produced < self.SIZE:
+            self.produced += len(chunk)
+            yield chunk
+
+
+async def test_a_slow_reader_holds_back_the_writer_through_the_front(tmp_path: Path) -> None:
+    """Flow control across the TLS front: while the client reads nothing, the log is taken
+    from the backend only as far as the buffers on the way hold (not 64 MiB into memory);
+    once it reads, every byte arrives."""
+    pair = servingcerts.ensure_self_signed(servingcerts.self_signed_paths(tmp_path),
+                                           hostname="n1", ips=[])
+    backend = _BigLog()
+    running = node_server.NodeServer(backend, node_server.NodeServerConfig(
+        address="127.0.0.1", port=0, node_name="n1", tls=node_server.TlsFiles(pair.cert, pair.key),
+        authenticators=[nodeauth.TokenFile.parse(f"{TOKEN},bob,uid-1,devs\n")]))
+    await running.start()
+    context = ssl.create_default_context(cafile=str(pair.cert))
+    reader, writer = await asyncio.open_connection("127.0.0.1", running.port, ssl=context,
+                                                   server_hostname="n1")
+    try:
+        writer.write(f"GET /containerLogs/default/web/main HTTP/1.1\r\nHost: n1\r\n"
+                     f"Authorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        writer.transport.pause_reading()  # the client reads nothing for now
+        # What the buffers on the way take (kernel socket buffers on both legs and a few
+        # transports' high-water marks), then the backend is no longer asked for more.
+        await eventually(lambda: backend.produced, until=lambda n: n > 0, within=10,
+                         what="the log started")
+        stalled = await eventually(_Still(lambda: backend.produced).check,
+                                   until=lambda n: n is not None, within=20,
+                                   what="the backend held back")
+        writer.transport.resume_reading()
+        body = await asyncio.wait_for(reader.read(), 60)
+    finally:
+        writer.close()
+        await running.stop()
+    print(f"\nslow reader: {stalled / 2**20:.1f} MiB taken from the backend while the client "
+          f"read nothing, of {_BigLog.SIZE / 2**20:.0f} MiB")
+    assert stalled < 16 * 2**20
+    assert body.count(b"\n") >= _BigLog.SIZE // 65536  # the whole log, after the headers
+
+
+class _Still:
+    """`check()`: the value once it stayed the same over three checks 0.2 s apart, else None."""
+
+    def __init__(self, read: Any) -> None:
+        self._read = read
+        self._seen: list[int] = []
+
+    async def check(self) -> int | None:
+        await asyncio.sleep(0.2)  # spaces the samples out; `eventually` does the waiting
+        self._seen = [*self._seen[-2:], self._read()]
+        return self._seen[-1] if len(self._seen) == 3 and len(set(self._seen)) == 1 else None
+
+
 # -- a real agent under a flood ----------------------------------------------------------------
 
 

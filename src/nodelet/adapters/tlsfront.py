@@ -111,6 +111,7 @@ class TlsFront:
         self._by_source: dict[str, dict[_Conn, None]] = {}
         self._in_handshake: dict[str, dict[_Conn, None]] = {}
         self._total = 0
+        self._handshaking = 0  # plain counts: read from the agent's thread too
         self._tasks: set[asyncio.Task[None]] = set()
         # The front's ends of the socketpairs, open (closed when their connection ends).
         self.inner: set[asyncio.BaseTransport] = set()
@@ -149,7 +150,8 @@ class TlsFront:
         return self._total
 
     def in_handshake(self) -> int:
-        return sum(len(c) for c in self._in_handshake.values())
+        """Connections held now that are still in their handshake."""
+        return self._handshaking
 
     # -- the thread ------------------------------------------------------------------------------
 
@@ -224,6 +226,7 @@ class TlsFront:
         self._by_source.setdefault(source, {})[conn] = None
         self._in_handshake.setdefault(source, {})[conn] = None
         self._total += 1
+        self._handshaking += 1
         self.counters.accepted += 1
         task = asyncio.get_running_loop().create_task(self._handshake(conn))
         self._tasks.add(task)
@@ -246,6 +249,8 @@ class TlsFront:
             return
         conn.gone = True
         self._total -= 1
+        if conn in self._in_handshake.get(conn.source, ()):
+            self._handshaking -= 1
         for table in (self._by_source, self._in_handshake):
             held = table.get(conn.source)
             if held is not None:
@@ -255,8 +260,9 @@ class TlsFront:
 
     def _handed(self, conn: _Conn) -> None:
         held = self._in_handshake.get(conn.source)
-        if held is not None:
-            held.pop(conn, None)
+        if held is not None and conn in held:
+            self._handshaking -= 1
+            held.pop(conn)
             if not held:
                 del self._in_handshake[conn.source]
 
