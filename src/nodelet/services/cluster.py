@@ -141,6 +141,10 @@ class ClusterMode:
         self._clients: list[kube.KubeClient] = []
         self._static_pods: dict[pods.PodUID, pods.Pod] = {}
         self._readers: Mapping[pods.PodUID, AbstractSet[objectwatches.ObjectKey]] = {}
+        # API pods removed from the API whose workers are still finishing: they read no
+        # object and send no status any more (the Node authorizer refuses both for a pod it
+        # no longer knows, as 403s).
+        self._api_removed: set[pods.PodUID] = set()
         self.mirrors: mirrors.MirrorPods | None = None
         self.objects: objectwatches.ObjectWatches | None = None
         # The Services (None until start()): `service_source()`.
@@ -249,7 +253,7 @@ class ClusterMode:
             fetch=self._fetch_token, clock=self._clock, on_due=self._on_token_due,
             retry=s.token_retry, retry_max=s.token_retry_max,
             lag_retry=s.token_lag_retry, lag_retries=s.token_lag_retries)
-        self.objects.set_readers(self._readers)  # read before start(): static pods'
+        self._apply_readers()  # read before start(): static pods'
 
     async def _first_contact(self) -> None:
         """Register the node, and list the pods once, so that the first desired set is known
@@ -346,8 +350,14 @@ class ClusterMode:
         """The complete map pod UID → ConfigMaps/Secrets it reads (the kubelet's RegisterPod
         and UnregisterPod): each object is watched while at least one pod reads it."""
         self._readers = dict(readers)
+        self._apply_readers()
+
+    def _apply_readers(self) -> None:
+        """As the kubelet's UnregisterPod on the pod's removal from the API (not when its
+        worker is done): a pod gone from the API reads nothing."""
         if self.objects is not None:
-            self.objects.set_readers(self._readers)
+            self.objects.set_readers({uid: keys for uid, keys in self._readers.items()
+                                      if uid not in self._api_removed})
 
     def set_static_pods(self, desired: Mapping[pods.PodUID, pods.Pod]) -> None:
         """The complete set of static pods to run; their mirror pods follow."""
@@ -362,6 +372,8 @@ class ClusterMode:
             self.tokens.forget_pod(uid)  # its service account tokens are of no more use
         if self.mirrors is not None:
             self.mirrors.pod_gone(uid)
+        self._api_removed.discard(uid)
+        self.status_sync.done(uid)
         obj = self.source.api_object(uid)
         if obj is None:
             self.status_sync.forget(uid)  # a static pod (an API pod's was forgotten already)
@@ -418,8 +430,14 @@ class ClusterMode:
             await asyncio.sleep(delay)
 
     def _removed(self, uids: set[pods.PodUID]) -> None:
+        """Pods left the API (deleted for good): no status, token or object read for them
+        any more, though their workers may still be finishing (`pod_gone` ends that)."""
         for uid in uids:
-            self.status_sync.forget(uid)
+            self.status_sync.removed(uid)
+            if self.tokens is not None:
+                self.tokens.forget_pod(uid)
+        self._api_removed |= {uid for uid in uids if uid in self._readers}
+        self._apply_readers()
 
     # -- views ----------------------------------------------------------------------------------
 

@@ -91,6 +91,7 @@ class StatusSync:
         self._mirror_uid = mirror_uid
         self._settings = settings or StatusSyncSettings()
         self._pods: dict[pods.PodUID, _PodState] = {}
+        self._removed: set[pods.PodUID] = set()  # deleted from the API, worker not done
         self._answers: dict[pods.PodUID, apijson.Obj] = {}  # last PATCH/GET answer per pod
         self._dirty: dict[pods.PodUID, None] = {}  # ordered set: oldest first
         self._inflight: set[pods.PodUID] = set()
@@ -106,6 +107,8 @@ class StatusSync:
         """Status manager subscriber: remember the newest status of an API or static pod."""
         if pod.source != "api" and (self._mirror_uid is None or not pod.is_static):
             return
+        if pod.uid in self._removed:
+            return  # its API object is gone: a GET or PATCH would only be refused
         state = self._pods.get(pod.uid)
         if state is None:
             s = self._settings
@@ -116,6 +119,18 @@ class StatusSync:
         state.pod, state.status = pod, status
         state.version += 1
         self._mark(pod.uid)
+
+    def removed(self, uid: pods.PodUID) -> None:
+        """The pod was deleted from the API (its watch said so): stop syncing it, and ignore
+        the statuses its worker still makes while it finishes, until `done(uid)`. (Sent, they
+        would cost a GET that the Node authorizer refuses, 403, for a pod it no longer has.)"""
+        if uid in self._pods:
+            self._removed.add(uid)
+        self.forget(uid)
+
+    def done(self, uid: pods.PodUID) -> None:
+        """The pod's worker is done: no more statuses come for `uid`."""
+        self._removed.discard(uid)
 
     def forget(self, uid: pods.PodUID) -> None:
         """The pod is gone from the API: stop syncing it."""
