@@ -158,6 +158,17 @@ class Authority:
         self.pair.cert.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
         _write_key(self._key, self.pair.key)
 
+    @classmethod
+    def load(cls, pair: Pair, directory: Path) -> Authority:
+        """The CA of `pair` (its files), issuing into `directory`."""
+        authority = cls.__new__(cls)
+        authority.dir, authority.pair = directory, pair
+        key = serialization.load_pem_private_key(pair.key.read_bytes(), password=None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        authority._key = key
+        authority._cert = x509.load_pem_x509_certificate(pair.cert.read_bytes())
+        return authority
+
     def issue(self, name: str, cn: str, *, orgs: Sequence[str] = (), server: bool = False,
               hosts: Sequence[str] = ()) -> Pair:
         key = _key()
