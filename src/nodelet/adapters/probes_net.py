@@ -5,8 +5,10 @@ target does (refused, reset, slow, bad status): it returns a `probes.Attempt` wh
 worded like the kubelet's probers (`pkg/probe/{http,tcp,grpc}`), so `Unhealthy` events read the
 same. Nothing is kept open between attempts (the kubelet disables keep-alive for probes too).
 
-Differences from the kubelet, on purpose: redirects are not followed (a 3xx is a success,
-which is what the kubelet reports for a redirect to another host anyway).
+httpGet follows redirects as the kubelet's prober does (pkg/probe/http): to the same host, at
+most 10 of them (then a failure, Go's "stopped after 10 redirects"); a redirect to another host
+is not followed and counts as a success whose output is "Probe terminated redirects, Response
+body: ..." (the kubelet's probe.Warning, which it reports as a ProbeWarning event).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import time
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 import grpc
@@ -28,6 +31,9 @@ USER_AGENT = f"kube-probe/nodelet-{nodelet.__version__}"
 _MAX_BODY = 10 * 1024
 _HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 _SERVING_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
+# Go's http.Client default, which the kubelet's probe redirect checker keeps.
+_MAX_REDIRECTS = 10
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 def host_port(host: str, port: int) -> str:
@@ -55,25 +61,40 @@ def _request_headers(headers: tuple[tuple[str, str], ...]) -> dict[str, str]:
 async def http_get(
     url: str, *, headers: tuple[tuple[str, str], ...] = (), timeout_s: float
 ) -> probes.Attempt:
-    """GET `url`; success for a status of 200-399."""
+    """GET `url`, following same-host redirects (see the module docstring); success for a
+    final status of 200-399."""
     connector = aiohttp.TCPConnector(ssl=False, force_close=True)  # probes skip TLS checks
+    first, current = urlsplit(url).hostname, url
     try:
-        async with (
-            aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s)
-            ) as session,
-            session.get(url, headers=_request_headers(headers), allow_redirects=False) as resp,
-        ):
-            body = await resp.content.read(_MAX_BODY)
-            status = resp.status
+        async with aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+            for hops in range(_MAX_REDIRECTS + 1):
+                status, body, location = await _get_once(session, current, headers)
+                target = urljoin(current, location) if location else ""
+                if status not in _REDIRECTS or not target:
+                    break
+                if urlsplit(target).hostname != first:
+                    return probes.Attempt("success", "Probe terminated redirects, Response "
+                                          f"body: {body.decode(errors='replace')}")
+                if hops == _MAX_REDIRECTS:
+                    return _failure(f'Get "{target}": stopped after 10 redirects')
+                current = target
     except TimeoutError:
-        return _failure(f'Get "{url}": context deadline exceeded '
+        return _failure(f'Get "{current}": context deadline exceeded '
                         "(Client.Timeout exceeded while awaiting headers)")
     except (aiohttp.ClientError, OSError, ValueError) as exc:
-        return _failure(f'Get "{url}": {exc}')
+        return _failure(f'Get "{current}": {exc}')
     if 200 <= status < 400:
         return probes.Attempt("success", body.decode(errors="replace"))
     return _failure(f"HTTP probe failed with statuscode: {status}")
+
+
+async def _get_once(session: aiohttp.ClientSession, url: str,
+                    headers: tuple[tuple[str, str], ...]) -> tuple[int, bytes, str]:
+    """(status, the first 10 KiB of the body, Location) of one GET, not following."""
+    async with session.get(url, headers=_request_headers(headers),
+                           allow_redirects=False) as resp:
+        return resp.status, await resp.content.read(_MAX_BODY), resp.headers.get("Location", "")
 
 
 # --- tcpSocket -------------------------------------------------------------------------------
