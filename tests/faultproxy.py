@@ -150,6 +150,10 @@ class FaultProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         watch = request.query.get("watch") in ("1", "true")
+        try:
+            body = await request.read()
+        except ConnectionError:  # the client gave up (a delay beyond its timeout)
+            return self._log(request, watch, web.Response(status=499))
         fault = next((f for f in self.faults if f.matches(request)), None)
         if fault is not None:
             fault.hits += 1
@@ -159,7 +163,6 @@ class FaultProxy:
                 return self._log(request, watch, self._refusal(fault))
             if fault.gone:
                 return self._log(request, watch, self._gone())
-        body = await request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() in _PASS}
         assert self._session is not None
         try:
@@ -168,14 +171,15 @@ class FaultProxy:
                 headers=headers, ssl=self._upstream_ssl())
         except aiohttp.ClientError as exc:
             return self._log(request, watch, web.Response(status=502, text=str(exc)))
+        response = web.StreamResponse(status=upstream.status, headers={
+            k: v for k, v in upstream.headers.items() if k.lower() in _BACK})
         try:
-            response = web.StreamResponse(status=upstream.status, headers={
-                k: v for k, v in upstream.headers.items() if k.lower() in _BACK})
-            await response.prepare(request)
-            self._log(request, watch, response)
-            if watch:
-                self._watches.add(response)
+            # The client may be gone (it gave up on a delayed answer): nothing to send then.
             with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
+                await response.prepare(request)
+                self._log(request, watch, response)
+                if watch:
+                    self._watches.add(response)
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
                 await response.write_eof()

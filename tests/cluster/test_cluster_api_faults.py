@@ -9,124 +9,18 @@ judged by the Node authorizer and NodeRestriction.
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
-
-from controlplane import (
-    AdminClient,
-    ControlPlane,
-    Pair,
-    host_address,
-    node_path,
-    pod,
-    pod_path,
-    refused,
-)
+from controlplane import AdminClient, pod, pod_path
 from faultproxy import FaultProxy
-from nodelet.adapters import checkpoint
 from nodelet.model.core import events as ev
-from nodelet.model.core import runtime as rt
 from nodelet.model.core import status as st
-from nodelet.services import cluster, recording, statuses
 from polling import eventually
 
 # What a pod's worker leaves when it terminated a pod deleted in the API (TerminatePod).
 FAILED = st.PodStatus(phase="Failed", conditions=(
     st.PodCondition(st.POD_READY_TO_START_CONTAINERS, "False"),
     st.PodCondition(st.READY, "False", "PodFailed")))
-
-
-class Runtime:
-    """The CRI Version/Status the Node reports (no containers run in these tests)."""
-
-    async def version(self) -> rt.VersionInfo:
-        return rt.VersionInfo("containerd", "1.6.20", "v1")
-
-    async def status(self) -> rt.RuntimeStatus:
-        return rt.RuntimeStatus((rt.RuntimeCondition("RuntimeReady", True),
-                                 rt.RuntimeCondition("NetworkReady", True)))
-
-
-class Rig:
-    """`ClusterMode` joined through a fault proxy, with a real status manager and recorder;
-    the desired pods it announces in `announced`."""
-
-    def __init__(self, proxy: FaultProxy, root: Path, node: str, **overrides: Any) -> None:
-        self.node = node
-        self.checkpoint = checkpoint.Checkpoint.open(root / "checkpoint.db")
-        clock = lambda: datetime.now(UTC)  # noqa: E731
-        self.statuses = statuses.StatusManager(checkpoint=self.checkpoint, clock=clock)
-        self.recorder = recording.EventRecorder(checkpoint=self.checkpoint, node_name=node,
-                                                clock=clock, max_events=1000)
-        self.announced: list[dict[Any, Any]] = []
-        defaults: dict[str, Any] = dict(
-            kubeconfig=root / "kubelet.conf", cert_dir=root / "pki",
-            bootstrap_kubeconfig=proxy.bootstrap_kubeconfig(root / "bootstrap.conf"),
-            status_resync_period=0.5, status_retry=0.05, status_retry_max=0.5,
-            node_status_period=0.5, lease_renew_period=0.5,
-            watch_backoff=0.05, watch_backoff_max=0.2, watch_inactivity=5.0, watch_timeout=30,
-            delete_retry=0.05, delete_retry_max=0.2, start_timeout=20.0)
-        self.mode = cluster.ClusterMode(
-            settings=cluster.ClusterSettings(**(defaults | overrides)), node_name=node,
-            host_ip=host_address(), pod_cidrs=("10.77.0.0/24",), statuses=self.statuses,
-            recorder=self.recorder, runtime=Runtime(), on_pods=self.announced.append,
-            clock=clock)
-
-    @property
-    def desired(self) -> dict[Any, Any]:
-        return self.announced[-1] if self.announced else {}
-
-    def names(self) -> set[str]:
-        return {p.name for p in self.desired.values()}
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def proxied(control_plane: ControlPlane, tmp_path: Path) -> AsyncIterator[FaultProxy]:
-    pki = tmp_path / "node" / "pki"
-    current = pki / "kubelet-client-current.pem"
-    (tmp_path / "node").mkdir()
-    async with FaultProxy(control_plane, tmp_path,
-                          credentials=lambda: Pair(current, current)) as proxy:
-        yield proxy
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def make_rig(proxied: FaultProxy, admin: AdminClient, control_plane: ControlPlane,
-                   tmp_path: Path, namespace: str) -> AsyncIterator[Any]:
-    """`async with make_rig(**settings) as rig:`; pods of its node are force-deleted (no
-    kubelet runs them) and the Node is deleted at the end. What reached kube-apiserver (the
-    proxy's faults never do) must show no refused request of the node in the audit log."""
-    node = f"faults-{secrets.token_hex(3)}"
-    first_event = len(control_plane.audit_events())
-    rigs: list[Rig] = []
-
-    class Started:
-        def __init__(self, **overrides: Any) -> None:
-            self.rig = Rig(proxied, tmp_path / "node", node, **overrides)
-            rigs.append(self.rig)
-
-        async def __aenter__(self) -> Rig:
-            await self.rig.mode.start()
-            return self.rig
-
-        async def __aexit__(self, *_: object) -> None:
-            await self.rig.mode.stop()
-            self.rig.checkpoint.close()
-
-    try:
-        yield Started
-    finally:
-        for found in await admin.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node}"):
-            meta = found["metadata"]
-            await admin.delete(pod_path(meta["namespace"], meta["name"]), gracePeriodSeconds=0)
-        await admin.delete(node_path(node))
-    bad = refused(control_plane.audit_events()[first_event:], node)
-    assert not bad, bad
 
 
 def bound(name: str, node: str, **spec: Any) -> dict[str, Any]:
