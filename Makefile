@@ -4,7 +4,9 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-APT_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2 iptables gcc libc6-dev make sqlite3 docker-registry chromium chromium-driver tmux
+# containerd and runc: Debian 12's 1.6 (the second runtime); libseccomp-dev and pkg-config:
+# to build runc (`make runtime`).
+APT_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2 iptables gcc libc6-dev make sqlite3 docker-registry chromium chromium-driver tmux libseccomp-dev pkg-config
 PROTO := src/nodelet/adapters/cri/api.proto
 GEN := src/nodelet/adapters/cri/gen
 EVENTS_DIR := src/nodelet/adapters/events
@@ -12,9 +14,9 @@ EVENTS_PROTO := $(EVENTS_DIR)/events.proto $(EVENTS_DIR)/payloads.proto
 EVENTS_GEN := $(EVENTS_DIR)/gen
 IMAGES := images/out
 
-.PHONY: setup run test lint unit apt venv proto images kube conformance clean
+.PHONY: setup run test test-system-runtime lint unit apt venv proto images runtime kube conformance clean
 
-setup: apt venv proto images
+setup: apt venv proto images runtime
 
 # Debian packages: installed only when one is missing, so `make setup` is cheap when done.
 apt:
@@ -57,6 +59,11 @@ $(IMAGES)/pause.tar: $(IMAGES)/pause $(VENV)/.installed images/build.py
 $(IMAGES)/busybox.tar: /bin/busybox $(VENV)/.installed images/build.py
 	$(PY) images/build.py busybox --binary /bin/busybox --out $@
 
+# The runtime nodelet runs by default: containerd 2.x and runc built from their Go modules into
+# build/runtime/<containerd version>/ (kube/versions.env); about 90 s the first time.
+runtime: apt
+	kube/build.sh runtime
+
 # The upstream programs the tests use as peers and judges (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kube-proxy, kubectl, the kubelet), built from their Go
 # modules into build/kube/<version>/ (kube/versions.env). A binary built already is kept.
@@ -96,6 +103,13 @@ unit: setup
 # The cluster tests run against the real control plane: `kube` builds it (skipped when built).
 test: lint kube
 	$(VENV)/bin/pytest -q
+
+# The runtime-facing tests again on the other runtime: the containerd on PATH (Debian's 1.6).
+RUNTIME_FACING := tests/runtime tests/agent/test_lifecycle.py tests/agent/test_timing.py \
+  tests/agent/test_security.py tests/agent/test_sandbox_lifecycle.py \
+  tests/agent/test_statuses.py tests/agent/test_failures.py tests/agent/test_runtime_events.py
+test-system-runtime: setup
+	NODELET_TEST_RUNTIME=system $(VENV)/bin/pytest -q $(RUNTIME_FACING)
 
 clean:
 	rm -rf $(GEN) $(EVENTS_GEN) $(IMAGES) $(VENV)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the upstream programs that nodelet's tests use as peers and judges, from their Go
-# modules (kube/kubernetes, kube/etcd), into build/kube/<version>/. A binary that exists for
-# its version is not built again. Usage: kube/build.sh [PROGRAM ...]   (default: all)
+# modules (kube/kubernetes, kube/etcd, kube/containerd, kube/runc), into build/kube/<version>/
+# and build/runtime/<containerd version>/. A binary that exists for its version is not built
+# again. Usage: kube/build.sh [PROGRAM ...]   (default: the Kubernetes programs and etcd)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=versions.env
@@ -36,6 +37,27 @@ build_e2e() {  # the e2e suites are test binaries: go test -c
   mv "$out/$1.tmp" "$out/$1"
 }
 
+runtime_out="$here/../build/runtime/$CONTAINERD_VERSION"
+
+build_containerd() {  # build_containerd NAME: containerd's own version ldflags
+  [ -x "$runtime_out/$1" ] && return 0
+  echo "building $1 $CONTAINERD_VERSION"
+  mkdir -p "$runtime_out"
+  local pkg=github.com/containerd/containerd/v2
+  (cd "$here/containerd" && go build -ldflags "-s -w -X $pkg/version.Version=$CONTAINERD_VERSION \
+     -X $pkg/version.Package=$pkg" -o "$runtime_out/$1.tmp" "$pkg/cmd/$1")
+  mv "$runtime_out/$1.tmp" "$runtime_out/$1"
+}
+
+build_runc() {  # cgo and libseccomp (Debian libseccomp-dev); libpathrs is not packaged here
+  [ -x "$runtime_out/runc" ] && return 0
+  echo "building runc $RUNC_VERSION"
+  mkdir -p "$runtime_out"
+  (cd "$here/runc" && CGO_ENABLED=1 go build -tags "seccomp urfave_cli_no_docs" \
+     -ldflags "-s -w" -o "$runtime_out/runc.tmp" github.com/opencontainers/runc)
+  mv "$runtime_out/runc.tmp" "$runtime_out/runc"
+}
+
 build_etcd() {
   [ -x "$out/etcd" ] && return 0
   echo "building etcd $ETCD_VERSION"
@@ -52,6 +74,10 @@ for p in "${programs[@]}"; do
       build_kube "$p" "k8s.io/kubernetes/cmd/$p" ;;
     e2e.test) build_e2e e2e.test k8s.io/kubernetes/test/e2e ;;
     e2e_node.test) build_e2e e2e_node.test k8s.io/kubernetes/test/e2e_node ;;
+    containerd|containerd-shim-runc-v2|ctr) build_containerd "$p" ;;
+    runc) build_runc ;;
+    runtime) for r in containerd containerd-shim-runc-v2 ctr; do build_containerd "$r"; done
+             build_runc ;;
     # The e2e suite's test images' programs (images/e2e.py packages them): both live in the
     # k8s.io/kubernetes module itself, so they are built at the same pinned version.
     agnhost) build_kube agnhost k8s.io/kubernetes/test/images/agnhost ;;

@@ -6,7 +6,9 @@
   `filterwarnings = ["error"]` (a ResourceWarning raised in `__del__` reaches pytest as an
   unraisable exception, which is an error too). Waiting for state: `polling.eventually`.
 - `runtime` (session): ONE embedded containerd in a fresh data dir under /tmp, ready, with the
-  local images imported. Tests must remove what they create.
+  local images imported. Tests must remove what they create. Which containerd: the one
+  `make runtime` built (2.x, the default), or with NODELET_TEST_RUNTIME=system the one on
+  PATH (Debian's 1.6); the header of the run names it.
 - `make_agent` / `agent` (function): real nodelet agents (tests/harness.py) on the session's
   containerd.
 - `instances` (function): a factory for extra, private instances (`await instances(...)`), for
@@ -61,6 +63,27 @@ class Instance:
     netns_seen: set[str] = field(default_factory=set)
 
 
+def runtime_bin_dir_for_tests() -> Path | None:
+    """The runtime the tests run on (see the module docstring); None: containerd on PATH."""
+    if os.environ.get("NODELET_TEST_RUNTIME", "built") == "system":
+        return None
+    built = settings_.built_runtime_dir()
+    if built is None:
+        pytest.exit("containerd 2.x is not built: run `make runtime` (or set "
+                    "NODELET_TEST_RUNTIME=system for the containerd on PATH)", returncode=2)
+    return built
+
+
+def pytest_report_header() -> str:
+    bin_dir = runtime_bin_dir_for_tests()
+    try:
+        found = containerd.find_programs(
+            replace(settings_.RuntimeSettings(), runtime_bin_dir=bin_dir))
+    except containerd.ContainerdError as exc:
+        return f"runtime: {exc}"
+    return f"runtime: {found.describe()}, runc {found.runc}"
+
+
 def _require_root() -> None:
     if os.geteuid() != 0:
         pytest.fail("runtime tests need root (containerd, runc and CNI plugins); run as root")
@@ -78,6 +101,7 @@ async def start_instance(*, data_dir: Path | None = None,
         "ready_timeout": 30.0,
         "restart_backoff": 0.2,
         "timeouts": settings_.CriTimeouts(default=30.0, run_sandbox=60.0, connect=5.0),
+        "runtime_bin_dir": runtime_bin_dir_for_tests(),
     }
     runtime = replace(settings_.RuntimeSettings(), **(defaults | runtime_overrides))  # type: ignore[arg-type]
     settings = settings_.Settings(data_dir=data_dir, runtime=runtime)

@@ -317,8 +317,10 @@ class SlowProxy:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._requests(client_r, up_w), name="slow-proxy-requests")
                 group.create_task(_copy(up_r, client_w), name="slow-proxy-responses")
-        except* (ConnectionError, asyncio.IncompleteReadError):
-            pass  # either side went away: nothing to forward any more
+        except* (OSError, asyncio.IncompleteReadError):
+            # Either side went away: nothing to forward any more (containerd 2.x's puller may
+            # be gone before the half-close, which then fails with ENOTCONN).
+            pass
         finally:
             for writer in (client_w, up_w):
                 writer.close()

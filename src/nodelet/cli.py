@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "kubelet's)")
     run.add_argument("--runtime-endpoint",
                      help="CRI endpoint unix:///path; default: start the embedded containerd")
+    run.add_argument("--runtime-bin-dir", type=_parse_runtime_bin_dir, metavar="DIR|system",
+                     help="the embedded containerd's programs (containerd, its runc shim, ctr, "
+                          "runc): a directory such as `make runtime` builds, or `system` for "
+                          "those on PATH; default: the checkout's build/runtime/<version> "
+                          "when built, else PATH")
     run.add_argument("--pod-cidr", action="append", default=[],
                      help="pod IP range for the embedded CNI config (repeat for dual-stack)")
     run.add_argument("--feature-gates", default="",
@@ -171,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     reset = sub.add_parser("reset", help="remove every pod and the runtime state of an instance")
     reset.add_argument("--data-dir", type=Path, default=settings.DEFAULT_DATA_DIR)
     reset.add_argument("--runtime-endpoint")
+    reset.add_argument("--runtime-bin-dir", type=_parse_runtime_bin_dir, metavar="DIR|system",
+                       help="as for run (its runc removes what a dead containerd left)")
     reset.add_argument("--cgroup-root", default="/", metavar="CGROUP",
                        help="the --cgroup-root the instance ran with (its pod and QoS cgroups "
                             "are removed under it)")
@@ -221,7 +228,8 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
         registry_config=args.registry_config.resolve() if args.registry_config else None,
         gates=settings.parse_feature_gates(args.feature_gates),
         runtime=replace(base.runtime, endpoint=args.runtime_endpoint,
-                        pod_cidrs=tuple(args.pod_cidr)),
+                        pod_cidrs=tuple(args.pod_cidr),
+                        runtime_bin_dir=_runtime_bin_dir(args, base.runtime)),
         server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file,
                        enabled=enabled),
         node_server=serverflags.node_server_settings(args),
@@ -551,10 +559,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+_SYSTEM = Path("system")
+
+
+def _parse_runtime_bin_dir(value: str) -> Path:
+    return _SYSTEM if value == "system" else Path(value).resolve()
+
+
+def _runtime_bin_dir(args: argparse.Namespace, base: settings.RuntimeSettings) -> Path | None:
+    """--runtime-bin-dir: `system` is PATH (None); absent keeps the default."""
+    chosen: Path | None = args.runtime_bin_dir
+    if chosen is None:
+        return base.runtime_bin_dir
+    return None if chosen == _SYSTEM else chosen
+
+
 def _cmd_reset(args: argparse.Namespace) -> int:
     _setup_logging("text", False)
     config = settings.Settings(data_dir=args.data_dir.resolve())
-    config = replace(config, runtime=replace(config.runtime, endpoint=args.runtime_endpoint),
+    config = replace(config, runtime=replace(config.runtime, endpoint=args.runtime_endpoint,
+                                             runtime_bin_dir=_runtime_bin_dir(args,
+                                                                              config.runtime)),
                      node=replace(config.node, cgroup_root=args.cgroup_root))
     report = asyncio.run(resetting.reset(config))
     print(report.summary(config.data_dir))

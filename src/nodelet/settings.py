@@ -29,13 +29,35 @@ class CriTimeouts:
     connect: float = 10.0
 
 
+def _checkout() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def built_runtime_dir() -> Path | None:
+    """The checkout's `make runtime` output for the containerd version kube/versions.env
+    pins, if it was built; None otherwise (an installed nodelet, or nothing built yet)."""
+    versions = _checkout() / "kube" / "versions.env"
+    try:
+        lines = versions.read_text().splitlines()
+    except OSError:
+        return None
+    version = next((line.split("=", 1)[1].strip() for line in lines
+                    if line.startswith("CONTAINERD_VERSION=")), None)
+    built = _checkout() / "build" / "runtime" / version if version else None
+    return built if built is not None and (built / "containerd").is_file() else None
+
+
 @dataclass(frozen=True)
 class RuntimeSettings:
     """The container runtime: an external CRI endpoint, or the embedded containerd."""
 
     # `unix:///path/to/socket`; None starts and supervises the embedded containerd.
     endpoint: str | None = None
-    containerd_binary: str = "containerd"
+    # Where the embedded runtime's programs are: a directory with containerd,
+    # containerd-shim-runc-v2, ctr and runc (`make runtime` builds containerd 2.x and runc
+    # into build/runtime/<version>/ of the checkout); None: those on PATH (a distribution's
+    # containerd, e.g. Debian 12's 1.6). Default: the checkout's build when it is there.
+    runtime_bin_dir: Path | None = field(default_factory=lambda: built_runtime_dir())
     cni_bin_dir: Path = Path("/usr/lib/cni")
     # Pod CIDRs for the embedded CNI config (one per IP family). Empty: a /24 derived from the
     # data dir, so several instances on one machine never share a range.
@@ -48,9 +70,7 @@ class RuntimeSettings:
     timeouts: CriTimeouts = field(default_factory=CriTimeouts)
     # OCI archives of the pause and busybox images (`make images`), imported into the embedded
     # containerd when missing. Default: `images/out` of the source checkout.
-    images_dir: Path = field(
-        default_factory=lambda: Path(__file__).resolve().parents[2] / "images" / "out"
-    )
+    images_dir: Path = field(default_factory=lambda: _checkout() / "images" / "out")
 
 
 @dataclass(frozen=True)

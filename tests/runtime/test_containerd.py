@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import signal
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -27,14 +29,41 @@ def test_instances_get_distinct_bridges_and_ranges() -> None:
     assert network.prefixlen == 24 and 100 <= network.network_address.packed[1] <= 199
 
 
-def test_config_keeps_listeners_private_and_restricts_oom_score_adj(tmp_path: Path) -> None:
-    text = containerd.render_config(tmp_path, settings_.RuntimeSettings(), "overlayfs")
+def programs(major: int) -> containerd.Programs:
+    return containerd.Programs(containerd="/bin/containerd", shim="/bin/shim", ctr="/bin/ctr",
+                               runc="/bin/runc", version=(major, 0, 0))
+
+
+@pytest.mark.parametrize(("major", "version", "cri", "sandbox"), [
+    (1, 2, 'plugins."io.containerd.grpc.v1.cri"', "sandbox_image = "),
+    (2, 3, 'plugins."io.containerd.cri.v1.runtime"', "sandbox = "),
+], ids=["containerd-1.x", "containerd-2.x"])
+def test_config_keeps_listeners_private_and_restricts_oom_score_adj(
+        tmp_path: Path, major: int, version: int, cri: str, sandbox: str) -> None:
+    text = containerd.render_config(tmp_path, settings_.RuntimeSettings(), "overlayfs",
+                                    programs(major))
+    parsed = tomllib.loads(text)
+    assert parsed["version"] == version
     assert "restrict_oom_score_adj = true" in text
+    assert f"[{cri}]" in text
     assert f'address = "{tmp_path}/containerd/containerd.sock"' in text
-    assert f'sandbox_image = "{settings_.PAUSE_IMAGE}"' in text
+    assert f'{sandbox}"{settings_.PAUSE_IMAGE}"' in text
     assert 'stream_server_port = "0"' in text
     assert 'stream_server_address = "127.0.0.1"' in text
     assert "enable_tls_streaming = false" in text
+    assert 'runtime_path = "/bin/shim"' in text and 'BinaryName = "/bin/runc"' in text
+    assert "io.containerd.nri.v1.nri" in parsed["disabled_plugins"]
+
+
+def test_a_missing_or_old_containerd_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    missing = dataclasses.replace(settings_.RuntimeSettings(), runtime_bin_dir=tmp_path)
+    with pytest.raises(containerd.ContainerdError, match="make runtime"):
+        containerd.find_programs(missing)
+    old = tmp_path / "containerd"
+    old.write_text("#!/bin/sh\necho containerd github.com/containerd/containerd v1.5.9\n")
+    old.chmod(0o755)
+    with pytest.raises(containerd.ContainerdError, match=r"containerd 1\.5\.9; nodelet needs 1\.6"):
+        containerd.find_programs(missing)
 
 
 async def test_dual_stack_sandbox_gets_both_families(instances: InstanceFactory) -> None:

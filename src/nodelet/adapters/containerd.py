@@ -23,6 +23,8 @@ import contextlib
 import logging
 import math
 import os
+import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 # SIGTERM before SIGKILL (containerd 1.6 usually exits within a second).
 _POLL_INTERVAL = 0.1
 _STOP_GRACE = 10.0
+# How long CRI may take to show an image `ctr` has just imported.
+_IMAGE_SEEN_WITHIN = 10.0
 # A run this long counts as healthy: the restart back-off starts again from its initial value.
 _HEALTHY_RUN = 30.0
 # Plugins we never use; skipping them avoids probing (and log noise) at every start.
@@ -52,11 +56,77 @@ _DISABLED_PLUGINS = (
     "io.containerd.snapshotter.v1.zfs",
     "io.containerd.tracing.processor.v1.otlp",
     "io.containerd.internal.v1.tracing",
+    # containerd 2.x: NRI listens on one socket per host (/var/run/nri/nri.sock), which two
+    # instances would fight over; nodelet uses no NRI plugin.
+    "io.containerd.nri.v1.nri",
 )
 
 
 class ContainerdError(Exception):
     """The embedded containerd could not be started, made ready or given its images."""
+
+
+# Kubernetes 1.37 supports containerd 2.3+; 1.6 (Debian 12's) still runs nodelet's pods and is
+# kept as the other runtime, older releases lack CRI v1 features nodelet uses.
+MIN_VERSION = (1, 6, 0)
+_VERSION = re.compile(r"\bv?(\d+)\.(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Programs:
+    """The runtime's programs as absolute paths, and containerd's version."""
+
+    containerd: str
+    shim: str
+    ctr: str
+    runc: str
+    version: tuple[int, int, int]
+
+    @property
+    def major(self) -> int:
+        return self.version[0]
+
+    def describe(self) -> str:
+        return f"containerd {'.'.join(map(str, self.version))} ({self.containerd})"
+
+
+def _program(name: str, bin_dir: Path | None) -> str:
+    if bin_dir is not None:
+        path = bin_dir / name
+        if not os.access(path, os.X_OK):
+            raise ContainerdError(
+                f"{path} is missing: run `make runtime` to build containerd and runc there, "
+                "or choose the containerd on PATH (--runtime-bin-dir system)")
+        return str(path)
+    found = shutil.which(name)
+    if found is None:
+        raise ContainerdError(
+            f"{name} is not on PATH: install containerd (Debian: apt-get install containerd "
+            "runc) or build it (`make runtime`, then --runtime-bin-dir build/runtime/VERSION)")
+    return found
+
+
+def find_programs(settings: settings_.RuntimeSettings) -> Programs:
+    """The embedded runtime's programs (`settings.runtime_bin_dir`, else PATH) and the
+    version containerd reports; raises ContainerdError naming what is missing or too old."""
+    bin_dir = settings.runtime_bin_dir
+    containerd = _program("containerd", bin_dir)
+    try:
+        out = subprocess.run([containerd, "--version"], capture_output=True, text=True,
+                             timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ContainerdError(f"cannot run {containerd} --version: {exc}") from exc
+    found = _VERSION.search(out)
+    if found is None:
+        raise ContainerdError(f"{containerd} --version printed no version: {out.strip()!r}")
+    version = (int(found[1]), int(found[2]), int(found[3]))
+    if version < MIN_VERSION:
+        raise ContainerdError(
+            f"{containerd} is containerd {'.'.join(map(str, version))}; nodelet needs "
+            f"{'.'.join(map(str, MIN_VERSION))} or later (`make runtime` builds 2.x)")
+    return Programs(containerd=containerd, shim=_program("containerd-shim-runc-v2", bin_dir),
+                    ctr=_program("ctr", bin_dir), runc=_program("runc", bin_dir),
+                    version=version)
 
 
 @dataclass(frozen=True)
@@ -98,19 +168,33 @@ def _toml_str(value: str | Path) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def render_config(data_dir: Path, settings: settings_.RuntimeSettings, snapshotter: str) -> str:
-    """containerd's config.toml (version 2) for this instance.
+def render_config(data_dir: Path, settings: settings_.RuntimeSettings, snapshotter: str,
+                  programs: Programs) -> str:
+    """containerd's config.toml for this instance: version 3 for containerd 2.x, version 2
+    for 1.x (the same settings, under 2.x's split CRI plugins).
 
     Every listener is private to the instance: the gRPC and ttrpc sockets live in the data dir,
-    the debug and metrics listeners are off, and the CRI streaming server (exec, attach,
-    port-forward; the node server proxies to it) listens on loopback, plain HTTP, on a port the
-    kernel picks (its default 10010 would collide between instances; containerd 1.6.20 puts the
-    bound port into the URLs it hands out, measured).
+    the debug and metrics listeners are off, NRI (whose socket is one per host) is off, and the
+    CRI streaming server (exec, attach, port-forward; the node server proxies to it) listens on
+    loopback, plain HTTP, on a port the kernel picks (its default 10010 would collide between
+    instances; containerd puts the bound port into the URLs it hands out, measured on 1.6.20).
+    The shim and runc are the ones `programs` names, runc's state under the instance's state.
     """
-    p = ContainerdPaths.of(data_dir)
-    cri = '[plugins."io.containerd.grpc.v1.cri"'
-    disabled = ", ".join(_toml_str(x) for x in _DISABLED_PLUGINS)
-    return f"""version = 2
+    parts = _ConfigParts(data_dir, settings, snapshotter, programs)
+    return parts.head() + (parts.v3() if programs.major >= 2 else parts.v2())
+
+
+@dataclass(frozen=True)
+class _ConfigParts:
+    data_dir: Path
+    settings: settings_.RuntimeSettings
+    snapshotter: str
+    programs: Programs
+
+    def head(self) -> str:
+        p = ContainerdPaths.of(self.data_dir)
+        disabled = ", ".join(_toml_str(x) for x in _DISABLED_PLUGINS)
+        return f"""version = {3 if self.programs.major >= 2 else 2}
 root = {_toml_str(p.root)}
 state = {_toml_str(p.state)}
 disabled_plugins = [{disabled}]
@@ -130,34 +214,71 @@ disabled_plugins = [{disabled}]
 
 [plugins."io.containerd.internal.v1.opt"]
   path = {_toml_str(p.base / "opt")}
+"""
 
-{cri}]
-  sandbox_image = {_toml_str(settings_.PAUSE_IMAGE)}
-  # These machines lack CAP_SYS_RESOURCE: without this every sandbox fails with
+    def runtime(self) -> str:
+        return f"""  # These machines lack CAP_SYS_RESOURCE: without this every sandbox fails with
   # "failed to update /proc/self/oom_score_adj: Permission denied".
   restrict_oom_score_adj = true
   # Pods' seLinuxOptions are applied where the host has SELinux (admission refuses them
   # elsewhere); containerd would otherwise drop them without a word.
   enable_selinux = {"true" if host.selinux_enabled() else "false"}
-  stream_server_address = "127.0.0.1"
+"""
+
+    def runc(self, table: str) -> str:
+        state = ContainerdPaths.of(self.data_dir).state
+        return f"""
+{table}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+  runtime_path = {_toml_str(self.programs.shim)}
+
+{table}.containerd.runtimes.runc.options]
+  # runc's state of this instance's containers stays under the instance's own state dir.
+  Root = {_toml_str(state / "runc")}
+  BinaryName = {_toml_str(self.programs.runc)}
+"""
+
+    def cni(self, table: str, bin_dirs: str) -> str:
+        return f"""
+{table}.cni]
+  {bin_dirs}
+  conf_dir = {_toml_str(cni.conf_dir(self.data_dir))}
+  max_conf_num = 1
+"""
+
+    def v3(self) -> str:
+        images = '[plugins."io.containerd.cri.v1.images"'
+        runtime = '[plugins."io.containerd.cri.v1.runtime"'
+        return f"""
+{images}]
+  snapshotter = {_toml_str(self.snapshotter)}
+
+{images}.pinned_images]
+  sandbox = {_toml_str(settings_.PAUSE_IMAGE)}
+
+{runtime}]
+{self.runtime()}
+{runtime}.containerd]
+  default_runtime_name = "runc"
+{self.runc(runtime)}{self.cni(runtime, f"bin_dirs = [{_toml_str(self.settings.cni_bin_dir)}]")}
+[plugins."io.containerd.grpc.v1.cri"]
+{_STREAMING}"""
+
+    def v2(self) -> str:
+        cri = '[plugins."io.containerd.grpc.v1.cri"'
+        return f"""
+{cri}]
+  sandbox_image = {_toml_str(settings_.PAUSE_IMAGE)}
+{self.runtime()}{_STREAMING}
+{cri}.containerd]
+  snapshotter = {_toml_str(self.snapshotter)}
+  default_runtime_name = "runc"
+{self.runc(cri)}{self.cni(cri, f"bin_dir = {_toml_str(self.settings.cni_bin_dir)}")}"""
+
+
+_STREAMING = """  stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   enable_tls_streaming = false
-
-{cri}.containerd]
-  snapshotter = {_toml_str(snapshotter)}
-  default_runtime_name = "runc"
-
-{cri}.containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-
-{cri}.containerd.runtimes.runc.options]
-  # runc's state of this instance's containers stays under the instance's own state dir.
-  Root = {_toml_str(p.state / "runc")}
-
-{cri}.cni]
-  bin_dir = {_toml_str(settings.cni_bin_dir)}
-  conf_dir = {_toml_str(cni.conf_dir(data_dir))}
-  max_conf_num = 1
 """
 
 
@@ -279,6 +400,7 @@ class EmbeddedContainerd:
         self._adopted = False
         self._supervisor: asyncio.Task[None] | None = None
         self._restarts = 0
+        self._programs: Programs | None = None
 
     @property
     def endpoint(self) -> str:
@@ -299,6 +421,13 @@ class EmbeddedContainerd:
         return self._adopted
 
     @property
+    def programs(self) -> Programs:
+        """The programs this instance runs (known once `start` began)."""
+        if self._programs is None:
+            raise ContainerdError(f"containerd for {self._data_dir} was not started")
+        return self._programs
+
+    @property
     def restarts(self) -> int:
         """How many times the supervisor restarted containerd."""
         return self._restarts
@@ -312,6 +441,8 @@ class EmbeddedContainerd:
         """
         if self._supervisor is not None:
             raise ContainerdError(f"containerd for {self._data_dir} is already supervised")
+        self._programs = await asyncio.to_thread(find_programs, self._settings)
+        log.info("embedded runtime: %s", self._programs.describe())
         await self._write_config()
         pid = await self._adoptable_pid()
         if pid is not None:
@@ -327,7 +458,7 @@ class EmbeddedContainerd:
         _make_dirs(self._paths.base, self._paths.root, self._paths.state)
         cni.write_conflist(self._data_dir, self._settings.pod_cidrs)
         snapshotter = await self._choose_snapshotter()
-        text = render_config(self._data_dir, self._settings, snapshotter)
+        text = render_config(self._data_dir, self._settings, snapshotter, self.programs)
         tmp = self._paths.config.with_suffix(".tmp")
         tmp.write_text(text)
         os.replace(tmp, self._paths.config)
@@ -352,7 +483,7 @@ class EmbeddedContainerd:
         """Start containerd in its own session and wait until its socket answers."""
         with contextlib.suppress(FileNotFoundError):
             self._paths.socket.unlink()
-        argv = [self._settings.containerd_binary, "--config", str(self._paths.config)]
+        argv = [self.programs.containerd, "--config", str(self._paths.config)]
         self._proc = _popen(argv, self._paths.log_file)
         self._pid, self._adopted = self._proc.pid, False
         self._paths.pid_file.write_text(f"{self._proc.pid}\n")
@@ -494,13 +625,24 @@ class EmbeddedContainerd:
         for ref, archive in wanted.items():
             if await client.image_status(ref) is None:
                 await self._import(ref, archive)
-                if await client.image_status(ref) is None:
-                    raise ContainerdError(f"{archive} imported, but {ref} is still missing")
+                await self._wait_image(client, ref, archive)
+
+    async def _wait_image(self, client: cri_client.RuntimeClient, ref: str,
+                          archive: Path) -> None:
+        """containerd 2.x's CRI learns of an imported image from its own event stream, a
+        moment after `ctr` returns (measured: once in about ten fresh instances)."""
+        deadline = time.monotonic() + _IMAGE_SEEN_WITHIN
+        while await client.image_status(ref) is None:
+            if time.monotonic() > deadline:
+                raise ContainerdError(f"{archive} imported, but {ref} is still missing "
+                                      f"after {_IMAGE_SEEN_WITHIN:g}s; see {self._paths.log_file}")
+            await asyncio.sleep(_POLL_INTERVAL)
 
     async def _import(self, ref: str, archive: Path) -> None:
         _check_archive(ref, archive)
         socket = str(self._paths.socket)
-        argv = ["ctr", "--address", socket, "-n", "k8s.io", "images", "import", str(archive)]
+        argv = [self.programs.ctr, "--address", socket, "-n", "k8s.io", "images", "import",
+                str(archive)]
         status, output = await commands.run(argv, limit=self._settings.timeouts.pull_image)
         if status != 0:
             raise ContainerdError(f"importing {archive} failed ({status}): {output.strip()}")
@@ -525,19 +667,24 @@ def _shim_pids(socket: Path) -> list[int]:
     return pids
 
 
-async def kill_leftovers(data_dir: Path) -> list[str]:
+async def kill_leftovers(data_dir: Path, settings: settings_.RuntimeSettings) -> list[str]:
     """Kill what a dead containerd left running: its runc containers and shims.
 
     Only for reset, after CRI removal (the clean way) failed or could not run. Returns the
     container IDs force-deleted.
     """
     paths = ContainerdPaths.of(data_dir)
-    removed = []
+    removed: list[str] = []
     runc_root = paths.state / "runc" / "k8s.io"
-    status, out = await commands.run(["runc", "--root", str(runc_root), "list", "-q"], limit=30)
+    try:
+        runc = _program("runc", settings.runtime_bin_dir)
+    except ContainerdError as exc:
+        log.warning("reset: %s", exc)
+        return removed
+    status, out = await commands.run([runc, "--root", str(runc_root), "list", "-q"], limit=30)
     for container_id in out.split() if status == 0 else []:
         status, _ = await commands.run(
-            ["runc", "--root", str(runc_root), "delete", "--force", container_id], limit=30
+            [runc, "--root", str(runc_root), "delete", "--force", container_id], limit=30
         )
         if status == 0:
             removed.append(container_id)

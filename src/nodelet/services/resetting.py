@@ -114,7 +114,7 @@ async def _reset_embedded(
             await _remove_pods_embedded(runner, runtime, netns, cgroup_root, report)
         finally:
             await runner.stop()
-        report.killed += await containerd.kill_leftovers(data_dir)
+        report.killed += await containerd.kill_leftovers(data_dir, runtime)
     await _remove_network(data_dir, netns, report)
 
 
