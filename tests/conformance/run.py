@@ -73,6 +73,8 @@ class Node:
         return self.process.poll() is None
 
     def stop(self) -> None:
+        """SIGTERM (SIGKILL after NODELET_STOP_WITHIN s), then `nodelet reset`; a reset that
+        found a cgroup still busy (a container process just exiting) is run once more."""
         if self.alive():
             os.kill(self.process.pid, signal.SIGTERM)
             try:
@@ -80,8 +82,15 @@ class Node:
             except subprocess.TimeoutExpired:
                 os.kill(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
-        subprocess.run([str(NODELET), "reset", "--data-dir", str(self.data_dir),
-                        "--cgroup-root", self.cgroup_root], check=False, timeout=300)
+        reset = [str(NODELET), "reset", "--data-dir", str(self.data_dir),
+                 "--cgroup-root", self.cgroup_root]
+        for _ in range(2):
+            done = subprocess.run(reset, check=False, timeout=300, capture_output=True,
+                                  text=True)
+            print(done.stdout, done.stderr, sep="", end="", flush=True)
+            if done.returncode == 0 and "left behind" not in done.stdout + done.stderr:
+                return
+            time.sleep(5)
 
 
 def start_node(plane: controlplane.ControlPlane, root: Path, log: Path) -> Node:
@@ -116,6 +125,20 @@ def wait_ready(plane: controlplane.ControlPlane, node: Node, log: Path) -> None:
                 return
         time.sleep(1)
     raise SystemExit(f"node {NODE} not Ready within {NODE_READY_WITHIN}s; see {log}")
+
+
+def wait_no_pods(plane: controlplane.ControlPlane, within: float = 120.0) -> None:
+    """Until no pod is bound to the node any more (the suite deletes its namespaces at the
+    end; their pods go through the node's graceful termination)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        got = subprocess.run(plane.kubectl_args(
+            "get", "pods", "-A", "--field-selector", f"spec.nodeName={NODE}", "-o", "name"),
+            capture_output=True, text=True, check=False)
+        if got.returncode == 0 and not got.stdout.strip():
+            return
+        time.sleep(2)
+    print(f"pods still bound to {NODE} after {within:.0f}s", flush=True)
 
 
 def suite_args(plane: controlplane.ControlPlane, report_dir: Path) -> list[str]:
@@ -238,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 node_junits.append(junit)
         finally:
             if node is not None:
+                if node.alive():
+                    wait_no_pods(plane)
                 node.stop()
             shutil.copytree(plane.logs, args.out / "control-plane", dirs_exist_ok=True)
             plane.stop()
