@@ -89,8 +89,12 @@ class Node:
                                   text=True)
             print(done.stdout, done.stderr, sep="", end="", flush=True)
             if done.returncode == 0 and "left behind" not in done.stdout + done.stderr:
-                return
+                break
             time.sleep(5)
+        # The cgroup root is this run's own (reset empties it and leaves the directory).
+        for hierarchy in Path("/sys/fs/cgroup").iterdir():
+            with contextlib.suppress(OSError):
+                (hierarchy / self.cgroup_root.lstrip("/")).rmdir()
 
 
 def start_node(plane: controlplane.ControlPlane, root: Path, log: Path) -> Node:
