@@ -140,6 +140,8 @@ def render(results: Sequence[Result], *, times: dict[str, float], focus: str,
         "in nodelet or why a test does not apply here (tests/conformance/notes.py).",
         "",
     ]
+    if notes.HISTORY:
+        lines += ["Earlier runs:", "", *[f"- {h}" for h in notes.HISTORY], ""]
     lines += ["## The e2e suite (e2e.test)", "", *_table(results)]
     if node_results:
         nc = counts(node_results)
