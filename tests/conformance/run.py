@@ -222,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip", default=SKIP, help="ginkgo skip (default: %(default)s)")
     parser.add_argument("--procs", type=int, default=3, help="parallel ginkgo processes")
     parser.add_argument("--no-serial", action="store_true", help="leave out the [Serial] phase")
+    parser.add_argument("--mark", default=report.MARK,
+                        help="count the specs whose name holds this (default: %(default)s)")
     parser.add_argument("--no-parallel", action="store_true",
                         help="leave out the parallel phase")
     parser.add_argument("--node-focus", default=NODE_FOCUS,
@@ -272,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             plane.stop()
             shutil.rmtree(root, ignore_errors=True)
     times["total"] = time.monotonic() - started
-    results = report.read_junit([j for j in junits if j.exists()])
+    results = report.read_junit([j for j in junits if j.exists()], mark=args.mark)
     node_results = report.read_junit([j for j in node_junits if j.exists()],
                                      mark=args.node_focus or report.MARK)
     report.write_doc(args.doc, results, times=times, focus=args.focus, skip=args.skip,
