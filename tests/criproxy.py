@@ -14,6 +14,7 @@ released: a read that the runtime answered at once but that reaches nodelet late
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,12 +98,43 @@ class CriProxy:
         return response
 
 
+    async def forward_stream(self, full_method: str, request: bytes,
+                             context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
+        """A server stream (GetContainerEvents), passed on message by message."""
+        name = full_method.rsplit("/", 1)[1]
+        self.calls[name] = self.calls.get(name, 0) + 1
+        fault = self._faults.get(name)
+        if fault is not None:
+            await context.abort(*fault)
+        assert self._channel is not None
+        call = self._channel.unary_stream(full_method, request_serializer=_same,
+                                          response_deserializer=_same)(request)
+        try:
+            async for response in call:
+                yield response
+        except grpc.aio.AioRpcError as exc:
+            await context.abort(exc.code(), exc.details() or "")
+        finally:
+            call.cancel()
+
+
+# CRI's server-streaming methods (the rest are unary).
+_STREAMS = ("/runtime.v1.RuntimeService/GetContainerEvents",)
+
+
 class _Handler(grpc.GenericRpcHandler):
     def __init__(self, proxy: CriProxy) -> None:
         self._proxy = proxy
 
     def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         method = details.method  # type: ignore[attr-defined]
+        if method in _STREAMS:
+            def stream(request: bytes,
+                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
+                return self._proxy.forward_stream(method, request, context)
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream, request_deserializer=_same, response_serializer=_same)
 
         async def handle(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
             return await self._proxy.forward(method, request, context)

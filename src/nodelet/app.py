@@ -23,6 +23,7 @@ from nodelet import settings as settings_mod
 from nodelet.adapters import checkpoint as checkpoint_mod
 from nodelet.adapters import containerd, host, hostdirs, http_server, kube, node_server
 from nodelet.adapters.cri import client as cri
+from nodelet.adapters.cri import events as cri_events
 from nodelet.adapters.events import client as events_client
 from nodelet.helpers import backoff, tasks
 from nodelet.model.core import (
@@ -89,6 +90,7 @@ class Agent:
         self._containerd: containerd.EmbeddedContainerd | None = None
         self._client: cri.RuntimeClient | None = None
         self._events_client: events_client.EventsClient | None = None
+        self._cri_events: cri_events.CriEventsClient | None = None
         self.runtime_events: runtimeevents.RuntimeEvents | None = None
         self._checkpoint: checkpointing.CheckpointWriter | None = None
         self._server: http_server.HttpServer | None = None
@@ -231,8 +233,11 @@ class Agent:
         if not self.settings.sync.runtime_events:
             return
         self._events_client = events_client.EventsClient.open(self.runtime_endpoint)
+        self._cri_events = cri_events.CriEventsClient.open(self.runtime_endpoint)
+        source = runtimeevents.FirstSupported(("cri", self._cri_events),
+                                              ("containerd", self._events_client))
         self.runtime_events = runtimeevents.RuntimeEvents(
-            source=self._events_client, client=self._client, relister=self.relister,
+            source=source, client=self._client, relister=self.relister,
             group=self._group, settings=self.settings.sync, on_change=self._runtime_changed,
             on_oom=self._runtime_oom)
         self._group.spawn("runtime-events", self.runtime_events.run())
@@ -296,6 +301,7 @@ class Agent:
             endpoint, timeouts=runtime.timeouts, observer=self.metrics.observe_operation)
         if self._containerd is not None:
             await self._containerd.wait_ready(client)
+        await _check_cgroup_driver(client, endpoint)
         self.runtime_endpoint = endpoint
         return client
 
@@ -455,6 +461,8 @@ class Agent:
             await self._client.close()
         if self._events_client is not None:
             await self._events_client.close()
+        if self._cri_events is not None:
+            await self._cri_events.close()
         if self._containerd is not None:
             await self._containerd.detach()
         if self._checkpoint is not None:  # after the loops: flushes what they wrote last
@@ -631,3 +639,17 @@ async def run(
         await stop.wait()
     finally:
         await agent.stop()
+
+
+async def _check_cgroup_driver(client: cri.RuntimeClient, endpoint: str) -> None:
+    """As the 1.37 kubelet asks the runtime its cgroup driver (KEP-4033): nodelet lays out
+    pod and QoS cgroups as cgroupfs paths, so a runtime on the systemd driver would put
+    containers elsewhere than the limits nodelet sets. A runtime that does not say (containerd
+    1.6) is taken to use cgroupfs, its default."""
+    driver = await client.cgroup_driver()
+    if driver not in (None, "cgroupfs"):
+        await client.close()
+        raise preflight.StartupError(
+            f"the runtime at {endpoint} uses the {driver} cgroup driver; nodelet manages pod "
+            "cgroups with cgroupfs: configure the runtime for cgroupfs (containerd: "
+            "SystemdCgroup = false in its runc options)")

@@ -119,3 +119,19 @@ def test_an_oom_of_the_pause_task_is_told_apart() -> None:
     assert rev.is_sandbox(oom_s, pod_state(sandbox=READY, container=RUNNING))
     assert not rev.is_sandbox(rev.RuntimeEvent(rev.Kind.TASK_OOM, CID),
                               pod_state(sandbox=READY, container=RUNNING))
+
+
+@pytest.mark.parametrize(("event_type", "reason", "kinds"), [
+    ("CONTAINER_STOPPED_EVENT", "Error", [rev.Kind.TASK_EXIT]),
+    ("CONTAINER_STOPPED_EVENT", "OOMKilled", [rev.Kind.TASK_OOM, rev.Kind.TASK_EXIT]),
+    ("CONTAINER_DELETED_EVENT", "", [rev.Kind.CONTAINER_DELETE]),
+    ("CONTAINER_CREATED_EVENT", "", []),  # the agent's own actions
+    ("CONTAINER_STARTED_EVENT", "", []),
+])
+def test_cri_events_mean_what_containerds_do(event_type: str, reason: str,
+                                             kinds: list[rev.Kind]) -> None:
+    events = rev.from_cri(event_type, "c1", exit_code=137, reason=reason, at=5.0)
+    assert [e.kind for e in events] == kinds
+    assert all(e.object_id == "c1" and rev.concerns_pod(e) for e in events)
+    exits = [e for e in events if e.kind is rev.Kind.TASK_EXIT]
+    assert all(e.exit_status == 137 and e.process_id == "c1" for e in exits)

@@ -6,15 +6,19 @@ import dataclasses
 import ipaddress
 import os
 import signal
+import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from conftest import InstanceFactory, sandbox_config
+from conftest import Instance, InstanceFactory, sandbox_config
+from nodelet import app
 from nodelet import settings as settings_
 from nodelet.adapters import cni, containerd
+from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
+from nodelet.services import preflight
 from polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -115,3 +119,36 @@ async def test_second_start_adopts_the_running_containerd(instances: InstanceFac
         assert (await instance.client.status()).runtime_ready
     finally:
         await second.detach()
+
+
+async def test_the_runtime_says_its_cgroup_driver(runtime: Instance) -> None:
+    """CRI RuntimeConfig (KEP-4033): containerd 2.x says cgroupfs, 1.6 lacks the call."""
+    expected = "cgroupfs" if runtime.containerd.programs.major >= 2 else None
+    assert await runtime.client.cgroup_driver() == expected
+
+
+async def test_a_runtime_on_the_systemd_driver_is_refused(instances: InstanceFactory) -> None:
+    """A real containerd 2.x whose runc runs with SystemdCgroup = true: nodelet, which lays out
+    cgroupfs paths, refuses it with what to change, as the 1.37 kubelet refuses a mismatch."""
+    instance = await instances()
+    if instance.containerd.programs.major < 2:
+        pytest.skip("containerd 1.6 has no RuntimeConfig call (the other runtime's pass)")
+    await instance.containerd.stop()
+    config = instance.containerd.paths.config
+    systemd = config.with_name("systemd.toml")
+    systemd.write_text(config.read_text().replace(
+        "BinaryName = ", "SystemdCgroup = true\n  BinaryName = ", 1))
+    process = subprocess.Popen([instance.containerd.programs.containerd, "--config", str(systemd)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client = await eventually(
+            lambda: cri_client.RuntimeClient.connect(instance.containerd.endpoint,
+                                                     timeouts=settings_.CriTimeouts()),
+            within=30, what="containerd on the systemd driver answers",
+            ignoring=(cri_errors.CriError,))
+        assert await client.cgroup_driver() == "systemd"
+        with pytest.raises(preflight.StartupError, match="SystemdCgroup = false"):
+            await app._check_cgroup_driver(client, instance.containerd.endpoint)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

@@ -1,8 +1,10 @@
-"""Runtime events: containerd's event stream wakes a pod's worker the moment a process exits.
+"""Runtime events: the runtime's event stream wakes a pod's worker the moment a process exits.
 
-`RuntimeEvents.run` keeps one subscription to containerd's event service (adapters.events) for
-the `k8s.io` namespace (what is subscribed to and why: `model.core.runtimeevents`). For every
-event about a pod's sandbox or container it
+`RuntimeEvents.run` keeps one subscription: to CRI's GetContainerEvents where the runtime
+offers it (adapters.cri.events; containerd 1.7+), else to containerd's own event service for
+the `k8s.io` namespace (adapters.events; containerd 1.6) — `FirstSupported` picks. What the
+events mean and why only some count: `model.core.runtimeevents`. For every event about a pod's
+sandbox or container it
 
 1. finds the pod: the relister's cache maps the ID to the pod UID; an exit of an ID the cache
    does not know yet (created a moment ago) is looked up in CRI by its labels;
@@ -58,6 +60,38 @@ class EventSource(Protocol):
     ) -> AsyncIterator[rev.RuntimeEvent]: ...
 
 
+class FirstSupported:
+    """The first of `sources` the runtime offers (an EventSource): CRI's GetContainerEvents,
+    else containerd's own event service. A source that answers EventsUnsupported is dropped
+    for good; the last one's errors are the caller's."""
+
+    def __init__(self, *sources: tuple[str, EventSource]) -> None:
+        self._sources = list(sources)
+
+    @property
+    def name(self) -> str:
+        """The source in use (or tried first): "cri" or "containerd"."""
+        return self._sources[0][0]
+
+    async def events(
+        self, *, namespace: str, topics: tuple[str, ...], confirm_timeout: float,
+        on_subscribed: Callable[[], None],
+    ) -> AsyncIterator[rev.RuntimeEvent]:
+        while True:
+            name, source = self._sources[0]
+            try:
+                async for event in source.events(namespace=namespace, topics=topics,
+                                                 confirm_timeout=confirm_timeout,
+                                                 on_subscribed=on_subscribed):
+                    yield event
+            except events_client.EventsUnsupported as exc:
+                if len(self._sources) == 1:
+                    raise
+                self._sources.pop(0)
+                log.info("runtime events: %s events not offered (%s); using %s's", name, exc,
+                         self.name)
+
+
 class LabelReader(Protocol):
     """The seam to CRI for IDs the relister's cache does not know (cri.RuntimeClient)."""
 
@@ -102,6 +136,11 @@ class RuntimeEvents:
     def live(self) -> bool:
         return self.state is State.LIVE
 
+    @property
+    def source_name(self) -> str:
+        """Whose events: "cri" (GetContainerEvents) or "containerd" (its event service)."""
+        return str(getattr(self._source, "name", "runtime"))
+
     def period(self) -> float:
         """The relist period now: long while events arrive, polling otherwise — and while the
         runtime's network is not ready, which no event reports (the relist reads it)."""
@@ -141,8 +180,8 @@ class RuntimeEvents:
         self.state, self.error = State.LIVE, ""
         self.subscriptions += 1
         self._backoff.reset()
-        log.info("runtime events: subscribed (%d); relisting once, then every %gs",
-                 self.subscriptions, self.period())
+        log.info("runtime events: subscribed (%d) to %s events; relisting once, then every "
+                 "%gs", self.subscriptions, self.source_name, self.period())
         self._relister.kick()  # whatever changed before the subscription was live
 
     def _lost(self, exc: events_client.EventsError) -> None:

@@ -245,6 +245,18 @@ class RuntimeClient:
         response = await self._call(self._runtime.Version, pb.VersionRequest(version="v1"))
         return convert.version_from_pb(response)
 
+    async def cgroup_driver(self) -> str | None:
+        """The runtime's cgroup driver, "systemd" or "cgroupfs", from CRI's RuntimeConfig
+        (KEP-4033; containerd 2.0+); None when the runtime does not implement the call."""
+        try:
+            response = await self._call(self._runtime.RuntimeConfig, pb.RuntimeConfigRequest(),
+                                        retry=False)
+        except errors.CriError as exc:
+            if exc.code == "UNIMPLEMENTED":
+                return None
+            raise
+        return pb.CgroupDriver.Name(response.linux.cgroup_driver).lower()
+
     async def status(self) -> rt.RuntimeStatus:
         response = await self._call(self._runtime.Status, pb.StatusRequest())
         return convert.runtime_status_from_pb(response.status)

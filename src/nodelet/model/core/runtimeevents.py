@@ -1,8 +1,9 @@
-"""containerd's runtime events as plain values, and what each one means for a pod (pure).
+"""The runtime's events as plain values, and what each one means for a pod (pure).
 
-The agent subscribes to containerd's event service (issue 13; the kubelet's Evented PLEG,
-KEP-3386, does the same with CRI's GetContainerEvents, which containerd 1.6 lacks). Only the
-events that report a change nobody in nodelet asked for are subscribed to:
+The agent listens to CRI's GetContainerEvents where the runtime offers it (containerd 1.7+;
+the kubelet's Evented PLEG, KEP-3386), translated by `from_cri`, and else to containerd's own
+event service (issue 13; containerd 1.6 has no CRI events). Only the events that report a
+change nobody in nodelet asked for count:
 
 - `/tasks/exit` of a task's init process: a container exited, or a sandbox's pause process
   (containerd runs it as the task whose ID is the sandbox ID);
@@ -106,3 +107,27 @@ def oom_message(container: str) -> str:
     passes them on) and naming the container ("" when the event named no known container)."""
     victim = f"container {container}" if container else "a process of the pod"
     return f"Memory cgroup out of memory: killed {victim}"
+
+
+# CRI's GetContainerEvents (containerd 1.7+, the source of the kubelet's Evented PLEG): the
+# event types by their CRI names.
+CRI_STOPPED = "CONTAINER_STOPPED_EVENT"
+CRI_DELETED = "CONTAINER_DELETED_EVENT"
+OOM_KILLED = "OOMKilled"
+
+
+def from_cri(event_type: str, object_id: str, *, exit_code: int = 0, reason: str = "",
+             at: float = 0.0) -> tuple[RuntimeEvent, ...]:
+    """One CRI container event (`object_id`: a container's or a sandbox's ID) as the events
+    above: a stop is its init process's exit, after an OOM kill when the container's status
+    says OOMKilled (CRI has no OOM event of its own); a deletion is a deletion. Creations and
+    starts are the agent's own actions (module docstring) and give none. containerd sends a
+    CRI event after its CRI store changed, so `settled` holds at once."""
+    if event_type == CRI_STOPPED:
+        exit_ = RuntimeEvent(Kind.TASK_EXIT, object_id, process_id=object_id,
+                             exit_status=exit_code, exited_at=at, timestamp=at)
+        oom = RuntimeEvent(Kind.TASK_OOM, object_id, timestamp=at)
+        return (oom, exit_) if reason == OOM_KILLED else (exit_,)
+    if event_type == CRI_DELETED:
+        return (RuntimeEvent(Kind.CONTAINER_DELETE, object_id, timestamp=at),)
+    return ()
