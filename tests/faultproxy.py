@@ -78,7 +78,7 @@ class FaultProxy:
     faults: list[Fault] = field(default_factory=list)
     requests: list[Logged] = field(default_factory=list)
     url: str = ""
-    _watches: set[web.StreamResponse] = field(default_factory=set)
+    _watches: set[asyncio.Task[object]] = field(default_factory=set)  # their handlers
     _runner: web.AppRunner | None = None
     _session: aiohttp.ClientSession | None = None
 
@@ -127,10 +127,10 @@ class FaultProxy:
         return fault
 
     def drop_watches(self) -> None:
-        """End every watch in flight (the node sees its stream close)."""
-        for response in list(self._watches):
-            if response.task is not None:
-                response.task.cancel()
+        """End every watch in flight, also one still waiting for the server's first answer
+        (the node sees its stream close)."""
+        for task in list(self._watches):
+            task.cancel()
         self._watches.clear()
 
     def count(self, *, method: str | None = None, path: str = "", status: int | None = None,
@@ -150,6 +150,16 @@ class FaultProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         watch = request.query.get("watch") in ("1", "true")
+        task = asyncio.current_task()
+        if watch and task is not None:
+            self._watches.add(task)
+        try:
+            return await self._pass(request, watch)
+        finally:
+            if task is not None:
+                self._watches.discard(task)
+
+    async def _pass(self, request: web.Request, watch: bool) -> web.StreamResponse:
         try:
             body = await request.read()
         except ConnectionError:  # the client gave up (a delay beyond its timeout)
@@ -178,13 +188,10 @@ class FaultProxy:
             with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
                 await response.prepare(request)
                 self._log(request, watch, response)
-                if watch:
-                    self._watches.add(response)
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
                 await response.write_eof()
         finally:
-            self._watches.discard(response)
             upstream.release()
         return response
 
