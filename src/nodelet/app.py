@@ -172,6 +172,7 @@ class Agent:
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods",
                                    admission=self._admission_facts(),
+                                   runtime=await self._client.status(),
                                    security=security.Options(
                                        seccomp_default=s.security.seccomp_default,
                                        seccomp_profile_root=s.seccomp_profile_root)),

@@ -310,8 +310,7 @@ def test_legacy_apparmor_string_for_containerd_1_6() -> None:
     ({}, {"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}, "AppArmor",
      "Cannot enforce AppArmor: AppArmor is not enabled on the host"),
     ({"hostUsers": False}, {}, "UserNamespacesNotSupported",
-     "hostUsers: false needs user namespaces, which the container runtime does not support "
-     "(containerd 1.6 has none in CRI)"),
+     "hostUsers: false needs a user namespace, which nodelet does not set up for pods yet"),
     ({"securityContext": {"supplementalGroupsPolicy": "Strict"}}, {},
      "SupplementalGroupsPolicyNotSupported",
      "SupplementalGroupsPolicy=Strict is not supported in this node"),

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model.core import pods
+from nodelet.model.core import pods, runtime
 from nodelet.model.core import volumes as vol
 from nodelet.model.core.volumes import FileSpec
 from nodelet.model.parsing import manifests
@@ -349,3 +349,22 @@ def test_host_path(source: dict[str, Any], result: tuple[str, str] | str) -> Non
         return
     with pytest.raises(vol.SourceError, match=result):
         vol.host_path(source)
+
+
+@pytest.mark.parametrize(("request_", "read_only", "supported", "expected"), [
+    ("Disabled", True, True, False),
+    ("IfPossible", True, True, True),
+    ("IfPossible", True, False, False),  # a plain read-only mount, as the kubelet
+    ("Enabled", True, True, True),
+    ("Enabled", True, False, "not supported by the runtime"),
+    ("Enabled", False, True, False),  # content volumes are read-only anyway; validated before
+])
+def test_recursive_read_only_is_resolved_as_the_kubelets(
+        request_: str, read_only: bool, supported: bool, expected: bool | str) -> None:
+    mount = runtime.Mount("/v", "/host/v", readonly=read_only, volume="v",
+                          recursive_request=request_)
+    if isinstance(expected, str):
+        with pytest.raises(vol.SourceError, match=expected):
+            vol.recursive_read_only(mount, supported)
+        return
+    assert vol.recursive_read_only(mount, supported).recursive_read_only is expected

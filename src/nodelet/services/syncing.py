@@ -137,6 +137,9 @@ class NodeFacts:
     pods_root: Path
     admission: admission.Node = field(default_factory=lambda: admission.Node(labels={}))
     security: security.Options = field(default_factory=security.Options)
+    # What the runtime's handlers can do (CRI Status; empty: the runtime does not say).
+    runtime: runtime.RuntimeStatus = field(
+        default_factory=lambda: runtime.RuntimeStatus(conditions=()))
 
 
 class PodSyncer:
@@ -586,7 +589,8 @@ class PodSyncer:
             return await self._containers.start(
                 pod, run.sandbox, self._sandbox_config(pod, run.sandbox.attempt), container,
                 attempt=action.attempt, kind=action.kind,
-                mounts=await self._container_mounts(pod, run.state, container, run.mounts),
+                mounts=await self._container_mounts(pod, run.state, container, run.mounts,
+                                                    run.work),
                 waiting=run.work.waiting, pod_ip=run.pod_ip,
             )
         except containers.ContainerError as exc:
@@ -601,11 +605,18 @@ class PodSyncer:
 
     async def _container_mounts(
         self, pod: pods.Pod, state: runtime.PodRuntime, container: pods.Container,
-        mounts: Mounts,
+        mounts: Mounts, work: PodWork,
     ) -> tuple[runtime.Mount, ...]:
-        """The container's volumes, then the pod's managed /etc/hosts (the kubelet's
-        makeMounts); raises ContainerError when the hosts file cannot be written."""
-        own = mounts.get(container.name, ())
+        """The container's volumes (recursiveReadOnly resolved for the pod's runtime handler),
+        then the pod's managed /etc/hosts (the kubelet's makeMounts); raises ContainerError
+        when a mount cannot be made as asked or the hosts file cannot be written."""
+        supported = self._node.runtime.handler(
+            pod.spec.runtime_class_name or "").recursive_read_only_mounts
+        try:
+            own = tuple(vol.recursive_read_only(m, supported)
+                        for m in mounts.get(container.name, ()))
+        except vol.SourceError as exc:
+            self._containers.config_error(pod, container, exc.message, work.waiting)
         if not etchosts.needs_hosts_file(container):
             return own
         ips = generation.pod_ips(pod, state.sandboxes, self._node.host_ip)

@@ -269,7 +269,8 @@ class VolumeManager:
                 raise VolumeError(mount.name, exc.message) from exc
         return runtime.Mount(container_path=mount.mount_path, host_path=str(base),
                              readonly=read_only,
-                             propagation=vol.mount_propagation(mount.mount_propagation))
+                             propagation=vol.mount_propagation(mount.mount_propagation),
+                             volume=mount.name, recursive_request=mount.recursive_read_only)
 
     # -- tear down ------------------------------------------------------------------------
 

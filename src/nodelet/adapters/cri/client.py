@@ -259,7 +259,7 @@ class RuntimeClient:
 
     async def status(self) -> rt.RuntimeStatus:
         response = await self._call(self._runtime.Status, pb.StatusRequest())
-        return convert.runtime_status_from_pb(response.status)
+        return convert.runtime_status_from_pb(response)
 
     # -- sandboxes -----------------------------------------------------------------------
 

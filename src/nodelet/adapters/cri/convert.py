@@ -150,6 +150,7 @@ def container_config_to_pb(config: rt.ContainerConfig) -> pb.ContainerConfig:
                 host_path=m.host_path,
                 readonly=m.readonly,
                 propagation=pb.MountPropagation.Value(f"PROPAGATION_{m.propagation.name}"),
+                recursive_read_only=m.recursive_read_only,
             )
             for m in config.mounts
         ],
@@ -251,12 +252,17 @@ def container_status_from_pb(status: pb.ContainerStatus, sandbox_id: str) -> rt.
     )
 
 
-def runtime_status_from_pb(status: pb.RuntimeStatus) -> rt.RuntimeStatus:
+def runtime_status_from_pb(response: pb.StatusResponse) -> rt.RuntimeStatus:
     return rt.RuntimeStatus(
         conditions=tuple(
             rt.RuntimeCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
-            for c in status.conditions
-        )
+            for c in response.status.conditions
+        ),
+        handlers=tuple(
+            rt.HandlerFeatures(h.name, h.features.recursive_read_only_mounts,
+                               h.features.user_namespaces)
+            for h in response.runtime_handlers
+        ),
     )
 
 

@@ -142,8 +142,8 @@ def _user_namespaces(pod: pods.Pod, node: Node) -> Rejection | None:
     if pod.spec.host_users is not False or node.user_namespaces:
         return None
     return Rejection("UserNamespacesNotSupported",
-                     "hostUsers: false needs user namespaces, which the container runtime "
-                     "does not support (containerd 1.6 has none in CRI)")
+                     "hostUsers: false needs a user namespace, which nodelet does not set up "
+                     "for pods yet")
 
 
 def _supplemental_groups_policy(pod: pods.Pod, node: Node) -> Rejection | None:

@@ -133,6 +133,8 @@ class VolumeMount:
     # "None" (default), "HostToContainer" or "Bidirectional".
     mount_propagation: str = ""
     sub_path_expr: str = ""
+    # "Disabled" (default), "IfPossible" or "Enabled"; only with read_only (validated).
+    recursive_read_only: str = "Disabled"
 
 
 @dataclass(frozen=True)

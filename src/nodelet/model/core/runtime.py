@@ -94,10 +94,25 @@ class RuntimeCondition:
 
 
 @dataclass(frozen=True)
+class HandlerFeatures:
+    """What one runtime handler can do (CRI Status' runtime_handlers; containerd 2.x)."""
+
+    name: str  # "" is the default handler
+    recursive_read_only_mounts: bool = False
+    user_namespaces: bool = False
+
+
+@dataclass(frozen=True)
 class RuntimeStatus:
     """CRI Status: RuntimeReady and NetworkReady plus anything else the runtime reports."""
 
     conditions: tuple[RuntimeCondition, ...]
+    # Empty: the runtime does not say (containerd 1.6), so it supports none of them.
+    handlers: tuple[HandlerFeatures, ...] = ()
+
+    def handler(self, name: str) -> HandlerFeatures:
+        """The features of runtime handler `name` ("" the default): none when unknown."""
+        return next((h for h in self.handlers if h.name == name), HandlerFeatures(name))
 
     def condition(self, type_: str) -> RuntimeCondition | None:
         return next((c for c in self.conditions if c.type == type_), None)
@@ -256,6 +271,12 @@ class Mount:
     host_path: str
     readonly: bool = False
     propagation: MountPropagation = MountPropagation.PRIVATE
+    # Read-only for its submounts too (CRI's recursive_read_only; runc's rro).
+    recursive_read_only: bool = False
+    # The pod's volume and its recursiveReadOnly request ("Disabled", "IfPossible",
+    # "Enabled"), resolved into `recursive_read_only` when the container is created.
+    volume: str = ""
+    recursive_request: str = "Disabled"
 
 
 @dataclass(frozen=True)

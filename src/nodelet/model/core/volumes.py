@@ -15,7 +15,7 @@ Exceptions::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -421,3 +421,17 @@ def mount_propagation(mode: str) -> runtime.MountPropagation:
     containerd refuses HostToContainer unless the host path is on a shared or slave mount,
     and Bidirectional unless it is on a shared one."""
     return _PROPAGATION[mode]
+
+
+def recursive_read_only(mount: runtime.Mount, supported: bool) -> runtime.Mount:
+    """The mount with its recursiveReadOnly request resolved as the kubelet's
+    resolveRecursiveReadOnly does: IfPossible where the runtime handler can, Enabled only where
+    it can (raises SourceError with the kubelet's words otherwise)."""
+    request = mount.recursive_request
+    if request == "Disabled" or not mount.readonly:
+        return mount
+    if request == "Enabled" and not supported:
+        raise SourceError(f'failed to resolve recursive read-only mode: volume "{mount.volume}" '
+                          "requested recursive read-only mode, but it is not supported by the "
+                          "runtime")
+    return replace(mount, recursive_read_only=supported)

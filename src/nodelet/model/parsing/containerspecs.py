@@ -119,13 +119,14 @@ def _mount(obj: Mapping[str, Any], path: str, strict: bool) -> pods.VolumeMount:
         sub_path=sub_path,
         sub_path_expr=sub_path_expr,
         mount_propagation=_propagation(obj, path),
+        recursive_read_only=fields.string(obj, "recursiveReadOnly", path) or "Disabled",
     )
 
 
 def _read_only(obj: Mapping[str, Any], path: str) -> bool:
-    """readOnly, and recursiveReadOnly as the API server checks it: IfPossible gives a plain
-    read-only mount on a runtime without recursive read-only mounts (as the kubelet does);
-    Enabled cannot be honoured by containerd 1.6 and is refused."""
+    """readOnly, and recursiveReadOnly as the API server checks it. Whether the runtime can
+    make a mount recursively read-only is known only on the node: `volumes.recursive_read_only`
+    decides when the container is created, as the kubelet does."""
     read_only = fields.boolean(obj, "readOnly", path)
     recursive = fields.string(obj, "recursiveReadOnly", path) or "Disabled"
     where = f"{path}.recursiveReadOnly"
@@ -135,10 +136,6 @@ def _read_only(obj: Mapping[str, Any], path: str) -> bool:
     if recursive != "Disabled" and fields.string(obj, "mountPropagation", path) not in ("", "None"):
         raise fields.InvalidValueError(
             "may only be specified when mountPropagation is None or not specified", path=where)
-    if recursive == "Enabled":
-        raise fields.UnsupportedError(
-            "recursive read-only mounts are not supported by containerd 1.6; use IfPossible "
-            "for a read-only mount", path=where)
     return read_only
 
 

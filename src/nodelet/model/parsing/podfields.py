@@ -109,8 +109,9 @@ TABLE: tuple[Field, ...] = (
     _h(SPEC + "runtimeClassName", "the CRI runtime handler (standalone there are no "
        "RuntimeClass objects: the name is the handler)"),
     _h(SPEC + "os", "admission: `linux` runs, anything else fails with `PodOSNotSupported`"),
-    _nd(SPEC + "hostUsers", "`false` (a user namespace) needs runtime support that containerd "
-        "1.6 lacks: refused at admission with `UserNamespacesNotSupported`"),
+    _nd(SPEC + "hostUsers", "`false` (a user namespace): nodelet does not set up user "
+        "namespaces yet (containerd 2.x could run them, 1.6 cannot): refused at admission "
+        "with `UserNamespacesNotSupported`"),
     _h(SPEC + "affinity", "required node affinity is checked at the admission of static "
        "pods (`NodeAffinity`); the rest is the scheduler's"),
     _na(SPEC + "schedulerName", _SCHEDULING),
@@ -226,9 +227,9 @@ TABLE: tuple[Field, ...] = (
     _h(MOUNT + "name", "the volume to mount"),
     _h(MOUNT + "mountPath", "where in the container"),
     _h(MOUNT + "readOnly", "a read-only bind mount (content volumes always are)"),
-    _nd(MOUNT + "recursiveReadOnly", "Disabled and IfPossible (a non-recursive read-only "
-        "mount, as the kubelet on a runtime without recursive read-only mounts); Enabled is "
-        "refused: containerd 1.6 cannot make recursive read-only mounts"),
+    _nd(MOUNT + "recursiveReadOnly", "as the kubelet: the runtime handler's CRI feature "
+        "decides (containerd 2.x: yes, 1.6: no); IfPossible is recursive where it can be, "
+        "Enabled where it cannot is a `CreateContainerConfigError`"),
     _h(MOUNT + "subPath", "a file or directory inside the volume, opened without following "
        "symlinks and bind-mounted when the container is created (as the kubelet does)"),
     _h(MOUNT + "subPathExpr", "subPath with $(VAR) expansion from the container's env"),
