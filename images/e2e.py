@@ -21,6 +21,8 @@ in the v1.37.2 sources: busybox 86 times, agnhost 62, pause 20, the rest once or
   `/bin`.
 - `pause:3.10.2`: images/pause.c, as upstream's pause image: `/pause`, user 65535:65535.
 - `e2e-test-images/nonroot:1.5`: the busybox base with `USER 1234` (upstream: debian-base).
+- `e2e-test-images/glibc-dns-testing:2.1.1`: glibc's `hostname` and dash (this host's, a
+  Debian bookworm as upstream's base) on the busybox base (the hostnameOverride tests).
 - `e2e-test-images/nonewprivs:1.4`: `/usr/local/bin/nnp` (k8s.io/kubernetes/test/images/
   nonewprivs, setuid root) on the busybox base, `CMD ["nnp"]`.
 
@@ -220,6 +222,17 @@ def agnhost() -> tuple[list[build.Entry], dict[str, object]]:
                      "ExposedPorts": {f"{p}/tcp": {} for p in (80, 8080, 8081, 9376, 5000)}}
 
 
+def glibc_dns_testing() -> tuple[list[build.Entry], dict[str, object]]:
+    """Upstream's is debian:bookworm-slim with dnsutils: tests run glibc's `hostname -f`
+    under dash. Here: the busybox base with this host's (Debian bookworm) dash as /bin/sh and
+    hostname, with their libraries, and an nsswitch.conf that reads /etc/hosts first."""
+    nsswitch = build.Entry("etc/nsswitch.conf", "file", 0o644, b"hosts: files dns\n")
+    programs = host_program_entries((Path("/bin/dash"), Path("/bin/hostname")))
+    shell = build.Entry("bin/sh", "link", 0o777, target="dash")
+    return merged(base_entries(), programs, [shell, nsswitch]), {
+        "Cmd": ["sh"], "Env": [build.PATH_ENV]}
+
+
 def pause() -> tuple[list[build.Entry], dict[str, object]]:
     return build.pause_entries(PAUSE), {"Entrypoint": ["/pause"], "User": "65535:65535",
                                         "Env": [build.PATH_ENV]}
@@ -252,6 +265,7 @@ IMAGES = (
     Image(PROMOTER, "nonroot", "1.5", "nonroot.tar", nonroot),
     Image(PROMOTER, "nonewprivs", "1.4", "nonewprivs.tar", nonewprivs),
     Image(GC, "pause", "3.10.2", "pause.tar", pause),
+    Image(PROMOTER, "glibc-dns-testing", "2.1.1", "glibc-dns-testing.tar", glibc_dns_testing),
 )
 
 

@@ -56,9 +56,10 @@ def host_network_content(node_hosts: str, aliases: Sequence[pods.HostAlias]) -> 
 
 
 def host_domain(pod: pods.Pod, cluster_domain: str) -> str:
-    """`<subdomain>.<namespace>.svc.<cluster domain>`, empty without a subdomain. Like the
-    kubelet, an unset cluster domain leaves the name ending in "svc."."""
-    if not pod.spec.subdomain:
+    """`<subdomain>.<namespace>.svc.<cluster domain>`, empty without a subdomain or with
+    hostnameOverride (the kubelet's GeneratePodHostNameAndDomain). Like the kubelet, an unset
+    cluster domain leaves the name ending in "svc."."""
+    if not pod.spec.subdomain or pod.spec.hostname_override:
         return ""
     return f"{pod.spec.subdomain}.{pod.namespace}.svc.{cluster_domain}"
 

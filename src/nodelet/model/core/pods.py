@@ -235,6 +235,9 @@ class PodSpec:
     enable_service_links: bool = True
     # With a subdomain, the sandbox's hostname is the pod's FQDN (see specs.kernel_hostname).
     set_hostname_as_fqdn: bool = False
+    # spec.hostnameOverride (GA in 1.37): the sandbox's hostname as given, a DNS subdomain,
+    # instead of hostname/subdomain; "" when not set.
+    hostname_override: str = ""
     termination_grace_period_seconds: int = 30
     active_deadline_seconds: int | None = None
     readiness_gates: tuple[str, ...] = ()

@@ -49,8 +49,9 @@ def hostname(pod: pods.Pod) -> str:
     (the kubelet leaves it unset too, and runc refuses to set one there)."""
     if pod.spec.host_network:
         return ""
-    # A hostname is a DNS label: at most 63 characters, no trailing dash or dot.
-    return (pod.spec.hostname or pod.name)[:63].rstrip("-.")
+    # A hostname is a DNS label: at most 63 characters, no trailing dash or dot. With
+    # hostnameOverride the kubelet takes it as it is (truncated the same way).
+    return (pod.spec.hostname_override or pod.spec.hostname or pod.name)[:63].rstrip("-.")
 
 
 # The Linux nodename field holds 64 characters (the kubelet's GetNodenameForKernel).
@@ -67,7 +68,8 @@ def kernel_hostname(pod: pods.Pod, cluster_domain: str) -> str:
     GetNodenameForKernel; without a cluster domain the name ends in "svc.", as there).
     Raises SandboxConfigError when the FQDN is longer than 64 characters."""
     short = hostname(pod)
-    if not short or not pod.spec.set_hostname_as_fqdn or not pod.spec.subdomain:
+    if (not short or not pod.spec.set_hostname_as_fqdn or not pod.spec.subdomain
+            or pod.spec.hostname_override):
         return short
     fqdn = f"{short}.{pod.spec.subdomain}.{pod.namespace}.svc.{cluster_domain}"
     if len(fqdn) > MAX_FQDN_LENGTH:

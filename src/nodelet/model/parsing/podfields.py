@@ -134,8 +134,8 @@ TABLE: tuple[Field, ...] = (
     _refused(SPEC + "resourceClaims", "spec", "dynamic resource allocation is not supported"),
     _refused(SPEC + "resources", "spec", "pod-level resources are not supported; set "
              "resources on the containers"),
-    _refused(SPEC + "hostnameOverride", "spec", "hostnameOverride is not supported; use "
-             "spec.hostname"),
+    _h(SPEC + "hostnameOverride", "the sandbox's hostname as given (a DNS subdomain), instead "
+       "of hostname and subdomain, and its /etc/hosts name (GA in 1.37)"),
     # -- the pod's securityContext -----------------------------------------------------------
     _h(POD_SC + "runAsUser", "the default UID of every container (and the pause process)"),
     _h(POD_SC + "runAsGroup", "the default GID of every container"),

@@ -308,6 +308,22 @@ def _token_needs_account(spec: Mapping[str, Any], account: str) -> None:
         )
 
 
+def _hostname_override(spec: Mapping[str, Any]) -> str:
+    """spec.hostnameOverride, checked as kube-apiserver does: a DNS-1123 subdomain, not with
+    setHostnameAsFQDN, not with hostNetwork."""
+    if spec.get("hostnameOverride") is None:
+        return ""
+    value = names.dns_subdomain(fields.string(spec, "hostnameOverride", "spec"),
+                                "spec.hostnameOverride")
+    if fields.boolean(spec, "setHostnameAsFQDN", "spec"):
+        raise fields.InvalidValueError("may not be set when setHostnameAsFQDN is true",
+                                       path="spec.hostnameOverride")
+    if fields.boolean(spec, "hostNetwork", "spec"):
+        raise fields.InvalidValueError("may not be set when hostNetwork is true",
+                                       path="spec.hostnameOverride")
+    return value
+
+
 def _grace(spec: Mapping[str, Any], strict: bool) -> int:
     """terminationGracePeriodSeconds (an int64; 30 when not set). The API server takes a
     negative value with a warning that it "will be treated as 1": a pod from it gets 1, a
@@ -347,6 +363,7 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
     )
     hostname = fields.string(spec, "hostname", "spec")
     subdomain = fields.string(spec, "subdomain", "spec")
+    override = _hostname_override(spec)
     _token_needs_account(spec, _names(spec))
     _scheduling(spec, strict)
     out = pods.PodSpec(
@@ -367,6 +384,7 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
         enable_service_links=spec.get("enableServiceLinks") is None
         or fields.boolean(spec, "enableServiceLinks", "spec"),
         set_hostname_as_fqdn=fields.boolean(spec, "setHostnameAsFQDN", "spec"),
+        hostname_override=override,
         termination_grace_period_seconds=_grace(spec, strict),
         active_deadline_seconds=fields.integer(
             spec, "activeDeadlineSeconds", "spec", low=1, high=fields.INT32_MAX
