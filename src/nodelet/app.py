@@ -161,6 +161,7 @@ class Agent:
             client=self._client, group=self._group, recorder=self.recorder, on_change=self._wake,
             on_attempt=self.probe_metrics.observe,
         )
+        runtime_status = await self._client.status()
         self.syncer = syncing.PodSyncer(
             client=self._client, relister=self.relister, statuses=self.statuses,
             volumes=self.volumes, probes=self.probes,
@@ -171,8 +172,8 @@ class Agent:
             node=syncing.NodeFacts(host_ip=self._host_ip,
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods",
-                                   admission=self._admission_facts(),
-                                   runtime=await self._client.status(),
+                                   admission=self._admission_facts(runtime_status),
+                                   runtime=runtime_status,
                                    security=security.Options(
                                        seccomp_default=s.security.seccomp_default,
                                        seccomp_profile_root=s.seccomp_profile_root)),
@@ -278,9 +279,11 @@ class Agent:
         return [c for uid in self.relister.uids() for c in self.relister.pod(uid).containers
                 if c.state is runtime.ContainerState.RUNNING]
 
-    def _admission_facts(self) -> admission.Node:
+    def _admission_facts(self, status: runtime.RuntimeStatus) -> admission.Node:
         spec = self.node_spec
         return admission.Node(
+            # hostUsers: false, as far as the default runtime handler can.
+            user_namespaces=status.handler("").user_namespaces,
             labels=nodes.node_labels(spec),
             name=self.settings.node_name,
             allocatable=nodes.allocatable(spec),

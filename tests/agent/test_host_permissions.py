@@ -4,7 +4,8 @@ ConfigMap or service account token and cannot forge its termination message, whi
 own non-root container reads its volumes and writes its message.
 
 The files keep the kubelet's modes (0644 by defaultMode, 0666 for the termination message):
-the data dir and `pods/` (0750, root's) keep other users out. The data dir starts as an older
+`pods/` and `logs/` (0750, root's) keep other users out, in a data dir they may traverse
+but not list (0751). The data dir starts as an older
 nodelet left it (0755) and is closed at start. The agent runs in cluster mode against the test
 API server (tests/kubeapi.py, ServiceAccount admission on) so the pod gets a projected token.
 """
@@ -102,7 +103,8 @@ async def _check(server: KubeApiServer, harness: Harness, data: Path) -> None:
     server.create("configmaps", {"metadata": {"name": "cfg", "namespace": "team"},
                                  "data": {"dsn": DSN}})
     await harness.start()
-    assert (mode(data), mode(data / "pods"), mode(data / "logs")) == (0o750, 0o750, 0o750)
+    # The data dir may be traversed (user namespaces reach their rootfs in it), not listed.
+    assert (mode(data), mode(data / "pods"), mode(data / "logs")) == (0o751, 0o750, 0o750)
     assert os.stat(data).st_uid == 0
     app = pod_object("app", node=NODE, namespace="team", command=APP, dnsPolicy="Default",
                      securityContext={"runAsUser": 1000, "runAsGroup": 1000},
@@ -139,8 +141,9 @@ async def _check(server: KubeApiServer, harness: Harness, data: Path) -> None:
     forged = as_nobody("sh", "-c", f"echo forged > {term}")
     assert forged.returncode != 0 and "Permission denied" in forged.stderr, forged
     assert term.read_text() == "written-by-uid-1000\n"
-    listing = as_nobody("ls", str(data / "pods"))
-    assert listing.returncode != 0 and "Permission denied" in listing.stderr, listing
+    for listed in (data, data / "pods"):
+        listing = as_nobody("ls", str(listed))
+        assert listing.returncode != 0 and "Permission denied" in listing.stderr, listing
     control = as_nobody("cat", "/etc/hostname")  # setpriv itself works: it is the modes
     assert control.returncode == 0, control
 

@@ -48,7 +48,7 @@ async def output(agent: Harness, name: str) -> str:
     logs = agent.settings.data_dir / "logs"
 
     def read() -> str:
-        files = list(logs.glob(f"default_{name}-*/main/*.log"))
+        files = list(logs.glob(f"default_{name}-{agent.settings.node_name}_*/main/*.log"))
         return files[0].read_text() if files else ""
 
     text: str = await eventually(read, until=lambda t: "WROTE" in t or "REFUSED" in t,

@@ -310,7 +310,7 @@ def test_legacy_apparmor_string_for_containerd_1_6() -> None:
     ({}, {"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}, "AppArmor",
      "Cannot enforce AppArmor: AppArmor is not enabled on the host"),
     ({"hostUsers": False}, {}, "UserNamespacesNotSupported",
-     "hostUsers: false needs a user namespace, which nodelet does not set up for pods yet"),
+     "can't set `spec.hostUsers: false`, runtime does not support user namespaces"),
     ({"securityContext": {"supplementalGroupsPolicy": "Strict"}}, {},
      "SupplementalGroupsPolicyNotSupported",
      "SupplementalGroupsPolicy=Strict is not supported in this node"),

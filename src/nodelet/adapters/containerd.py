@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodelet import settings as settings_
-from nodelet.adapters import cni, commands, host
+from nodelet.adapters import cni, commands, host, hostdirs
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 
@@ -456,6 +456,12 @@ class EmbeddedContainerd:
 
     async def _write_config(self) -> None:
         _make_dirs(self._paths.base, self._paths.root, self._paths.state)
+        # A pod in a user namespace (hostUsers: false) is set up by runc as its own root, an
+        # unprivileged host user, which must reach its rootfs under the state dir: the way
+        # there is traversable but not listable, as containerd's own /run/containerd is.
+        hostdirs.secure_dir(self._data_dir, hostdirs.DATA_DIR_MODE)
+        for directory in (self._paths.base, self._paths.state):
+            hostdirs.secure_dir(directory, hostdirs.RUNTIME_DIR_MODE)
         cni.write_conflist(self._data_dir, self._settings.pod_cidrs)
         snapshotter = await self._choose_snapshotter()
         text = render_config(self._data_dir, self._settings, snapshotter, self.programs)

@@ -87,7 +87,8 @@ class ContainerRunner:
         if isinstance(image, int | float):  # not there yet: seconds until a retry
             return float(image)
         # The security check first: it has no side effects, the subPath bind mounts do.
-        context = self._security_context(pod, container, image, waiting)
+        context = self._security_context(pod, container, image, waiting,
+                                         sandbox_config.security.namespaces.user)
         envs, mounts = await self._environment(pod, sandbox, container, mounts, waiting)
         message_file = self.message_file(pod.uid, container.name, attempt)
         await asyncio.to_thread(_touch, self._pods_root, pod.uid, message_file)
@@ -139,14 +140,16 @@ class ContainerRunner:
         container: pods.Container,
         image: runtime.ImageInfo | None,
         waiting: MutableMapping[str, tuple[str, str]],
+        user: runtime.UserNamespace | None,
     ) -> runtime.ContainerSecurity:
-        """The container's CRI security context; runAsNonRoot is checked against the image's
-        user first, as the kubelet does (CreateContainerConfigError when it fails)."""
+        """The container's CRI security context, in the sandbox's user namespace (`user`);
+        runAsNonRoot is checked against the image's user first, as the kubelet does
+        (CreateContainerConfigError when it fails)."""
         image_user = security.image_user(image)
         problem = security.run_as_non_root_error(pod, container, image_user)
         if problem is not None:
             self.config_error(pod, container, problem, waiting)
-        return security.container_security(pod, container, image_user, self._security)
+        return security.container_security(pod, container, image_user, self._security, user)
 
     def config_error(
         self,

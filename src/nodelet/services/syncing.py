@@ -55,6 +55,7 @@ from nodelet.services import (
     relisting,
     servicewatch,
     statuses,
+    userns,
     volumes,
 )
 
@@ -106,6 +107,8 @@ class PodWork:
     # set up once, and the FailedMount message while one is not.
     volumes_ready: bool = False
     volume_error: str | None = None
+    # The pod's user namespace (hostUsers: false), once known.
+    userns: runtime.UserNamespace | None = None
     # The pod's own wake-ups, by rule (POSIX times of the syncer's clock): every rule that
     # depends on time schedules one, so nothing waits for the periodic resync (docs/timing.md).
     timers: dict[str, float] = field(default_factory=dict)
@@ -193,6 +196,7 @@ class PodSyncer:
         self._sandbox_slots = asyncio.Semaphore(settings.sync.max_parallel_sandboxes)
         self._dns = poddns.PodDNS(settings=settings.dns, recorder=recorder,
                                   node_ips=(node.host_ip,) if node.host_ip else ())
+        self._userns = userns.UserNamespaces(node.pods_root)
         # Pull secrets come from `lookup`, the volume manager's ConfigMap/Secret lookup.
         self._puller = images.ImagePuller(
             client=client, recorder=recorder, sync=settings.sync,
@@ -250,6 +254,7 @@ class PodSyncer:
             self._recorder.record(pod, "Warning", "NetworkNotReady", action.problem)
             raise NetworkNotReady(action.problem)
         await self._objects_ready(pod)
+        await self._user_namespace(pod, work)
         self._puller.check_pull_secrets(pod)
         # Volumes come first, as in the kubelet: a missing ConfigMap keeps the sandbox from
         # being created, so PodReadyToStartContainers stays False and says why.
@@ -292,6 +297,19 @@ class PodSyncer:
             if self._terminal(pod) or not sandboxes.sandbox_change(pod, state.sandboxes).needed:
                 return state
         return await self._relister.refresh_pod(pod.uid)
+
+    async def _user_namespace(self, pod: pods.Pod, work: PodWork) -> None:
+        """The pod's own ID range (hostUsers: false), before its sandbox and containers."""
+        if pod.spec.host_users is not False or work.userns is not None:
+            return
+        try:
+            work.userns = await self._userns.of(pod)
+        except (userns.UserNamespaceError, OSError) as exc:
+            message = f"failed to create pod sandbox: user namespace: {exc}"
+            work.last_sandbox_error = message
+            self._recorder.record(pod, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
+                                  f"Failed to create pod sandbox: user namespace: {exc}")
+            raise SyncError(f"user namespace of {pod.full_name}: {exc}") from exc
 
     def admitted_pods(self) -> list[pods.Pod]:
         """The pods admitted and not yet terminated (the kubelet's active pods)."""
@@ -487,11 +505,13 @@ class PodSyncer:
         if self._qos is not None:
             self._qos.changed()
 
-    def _sandbox_config(self, pod: pods.Pod, attempt: int) -> runtime.SandboxConfig:
+    def _sandbox_config(self, pod: pods.Pod, attempt: int,
+                        work: PodWork) -> runtime.SandboxConfig:
         """The config CreateContainer is given (it reads neither DNS nor the hostname)."""
         return specs.sandbox_config(
             pod, attempt=attempt, logs_root=self._node.logs_root,
             cgroup_parent=specs.pod_cgroup_parent(pod, self._settings.node.cgroup_root),
+            user=work.userns,
         )
 
     async def _new_sandbox_config(self, pod: pods.Pod, attempt: int,
@@ -504,7 +524,7 @@ class PodSyncer:
                 pod, attempt=attempt, logs_root=self._node.logs_root,
                 dns=await self._dns.config(pod),
                 cgroup_parent=specs.pod_cgroup_parent(pod, self._settings.node.cgroup_root),
-                cluster_domain=self._settings.dns.cluster_domain)
+                cluster_domain=self._settings.dns.cluster_domain, user=work.userns)
         except (poddns.DNSError, specs.SandboxConfigError) as exc:
             work.last_sandbox_error = f"failed to create pod sandbox: {exc.message}"
             self._recorder.record(pod, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
@@ -587,7 +607,8 @@ class PodSyncer:
             self._step_backoff(run.work, container.name)
         try:
             return await self._containers.start(
-                pod, run.sandbox, self._sandbox_config(pod, run.sandbox.attempt), container,
+                pod, run.sandbox, self._sandbox_config(pod, run.sandbox.attempt, run.work),
+                container,
                 attempt=action.attempt, kind=action.kind,
                 mounts=await self._container_mounts(pod, run.state, container, run.mounts,
                                                     run.work),
@@ -671,6 +692,7 @@ class PodSyncer:
             await asyncio.to_thread(cgroups.remove_pod_cgroups, pod.uid,
                                     cgroup_root=self._settings.node.cgroup_root)
             await asyncio.to_thread(shutil.rmtree, self._node.pods_root / pod.uid, True)
+            self._userns.release(pod.uid)
             # The pod's log directory (every container's logs, rotated ones too).
             await asyncio.to_thread(
                 shutil.rmtree, specs.pod_log_directory(self._node.logs_root, pod), True)

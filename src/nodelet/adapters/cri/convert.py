@@ -41,7 +41,15 @@ def _namespaces_to_pb(options: rt.NamespaceOptions) -> pb.NamespaceOption:
         network=pb.NamespaceMode.Value(options.network.name),
         pid=pb.NamespaceMode.Value(options.pid.name),
         ipc=pb.NamespaceMode.Value(options.ipc.name),
+        userns_options=_userns_to_pb(options.user),
     )
+
+
+def _userns_to_pb(user: rt.UserNamespace | None) -> pb.UserNamespace | None:
+    if user is None:
+        return None
+    mapping = pb.IDMapping(host_id=user.host_id, container_id=0, length=user.length)
+    return pb.UserNamespace(mode=pb.NamespaceMode.Value("POD"), uids=[mapping], gids=[mapping])
 
 
 def _profile_to_pb(profile: rt.SecurityProfile | None) -> pb.SecurityProfile | None:

@@ -29,7 +29,8 @@ class Node:
     allowed_unsafe_sysctls: tuple[str, ...] = ()
     apparmor_enabled: bool = False
     selinux_enabled: bool = False
-    # containerd 1.6 has no user namespaces in CRI (they came with 1.7/2.0).
+    # The runtime handler runs pods in user namespaces (CRI feature; containerd 2.x: yes,
+    # 1.6: no, it has none in CRI).
     user_namespaces: bool = False
     # containerd 1.6 only merges groups (SupplementalGroupsPolicy Strict came with 2.0).
     supplemental_groups_strict: bool = False
@@ -142,8 +143,8 @@ def _user_namespaces(pod: pods.Pod, node: Node) -> Rejection | None:
     if pod.spec.host_users is not False or node.user_namespaces:
         return None
     return Rejection("UserNamespacesNotSupported",
-                     "hostUsers: false needs a user namespace, which nodelet does not set up "
-                     "for pods yet")
+                     "can't set `spec.hostUsers: false`, runtime does not support user "
+                     "namespaces")
 
 
 def _supplemental_groups_policy(pod: pods.Pod, node: Node) -> Rejection | None:

@@ -169,12 +169,23 @@ class MountPropagation(enum.Enum):
 
 
 @dataclass(frozen=True)
+class UserNamespace:
+    """A pod's user namespace: IDs 0..length-1 inside are host IDs host_id.. (users and
+    groups alike)."""
+
+    host_id: int
+    length: int
+
+
+@dataclass(frozen=True)
 class NamespaceOptions:
     """CRI NamespaceOption: which namespaces a sandbox or container gets."""
 
     network: NamespaceMode = NamespaceMode.POD
     pid: NamespaceMode = NamespaceMode.CONTAINER
     ipc: NamespaceMode = NamespaceMode.POD
+    # A user namespace of the pod's own (hostUsers: false); None: the node's.
+    user: UserNamespace | None = None
 
 
 @dataclass(frozen=True)

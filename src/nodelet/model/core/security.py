@@ -57,9 +57,11 @@ class ImageUser:
 ROOT = ImageUser(uid=0)
 
 
-def namespaces(pod: pods.Pod) -> runtime.NamespaceOptions:
+def namespaces(pod: pods.Pod,
+               user: runtime.UserNamespace | None = None) -> runtime.NamespaceOptions:
     """The kubelet's NamespacesForPod: network and IPC per pod or the node's; PID per
-    container unless the pod shares one (POD) or uses the node's (NODE)."""
+    container unless the pod shares one (POD) or uses the node's (NODE); `user`: the pod's
+    user namespace (hostUsers: false), else the node's."""
     spec = pod.spec
     mode = runtime.NamespaceMode
     if spec.host_pid:
@@ -72,6 +74,7 @@ def namespaces(pod: pods.Pod) -> runtime.NamespaceOptions:
         network=mode.NODE if spec.host_network else mode.POD,
         pid=pid,
         ipc=mode.NODE if spec.host_ipc else mode.POD,
+        user=user,
     )
 
 
@@ -91,12 +94,13 @@ def supplemental_groups(pod: pods.Pod) -> tuple[int, ...]:
     return (*first, *psc.supplemental_groups)
 
 
-def sandbox_security(pod: pods.Pod) -> runtime.SandboxSecurity:
+def sandbox_security(pod: pods.Pod,
+                     user: runtime.UserNamespace | None = None) -> runtime.SandboxSecurity:
     """The kubelet's generatePodSandboxLinuxConfig: the pause process gets the pod's user and
     groups and the runtime's default seccomp profile."""
     psc = pod.spec.security_context
     return runtime.SandboxSecurity(
-        namespaces=namespaces(pod),
+        namespaces=namespaces(pod, user),
         privileged=has_privileged_container(pod),
         run_as_user=psc.run_as_user,
         # containerd 1.6 refuses a sandbox with a group but no user ("user group is specified
@@ -182,15 +186,17 @@ def _selinux(options: pods.SELinuxOptions | None) -> runtime.SELinuxOptions | No
 
 
 def container_security(
-    pod: pods.Pod, container: pods.Container, image_user: ImageUser, options: Options
+    pod: pods.Pod, container: pods.Container, image_user: ImageUser, options: Options,
+    user: runtime.UserNamespace | None = None,
 ) -> runtime.ContainerSecurity:
-    """The LinuxContainerSecurityContext the kubelet sends for this container."""
+    """The LinuxContainerSecurityContext the kubelet sends for this container (`user`: the
+    pod's user namespace)."""
     sc = effective(pod, container)
     unmasked = sc.proc_mount == "Unmasked"
     caps = sc.capabilities or pods.Capabilities()
     run_as_user = sc.run_as_user if sc.run_as_user is not None else image_user.uid
     return runtime.ContainerSecurity(
-        namespaces=namespaces(pod),
+        namespaces=namespaces(pod, user),
         privileged=bool(sc.privileged),
         add_capabilities=caps.add,
         drop_capabilities=caps.drop,

@@ -136,9 +136,11 @@ def sandbox_config(
     dns: runtime.DNSConfig | None = None,
     cgroup_parent: str = "",
     cluster_domain: str = "",
+    user: runtime.UserNamespace | None = None,
 ) -> runtime.SandboxConfig:
     """`dns`: the pod's resolver configuration, as `dns.pod_dns` built it (None: none);
-    `cluster_domain` ends a setHostnameAsFQDN hostname. Raises SandboxConfigError."""
+    `cluster_domain` ends a setHostnameAsFQDN hostname; `user`: the pod's user namespace
+    (hostUsers: false). Raises SandboxConfigError."""
     return runtime.SandboxConfig(
         name=pod.name,
         namespace=pod.namespace,
@@ -146,7 +148,7 @@ def sandbox_config(
         attempt=attempt,
         hostname=kernel_hostname(pod, cluster_domain),
         log_directory=pod_log_directory(logs_root, pod),
-        security=security_mod.sandbox_security(pod),
+        security=security_mod.sandbox_security(pod, user),
         dns=dns if dns is not None else runtime.DNSConfig(),
         port_mappings=port_mappings(pod),
         labels=pod_labels(pod),

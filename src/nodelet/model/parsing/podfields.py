@@ -109,9 +109,9 @@ TABLE: tuple[Field, ...] = (
     _h(SPEC + "runtimeClassName", "the CRI runtime handler (standalone there are no "
        "RuntimeClass objects: the name is the handler)"),
     _h(SPEC + "os", "admission: `linux` runs, anything else fails with `PodOSNotSupported`"),
-    _nd(SPEC + "hostUsers", "`false` (a user namespace): nodelet does not set up user "
-        "namespaces yet (containerd 2.x could run them, 1.6 cannot): refused at admission "
-        "with `UserNamespacesNotSupported`"),
+    _nd(SPEC + "hostUsers", "`false`: a user namespace with 65536 IDs of its own, as the "
+        "kubelet allocates them (kept in the pod's directory); where the runtime handler "
+        "cannot (containerd 1.6) refused at admission with `UserNamespacesNotSupported`"),
     _h(SPEC + "affinity", "required node affinity is checked at the admission of static "
        "pods (`NodeAffinity`); the rest is the scheduler's"),
     _na(SPEC + "schedulerName", _SCHEDULING),
@@ -210,7 +210,8 @@ TABLE: tuple[Field, ...] = (
     _nd(CONTAINER_SC + "seLinuxOptions", "passed to the runtime: honoured where SELinux is "
         "enabled; elsewhere ignored by the runtime, as under the kubelet"),
     _nd(CONTAINER_SC + "procMount", "Default: the kubelet's masked and read-only /proc paths; "
-        "Unmasked needs `hostUsers: false`, which this runtime cannot run"),
+        "Unmasked: the runtime unmasks /proc, only with `hostUsers: false` (as the API "
+        "server checks)"),
     _na(CONTAINER_SC + "windowsOptions", "Windows options: ignored on a Linux node, as by "
         "the kubelet"),
     # -- ports, env, mounts, resources ---------------------------------------------------------
