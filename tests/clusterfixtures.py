@@ -87,11 +87,15 @@ async def bound_pods(admin: AdminClient, node: str) -> list[dict[str, Any]]:
 @asynccontextmanager
 async def joined(plane: ControlPlane, admin: AdminClient, runtime: Instance, *, node: str,
                  start: bool = True, audit_clean: bool = True,
+                 pod_cidrs: tuple[str, ...] = (),
                  **cluster_overrides: Any) -> AsyncIterator[Harness]:
     """A nodelet node `node` joined to `plane` (see the module doc); `start=False` leaves
     `harness.start()` to the test. At the end, unless `audit_clean=False`, no request of the
     node may have been refused (`controlplane.refused`)."""
-    harness = Harness(endpoint=runtime.containerd.endpoint, node_name=node)
+    # `runtime`: the session's containerd, or a private one (a second node); `pod_cidrs`:
+    # what the Node claims (that runtime's CNI range).
+    harness = Harness(endpoint=runtime.containerd.endpoint, node_name=node,
+                      runtime_settings={"pod_cidrs": pod_cidrs} if pod_cidrs else None)
     harness.settings = dataclasses.replace(
         harness.settings,
         cluster=cluster_settings(harness.root, plane, **cluster_overrides),
@@ -111,14 +115,7 @@ async def joined(plane: ControlPlane, admin: AdminClient, runtime: Instance, *, 
     finally:
         try:
             if harness.agent is not None:
-                for pod in await bound_pods(admin, node):
-                    meta = pod["metadata"]
-                    await admin.delete(pod_path(meta["namespace"], meta["name"]))
-                await eventually(lambda: bound_pods(admin, node), within=90,
-                                 until=lambda left: not left,
-                                 seen=lambda left: repr([p["metadata"]["name"] for p in left]),
-                                 what=f"every pod of {node} deleted")
-                await harness.stop()
+                await _drain(admin, harness, node)
             if audit_clean:
                 # Every request of the node was one kube-apiserver allows and takes.
                 bad = refused(plane.audit_events()[first_event:], node)
@@ -128,11 +125,31 @@ async def joined(plane: ControlPlane, admin: AdminClient, runtime: Instance, *, 
             await admin.delete(node_path(node))
 
 
+async def _drain(admin: AdminClient, harness: Harness, node: str) -> None:
+    """Cordon the node (a controller's replacement pods stay off it), delete its pods, wait
+    until nodelet has terminated and deleted them all, stop the agent. If they do not go,
+    the agent is stopped anyway (its pods' containers are left to the runtime's reset)."""
+    await admin.patch(node_path(node), {"spec": {"unschedulable": True}})
+    for pod in await bound_pods(admin, node):
+        meta = pod["metadata"]
+        await admin.delete(pod_path(meta["namespace"], meta["name"]))
+    try:
+        await eventually(lambda: bound_pods(admin, node), within=90,
+                         until=lambda left: not left,
+                         seen=lambda left: repr([p["metadata"]["name"] for p in left]),
+                         what=f"every pod of {node} deleted")
+    except BaseException:
+        await harness.stop(terminate_pods=False)
+        raise
+    await harness.stop()
+
+
 @pytest.fixture
 def join(control_plane: ControlPlane, admin: AdminClient, runtime: Instance) -> Any:
-    """`async with join("node-a") as harness:` — see `joined`."""
-    def factory(node: str, **kwargs: Any) -> Any:
-        return joined(control_plane, admin, runtime, node=node, **kwargs)
+    """`async with join("node-a") as harness:` — see `joined`; `on=instance`: on a
+    containerd of its own (`instances`), for a second node."""
+    def factory(node: str, *, on: Instance | None = None, **kwargs: Any) -> Any:
+        return joined(control_plane, admin, on or runtime, node=node, **kwargs)
     return factory
 
 
