@@ -92,11 +92,11 @@ async def test_slow_clients_are_disconnected_and_others_served() -> None:
     await server.start("127.0.0.1", 0, None)
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # the headers never end
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # the headers never end
         await writer.drain()
         # Meanwhile a normal client is answered.
         fast_reader, fast_writer = await asyncio.open_connection("127.0.0.1", server.port)
-        fast_writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        fast_writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         answer = await asyncio.wait_for(fast_reader.read(), 10)
         assert answer.startswith(b"HTTP/1.1 200")
         fast_writer.close()
@@ -124,7 +124,7 @@ async def test_kept_alive_connections_get_a_fresh_header_deadline() -> None:
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         for _ in range(3):  # each request is complete: the connection is kept
-            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             await writer.drain()
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             assert head.startswith(b"HTTP/1.1 200")

@@ -126,14 +126,15 @@ class TlsFront:
         """Bind `host:port` (0: any free port), start the thread; the bound port. Blocking
         for as long as the thread takes to listen. Raises OSError."""
         listener = _bind(host, port)
+        bound = int(listener.getsockname()[1])
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(listener, ready),
-                                        name=f"node-server-tls:{port}", daemon=True)
+                                        name=f"node-server-tls:{bound}", daemon=True)
         self._thread.start()
         ready.wait()
         if self._failure is not None:
             raise OSError(f"the TLS front did not start: {self._failure}") from self._failure
-        return int(listener.getsockname()[1])
+        return bound
 
     def stop(self, timeout: float = 10.0) -> None:
         """Close the listener and every connection, and end the thread. Blocking."""
