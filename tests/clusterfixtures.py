@@ -162,14 +162,20 @@ def node_ready(node: dict[str, Any] | None) -> str:
 
 
 class Runtime:
-    """The CRI Version/Status the Node reports (no containers run in these tests)."""
+    """The CRI Version/Status the Node reports (no containers run in these tests); set
+    `network_ready` False for a runtime whose CNI is not ready."""
+
+    network_ready = True
 
     async def version(self) -> rt.VersionInfo:
         return rt.VersionInfo("containerd", "1.6.20", "v1")
 
     async def status(self) -> rt.RuntimeStatus:
-        return rt.RuntimeStatus((rt.RuntimeCondition("RuntimeReady", True),
-                                 rt.RuntimeCondition("NetworkReady", True)))
+        ready = self.network_ready
+        return rt.RuntimeStatus((
+            rt.RuntimeCondition("RuntimeReady", True),
+            rt.RuntimeCondition("NetworkReady", ready, "" if ready else "NetworkPluginNotReady",
+                                "" if ready else "cni config uninitialized")))
 
 
 class Rig:
@@ -184,6 +190,7 @@ class Rig:
         self.recorder = recording.EventRecorder(checkpoint=self.checkpoint, node_name=node,
                                                 clock=clock, max_events=1000)
         self.announced: list[dict[Any, Any]] = []
+        self.runtime = Runtime()
         defaults: dict[str, Any] = dict(
             kubeconfig=root / "kubelet.conf", cert_dir=root / "pki",
             bootstrap_kubeconfig=proxy.bootstrap_kubeconfig(root / "bootstrap.conf"),
@@ -194,7 +201,7 @@ class Rig:
         self.mode = cluster.ClusterMode(
             settings=cluster.ClusterSettings(**(defaults | overrides)), node_name=node,
             host_ip=host_address(), pod_cidrs=("10.77.0.0/24",), statuses=self.statuses,
-            recorder=self.recorder, runtime=Runtime(), on_pods=self.announced.append,
+            recorder=self.recorder, runtime=self.runtime, on_pods=self.announced.append,
             clock=clock)
 
     @property

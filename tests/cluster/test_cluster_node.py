@@ -1,68 +1,74 @@
-"""Node registration, node status and the Lease against the test API server."""
+"""Node registration, node status and the Lease of cluster mode alone (no containers) on the
+real kube-apiserver, through the fault proxy (tests/faultproxy.py); kubeconfig errors and the
+machine facts the Node reports."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kubeapi import ClusterRig, KubeApiServer
-from nodelet.adapters import host, kubeconfig
-from nodelet.services import cluster
+from clusterfixtures import Runtime
+from controlplane import AdminClient, host_address, node_path
+from faultproxy import FaultProxy
+from nodelet.adapters import checkpoint, host, kubeconfig
+from nodelet.services import cluster, recording, statuses
 from polling import eventually
 
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
-def ready(node: dict) -> dict:
-    return next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+def ready(node: dict[str, Any] | None) -> dict[str, Any]:
+    return next(c for c in (node or {})["status"]["conditions"] if c["type"] == "Ready")
 
 
 async def test_node_registered_ready_with_capacity_and_lease_renewed(
-        server: KubeApiServer, tmp_path: Path) -> None:
-    async with ClusterRig(server, tmp_path) as rig:
-        node = server.get("nodes", "", "n1")
+        make_rig: Any, admin: AdminClient) -> None:
+    async with make_rig() as rig:
+        node = await admin.get(node_path(rig.node))
         assert node is not None
-        assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "n1"
+        assert node["metadata"]["labels"]["kubernetes.io/hostname"] == rig.node
         status = node["status"]
         assert ready(node)["status"] == "True" and ready(node)["reason"] == "KubeletReady"
         assert int(status["capacity"]["cpu"]) >= 1 and status["capacity"]["pods"] == "110"
         assert status["capacity"]["memory"].endswith("Ki")
         assert status["nodeInfo"]["containerRuntimeVersion"] == "containerd://1.6.20"
-        assert {"type": "InternalIP", "address": "192.0.2.10"} in status["addresses"]
+        assert {"type": "InternalIP", "address": host_address()} in status["addresses"]
         assert node["spec"]["podCIDRs"] == ["10.77.0.0/24"]
-        lease = server.get("leases", "kube-node-lease", "n1")
+        lease = await admin.get(f"{LEASES}/{rig.node}")
         assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 40
-        assert lease["spec"]["holderIdentity"] == "n1"
+        assert lease["spec"]["holderIdentity"] == rig.node
         assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
         first = lease["spec"]["renewTime"]
-
-        def renewed() -> bool:
-            now = server.get("leases", "kube-node-lease", "n1")
-            return now is not None and now["spec"]["renewTime"] != first
-
-        await eventually(renewed, within=5, what="lease renewed")
+        await eventually(lambda: admin.get(f"{LEASES}/{rig.node}"), within=5,
+                         until=lambda x: x is not None and x["spec"]["renewTime"] != first,
+                         what="lease renewed")
         await eventually(lambda: rig.mode.lease.renewals >= 3, within=5, what="three renewals")
 
 
 async def test_node_not_ready_when_network_is_not_and_times_move_only_on_change(
-        server: KubeApiServer, tmp_path: Path) -> None:
-    async with ClusterRig(server, tmp_path) as rig:
-        since = ready(server.get("nodes", "", "n1"))["lastTransitionTime"]
+        make_rig: Any, admin: AdminClient) -> None:
+    async with make_rig() as rig:
+        since = ready(await admin.get(node_path(rig.node)))["lastTransitionTime"]
         reports = rig.mode.node.reports
         rig.runtime.network_ready = False
 
-        def not_ready() -> dict | None:
-            # The server may hold the PATCH before the reporter counted it: wait for both.
-            cond = ready(server.get("nodes", "", "n1"))
+        async def not_ready() -> dict[str, Any] | None:
+            # The server may answer the PATCH before the reporter counted it: wait for both.
+            cond = ready(await admin.get(node_path(rig.node)))
             counted = rig.mode.node.reports > reports
             return cond if cond["status"] == "False" and counted else None
 
-        cond = await eventually(not_ready, within=5, what="node NotReady")
+        cond = await eventually(not_ready, within=10, what="node NotReady")
         assert "NetworkReady=false" in cond["message"] and "cni config" in cond["message"]
         assert cond["reason"] == "KubeletNotReady"
         # Unchanged status is not re-sent every period (the Lease is the heartbeat).
         sent = rig.mode.node.reports
-        await eventually(lambda: rig.mode.lease.renewals >= 4, within=5, what="lease renewals")
+        renewals = rig.mode.lease.renewals
+        await eventually(lambda: rig.mode.lease.renewals >= renewals + 4, within=10,
+                         what="lease renewals")
         assert rig.mode.node.reports == sent
         assert sent > reports
         assert datetime.fromisoformat(cond["lastTransitionTime"].replace("Z", "+00:00")) >= \
@@ -70,15 +76,17 @@ async def test_node_not_ready_when_network_is_not_and_times_move_only_on_change(
 
 
 async def test_restart_adopts_the_existing_node_and_lease(
-        server: KubeApiServer, tmp_path: Path) -> None:
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    async with ClusterRig(server, tmp_path / "a"):
-        uid = server.get("nodes", "", "n1")["metadata"]["uid"]
-    async with ClusterRig(server, tmp_path / "b"):
-        assert server.get("nodes", "", "n1")["metadata"]["uid"] == uid
-    assert server.count(verb="create", resource="nodes") == 2  # the second got AlreadyExists
-    assert server.count(verb="create", resource="leases") == 1
+        make_rig: Any, admin: AdminClient, proxied: FaultProxy) -> None:
+    first = make_rig()
+    async with first as rig:
+        uid = (await admin.get(node_path(rig.node)) or {})["metadata"]["uid"]
+    async with make_rig() as again:
+        assert again.node == rig.node
+        assert (await admin.get(node_path(rig.node)) or {})["metadata"]["uid"] == uid
+    # The second start's create was answered AlreadyExists (409), the Lease adopted.
+    assert proxied.count(method="POST", path="^/api/v1/nodes$") == 2
+    assert proxied.count(method="POST", path="^/api/v1/nodes$", status=409) == 1
+    assert proxied.count(method="POST", path="/leases$") == 1
 
 
 async def test_unreachable_api_server_fails_start_with_a_clear_error(tmp_path: Path) -> None:
@@ -87,12 +95,21 @@ async def test_unreachable_api_server_fails_start_with_a_clear_error(tmp_path: P
                       '{"cluster": "c", "user": "u"}}], "clusters": [{"name": "c", "cluster": '
                       '{"server": "http://127.0.0.1:9"}}], "users": [{"name": "u", "user": '
                       '{"token": "t"}}]}')
-    rig = ClusterRig.__new__(ClusterRig)
-    server = KubeApiServer()
-    ClusterRig.__init__(rig, server, tmp_path, kubeconfig=config, start_timeout=1.0)
-    with pytest.raises(cluster.ClusterError, match="cannot join the cluster"):
-        await rig.mode.start()
-    rig.checkpoint.close()
+    store = checkpoint.Checkpoint.open(tmp_path / "checkpoint.db")
+    clock = datetime.now
+    try:
+        mode = cluster.ClusterMode(
+            settings=cluster.ClusterSettings(kubeconfig=config, start_timeout=1.0),
+            node_name="n1", host_ip="192.0.2.10", pod_cidrs=(),
+            statuses=statuses.StatusManager(checkpoint=store, clock=clock),
+            recorder=recording.EventRecorder(checkpoint=store, node_name="n1", clock=clock,
+                                             max_events=10),
+            runtime=Runtime(), on_pods=lambda desired: None, clock=clock)
+        with pytest.raises(cluster.ClusterError, match="cannot join the cluster"):
+            await mode.start()
+        await mode.stop()
+    finally:
+        store.close()
 
 
 def test_kubeconfig_errors_name_the_problem(tmp_path: Path) -> None:
