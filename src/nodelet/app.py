@@ -172,7 +172,8 @@ class Agent:
             node=syncing.NodeFacts(host_ip=self._host_ip,
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods",
-                                   admission=self._admission_facts(runtime_status),
+                                   admission=self._admission_facts(
+                                       runtime_status, await self._client.version()),
                                    runtime=runtime_status,
                                    security=security.Options(
                                        seccomp_default=s.security.seccomp_default,
@@ -279,11 +280,13 @@ class Agent:
         return [c for uid in self.relister.uids() for c in self.relister.pod(uid).containers
                 if c.state is runtime.ContainerState.RUNNING]
 
-    def _admission_facts(self, status: runtime.RuntimeStatus) -> admission.Node:
+    def _admission_facts(self, status: runtime.RuntimeStatus,
+                         version: runtime.VersionInfo) -> admission.Node:
         spec = self.node_spec
         return admission.Node(
             # hostUsers: false, as far as the default runtime handler can.
             user_namespaces=status.handler("").user_namespaces,
+            image_volumes=admission.mounts_images(version),
             labels=nodes.node_labels(spec),
             name=self.settings.node_name,
             allocatable=nodes.allocatable(spec),

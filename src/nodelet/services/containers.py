@@ -12,12 +12,13 @@ message: the file's contents, or with `FallbackToLogsOnError` the end of its log
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from nodelet.adapters import hostdirs
 from nodelet.adapters.cri import client as cri
@@ -86,6 +87,10 @@ class ContainerRunner:
         image = await self._puller.ensure(pod, container, waiting)
         if isinstance(image, int | float):  # not there yet: seconds until a retry
             return float(image)
+        pulled = await self._image_volumes(pod, container, mounts, waiting)
+        if isinstance(pulled, float):
+            return pulled
+        mounts = pulled
         # The security check first: it has no side effects, the subPath bind mounts do.
         context = self._security_context(pod, container, image, waiting,
                                          sandbox_config.security.namespaces.user)
@@ -150,6 +155,31 @@ class ContainerRunner:
         if problem is not None:
             self.config_error(pod, container, problem, waiting)
         return security.container_security(pod, container, image_user, self._security, user)
+
+    async def _image_volumes(
+        self, pod: pods.Pod, container: pods.Container, mounts: tuple[runtime.Mount, ...],
+        waiting: MutableMapping[str, tuple[str, str]],
+    ) -> tuple[runtime.Mount, ...] | float:
+        """The images of the container's image volumes made present as their pull policies
+        say (the same pulls, events and back-offs as a container image's, reported on this
+        container), each mount naming its image by ID as the kubelet's do; or seconds until
+        a retry."""
+        out = []
+        for mount in mounts:
+            if not mount.image:
+                out.append(mount)
+                continue
+            as_image = dataclasses.replace(
+                container, image=mount.image,
+                image_pull_policy=cast(pods.PullPolicy, mount.image_pull_policy))
+            found = await self._puller.ensure(pod, as_image, waiting)
+            if isinstance(found, int | float):
+                return float(found)
+            if found is None:
+                self.config_error(pod, container, f"image volume {mount.volume!r}: image "
+                                  f"{mount.image} pulled but not found", waiting)
+            out.append(dataclasses.replace(mount, image=found.id))
+        return tuple(out)
 
     def config_error(
         self,

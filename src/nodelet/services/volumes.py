@@ -152,6 +152,8 @@ class VolumeManager:
         return self._container_mounts(pod, paths)
 
     async def _set_up(self, pod: pods.Pod, volume: pods.Volume, facts: vol.PodFacts) -> Path:
+        if volume.source_type == "image":  # the runtime mounts the image itself
+            return Path()
         if volume.source_type == "hostPath":
             path, type_ = vol.host_path(volume.source)
             await asyncio.to_thread(mounts.check_host_path, path, type_)
@@ -249,13 +251,28 @@ class VolumeManager:
     def _container_mounts(
         self, pod: pods.Pod, paths: Mapping[str, Path]
     ) -> dict[str, tuple[runtime.Mount, ...]]:
-        types = {v.name: v.source_type for v in pod.spec.volumes}
+        by_name = {v.name: v for v in pod.spec.volumes}
         out: dict[str, tuple[runtime.Mount, ...]] = {}
         for container in (*pod.spec.init_containers, *pod.spec.containers):
             out[container.name] = tuple(
-                self._mount(m, paths[m.name], types[m.name]) for m in container.volume_mounts
+                self._image_mount(m, by_name[m.name]) if by_name[m.name].source_type == "image"
+                else self._mount(m, paths[m.name], by_name[m.name].source_type)
+                for m in container.volume_mounts
             )
         return out
+
+    def _image_mount(self, mount: pods.VolumeMount, volume: pods.Volume) -> runtime.Mount:
+        """An image volume: always read-only (the kubelet's), its subPath mounted by the
+        runtime from inside the image."""
+        reference, policy = vol.image_volume(volume.source)
+        if mount.sub_path:
+            try:
+                vol.check_sub_path(mount.sub_path)
+            except vol.SourceError as exc:
+                raise VolumeError(mount.name, exc.message) from exc
+        return runtime.Mount(container_path=mount.mount_path, host_path="", readonly=True,
+                             volume=mount.name, image=reference, image_pull_policy=policy,
+                             image_sub_path=mount.sub_path)
 
     def _mount(self, mount: pods.VolumeMount, base: Path, source_type: str) -> runtime.Mount:
         """The whole volume; a subPath mount too, until `expand_sub_paths` binds the path
@@ -350,7 +367,7 @@ def expand_sub_paths(
     for mount in mounts_:
         index, spec = specs.get(mount.container_path, (0, None))
         sub_path = envvars.sub_path(spec, variables) if spec is not None else ""
-        if spec is None or not sub_path:
+        if spec is None or not sub_path or mount.image:  # an image's subPath is the runtime's
             out.append(mount)
             continue
         target = pod_dir / SUB_PATHS_DIR / spec.name / container.name / str(index)

@@ -159,6 +159,8 @@ def container_config_to_pb(config: rt.ContainerConfig) -> pb.ContainerConfig:
                 readonly=m.readonly,
                 propagation=pb.MountPropagation.Value(f"PROPAGATION_{m.propagation.name}"),
                 recursive_read_only=m.recursive_read_only,
+                image=pb.ImageSpec(image=m.image) if m.image else None,
+                image_sub_path=m.image_sub_path,
             )
             for m in config.mounts
         ],

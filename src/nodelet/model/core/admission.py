@@ -10,10 +10,11 @@ without them), nodelet refuses instead: an ignored security setting is a securit
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodelet.model.core import affinity, pods, resources, security, sysctls, tokens
+from nodelet.model.core import affinity, pods, resources, runtime, security, sysctls, tokens
 
 # pkg/kubelet/sysctl/safe_sysctls.go (1.32): namespaced and isolated, so always allowed.
 REJECTED_PREFIX = "Pod was rejected: "
@@ -32,6 +33,8 @@ class Node:
     # The runtime handler runs pods in user namespaces (CRI feature; containerd 2.x: yes,
     # 1.6: no, it has none in CRI).
     user_namespaces: bool = False
+    # The runtime mounts images as volumes (containerd 2.1+; `mounts_images`).
+    image_volumes: bool = True
     # containerd 1.6 only merges groups (SupplementalGroupsPolicy Strict came with 2.0).
     supplemental_groups_strict: bool = False
     # The node's Allocatable (`resources` units); None: resources are not checked.
@@ -147,6 +150,23 @@ def _user_namespaces(pod: pods.Pod, node: Node) -> Rejection | None:
                      "namespaces")
 
 
+def mounts_images(version: runtime.VersionInfo) -> bool:
+    """Whether the runtime mounts an image volume (CRI Mount.image): containerd from 2.1; an
+    older one would drop the field without a word. Other runtimes are left to say."""
+    if version.runtime_name != "containerd":
+        return True
+    found = re.match(r"v?(\d+)\.(\d+)", version.runtime_version)
+    return found is not None and (int(found[1]), int(found[2])) >= (2, 1)
+
+
+def _image_volumes(pod: pods.Pod, node: Node) -> Rejection | None:
+    if node.image_volumes or all(v.source_type != "image" for v in pod.spec.volumes):
+        return None
+    return Rejection("ImageVolumesNotSupported",
+                     "image volumes need a runtime that mounts images (containerd 2.1 or "
+                     "later); this one would not mount them")
+
+
 def _supplemental_groups_policy(pod: pods.Pod, node: Node) -> Rejection | None:
     policy = pod.spec.security_context.supplemental_groups_policy
     if policy != "Strict" or node.supplemental_groups_strict:
@@ -198,7 +218,7 @@ _PREDICATES: tuple[Callable[[pods.Pod, Node, Sequence[pods.Pod]], Rejection | No
     _resources, lambda pod, node, _: _node_selector(pod, node), _host_ports,
 )  # fmt: skip
 _SECURITY: tuple[Callable[[pods.Pod, Node], Rejection | None], ...] = (
-    _apparmor, _selinux, _user_namespaces, _supplemental_groups_policy,
+    _apparmor, _selinux, _user_namespaces, _image_volumes, _supplemental_groups_policy,
 )  # fmt: skip
 
 

@@ -310,3 +310,13 @@ class Pod:
     @property
     def is_static(self) -> bool:
         return self.source == "file"
+
+
+def default_pull_policy(image: str) -> PullPolicy:
+    """Always for ":latest" or untagged images, IfNotPresent otherwise (a tag or a digest)."""
+    name, _, digest = image.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    tag = last.partition(":")[2]
+    if tag == "latest" or (not tag and not digest):
+        return "Always"
+    return "IfNotPresent"

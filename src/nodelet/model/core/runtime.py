@@ -288,6 +288,11 @@ class Mount:
     # "Enabled"), resolved into `recursive_read_only` when the container is created.
     volume: str = ""
     recursive_request: str = "Disabled"
+    # An image volume (KEP-4639): the image whose files are mounted (no host path), its pull
+    # policy, and the directory of it to mount ("" its root).
+    image: str = ""
+    image_pull_policy: str = ""
+    image_sub_path: str = ""
 
 
 @dataclass(frozen=True)

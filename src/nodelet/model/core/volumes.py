@@ -435,3 +435,10 @@ def recursive_read_only(mount: runtime.Mount, supported: bool) -> runtime.Mount:
                           "requested recursive read-only mode, but it is not supported by the "
                           "runtime")
     return replace(mount, recursive_read_only=supported)
+
+
+def image_volume(source: Mapping[str, Any]) -> tuple[str, pods.PullPolicy]:
+    """An image volume's reference and pull policy (defaulted as a container image's)."""
+    reference = str(source.get("reference") or "")
+    policy = source.get("pullPolicy") or pods.default_pull_policy(reference)
+    return reference, policy

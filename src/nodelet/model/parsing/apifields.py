@@ -69,7 +69,9 @@ WINDOWS_OPTIONS_FIELDS = frozenset(
 )
 SYSCTL_FIELDS = frozenset({"name", "value"})
 OS_FIELDS = frozenset({"name"})
-SUPPORTED_VOLUMES = ("emptyDir", "hostPath", "configMap", "secret", "projected", "downwardAPI")
+SUPPORTED_VOLUMES = ("emptyDir", "hostPath", "configMap", "secret", "projected", "downwardAPI",
+                     "image")
+IMAGE_VOLUME_FIELDS = frozenset({"reference", "pullPolicy"})
 VOLUME_SOURCES = frozenset(
     {
         *SUPPORTED_VOLUMES, "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "nfs",

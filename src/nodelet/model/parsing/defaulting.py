@@ -14,15 +14,7 @@ from typing import Any
 
 from nodelet.model.core import pods
 
-
-def default_pull_policy(image: str) -> pods.PullPolicy:
-    """Always for ":latest" or untagged images, IfNotPresent otherwise (a tag or a digest)."""
-    name, _, digest = image.partition("@")
-    last = name.rsplit("/", 1)[-1]
-    tag = last.partition(":")[2]
-    if tag == "latest" or (not tag and not digest):
-        return "Always"
-    return "IfNotPresent"
+default_pull_policy = pods.default_pull_policy
 
 
 def _default_container(container: dict[str, Any], host_network: bool) -> None:
@@ -48,6 +40,9 @@ def _default_volume(volume: dict[str, Any]) -> None:
             volume[source_type].setdefault("defaultMode", 0o644)
     if isinstance(volume.get("hostPath"), dict):
         volume["hostPath"].setdefault("type", "")
+    image = volume.get("image")
+    if isinstance(image, dict) and not image.get("pullPolicy"):
+        image["pullPolicy"] = default_pull_policy(str(image.get("reference") or ""))
 
 
 SPEC_DEFAULTS: Mapping[str, Any] = {

@@ -265,6 +265,10 @@ def _volume_rows() -> tuple[Field, ...]:
                      "atomically and refreshed at 80 % of their lifetime or after 24 h; a "
                      "static pod with a serviceAccountToken source is refused at admission "
                      "(`UnsupportedPodSpec`)",
+        "image": "an image's files, read-only (KEP-4639), pulled by its `pullPolicy` with the "
+                 "container image's events and back-off; subPath inside the image; where the "
+                 "runtime cannot mount images (containerd before 2.1) refused at admission "
+                 "(`ImageVolumesNotSupported`)",
     }
     rows = [_h(VOLUME + t, notes.get(t, "its files written atomically, kept up to date, "
                                         "mounted read-only"))

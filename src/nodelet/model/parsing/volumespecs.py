@@ -326,6 +326,15 @@ def _projected(source: Mapping[str, Any], path: str, strict: bool) -> None:
         seen.add(target)
 
 
+def _image(source: Mapping[str, Any], path: str, strict: bool) -> None:
+    """validateImageVolumeSource: a reference, and a pull policy of the three."""
+    _strict(source, apifields.IMAGE_VOLUME_FIELDS, path, strict)
+    _required(source, "reference", f"{path}.reference")
+    policy = fields.string(source, "pullPolicy", path)
+    if policy:
+        fields.one_of(policy, apifields.PULL_POLICIES, f"{path}.pullPolicy")
+
+
 _CHECKS: Mapping[str, Check] = {
     "emptyDir": _empty_dir,
     "hostPath": _host_path,
@@ -333,6 +342,7 @@ _CHECKS: Mapping[str, Check] = {
     "secret": _keyed("secretName", apifields.SECRET_VOLUME_FIELDS),
     "downwardAPI": _downward_api,
     "projected": _projected,
+    "image": _image,
 }
 
 
