@@ -1,24 +1,26 @@
-"""Service environment variables on real containerd: nodelet joined to the test API server
-lists and watches the Services (`spec.clusterIP!=None`) and a pod's containers see, via `env`,
-the variables of its namespace's Services and of `default/kubernetes` as the kubelet sets them;
-`enableServiceLinks: false` leaves only the `kubernetes` ones; headless Services none."""
+"""Service environment variables on real containerd and the real kube-apiserver: nodelet lists
+and watches the Services (`fieldSelector=spec.clusterIP!=None`, as the kubelet since
+kubernetes#122394 — the request a hand-written strict server once refused) under the Node
+authorizer, and a pod's containers see, via `env`, the variables of its namespace's Services
+and of `default/kubernetes` as the kubelet sets them; `enableServiceLinks: false` leaves only
+the `kubernetes` ones; headless Services none. Until the first list answers (a fault proxy
+fails it), containers wait with the kubelet's CreateContainerConfigError."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import secrets
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import Instance
+from controlplane import SERVICE_IP, AdminClient, ControlPlane, pod, pod_path
+from faultproxy import FaultProxy
 from harness import Harness, all_ready, exec_in
-from kubeapi import KubeApiServer, pod_object
 from nodelet.model.core import servicelinks
 from nodelet.model.core import status as st
-from nodelet.services import cluster
 from polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -61,31 +63,13 @@ LATE_VARS = {
 }
 
 
-def service(namespace: str, name: str, cluster_ip: str, *ports: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"type": "ClusterIP", "clusterIP": cluster_ip, "clusterIPs": [cluster_ip],
-                     "ports": list(ports)}}
+def service(name: str, cluster_ip: str, *ports: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"type": "ClusterIP", "clusterIP": cluster_ip, "ports": list(ports)}}
 
 
-@asynccontextmanager
-async def joined(runtime: Instance, tmp_path: Path, **cluster_settings: Any,
-                 ) -> AsyncIterator[tuple[KubeApiServer, Harness]]:
-    server = KubeApiServer(bookmark_interval=1.0, node=NODE)
-    await server.start()
-    harness = Harness(endpoint=runtime.containerd.endpoint, node_name=NODE)
-    config = cluster.ClusterSettings(
-        kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"), node_status_period=1.0,
-        lease_renew_period=1.0, status_resync_period=2.0, **cluster_settings)
-    harness.settings = dataclasses.replace(harness.settings, cluster=config)
-    try:
-        yield server, harness
-    finally:
-        for pod in server.list_objects("pods"):
-            server.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], grace=0)
-        await harness.stop()
-        harness.cleanup()
-        await server.stop()
+def services_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/services"
 
 
 def pod_status(harness: Harness, name: str) -> st.PodStatus | None:
@@ -106,56 +90,68 @@ def linked(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if "_SERVICE_" in k or "_PORT" in k}
 
 
-async def test_service_variables_in_the_container(runtime: Instance, tmp_path: Path) -> None:
-    async with joined(runtime, tmp_path) as (server, harness):
-        server.create("services", service("default", "kubernetes", "10.96.0.1",
-                                          {"name": "https", "port": 443, "protocol": "TCP"}))
-        server.create("services", service("shop", "web-front", "10.96.5.5",
-                                          {"name": "http", "port": 80, "protocol": "TCP"},
-                                          {"name": "dns", "port": 53, "protocol": "UDP"}))
-        server.create("services", service("shop", "db", "None", {"port": 5432}))
-        server.create("services", service("other", "cache", "10.96.7.7", {"port": 6379}))
-        await harness.start()
-        # A Service created after the node joined reaches it by the watch.
-        server.create("services", service("shop", "late", "10.96.6.6", {"port": 8080}))
-        agent = harness.agent_or_fail()
-        assert agent.cluster is not None and agent.cluster.services is not None
-        watch = agent.cluster.services
-        await eventually(lambda: [s for s in watch.current() or () if s.name == "late"],
-                         within=10, what="the late Service seen by the watch")
+async def test_service_variables_in_the_container(
+        join: Any, runtime: Instance, admin: AdminClient, control_plane: ControlPlane,
+        namespace: str) -> None:
+    other = f"other-{secrets.token_hex(3)}"
+    await admin.create("/api/v1/namespaces", {"metadata": {"name": other}})
+    try:
+        await admin.create(services_path(namespace), service(
+            "web-front", "10.96.5.5", {"name": "http", "port": 80, "protocol": "TCP"},
+            {"name": "dns", "port": 53, "protocol": "UDP"}))
+        await admin.create(services_path(namespace), service("db", "None", {"port": 5432}))
+        await admin.create(services_path(other), service("cache", "10.96.7.7", {"port": 6379}))
+        async with join(NODE) as harness:
+            # A Service created after the node joined reaches it by the watch.
+            await admin.create(services_path(namespace), service("late", "10.96.6.6",
+                                                                 {"port": 8080}))
+            agent = harness.agent_or_fail()
+            assert agent.cluster is not None and agent.cluster.services is not None
+            watch = agent.cluster.services
+            await eventually(lambda: [s for s in watch.current() or () if s.name == "late"],
+                             within=10, what="the late Service seen by the watch")
 
-        links = pod_object("links", node=NODE, namespace="shop")
-        links["spec"]["containers"][0]["env"] = [
-            {"name": "API",
-             "value": "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"},
-            {"name": "WEB_FRONT_SERVICE_PORT", "value": "9999"}]
-        server.create("pods", links)
-        server.create("pods", pod_object("nolinks", node=NODE, namespace="shop",
-                                         enableServiceLinks=False))
+            links = pod("links", node=NODE)
+            links["spec"]["containers"][0]["env"] = [
+                {"name": "API",
+                 "value": "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"},
+                {"name": "WEB_FRONT_SERVICE_PORT", "value": "9999"}]
+            await admin.create(pod_path(namespace), links)
+            await admin.create(pod_path(namespace), pod("nolinks", node=NODE,
+                                                        enableServiceLinks=False))
 
-        env = await container_env(runtime, harness, "links")
-        assert env["API"] == "https://10.96.0.1:443"  # $(VAR) sees the service variables
-        expected = {**KUBERNETES_VARS, **WEB_FRONT_VARS, **LATE_VARS,
-                    "WEB_FRONT_SERVICE_PORT": "9999"}  # the container's own value wins
-        assert linked(env) == expected
-        assert not [k for k in env if k.startswith(("DB_", "CACHE_"))]
+            env = await container_env(runtime, harness, "links")
+            assert env["API"] == f"https://{SERVICE_IP}:443"  # $(VAR) sees them
+            expected = {**KUBERNETES_VARS, **WEB_FRONT_VARS, **LATE_VARS,
+                        "WEB_FRONT_SERVICE_PORT": "9999"}  # the container's own value wins
+            assert linked(env) == expected
+            assert not [k for k in env if k.startswith(("DB_", "CACHE_"))]
 
-        env = await container_env(runtime, harness, "nolinks")
-        assert linked(env) == KUBERNETES_VARS
-
+            env = await container_env(runtime, harness, "nolinks")
+            assert linked(env) == KUBERNETES_VARS
+            # The list and watch of Services, as the node, were allowed.
+            listed = [e for e in control_plane.audit_events()
+                      if e.get("user", {}).get("username") == f"system:node:{NODE}"
+                      and e.get("objectRef", {}).get("resource") == "services"
+                      and e.get("stage") == "ResponseComplete"]
+            assert listed and all(e["responseStatus"]["code"] == 200 for e in listed), listed
+            uris = [urllib.parse.unquote(e["requestURI"]) for e in listed]
+            assert any("fieldSelector=spec.clusterIP!=None" in u for u in uris), uris
+    finally:
+        await admin.delete(f"/api/v1/namespaces/{other}")
 
 
 async def test_containers_wait_for_the_first_list_of_services(
-        runtime: Instance, tmp_path: Path) -> None:
+        join: Any, runtime: Instance, admin: AdminClient, proxied: FaultProxy,
+        tmp_path: Path, namespace: str) -> None:
     """As the kubelet: no container of an API pod starts before the Services were listed once
     (its KUBERNETES_SERVICE_HOST would be missing); after waiting `request_timeout` for the list
     it is a CreateContainerConfigError with the kubelet's message, retried until listed."""
-    async with joined(runtime, tmp_path, request_timeout=1.0) as (server, harness):
-        server.create("services", service("default", "kubernetes", "10.96.0.1",
-                                          {"name": "https", "port": 443, "protocol": "TCP"}))
-        fault = server.inject(path=r"/api/v1/services$", verb="list", status=500, times=None)
-        await harness.start()
-        server.create("pods", pod_object("early", node=NODE))
+    fault = proxied.inject(path=r"^/api/v1/services$", verb="list", status=500, times=10**6)
+    async with join(NODE, request_timeout=1.0, cert_dir=tmp_path / "node" / "pki",
+                    bootstrap_kubeconfig=proxied.bootstrap_kubeconfig(
+                        tmp_path / "node" / "bootstrap.conf")) as harness:
+        await admin.create(pod_path(namespace), pod("early", node=NODE))
         agent = harness.agent_or_fail()
 
         def config_error() -> st.ContainerStateWaiting | None:
@@ -168,6 +164,6 @@ async def test_containers_wait_for_the_first_list_of_services(
         waiting = await eventually(config_error, within=30, what="CreateContainerConfigError")
         assert waiting is not None and waiting.message == servicelinks.NOT_SYNCED_MESSAGE
         assert fault.hits >= 1
-        server.clear_faults()
+        fault.times = fault.hits  # the API answers from now on
         env = await container_env(runtime, harness, "early")
         assert linked(env) == KUBERNETES_VARS
