@@ -694,8 +694,11 @@ CACHE_LAG = "node requested token bound to a pod scheduled on a different node"
 
 
 def _errors(events: list[dict[str, Any]], node: str) -> list[dict[str, Any]]:
+    """The node's requests refused as a client's fault (4xx), but EXPECTED_ERRORS. (A 5xx is
+    the server's; the one seen here is 504 "context canceled": the node stopped with a request
+    in flight.)"""
     return [e for e in node_requests(events, node) if e.get("stage") == "ResponseComplete"
-            and e.get("responseStatus", {}).get("code", 0) >= 400
+            and 400 <= e.get("responseStatus", {}).get("code", 0) < 500
             and e["responseStatus"]["code"] not in EXPECTED_ERRORS]
 
 
@@ -711,9 +714,8 @@ def lagged(events: list[dict[str, Any]], node: str) -> list[str]:
 
 
 def refused(events: list[dict[str, Any]], node: str) -> list[str]:
-    """The node's requests that kube-apiserver answered with an error other than
-    EXPECTED_ERRORS (403 from the Node authorizer or NodeRestriction, 400, 422, 5xx...), but
-    CACHE_LAG; one line each."""
+    """The node's requests that kube-apiserver refused: 4xx other than EXPECTED_ERRORS (403
+    from the Node authorizer or NodeRestriction, 400, 422...), but CACHE_LAG; one line each."""
     return [_line(e) for e in _errors(events, node)
             if CACHE_LAG not in e["responseStatus"].get("message", "")]
 

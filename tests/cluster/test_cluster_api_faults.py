@@ -134,7 +134,7 @@ async def test_events_are_created_then_counted(
         event = rig.recorder.record(target, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
                                     "Failed to create pod sandbox: boom")
         path = f"/api/v1/namespaces/{namespace}/events/{event.name}"
-        stored = await eventually(lambda: admin.get(path), within=10, what="event created")
+        stored = await eventually(lambda: admin.get(path), within=30, what="event created")
         assert stored is not None
         assert stored["involvedObject"]["uid"] == uid and stored["count"] == 1
         for _ in range(2):

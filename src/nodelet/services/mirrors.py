@@ -83,6 +83,7 @@ class MirrorPods:
     def set_mirrors(self, mirrors: Mapping[str, apijson.Obj]) -> None:
         """The mirror pods bound to this node, by full name, as the pod watch has them."""
         self._mirrors = dict(mirrors)
+        self._blocked -= set(mirrors)  # a name taken by our own mirror pod, seen late
         uids = {mp.uid_of(m) for m in mirrors.values()}
         self._deleted &= uids
         self._created = {k: v for k, v in self._created.items()
@@ -159,21 +160,22 @@ class MirrorPods:
         try:
             created = await self._client.create_pod(pod.namespace, body)
         except kube.AlreadyExists:
-            await self._taken(pod)
+            self._taken(pod)
             return
         self.creates += 1
         log.info("created mirror pod %s (%s)", pod.full_name, mp.uid_of(created))
         self._created[pod.full_name] = created
 
-    async def _taken(self, pod: pods.Pod) -> None:
+    def _taken(self, pod: pods.Pod) -> None:
         """Create found the name taken: our mirror pod the watch has not shown yet, or a pod
-        of someone else's, which is left alone (the kubelet does the same)."""
-        existing = await self._client.get_pod(pod.namespace, pod.name)
-        if mp.is_mirror(existing):
-            self._created[pod.full_name] = existing  # the next plan decides on it
-            return
+        of someone else's, which is left alone (the kubelet does the same). Not read with a
+        GET: the Node authorizer refuses (403) a pod not bound to this node, and the pod watch
+        shows every pod that is. The name waits until the watch shows a mirror pod of that
+        name (ours, late: `set_mirrors`) or the next resync."""
+        if pod.full_name in self._mirrors:
+            return  # the watch has it: the next plan decides on it
         log.warning("cannot create the mirror pod of static pod %s: a pod of that name that is "
-                    "not a mirror pod exists in the API; delete it to see the static pod there",
-                    pod.full_name)
+                    "not this node's mirror pod exists in the API; delete it to see the static "
+                    "pod there", pod.full_name)
         self._blocked.add(pod.full_name)
 
