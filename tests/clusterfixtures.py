@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +35,7 @@ from controlplane import AdminClient, ControlPlane, Pair, host_address, node_pat
 from faultproxy import FaultProxy
 from harness import Harness
 from nodelet.adapters import checkpoint
+from nodelet.model.core import nodes
 from nodelet.model.core import runtime as rt
 from nodelet.services import cluster, recording, statuses
 from polling import eventually
@@ -182,7 +183,10 @@ class Rig:
     """`ClusterMode` joined through a fault proxy, with a real status manager and recorder;
     the desired pods it announces in `announced`."""
 
-    def __init__(self, proxy: FaultProxy, root: Path, node: str, **overrides: Any) -> None:
+    def __init__(self, proxy: FaultProxy, root: Path, node: str, *,
+                 node_spec: nodes.NodeSpec | None = None,
+                 images: Callable[[], Awaitable[Sequence[rt.ImageInfo]]] | None = None,
+                 **overrides: Any) -> None:
         self.node = node
         self.checkpoint = checkpoint.Checkpoint.open(root / "checkpoint.db")
         clock = lambda: datetime.now(UTC)  # noqa: E731
@@ -202,7 +206,7 @@ class Rig:
             settings=cluster.ClusterSettings(**(defaults | overrides)), node_name=node,
             host_ip=host_address(), pod_cidrs=("10.77.0.0/24",), statuses=self.statuses,
             recorder=self.recorder, runtime=self.runtime, on_pods=self.announced.append,
-            clock=clock)
+            clock=clock, node_spec=node_spec, images=images)
 
     @property
     def desired(self) -> dict[Any, Any]:
@@ -233,6 +237,8 @@ async def make_rig(proxied: FaultProxy, admin: AdminClient, control_plane: Contr
     rigs: list[Rig] = []
 
     class Started:
+        node_name = node  # for what a test builds before its rig (a NodeSpec)
+
         def __init__(self, **overrides: Any) -> None:
             self.rig = Rig(proxied, tmp_path / "node", node, **overrides)
             rigs.append(self.rig)

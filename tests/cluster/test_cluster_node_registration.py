@@ -1,19 +1,17 @@
-"""What the Node says at registration: the well-known labels, --node-labels,
+"""What the Node says at registration, on the real kube-apiserver (whose NodeRestriction
+limits which labels a node may set on itself): the well-known labels, --node-labels,
 --register-with-taints, and status.images from the runtime's image list."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubeapi import ClusterRig, KubeApiServer
+from controlplane import AdminClient, node_path
 from nodelet.adapters import host
 from nodelet.model.core import nodes
 from nodelet.model.core import runtime as rt
-from nodelet.services import cluster
 from polling import eventually
 
 
@@ -31,32 +29,21 @@ class Images:
         return list(self.images)
 
 
-def rig_with(server: KubeApiServer, root: Path, spec: nodes.NodeSpec,
-             images: Images) -> ClusterRig:
-    rig = ClusterRig(server, root)
-    old = rig.mode
-    rig.mode = cluster.ClusterMode(
-        settings=old.settings, node_name="n1", host_ip="192.0.2.10", pod_cidrs=(),
-        statuses=rig.statuses, recorder=rig.recorder, runtime=rig.runtime,
-        on_pods=lambda desired: None, clock=lambda: datetime.now(UTC), node_spec=spec,
-        images=images)
-    return rig
-
-
 async def test_node_registers_with_labels_taints_and_images(
-        server: KubeApiServer, tmp_path: Path) -> None:
+        make_rig: Any, admin: AdminClient) -> None:
+    name = make_rig.node_name
     spec = nodes.NodeSpec(
-        name="n1", host_ip="192.0.2.10",
+        name=name, host_ip="192.0.2.10",
         machine=nodes.MachineFacts(cpus=2, memory_bytes=2**30, architecture="amd64"),
         labels={"node.kubernetes.io/pool": "edge", "example.com/rack": "r1"},
         taints=(("dedicated", "edge", "NoSchedule"),))
     images = Images()
-    async with rig_with(server, tmp_path, spec, images):
-        node = server.get("nodes", "", "n1")
+    async with make_rig(node_spec=spec, images=images):
+        node = await admin.get(node_path(name))
         assert node is not None
         labels = node["metadata"]["labels"]
         for key, value in {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                           "kubernetes.io/hostname": "n1", "beta.kubernetes.io/os": "linux",
+                           "kubernetes.io/hostname": name, "beta.kubernetes.io/os": "linux",
                            "beta.kubernetes.io/arch": "amd64",
                            "node.kubernetes.io/pool": "edge", "example.com/rack": "r1"}.items():
             assert labels.get(key) == value, labels
@@ -70,17 +57,18 @@ async def test_node_registers_with_labels_taints_and_images(
         # A new image changes the node status, which is sent again.
         images.images.append(rt.ImageInfo(id="sha256:n", repo_tags=("r/new:1",), size=9_000))
 
-        def first_image() -> Any:
-            return (server.get("nodes", "", "n1") or {})["status"]["images"][0]["names"]
+        async def first_image() -> Any:
+            return ((await admin.get(node_path(name))) or {})["status"]["images"][0]["names"]
 
-        await eventually(first_image, until=lambda names: names == ["r/new:1"], within=5,
+        await eventually(first_image, until=lambda names: names == ["r/new:1"], within=10,
                          what="the new image reported first")
 
     # A restart adopts the Node: labels are brought up to date, taints are left alone (an
     # administrator may have removed the registration taint), as with the kubelet.
-    server.update("nodes", {**server.get("nodes", "", "n1"), "spec": {}})
-    async with rig_with(server, tmp_path / "again", spec, images):
-        node = server.get("nodes", "", "n1")
+    await admin.patch(node_path(name), {"spec": {"taints": None}})
+    async with make_rig(node_spec=spec, images=images):
+        node = await admin.get(node_path(name))
+        assert node is not None
         assert node["metadata"]["labels"]["node.kubernetes.io/pool"] == "edge"
         assert not node["spec"].get("taints")
 
