@@ -165,8 +165,12 @@ class VolumeManager:
         if volume.source_type == "emptyDir":
             medium = vol.empty_dir_medium(volume.source)
             # emptyDir is world-writable so that containers running as any user can use it.
-            created = await self._make_dir(directory, tmpfs=medium == "Memory",
-                                           size=vol.tmpfs_size(volume.source), mode=0o777)
+            # On tmpfs the kubelet passes no mode, so the root has tmpfs's default 1777
+            # (sticky; a subPath made in it inherits that, which [NodeConformance] checks).
+            memory = medium == "Memory"
+            created = await self._make_dir(directory, tmpfs=memory,
+                                           size=vol.tmpfs_size(volume.source),
+                                           mode=0o1777 if memory else 0o777)
             if created:  # later files are the containers': the setgid bit keeps their group
                 await self._set_ownership(pod, directory, read_only=False)
             return directory
