@@ -194,6 +194,7 @@ class Rig:
         self.recorder = recording.EventRecorder(checkpoint=self.checkpoint, node_name=node,
                                                 clock=clock, max_events=1000)
         self.announced: list[dict[Any, Any]] = []
+        self.objects_changed: list[set[Any]] = []  # each on_objects call's keys
         self.runtime = Runtime()
         defaults: dict[str, Any] = dict(
             kubeconfig=root / "kubelet.conf", cert_dir=root / "pki",
@@ -206,7 +207,8 @@ class Rig:
             settings=cluster.ClusterSettings(**(defaults | overrides)), node_name=node,
             host_ip=host_address(), pod_cidrs=("10.77.0.0/24",), statuses=self.statuses,
             recorder=self.recorder, runtime=self.runtime, on_pods=self.announced.append,
-            clock=clock, node_spec=node_spec, images=images)
+            on_objects=self.objects_changed.append, clock=clock, node_spec=node_spec,
+            images=images)
 
     @property
     def desired(self) -> dict[Any, Any]:

@@ -78,7 +78,8 @@ class FaultProxy:
     faults: list[Fault] = field(default_factory=list)
     requests: list[Logged] = field(default_factory=list)
     url: str = ""
-    _watches: set[asyncio.Task[object]] = field(default_factory=set)  # their handlers
+    # The handlers of the watches in flight, with their path and field selector.
+    _watches: dict[asyncio.Task[object], tuple[str, str]] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     _session: aiohttp.ClientSession | None = None
 
@@ -91,7 +92,9 @@ class FaultProxy:
         context.verify_mode = ssl.CERT_OPTIONAL  # the node's certificate, when it has one
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False)
+        # A client that goes (a watch nodelet closes) cancels its handler at once, so
+        # `open_watches` sees what the node has open.
+        self._runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=context)
         await site.start()
@@ -133,6 +136,11 @@ class FaultProxy:
             task.cancel()
         self._watches.clear()
 
+    def open_watches(self, path: str) -> list[str]:
+        """The field selectors of the watches in flight whose path matches `path`, sorted."""
+        return sorted(selector for watched, selector in self._watches.values()
+                      if re.search(path, watched))
+
     def count(self, *, method: str | None = None, path: str = "", status: int | None = None,
               watch: bool | None = None) -> int:
         return sum(1 for r in self.requests if (method is None or r.method == method)
@@ -152,12 +160,12 @@ class FaultProxy:
         watch = request.query.get("watch") in ("1", "true")
         task = asyncio.current_task()
         if watch and task is not None:
-            self._watches.add(task)
+            self._watches[task] = (request.path, request.query.get("fieldSelector", ""))
         try:
             return await self._pass(request, watch)
         finally:
             if task is not None:
-                self._watches.discard(task)
+                self._watches.pop(task, None)
 
     async def _pass(self, request: web.Request, watch: bool) -> web.StreamResponse:
         try:
