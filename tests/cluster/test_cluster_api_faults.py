@@ -130,7 +130,8 @@ async def test_events_are_created_then_counted(
         uid = created["metadata"]["uid"]
         await eventually(lambda: uid in rig.desired, within=10, what="announced")
         target = rig.desired[uid]
-        proxied.inject(method="POST", path="/events$", status=500, times=1)
+        # A 429 is retried (client-go's recordToSink; other refusals drop the event).
+        proxied.inject(method="POST", path="/events$", status=429, times=1)
         event = rig.recorder.record(target, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
                                     "Failed to create pod sandbox: boom")
         path = f"/api/v1/namespaces/{namespace}/events/{event.name}"
