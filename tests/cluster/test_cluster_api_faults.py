@@ -2,7 +2,7 @@
 (tests/faultproxy.py) where a test needs the API to fail: the pod source keeps one pod per UID
 across dropped watches, an in-stream 410 Gone and 500s on the watch; a pod deleted in the API is
 handed to its worker once with its grace period and deleted for good only once the API has its
-terminal phase, even while the status PATCH fails; events are created (after a 500) and then
+terminal phase, even while the status PATCH fails; events are created (after a 429) and then
 counted. The node joins by TLS bootstrap through the proxy, so every request is the node's own,
 judged by the Node authorizer and NodeRestriction.
 """
