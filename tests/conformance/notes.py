@@ -41,6 +41,14 @@ NOTES: dict[str, str] = {
         "(5 s): podactions.unhealthy_grace does not know which probe failed "
         "(probing.liveness_failed returns names only); the kubelet's "
         "setTerminationGracePeriod uses the failed probe's"),
+    "[FeatureGate:ContainerRestartRules]": (
+        "nodelet gap: container-level restartPolicy and restartPolicyRules of regular "
+        "containers (ContainerRestartRules, beta in 1.35) are not implemented "
+        "(restartPolicyRules is refused, docs/podspec.md)"),
+    "node-pod communication": (
+        "not analysed for nodelet yet; the real kubelet failed the node-to-pod checks on "
+        "these machines too (no kube-proxy or host route in that setup: "
+        "/work/shared/reference/kubernetes-e2e.md)"),
     "Ephemeral Containers": (
         "nodelet gap: ephemeral containers (the ephemeralcontainers subresource, `kubectl "
         "debug`) are refused (docs/podspec.md): an API pod's added ephemeral container is "
