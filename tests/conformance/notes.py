@@ -47,8 +47,8 @@ NOTES: dict[str, str] = {
         "(restartPolicyRules is refused, docs/podspec.md)"),
     "node-pod communication": (
         "not analysed for nodelet yet; the real kubelet failed the node-to-pod checks on "
-        "these machines too (no kube-proxy or host route in that setup: "
-        "/work/shared/reference/kubernetes-e2e.md)"),
+        "these machines too (no kube-proxy or host route in that setup, as measured in the "
+        "project's Kubernetes 1.37.2 reference run)"),
     "Ephemeral Containers": (
         "nodelet gap: ephemeral containers (the ephemeralcontainers subresource, `kubectl "
         "debug`) are refused (docs/podspec.md): an API pod's added ephemeral container is "
