@@ -89,14 +89,18 @@ async def bound_pods(admin: AdminClient, node: str) -> list[dict[str, Any]]:
 async def joined(plane: ControlPlane, admin: AdminClient, runtime: Instance, *, node: str,
                  start: bool = True, audit_clean: bool = True,
                  pod_cidrs: tuple[str, ...] = (),
+                 harness_args: dict[str, Any] | None = None,
                  **cluster_overrides: Any) -> AsyncIterator[Harness]:
     """A nodelet node `node` joined to `plane` (see the module doc); `start=False` leaves
-    `harness.start()` to the test. At the end, unless `audit_clean=False`, no request of the
-    node may have been refused (`controlplane.refused`)."""
+    `harness.start()` to the test (which may also stop it: then only the Node is removed);
+    `harness_args`: more Harness settings (eviction...). At the end, unless
+    `audit_clean=False`, no request of the node may have been refused
+    (`controlplane.refused`)."""
     # `runtime`: the session's containerd, or a private one (a second node); `pod_cidrs`:
     # what the Node claims (that runtime's CNI range).
     harness = Harness(endpoint=runtime.containerd.endpoint, node_name=node,
-                      runtime_settings={"pod_cidrs": pod_cidrs} if pod_cidrs else None)
+                      runtime_settings={"pod_cidrs": pod_cidrs} if pod_cidrs else None,
+                      **(harness_args or {}))
     harness.settings = dataclasses.replace(
         harness.settings,
         cluster=cluster_settings(harness.root, plane, **cluster_overrides),
