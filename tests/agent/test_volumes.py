@@ -129,8 +129,8 @@ async def test_empty_dir_on_disk(env: Env) -> None:
     result = await env.manager.prepare(pod)
     path = env.root / "uid-1" / "volumes" / "kubernetes.io~empty-dir" / "cache"
     assert result == {
-        "init": (runtime.Mount("/work", str(path), readonly=True),),
-        "app": (runtime.Mount("/cache", str(path), readonly=False),),
+        "init": (runtime.Mount("/work", str(path), readonly=True, volume="cache"),),
+        "app": (runtime.Mount("/cache", str(path), readonly=False, volume="cache"),),
     }
     assert path.is_dir() and mode_of(path) == 0o777 and not tmpfs_at(path)
     (path / "kept").write_text("data")
@@ -174,7 +174,7 @@ async def test_host_path_or_create(env: Env, tmp_path: Path) -> None:
     target = tmp_path / "host" / "a" / "b"
     result = await env.manager.prepare(host_pod(target, "DirectoryOrCreate"))
     assert target.is_dir() and mode_of(target) == 0o755
-    assert result["app"] == (runtime.Mount("/host", str(target)),)
+    assert result["app"] == (runtime.Mount("/host", str(target), volume="host"),)
     file = tmp_path / "host" / "f.txt"
     await env.manager.prepare(host_pod(file, "FileOrCreate"))
     assert file.is_file() and file.read_bytes() == b"" and mode_of(file) == 0o644
@@ -245,7 +245,8 @@ async def test_config_map_items_modes_and_read_only(env: Env) -> None:
         mounts_=(mount("config", "/etc/config"),))
     result = await env.manager.prepare(pod)
     directory = env.root / "uid-1" / "volumes" / "kubernetes.io~configmap" / "config"
-    assert result["app"] == (runtime.Mount("/etc/config", str(directory), readonly=True),)
+    assert result["app"] == (runtime.Mount("/etc/config", str(directory), readonly=True,
+                                           volume="config"),)
     assert data_files(directory) == {"b": ("beta", 0o600), "conf/a.txt": ("alpha", 0o440)}
     assert (directory / "..data").is_symlink() and (directory / "b").is_symlink()
     assert os.readlink(directory / "b") == "..data/b"
@@ -347,9 +348,9 @@ async def test_sub_path(env: Env) -> None:
     assert [m.host_path for m in prepared] == [str(base)] * 3
     binds = env.root / "uid-1" / "volume-subpaths" / "cache" / "app"
     assert expand(env, pod.spec.containers[0], prepared) == (
-        runtime.Mount("/all", str(base)),
-        runtime.Mount("/logs", str(binds / "1")),
-        runtime.Mount("/ro", str(binds / "2"), readonly=True),
+        runtime.Mount("/all", str(base), volume="cache"),
+        runtime.Mount("/logs", str(binds / "1"), volume="cache"),
+        runtime.Mount("/ro", str(binds / "2"), readonly=True, volume="cache"),
     )
     # Created as the kubelet does, with the volume root's mode; the runtime gets bind mounts.
     assert (base / "app" / "logs").is_dir() and mode_of(base / "app" / "logs") == 0o777
@@ -406,7 +407,8 @@ async def test_sub_path_expr_is_expanded_when_the_container_starts(env: Env) -> 
     assert prepared[0].host_path == str(base)  # the whole volume until the env is known
     target = env.root / "uid-1" / "volume-subpaths" / "cache" / "app" / "0"
     assert expand(env, app, prepared, {"POD": "web"}) == (
-        runtime.Mount("/logs", str(target)), runtime.Mount("/all", str(base)))
+        runtime.Mount("/logs", str(target), volume="cache"),
+        runtime.Mount("/all", str(base), volume="cache"))
     assert (base / "logs" / "web").is_dir()
     assert target.stat().st_ino == (base / "logs" / "web").stat().st_ino
     with pytest.raises(envvars.ConfigError, match="missing value for POD"):
