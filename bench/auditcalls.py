@@ -137,8 +137,8 @@ def report(events: list[dict[str, Any]], pods: int, ready_s: float) -> None:
     print("error answers:", dict(errors) or "none")
     unexpected = controlplane.refused(events, NODE)
     lagged = controlplane.lagged(events, NODE)
-    print(f"TokenRequests refused while kube-apiserver's pod cache lagged (asked again): "
-          f"{len(lagged)}")
+    print(f"requests refused while a cache of kube-apiserver lagged (asked again and "
+          f"allowed): {len(lagged)}")
     if unexpected:
         raise common.BenchError(f"requests refused by kube-apiserver: {unexpected[:10]}")
 

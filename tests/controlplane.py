@@ -703,21 +703,48 @@ def _errors(events: list[dict[str, Any]], node: str) -> list[dict[str, Any]]:
 
 
 def _line(e: dict[str, Any]) -> str:
-    return f"{e['responseStatus']['code']} {e['verb']} {e['requestURI']}: " \
-           f"{e['responseStatus'].get('message', '')}"
+    return f"{e.get('requestReceivedTimestamp', '')} {e['responseStatus']['code']} " \
+           f"{e['verb']} {e['requestURI']}: {e['responseStatus'].get('message', '')}"
+
+
+# The Node authorizer's graph is fed by an informer too: a node that lists a Secret or
+# ConfigMap of a pod just bound to it can be refused ("no relationship found") before the
+# graph has the pod. Such a refusal counts as the server's lag only when the very same
+# request of the node was allowed within GRAPH_LAG_WITHIN seconds after it (a retry, with
+# nothing changed by the node); otherwise it is a refusal.
+GRAPH_LAG = "no relationship found between node"
+GRAPH_LAG_WITHIN = 5.0
+
+
+def _when(e: dict[str, Any]) -> float:
+    stamp = str(e.get("requestReceivedTimestamp", "")).replace("Z", "+00:00")
+    return datetime.datetime.fromisoformat(stamp).timestamp() if stamp else 0.0
+
+
+def _allowed_soon_after(e: dict[str, Any], events: list[dict[str, Any]]) -> bool:
+    user, uri, when = e["user"]["username"], e["requestURI"], _when(e)
+    return any(o.get("user", {}).get("username") == user and o.get("requestURI") == uri
+               and o.get("stage") == "ResponseComplete"
+               and o.get("responseStatus", {}).get("code", 0) < 400
+               and 0 < _when(o) - when <= GRAPH_LAG_WITHIN for o in events)
+
+
+def _lag(e: dict[str, Any], events: list[dict[str, Any]]) -> bool:
+    message = e["responseStatus"].get("message", "")
+    return CACHE_LAG in message or (GRAPH_LAG in message and _allowed_soon_after(e, events))
 
 
 def lagged(events: list[dict[str, Any]], node: str) -> list[str]:
-    """The node's TokenRequests refused because the server's pod cache lagged (CACHE_LAG)."""
-    return [_line(e) for e in _errors(events, node)
-            if CACHE_LAG in e["responseStatus"].get("message", "")]
+    """The node's requests refused because a cache of the server lagged (CACHE_LAG, GRAPH_LAG
+    followed by the same request allowed)."""
+    return [_line(e) for e in _errors(events, node) if _lag(e, events)]
 
 
 def refused(events: list[dict[str, Any]], node: str) -> list[str]:
     """The node's requests that kube-apiserver refused: 4xx other than EXPECTED_ERRORS (403
-    from the Node authorizer or NodeRestriction, 400, 422...), but CACHE_LAG; one line each."""
-    return [_line(e) for e in _errors(events, node)
-            if CACHE_LAG not in e["responseStatus"].get("message", "")]
+    from the Node authorizer or NodeRestriction, 400, 422...), but the lag of its caches
+    (`lagged`); one line each."""
+    return [_line(e) for e in _errors(events, node) if not _lag(e, events)]
 
 
 # -- a control plane for a person (make cluster) --------------------------------------------
