@@ -12,10 +12,13 @@ One joined node and one pod serve the whole module, to keep the wall time small.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
+import shutil
 import ssl
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,6 +193,40 @@ async def test_kubectl_cp_both_ways(node: Node) -> None:
     code, _, err = await node.kubectl("cp", f"{POD}:/www/index.html", str(back), "-c", "main")
     assert code == 0, err
     assert back.read_text() == "hello-through-kubectl\n"
+
+
+async def test_kubectl_exec_interactive_through_tmux(node: Node) -> None:
+    """`kubectl exec -it` in a real terminal: the shell's prompt, the terminal's size through
+    the resize channel, and the shell's exit status back to kubectl."""
+    if shutil.which("tmux") is None:
+        pytest.fail("needs tmux (make setup installs it)")
+    socket_name, session = f"nodelet-{uuid.uuid4().hex[:8]}", "kubectl"
+    tmux = ("tmux", "-L", socket_name)
+    kubectl = " ".join(node.plane.kubectl_args("-n", node.namespace))
+    command = f"{kubectl} exec -it {POD} -c main -- sh; echo kubectl-exit=$?; sleep 60"
+
+    async def run(*args: str) -> bytes:
+        process = await asyncio.create_subprocess_exec(
+            *tmux, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(process.communicate(), 20)
+        assert process.returncode == 0, out
+        return out
+
+    async def screen() -> bytes:
+        return await run("capture-pane", "-p", "-t", session)
+
+    await run("new-session", "-d", "-s", session, "-x", "101", "-y", "33", command)
+    try:
+        await eventually(screen, within=30, until=lambda s: b"/ #" in s, what="the shell prompt")
+        await run("send-keys", "-t", session, "stty size; echo $((6*7))", "Enter")
+        await eventually(screen, within=20, until=lambda s: b"33 101" in s and b"\n42" in s,
+                         what="the terminal's size and 42 on the screen")
+        await run("send-keys", "-t", session, "exit 5", "Enter")
+        await eventually(screen, within=20, until=lambda s: b"kubectl-exit=5" in s,
+                         what="kubectl exiting with the shell's status")
+    finally:
+        with contextlib.suppress(AssertionError):
+            await run("kill-server")
 
 
 # -- port-forward ---------------------------------------------------------------------------------
