@@ -42,13 +42,20 @@ async def test_a_flooding_container_keeps_a_bounded_log(make_agent: AgentFactory
     # Each rotated file holds whole CRI lines: the runtime reopened its log, nothing was cut.
     for f in rotated:
         assert all(line.endswith(b"7") for line in f.read_bytes().splitlines())
-    # `nodelet logs` reads the current file, which the runtime reopened.
+    # `nodelet logs` reads the current file, which the runtime reopened (right after a
+    # rotation it may hold no whole line yet: asked again then).
     server = f"http://127.0.0.1:{agent.agent_or_fail().server_port}"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "nodelet.cli", "logs", "flood", "--tail", "2", "--server", server,
-        "--data-dir", str(agent.settings.data_dir), stdout=asyncio.subprocess.PIPE)
-    out, _ = await asyncio.wait_for(proc.communicate(), timeout=30)
-    assert proc.returncode == 0 and out.splitlines() == [b"0" * 199 + b"7"] * 2, out[-300:]
+
+    async def tail() -> tuple[int | None, bytes]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "nodelet.cli", "logs", "flood", "--tail", "2", "--server",
+            server, "--data-dir", str(agent.settings.data_dir), stdout=asyncio.subprocess.PIPE)
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=30)
+        return proc.returncode, out
+
+    code, out = await eventually(tail, until=lambda r: r[0] != 0 or r[1].count(b"\n") >= 2,
+                                 within=20, what="two lines of the current log")
+    assert code == 0 and out.splitlines() == [b"0" * 199 + b"7"] * 2, out[-300:]
     logs_dir = files[0].parents[1]
     agent.remove("flood.yaml")
     await eventually(lambda: logs_dir.exists(), until=lambda exists: not exists, within=60,
