@@ -186,7 +186,8 @@ class NodeServing:
         """The log's follower (blocking: lists and opens files)."""
         target = logs.locate(pod_json, container=container or None,
                              previous=options.previous, data_dir=self._facts.data_dir)
-        return logs.Follower(target, logs.open_reader(target, options.tail_lines))
+        return logs.Follower(target, logs.open_reader(target, options.tail_lines,
+                                                      final=not options.follow))
 
     async def _log_chunks(self, follower: logs.Follower,
                           options: nr.LogOptions) -> AsyncIterator[bytes]:
@@ -194,7 +195,8 @@ class NodeServing:
         `follow` what is logged next."""
         try:
             while True:
-                batch = await asyncio.to_thread(_read_batch, follower.reader)
+                batch = await asyncio.to_thread(_read_batch, follower.reader,
+                                                not options.follow)
                 yield b"".join(crilogs.render(x, timestamps=options.timestamps)
                                for x in batch if nr.line_wanted(x, options.since))
                 if follower.reader.at_end:
@@ -272,9 +274,11 @@ class _Unavailable(nr.NodeRequestError):
     status = 503
 
 
-def _read_batch(reader: logs.Reader) -> list[crilogs.LogLine]:
-    """The next lines already logged, about `logs.BATCH_BYTES` of the file."""
-    return list(reader.lines(final=False, max_bytes=logs.BATCH_BYTES))
+def _read_batch(reader: logs.Reader, final: bool) -> list[crilogs.LogLine]:
+    """The next lines already logged, about `logs.BATCH_BYTES` of the file; `final` (not
+    following): a last unfinished line is given too, as the kubelet's ReadLogs gives a `P`
+    record at the file's end (`printf x` logs only that)."""
+    return list(reader.lines(final=final, max_bytes=logs.BATCH_BYTES))
 
 
 def _named(usage: sm.PodUsage, pod: podmodel.Pod, state: runtime.PodRuntime,
