@@ -65,11 +65,24 @@ build_etcd() {
   mv "$out/etcd.tmp" "$out/etcd"
 }
 
+build_metrics_server() {  # its own module and version: build/kube/metrics-server-<version>/
+  local dir="$here/../build/kube/metrics-server-$METRICS_SERVER_VERSION"
+  [ -x "$dir/metrics-server" ] && return 0
+  echo "building metrics-server $METRICS_SERVER_VERSION"
+  mkdir -p "$dir"
+  # Its Makefile's version ldflags (client-go's version package).
+  (cd "$here/metrics-server" && go build -o "$dir/metrics-server.tmp" \
+    -ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=$METRICS_SERVER_VERSION" \
+    sigs.k8s.io/metrics-server/cmd/metrics-server)
+  mv "$dir/metrics-server.tmp" "$dir/metrics-server"
+}
+
 programs=("$@")
-[ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
+[ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy metrics-server)
 for p in "${programs[@]}"; do
   case $p in
     etcd) build_etcd ;;
+    metrics-server) build_metrics_server ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubectl|kubelet)
       build_kube "$p" "k8s.io/kubernetes/cmd/$p" ;;
     e2e.test) build_e2e e2e.test k8s.io/kubernetes/test/e2e ;;

@@ -112,6 +112,17 @@ def binary(name: str) -> Path:
     return path
 
 
+def tool(name: str) -> Path:
+    """A program built beside Kubernetes with a version of its own (kube/versions.env:
+    METRICS_SERVER_VERSION for metrics-server), in build/kube/<name>-<version>/; a
+    ControlPlaneError naming `make kube` when it is missing."""
+    version = versions()[f"{name.upper().replace('-', '_')}_VERSION"]
+    path = REPO / "build" / "kube" / f"{name}-{version}" / name
+    if not os.access(path, os.X_OK):
+        raise ControlPlaneError(f"{path} is missing: run `make kube` (builds {name} {version})")
+    return path
+
+
 # -- PKI -------------------------------------------------------------------------------------------
 
 
