@@ -60,8 +60,7 @@ NOTES: dict[str, str] = {
         "project's Kubernetes 1.37.2 reference run)"),
     "PrivilegedPod should enable privileged commands": (
         "this machine: `ip link add dummy1 type dummy` answers `Operation not supported` (the "
-        "kernel has no dummy links); the real kubelet fails it here too, and the unprivileged "
-        "half of the test (the same command refused) is what nodelet controls"),
+        "kernel has no dummy links); the real kubelet failed it on these machines too"),
     "Ephemeral Containers": (
         "nodelet gap: ephemeral containers (the ephemeralcontainers subresource, `kubectl "
         "debug`) are refused (docs/podspec.md): an API pod's added ephemeral container is "
