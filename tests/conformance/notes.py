@@ -39,6 +39,13 @@ NOTES: dict[str, str] = {
         "kubelet passes no mode (tmpfs's 1777), and a subPath made in it takes the root's mode. "
         "Regression test: tests/agent/test_empty_dir_modes.py"),
     # nodelet bugs found and not fixed yet.
+    "Probing restartable init container should be ready immediately after startupProbe "
+    "succeeds": (
+        "nodelet bug: the app container started 2 s after the pod was created, while the "
+        "sidecar's startup probe succeeds only after 32 s; the kubelet "
+        "(computeInitContainerActions) starts what follows a restartable init container only "
+        "once it is started (its startup probe succeeded), so the test's clock starts then. "
+        "In model/core/podactions.py (container_actions), not changed here"),
     "non-local redirect http liveness probe": (
         "nodelet gap: the probe now succeeds on a redirect to another host with the kubelet's "
         "output (adapters/probes_net.py) but the prober emits no ProbeWarning event for it "
