@@ -58,9 +58,12 @@ NOTES: dict[str, str] = {
         "(probing.liveness_failed returns names only); the kubelet's "
         "setTerminationGracePeriod uses the failed probe's"),
     "[FeatureGate:ContainerRestartRules]": (
-        "nodelet gap: container-level restartPolicy and restartPolicyRules of regular "
-        "containers (ContainerRestartRules, beta in 1.35) are not implemented "
-        "(restartPolicyRules is refused, docs/podspec.md)"),
+        "nodelet bug and gap: container-level restartPolicy / restartPolicyRules of regular "
+        "containers (ContainerRestartRules, beta and on in 1.35+) are not implemented, and "
+        "worse, such an API pod fails nodelet's parsing (`spec.containers[0].restartPolicy: "
+        "forbidden: may not be set for non-init containers`, services/apisource.py logs it): "
+        "it is neither run nor refused at admission, stays Pending, and once deleted stays "
+        "Terminating for ever (its namespace too). It must at least be refused at admission"),
     "node-pod communication": (
         "not analysed for nodelet yet; the real kubelet failed the node-to-pod checks on "
         "these machines too (no kube-proxy or host route in that setup, as measured in the "
