@@ -180,7 +180,7 @@ async def test_http_readiness_follows_the_status_code(
     await eventually(lambda: ready_is(False), within=WITHIN, what="unready after a 503")
     assert harness.changes == [pod.uid, pod.uid]
     assert harness.unhealthy() == ["Readiness probe failed: HTTP probe failed with statuscode: 503"]
-    assert harness.manager.liveness_failed(pod.uid) == set()
+    assert harness.manager.liveness_failed(pod.uid) == {}
 
 
 async def test_http_probe_is_bounded_by_timeout_seconds(
@@ -192,10 +192,11 @@ async def test_http_probe_is_bounded_by_timeout_seconds(
     harness.manager.ensure(pod, app, rt.ContainerID("c1"), pod_ip=POD_IP,
                            started_at=time.time())
 
-    async def failed() -> set[str]:
-        return harness.manager.liveness_failed(pod.uid)
+    async def failed() -> dict[str, str]:
+        return dict(harness.manager.liveness_failed(pod.uid))
 
-    assert await eventually(failed, within=WITHIN, what="liveness failure") == {"app"}
+    assert await eventually(failed, within=WITHIN, what="liveness failure") == {
+        "app": "liveness"}
     url = f"http://{POD_IP}:{http_target.port}/slow"
     assert harness.unhealthy() == [
         f'Liveness probe failed: Get "{url}": context deadline exceeded '
@@ -211,7 +212,7 @@ async def test_unknown_port_name_errors_without_counting(
     harness.manager.ensure(pod, app, rt.ContainerID("c1"), pod_ip=POD_IP,
                            started_at=time.time())
     await harness.seen_unhealthy('Liveness probe errored: container "app" has no port named')
-    assert harness.manager.liveness_failed(pod.uid) == set()  # errors never restart
+    assert harness.manager.liveness_failed(pod.uid) == {}  # errors never restart
     assert harness.changes == []
 
 
@@ -231,10 +232,11 @@ async def test_tcp_liveness_failure_asks_for_a_restart_and_stops_probing(
     server.close()
     await server.wait_closed()
 
-    async def failed() -> set[str]:
-        return harness.manager.liveness_failed(pod.uid)
+    async def failed() -> dict[str, str]:
+        return dict(harness.manager.liveness_failed(pod.uid))
 
-    assert await eventually(failed, within=WITHIN, what="liveness failure") == {"app"}
+    assert await eventually(failed, within=WITHIN, what="liveness failure") == {
+        "app": "liveness"}
     message = f"Liveness probe failed: dial tcp {POD_IP}:{port}: connect: connection refused"
     assert harness.unhealthy() == [message]
     assert [e.count for e in harness.recorder.events() if e.reason == ev.UNHEALTHY] == [2]
@@ -244,7 +246,7 @@ async def test_tcp_liveness_failure_asks_for_a_restart_and_stops_probing(
     # The restarted container (a new ID) is probed afresh: alive again.
     harness.manager.ensure(pod, app, rt.ContainerID("c2"), pod_ip=POD_IP,
                            started_at=time.time())
-    assert harness.manager.liveness_failed(pod.uid) == set()
+    assert harness.manager.liveness_failed(pod.uid) == {}
     assert len(harness.group.names) == 1
 
 
@@ -313,10 +315,10 @@ async def test_startup_failure_asks_for_a_restart(
     harness.manager.ensure(pod, app, rt.ContainerID("c1"), pod_ip=POD_IP,
                            started_at=time.time())
 
-    async def failed() -> set[str]:
-        return harness.manager.liveness_failed(pod.uid)
+    async def failed() -> dict[str, str]:
+        return dict(harness.manager.liveness_failed(pod.uid))
 
-    assert await eventually(failed, within=WITHIN, what="startup failure") == {"app"}
+    assert await eventually(failed, within=WITHIN, what="startup failure") == {"app": "startup"}
     assert harness.manager.started(pod.uid) == {"app": False}
     assert harness.unhealthy() == ["Startup probe failed: HTTP probe failed with statuscode: 500"]
     assert http_target.count("/ready") == 0
@@ -453,7 +455,7 @@ async def test_grpc_without_the_service_and_without_a_server(
                                started_at=time.time())
 
     async def both_failed() -> bool:
-        return harness.manager.liveness_failed(pod.uid) == {"unknown", "gone"}
+        return set(harness.manager.liveness_failed(pod.uid)) == {"unknown", "gone"}
 
     await eventually(both_failed, within=WITHIN, what="both liveness failures")
     assert sorted(harness.unhealthy()) == [
@@ -495,7 +497,7 @@ async def test_exec_probes_in_a_busybox_container(
         await runtime.client.exec_sync(container_id, ["rm", "/tmp/healthy"], 5)
 
         async def failed() -> set[str]:
-            return h.manager.liveness_failed(pod.uid)
+            return set(h.manager.liveness_failed(pod.uid))
 
         assert await eventually(failed, within=WITHIN, what="exec liveness failure") == {"app"}
         missing = "cat: can't open '/tmp/healthy': No such file or directory"
@@ -504,7 +506,7 @@ async def test_exec_probes_in_a_busybox_container(
         assert h.manager.readiness(pod.uid) == {"app": False}
         await h.seen_unhealthy('Startup probe failed: command "sleep 5" timed out')
         assert h.manager.started(slow_pod.uid) == {"app": False}
-        assert h.manager.liveness_failed(slow_pod.uid) == {"app"}
+        assert h.manager.liveness_failed(slow_pod.uid) == {"app": "startup"}
     finally:
         await h.manager.stop()
         await _no_tasks_left(h.group)

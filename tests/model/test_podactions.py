@@ -179,7 +179,7 @@ CASES: list[tuple[str, pods.Pod, runtime.PodRuntime, pa.ContainerFacts, list[tup
     ("other-sandboxes-instances-do-not-count", pod("a"),
      state(ctr("a", sandbox_id="old")), facts(), [("start", "a", "attempt=1", "restart=False")]),
     ("liveness-failed-is-killed", pod("a", termination_grace_period_seconds=7), state(ctr("a")),
-     facts(liveness_failed=frozenset({"a"})), [("kill", "a", "grace=7")]),
+     facts(liveness_failed={"a": "liveness"}), [("kill", "a", "grace=7")]),
     ("long-runner-resets-back-off", pod("a"), state(ctr("a", started=NOW - 601)),
      facts(restarts={"a": pa.RestartState(not_before=NOW - 500, delay=40)}),
      [("keep", "a", "reset")]),
@@ -207,14 +207,26 @@ def test_crash_loop_message_is_the_kubelets() -> None:
 EXEC = handlers.ExecAction(("true",))
 
 
-@pytest.mark.parametrize(("probes", "expected"), [
-    ({"liveness_probe": handlers.Probe(EXEC, termination_grace_period_seconds=3)}, 3.0),
-    ({"startup_probe": handlers.Probe(EXEC, termination_grace_period_seconds=4)}, 4.0),
-    ({"liveness_probe": handlers.Probe(EXEC, period_seconds=1)}, 30.0),
+BOTH = {"liveness_probe": handlers.Probe(EXEC, termination_grace_period_seconds=3),
+        "startup_probe": handlers.Probe(EXEC, termination_grace_period_seconds=4)}
+
+
+@pytest.mark.parametrize(("probes", "failed", "expected"), [
+    ({"liveness_probe": handlers.Probe(EXEC, termination_grace_period_seconds=3)}, "liveness",
+     3.0),
+    ({"startup_probe": handlers.Probe(EXEC, termination_grace_period_seconds=4)}, "startup",
+     4.0),
+    # The failed probe's, as the kubelet's setTerminationGracePeriod ("should override
+    # timeoutGracePeriodSeconds when StartupProbe field is set").
+    (BOTH, "startup", 4.0), (BOTH, "liveness", 3.0),
+    ({"liveness_probe": handlers.Probe(EXEC, period_seconds=1)}, "liveness", 30.0),
+    ({"startup_probe": handlers.Probe(EXEC, period_seconds=1),
+      "liveness_probe": handlers.Probe(EXEC, termination_grace_period_seconds=3)}, "startup",
+     30.0),
 ])
-def test_unhealthy_grace(probes: dict[str, Any], expected: float) -> None:
+def test_unhealthy_grace(probes: dict[str, Any], failed: str, expected: float) -> None:
     container = pods.Container(name="a", image="busybox", **probes)
-    assert pa.unhealthy_grace(pod("a"), container) == expected
+    assert pa.unhealthy_grace(pod("a"), container, failed) == expected
 
 
 def test_a_killed_container_is_decided_again_as_exited() -> None:

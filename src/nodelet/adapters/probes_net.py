@@ -74,7 +74,7 @@ async def http_get(
                 if status not in _REDIRECTS or not target:
                     break
                 if urlsplit(target).hostname != first:
-                    return probes.Attempt("success", "Probe terminated redirects, Response "
+                    return probes.Attempt("warning", "Probe terminated redirects, Response "
                                           f"body: {body.decode(errors='replace')}")
                 if hops == _MAX_REDIRECTS:
                     return _failure(f'Get "{target}": stopped after 10 redirects')

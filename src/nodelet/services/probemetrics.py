@@ -13,7 +13,8 @@ from nodelet.model.core import pods, probes
 
 _TYPES = {"liveness": "Liveness", "readiness": "Readiness", "startup": "Startup"}
 # An attempt that could not run (an error) is the kubelet's Unknown result.
-_RESULTS = {"success": "successful", "failure": "failed", "error": "unknown"}
+_RESULTS = {"success": "successful", "warning": "successful", "failure": "failed",
+            "error": "unknown"}
 
 
 class ProbeMetrics:

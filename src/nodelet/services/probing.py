@@ -168,10 +168,16 @@ class ProbeManager:
         return {name: i.states["startup"].result == "success"
                 for name, i in self._pods.get(uid, {}).items() if "startup" in i.states}
 
-    def liveness_failed(self, uid: pods.PodUID) -> set[str]:
-        """Containers whose liveness or startup probe failed: they must be restarted."""
-        return {name for name, i in self._pods.get(uid, {}).items()
-                if any(i.states[k].on_hold for k in ("liveness", "startup") if k in i.states)}
+    def liveness_failed(self, uid: pods.PodUID) -> dict[str, probes.ProbeKind]:
+        """Containers whose liveness or startup probe failed, with the one that failed: they
+        must be restarted (within that probe's terminationGracePeriodSeconds)."""
+        failed: dict[str, probes.ProbeKind] = {}
+        for name, instance in self._pods.get(uid, {}).items():
+            kind = next((k for k in ("startup", "liveness")
+                         if k in instance.states and instance.states[k].on_hold), None)
+            if kind is not None:
+                failed[name] = kind
+        return failed
 
     def _instances(self) -> list[_Instance]:
         return [i for instances in self._pods.values() for i in instances.values()]
@@ -203,7 +209,10 @@ class ProbeManager:
         """Count one attempt; True when this loop is done (started, or failed for good)."""
         if self._on_attempt is not None:
             self._on_attempt(instance.pod, instance.container.name, kind, attempt.outcome)
-        if attempt.outcome != "success":
+        if attempt.outcome == "warning":
+            self._recorder.record(instance.pod, "Warning", ev.PROBE_WARNING,
+                                  probes.warning_message(kind, attempt.output))
+        elif attempt.outcome != "success":
             message = probes.failure_message(
                 kind, attempt.output, errored=attempt.outcome == "error"
             )

@@ -557,7 +557,7 @@ class PodSyncer:
         sandbox = state.sandboxes[0]
         facts = podactions.ContainerFacts(
             sandbox_id=sandbox.id, now=self._now(),
-            liveness_failed=frozenset(self._probes.liveness_failed(pod.uid)),
+            liveness_failed=self._probes.liveness_failed(pod.uid),
             restarts={name: r.state() for name, r in work.restarts.items()},
         )
         run = _Run(pod, sandbox, state, work, mounts, sandbox.ip or self._node.host_ip)

@@ -38,6 +38,7 @@ STARTED = "Started"
 KILLING = "Killing"
 BACK_OFF = "BackOff"
 UNHEALTHY = "Unhealthy"
+PROBE_WARNING = "ProbeWarning"
 FAILED = "Failed"
 # A container's OOM kill (containerd's /tasks/oom). Not a kubelet reason: the kubelet leaves a
 # container's OOM kill to its status (reason OOMKilled, from CRI) and records only system OOMs,

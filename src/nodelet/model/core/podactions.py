@@ -17,7 +17,7 @@ Times are POSIX seconds from the worker's injected clock (`now`); back-off state
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from nodelet.model.core import pods, runtime, sandboxes
@@ -193,7 +193,8 @@ class ContainerFacts:
 
     sandbox_id: runtime.SandboxID
     now: float
-    liveness_failed: frozenset[str] = frozenset()
+    # Containers whose liveness or startup probe failed, with the probe that did.
+    liveness_failed: Mapping[str, str] = field(default_factory=dict)
     restarts: Mapping[str, RestartState] | None = None
 
 
@@ -225,8 +226,9 @@ def container_action(
     """The action for one container whose newest instance in the sandbox is `latest`."""
     restart = (facts.restarts or {}).get(container.name)
     if latest is not None and latest.state is runtime.ContainerState.RUNNING:
-        if container.name in facts.liveness_failed:
-            return KillUnhealthy(container, kind, latest, unhealthy_grace(pod, container))
+        failed = facts.liveness_failed.get(container.name)
+        if failed is not None:
+            return KillUnhealthy(container, kind, latest, unhealthy_grace(pod, container, failed))
         ran_for = facts.now - latest.started_at / 1e9
         return KeepRunning(container, kind, latest,
                            reset_backoff=restart is not None and ran_for > BACKOFF_RESET_AFTER)
@@ -247,10 +249,10 @@ def crash_loop_message(pod: pods.Pod, name: str, delay: float) -> str:
             f"pod={pod.name}_{pod.namespace}({pod.uid})")
 
 
-def unhealthy_grace(pod: pods.Pod, container: pods.Container) -> float:
-    """The probe's own terminationGracePeriodSeconds (liveness first, then startup), else the
-    pod's grace period."""
-    probe = container.liveness_probe or container.startup_probe
+def unhealthy_grace(pod: pods.Pod, container: pods.Container, failed: str = "liveness") -> float:
+    """The failed probe's own terminationGracePeriodSeconds (the kubelet's
+    setTerminationGracePeriod), else the pod's grace period."""
+    probe = container.startup_probe if failed == "startup" else container.liveness_probe
     grace = probe.termination_grace_period_seconds if probe is not None else None
     return float(grace) if grace is not None else grace_period(pod)
 

@@ -24,7 +24,9 @@ from nodelet.model.core import handlers, pods
 ProbeKind = Literal["startup", "liveness", "readiness"]
 # What one attempt gave: "error" means the prober could not even try (e.g. an unknown port
 # name); the kubelet throws such attempts away instead of counting them.
-Outcome = Literal["success", "failure", "error"]
+# "warning": a success the kubelet reports with a ProbeWarning event (an HTTP redirect to
+# another host).
+Outcome = Literal["success", "warning", "failure", "error"]
 Result = Literal["success", "failure"]
 
 # The event messages' prefixes, as the kubelet capitalises the probe type.
@@ -132,6 +134,8 @@ def observe(
     """The state after one attempt with `outcome`; errors and attempts on hold change nothing."""
     if outcome == "error" or state.on_hold:
         return state
+    if outcome == "warning":
+        outcome = "success"
     run = state.run + 1 if outcome == state.last else 1
     state = dataclasses.replace(state, last=outcome, run=run)
     threshold = probe.success_threshold if outcome == "success" else probe.failure_threshold
@@ -141,6 +145,11 @@ def observe(
         # The container is restarted: stop probing (and counting) until a new container ID.
         return dataclasses.replace(state, result="failure", run=0, on_hold=True)
     return dataclasses.replace(state, result=outcome)
+
+
+def warning_message(kind: ProbeKind, output: str) -> str:
+    """The `ProbeWarning` event message, as the kubelet words it."""
+    return f"{KIND_TITLES[kind]} probe warning: {output.rstrip()}"
 
 
 def failure_message(kind: ProbeKind, output: str, *, errored: bool = False) -> str:
