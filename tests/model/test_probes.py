@@ -231,3 +231,12 @@ def test_failure_message(
     kind: probes.ProbeKind, output: str, errored: bool, message: str
 ) -> None:
     assert probes.failure_message(kind, output, errored=errored) == message
+
+
+def test_a_warning_counts_as_a_success_and_has_the_kubelets_words() -> None:
+    probe = handlers.Probe(handlers.ExecAction(("true",)), period_seconds=1)
+    state = probes.observe(probes.initial_state("readiness"), "warning", kind="readiness",
+                           probe=probe)
+    assert state.result == "success"
+    assert probes.warning_message("liveness", "Probe terminated redirects, Response body: x\n") \
+        == "Liveness probe warning: Probe terminated redirects, Response body: x"
