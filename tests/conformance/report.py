@@ -92,7 +92,7 @@ def summary(results: Sequence[Result]) -> str:
             f"{c['not run']} not selected)")
 
 
-def _commit() -> str:
+def current_commit() -> str:
     done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True, check=False)
     return done.stdout.strip() or "unknown"
@@ -120,7 +120,8 @@ def _table(results: Sequence[Result]) -> list[str]:
 
 
 def render(results: Sequence[Result], *, times: dict[str, float], focus: str,
-           skip: str, node_results: Sequence[Result] = (), node_focus: str = "") -> str:
+           skip: str, node_results: Sequence[Result] = (), node_focus: str = "",
+           commit: str = "") -> str:
     c = counts(results)
     today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     timing = ", ".join(f"{k} {v / 60:.1f} min" for k, v in times.items())
@@ -131,7 +132,8 @@ def render(results: Sequence[Result], *, times: dict[str, float], focus: str,
         "files of Kubernetes' own e2e suite (`e2e.test` of the pinned release, kube/versions.env), "
         "run against the real control plane with nodelet as the only node.",
         "",
-        f"- Last run: {today}, commit `{_commit()}`; wall time: {timing or 'not measured'}.",
+        f"- Last run: {today}, commit `{commit or current_commit()}`; wall time: "
+        f"{timing or 'not measured'}.",
         f"- Selection: focus `{focus}`, skip `{skip}` (parallel phase), then the `[Serial]` ones.",
         f"- **{c['passed']} passed, {c['failed']} failed**, {c['skipped']} skipped by the tests "
         f"themselves, {c['not run']} not selected by this run.",
@@ -141,7 +143,7 @@ def render(results: Sequence[Result], *, times: dict[str, float], focus: str,
         "",
     ]
     if notes.HISTORY:
-        lines += ["Earlier runs:", "", *[f"- {h}" for h in notes.HISTORY], ""]
+        lines += ["Runs so far (newest last):", "", *[f"- {h}" for h in notes.HISTORY], ""]
     lines += ["## The e2e suite (e2e.test)", "", *_table(results)]
     if node_results:
         nc = counts(node_results)
@@ -154,9 +156,10 @@ def render(results: Sequence[Result], *, times: dict[str, float], focus: str,
 
 
 def write_doc(doc: Path, results: Sequence[Result], *, times: dict[str, float], focus: str,
-              skip: str, node_results: Sequence[Result] = (), node_focus: str = "") -> None:
+              skip: str, node_results: Sequence[Result] = (), node_focus: str = "",
+              commit: str = "") -> None:
     doc.write_text(render(results, times=times, focus=focus, skip=skip,
-                          node_results=node_results, node_focus=node_focus))
+                          node_results=node_results, node_focus=node_focus, commit=commit))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,8 +52,11 @@ NODE_READY_WITHIN = 120.0
 NODELET_STOP_WITHIN = 60.0
 # How long the whole suite may run (ginkgo's own default, 1 h, is shorter than a full run).
 SUITE_TIMEOUT = "12h"
-# KEP-3085's own node e2e test (test/e2e_node/pod_conditions_test.go), all of its cases.
-NODE_FOCUS = "Pod conditions managed by Kubelet"
+# KEP-3085's own node e2e test (test/e2e_node/pod_conditions_test.go): "Pod conditions managed
+# by Kubelet". Off by default: without its own services, e2e_node.test talks to --host with a
+# bearer token it makes up at start (framework.LoadConfig, TestContext.NodeE2E) and has no
+# --kubeconfig, so against this plane it needs a front that accepts that token (not built yet).
+NODE_FOCUS = ""
 NODELET = REPO / ".venv" / "bin" / "nodelet"
 
 
@@ -190,7 +193,7 @@ def run_node_phase(*, plane: controlplane.ControlPlane, node: Node, out: Path, f
     socket = node.data_dir / "containerd" / "containerd.sock"
     argv = [str(kube / "ginkgo"), "--procs=1", f"--focus={focus}", f"--timeout={SUITE_TIMEOUT}",
             "--no-color", "--silence-skips", str(kube / "e2e_node.test"), "--",
-            f"--kubeconfig={plane.admin_kubeconfig}", f"--node-name={NODE}",
+            f"--host={plane.server}", f"--node-name={NODE}",
             "--start-services=false", "--prepull-images=false",
             f"--kubectl-path={kube / 'kubectl'}", f"--report-dir={report_dir}",
             f"--container-runtime-endpoint=unix://{socket}",
@@ -238,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
     started = time.monotonic()
+    commit = report.current_commit()  # the code under test: others may commit meanwhile
     junits: list[Path] = []
     node_junits: list[Path] = []
     times: dict[str, float] = {}
@@ -278,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     node_results = report.read_junit([j for j in node_junits if j.exists()],
                                      mark=args.node_focus or report.MARK)
     report.write_doc(args.doc, results, times=times, focus=args.focus, skip=args.skip,
-                     node_results=node_results, node_focus=args.node_focus)
+                     node_results=node_results, node_focus=args.node_focus, commit=commit)
     if node_junits:
         print(f"node e2e ({args.node_focus}): {report.summary(node_results)}")
     print(report.summary(results))
