@@ -222,3 +222,49 @@ async def test_a_failed_pods_previous_logs_stay_readable(agent: Harness) -> None
     previous = await logs(agent, "retry", "--previous")
     assert (current.code, current.out) == (0, "second\n"), current
     assert (previous.code, previous.out) == (0, "first\n"), previous
+
+
+SIDECAR = """\
+initContainers:
+  - name: sidecar
+    image: localhost/nodelet/busybox:latest
+    imagePullPolicy: IfNotPresent
+    restartPolicy: Always
+    command: [sh, -c, '{command}']
+    volumeMounts: [{{name: marks, mountPath: /marks}}]
+{probe}volumes: [{{name: marks, emptyDir: {{}}}}]
+"""
+APP_MARK = "touch /marks/app-started; exec sleep 1000000"
+MOUNT = "volumeMounts: [{name: marks, mountPath: /marks}]\n"
+
+
+async def test_the_app_waits_for_its_sidecars_startup_probe(agent: Harness) -> None:
+    """The kubelet's init order: the app container starts only once the sidecar before it
+    passed its startup probe (here 2 s after it started), and then at once."""
+    spec = SIDECAR.format(
+        command="sleep 2; touch /marks/sidecar-ready; exec sleep 1000000",
+        probe="    startupProbe: {exec: {command: [test, -e, /marks/sidecar-ready]}, "
+              "periodSeconds: 1}\n")
+    agent.write("gated.yaml", pod_manifest("gated", command=APP_MARK, extra_spec=spec,
+                                           container_extra=MOUNT))
+    pod_status = await agent.wait_status("gated", lambda s: started_at(s) is not None,
+                                         within=30, what="app container started")
+    sidecar = next(c for c in pod_status.init_container_statuses if c.name == "sidecar")
+    assert sidecar.started, pod_status
+    app, side = started_at(pod_status), started_at(pod_status, "sidecar")
+    assert app is not None and side is not None
+    assert (app - side).total_seconds() >= 2, (side, app)  # not before the probe passed
+    assert (app - side).total_seconds() <= 2 + READY_WITHIN, (side, app)
+
+
+async def test_the_app_starts_at_once_after_a_sidecar_without_probe(agent: Harness) -> None:
+    """A sidecar without a startup probe lets the app go as soon as it runs, which no event
+    reports: the pod is synced again at once, not at the resync."""
+    spec = SIDECAR.format(command="exec sleep 1000000", probe="")
+    agent.write("ungated.yaml", pod_manifest("ungated", command=APP_MARK, extra_spec=spec,
+                                             container_extra=MOUNT))
+    pod_status = await agent.wait_status("ungated", lambda s: started_at(s) is not None,
+                                         within=30, what="app container started")
+    app, side = started_at(pod_status), started_at(pod_status, "sidecar")
+    assert app is not None and side is not None
+    assert (app - side).total_seconds() <= READY_WITHIN, (side, app)

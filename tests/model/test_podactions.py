@@ -32,6 +32,11 @@ def sidecar(name: str) -> pods.Container:
     return pods.Container(name=name, image="busybox", restart_policy="Always")
 
 
+def probed_sidecar(name: str) -> pods.Container:
+    return pods.Container(name=name, image="busybox", restart_policy="Always",
+                          startup_probe=handlers.Probe(handlers.ExecAction(("true",))))
+
+
 def init(name: str) -> pods.Container:
     return pods.Container(name=name, image="busybox")
 
@@ -152,10 +157,20 @@ CASES: list[tuple[str, pods.Pod, runtime.PodRuntime, pa.ContainerFacts, list[tup
      state(ctr("i1", EXITED, exit_code=1)), facts(), [("leave", "i1")]),
     ("sidecar-kept-alongside-next-init", pod("app", init=(sidecar("s"), init("i1"))),
      state(ctr("s")), facts(), [("keep", "s"), ("start", "i1", "attempt=0", "restart=False")]),
+    # Until the pod has initialized, what follows a sidecar waits for it to run (and to pass
+    # its startup probe), as the kubelet's computeInitContainerActions.
     ("exited-sidecar-restarts-under-never", pod("app", init=(sidecar("s"),), policy="Never"),
-     state(ctr("s", EXITED)), facts(),
-     [("start", "s", "attempt=1", "restart=True"), ("start", "app", "attempt=0",
-                                                     "restart=False")]),
+     state(ctr("s", EXITED)), facts(), [("start", "s", "attempt=1", "restart=True")]),
+    ("new-sidecar-first", pod("app", init=(sidecar("s"), init("i1"))), state(), facts(),
+     [("start", "s", "attempt=0", "restart=False")]),
+    ("sidecar-not-started-holds-the-rest", pod("app", init=(probed_sidecar("s"), init("i1"))),
+     state(ctr("s")), facts(started={"s": False}), [("keep", "s")]),
+    ("started-sidecar-lets-the-next-go", pod("app", init=(probed_sidecar("s"), init("i1"))),
+     state(ctr("s")), facts(started={"s": True}),
+     [("keep", "s"), ("start", "i1", "attempt=0", "restart=False")]),
+    ("initialized-pod-restarts-its-sidecar-alongside", pod("app", init=(sidecar("s"),)),
+     state(ctr("s", EXITED), ctr("app")), facts(),
+     [("start", "s", "attempt=1", "restart=True"), ("keep", "app")]),
     ("always-restarts-success", pod("a"), state(ctr("a", EXITED)), facts(),
      [("start", "a", "attempt=1", "restart=True")]),
     ("on-failure-leaves-success", pod("a", policy="OnFailure"), state(ctr("a", EXITED)), facts(),

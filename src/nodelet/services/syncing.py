@@ -275,7 +275,8 @@ class PodSyncer:
         self._probe_running(pod, state, work)
         if errors:
             raise SyncError("; ".join(errors))
-        if self._terminal(pod) or podactions.newly_exited(before, state.containers):
+        if self._terminal(pod) or podactions.newly_exited(before, state.containers) \
+                or (acted and self._more_to_start(pod, state, work)):
             # This sync's own refresh saw the change, so the relist will not report it:
             # act on it now rather than at the next resync.
             return 0.0
@@ -555,11 +556,7 @@ class PodSyncer:
         container was started or killed (the runtime changed). A container that must wait
         (CrashLoopBackOff, an image pull's back-off) schedules the pod's wake-up for then."""
         sandbox = state.sandboxes[0]
-        facts = podactions.ContainerFacts(
-            sandbox_id=sandbox.id, now=self._now(),
-            liveness_failed=self._probes.liveness_failed(pod.uid),
-            restarts={name: r.state() for name, r in work.restarts.items()},
-        )
+        facts = self._container_facts(pod, sandbox, work)
         run = _Run(pod, sandbox, state, work, mounts, sandbox.ip or self._node.host_ip)
         acted = False
         for action in podactions.container_actions(pod, state, facts):
@@ -571,6 +568,25 @@ class PodSyncer:
                 work.wake_at(f"{type(action).__name__}:{action.container.name}",
                              facts.now + delay)
         return run.errors, acted
+
+    def _container_facts(self, pod: pods.Pod, sandbox: runtime.SandboxInfo,
+                         work: PodWork) -> podactions.ContainerFacts:
+        return podactions.ContainerFacts(
+            sandbox_id=sandbox.id, now=self._now(),
+            liveness_failed=self._probes.liveness_failed(pod.uid),
+            started=self._probes.started(pod.uid),
+            restarts={name: r.state() for name, r in work.restarts.items()},
+        )
+
+    def _more_to_start(self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork) -> bool:
+        """Whether, with what this sync started now running, another container may start (a
+        sidecar without a startup probe lets the next one go once it runs, which no event
+        reports): then the pod is synced again at once."""
+        if not state.sandboxes:
+            return False
+        facts = self._container_facts(pod, state.sandboxes[0], work)
+        return any(isinstance(a, podactions.Start)
+                   for a in podactions.container_actions(pod, state, facts))
 
     def _probe_running(self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork) -> None:
         """Probe every running container of the sandbox in use (a no-op for one probed

@@ -196,6 +196,8 @@ class ContainerFacts:
     # Containers whose liveness or startup probe failed, with the probe that did.
     liveness_failed: Mapping[str, str] = field(default_factory=dict)
     restarts: Mapping[str, RestartState] | None = None
+    # Startup probe results by container name (containers with a startup probe only).
+    started: Mapping[str, bool] = field(default_factory=dict)
 
 
 def container_actions(
@@ -204,12 +206,16 @@ def container_actions(
     """One action per container to act on, in order. Init containers run one at a time: the
     first one not yet succeeded is the last init action and no app container is touched
     before it succeeds; sidecars (init containers with `restartPolicy: Always`) are kept
-    running alongside."""
+    running alongside — and until the pod has initialized, what follows a sidecar waits for
+    it to run and to pass its startup probe (the kubelet's computeInitContainerActions)."""
     actions: list[ContainerAction] = []
+    initialized = _initialized(pod, state, facts.sandbox_id)
     for container in pod.spec.init_containers:
         latest = latest_instance(state, facts.sandbox_id, container.name)
         if container.restart_policy == "Always":
             actions.append(container_action(pod, container, "init", latest, state, facts))
+            if not initialized and not _sidecar_started(container, latest, facts):
+                return tuple(actions)
         elif not _succeeded(latest):
             actions.append(container_action(pod, container, "init", latest, state, facts))
             return tuple(actions)
@@ -294,6 +300,21 @@ def newly_exited(
     """Whether a container exited between two reads of the pod's runtime state."""
     exited = {c.id for c in before if c.state is runtime.ContainerState.EXITED}
     return any(c.state is runtime.ContainerState.EXITED and c.id not in exited for c in after)
+
+
+def _initialized(pod: pods.Pod, state: runtime.PodRuntime, sandbox_id: runtime.SandboxID) -> bool:
+    """An app container of the sandbox has started (the kubelet's
+    HasAnyActiveRegularContainerStarted): sidecars no longer gate anything."""
+    names = {c.name for c in pod.spec.containers}
+    return any(c.name in names and c.sandbox_id == sandbox_id and c.started_at > 0
+               for c in state.containers)
+
+
+def _sidecar_started(container: pods.Container, latest: runtime.ContainerInfo | None,
+                     facts: ContainerFacts) -> bool:
+    if latest is None or latest.state is not runtime.ContainerState.RUNNING:
+        return False
+    return container.startup_probe is None or facts.started.get(container.name, False)
 
 
 def _succeeded(latest: runtime.ContainerInfo | None) -> bool:
