@@ -123,3 +123,17 @@ def test_an_api_pod_with_refused_fields_is_kept_for_admission_to_refuse() -> Non
     clean = dict(obj, spec={"containers": [{"name": "c", "image": "busybox"}]})
     parsed = manifests.pod_from_object(clean, node_name="n", source="api", strict=False)
     assert parsed.refused == () and admission.admit(parsed, admission.Node(labels={})) is None
+
+
+def test_an_api_pod_with_container_restart_rules_is_refused_not_dropped() -> None:
+    """ContainerRestartRules (beta): a regular container's restartPolicy. A manifest is
+    refused when read; a pod the API server accepted is refused at admission, so it fails
+    with a reason instead of staying Pending unseen."""
+    obj = pod({}, {"restartPolicy": "Never"})
+    obj["metadata"]["uid"] = "u-1"
+    parsed = manifests.pod_from_object(obj, node_name="n", source="api", strict=False)
+    assert [path for path, _ in parsed.refused] == ["spec.containers[0].restartPolicy"]
+    rejection = admission.admit(parsed, admission.Node(labels={}))
+    assert rejection is not None and rejection.reason == "UnsupportedPodSpec"
+    with pytest.raises(manifests.ManifestError, match="non-init containers"):
+        manifests.pod_from_object(pod({}, {"restartPolicy": "Never"}), node_name="n")

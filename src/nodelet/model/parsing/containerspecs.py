@@ -174,11 +174,16 @@ def _probe(obj: Mapping[str, Any], kind: probes.ProbeKind, path: str) -> handler
 
 
 def _container_restart_policy(
-    obj: Mapping[str, Any], path: str, init: bool
+    obj: Mapping[str, Any], path: str, init: bool, strict: bool
 ) -> pods.ContainerRestartPolicy:
+    """An init container's `Always` (a sidecar). A regular container's restartPolicy
+    (ContainerRestartRules, beta in 1.35) is refused: in a manifest when it is read, in a pod
+    the API server accepted at admission (`podfields.refused_fields`)."""
     value = fields.string(obj, "restartPolicy", path)
     if not value:
         return ""
+    if not init and not strict:
+        return ""  # refused at admission, with the reason
     if not init:
         raise fields.InvalidValueError(
             "forbidden: may not be set for non-init containers (only an init container with "
@@ -279,7 +284,7 @@ def _container(
     if strict:
         podfields.check_refused(obj, "container", path)
     _check_resize_policy(obj, path, strict, pod)
-    restart = _container_restart_policy(obj, path, init)
+    restart = _container_restart_policy(obj, path, init, strict)
     _check_init_only(obj, path, init, restart)
     lifecycle = hookspecs.lifecycle(obj, path, grace=pod.grace, strict=strict)
     container = pods.Container(

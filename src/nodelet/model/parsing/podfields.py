@@ -316,6 +316,9 @@ def refused_fields(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
                 continue
             path = f"spec.{key}[{i}]"
             found += _refused_here(container, "container", path)
+            if key == "containers" and container.get("restartPolicy"):
+                found += ((f"{path}.restartPolicy", "a container-level restartPolicy "
+                           "(ContainerRestartRules) is not supported by nodelet"),)
             for scope in _INNER_SCOPES:
                 inner = container.get(scope)
                 if isinstance(inner, Mapping):
