@@ -72,8 +72,10 @@ kube:
 
 # Kubernetes' own [NodeConformance] e2e tests against the real control plane with nodelet as
 # its only node (tests/conformance/run.py); writes docs/conformance.md. Needs root.
+# The e2e suite and what its test images are made of (about 4 minutes after `make kube`).
+E2E_PROGRAMS := e2e.test ginkgo agnhost nnp
 conformance: setup
-	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl e2e.test ginkgo agnhost nnp
+	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl $(E2E_PROGRAMS)
 	$(PY) tests/conformance/run.py $(CONFORMANCE_ARGS)
 
 # A local cluster: the control plane from `make kube`'s binaries and a nodelet node joined to
@@ -102,6 +104,7 @@ unit: setup
 
 # The cluster tests run against the real control plane: `kube` builds it (skipped when built).
 test: lint kube
+	kube/build.sh $(E2E_PROGRAMS)  # the [NodeConformance] subset in tests/conformance
 	$(VENV)/bin/pytest -q
 
 # The runtime-facing tests again on the other runtime: the containerd on PATH (Debian's 1.6).
