@@ -1,7 +1,7 @@
 """Cluster mode's node-server authentication and authorization against the test API server's
 TokenReview and SubjectAccessReview (tests/kubereviews.py), with fake time for the caches; the
 authorization modes each setting gives; and the node server's handshake and header timeout
-against slow clients. (tests/cluster/test_cluster_kubectl_node.py runs all of it with the real
+against slow clients. (tests/cluster/test_cluster_kubectl.py runs all of it with the real
 kubectl and a joined node.)"""
 
 from __future__ import annotations
