@@ -74,11 +74,15 @@ def runtime_bin_dir_for_tests() -> Path | None:
     return built
 
 
+def runtime_programs_for_tests() -> containerd.Programs:
+    """The programs (and containerd version) of the runtime the tests run on."""
+    return containerd.find_programs(
+        replace(settings_.RuntimeSettings(), runtime_bin_dir=runtime_bin_dir_for_tests()))
+
+
 def pytest_report_header() -> str:
-    bin_dir = runtime_bin_dir_for_tests()
     try:
-        found = containerd.find_programs(
-            replace(settings_.RuntimeSettings(), runtime_bin_dir=bin_dir))
+        found = runtime_programs_for_tests()
     except containerd.ContainerdError as exc:
         return f"runtime: {exc}"
     return f"runtime: {found.describe()}, runc {found.runc}"

@@ -8,14 +8,10 @@ is refused at admission.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
-from conftest import runtime_bin_dir_for_tests
+from conftest import runtime_programs_for_tests
 from harness import Harness, pod_manifest, waiting
-from nodelet import settings as settings_
-from nodelet.adapters import containerd
 from polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -27,9 +23,7 @@ COMMAND = ("ls /img/bin/busybox /imgbin/busybox && "
 
 
 def runtime_mounts_images() -> bool:
-    found = containerd.find_programs(dataclasses.replace(
-        settings_.RuntimeSettings(), runtime_bin_dir=runtime_bin_dir_for_tests()))
-    return found.version >= (2, 1, 0)
+    return runtime_programs_for_tests().version >= (2, 1, 0)
 
 
 def manifest(name: str, reference: str, policy: str) -> str:

@@ -8,15 +8,12 @@ CreateContainerConfigError.
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 
 import pytest
 
-from conftest import runtime_bin_dir_for_tests
+from conftest import runtime_programs_for_tests
 from harness import Harness, pod_manifest, waiting
-from nodelet import settings as settings_
-from nodelet.adapters import containerd
 from polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -26,9 +23,7 @@ PROBE = ("if touch /data/sub/x 2>/dev/null; then echo WROTE; else echo REFUSED; 
 
 
 def runtime_has_rro() -> bool:
-    found = containerd.find_programs(dataclasses.replace(
-        settings_.RuntimeSettings(), runtime_bin_dir=runtime_bin_dir_for_tests()))
-    return found.major >= 2
+    return runtime_programs_for_tests().major >= 2
 
 
 def write_pod(agent: Harness, name: str, recursive: str) -> None:

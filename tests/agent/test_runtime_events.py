@@ -8,7 +8,6 @@ checks which one the agent listens to).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 from pathlib import Path
@@ -16,10 +15,8 @@ from pathlib import Path
 import pytest
 from test_sandbox_lifecycle import kill_pause
 
-from conftest import runtime_bin_dir_for_tests
+from conftest import runtime_programs_for_tests
 from harness import Harness, all_ready, cond, events_by, is_true, pod_manifest
-from nodelet import settings as settings_
-from nodelet.adapters import containerd
 from nodelet.model.core import events as ev
 from nodelet.model.core import status as st
 from nodelet.services import runtimeevents
@@ -58,8 +55,7 @@ async def events_live(agent: Harness, *, subscriptions: int = 1) -> runtimeevent
     await eventually(lambda: events.live and events.subscriptions >= subscriptions, within=30,
                      what=f"runtime events live (subscription {subscriptions})",
                      seen=lambda ok: f"state {events.state}, error {events.error!r}")
-    programs = containerd.find_programs(dataclasses.replace(
-        settings_.RuntimeSettings(), runtime_bin_dir=runtime_bin_dir_for_tests()))
+    programs = runtime_programs_for_tests()
     expected = "cri" if programs.major >= 2 else "containerd"  # 1.6 has no CRI events
     assert events.source_name == expected, (programs.describe(), events.source_name)
     return events

@@ -8,15 +8,12 @@ restart. On containerd 1.6 (no user namespaces in CRI) the pod is refused at adm
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from conftest import runtime_bin_dir_for_tests
+from conftest import runtime_programs_for_tests
 from harness import Harness, pod_manifest
-from nodelet import settings as settings_
-from nodelet.adapters import containerd
 from nodelet.model.core import userns
 from polling import eventually
 
@@ -29,9 +26,7 @@ MOUNT = "volumeMounts:\n  - {name: data, mountPath: /data}\n"
 
 
 def runtime_has_userns() -> bool:
-    found = containerd.find_programs(dataclasses.replace(
-        settings_.RuntimeSettings(), runtime_bin_dir=runtime_bin_dir_for_tests()))
-    return found.major >= 2
+    return runtime_programs_for_tests().major >= 2
 
 
 async def printed(agent: Harness, name: str) -> list[str]:
