@@ -265,7 +265,8 @@ class PodSyncer:
             mounts = await self._prepare_volumes(pod, state, work)
         before = state.containers
         collected = await self._collect_dead(pod, state)  # before starts: policy's dead + 1
-        errors, acted = await self._sync_containers(pod, state, work, mounts)
+        errors, tried = await self._sync_containers(pod, state, work, mounts)
+        acted = bool(tried)
         if acted or collected or isinstance(action, podactions.CreateSandbox):
             # Read again only what this sync changed: an idle resync costs no more CRI calls.
             state = await self._relister.refresh_pod(pod.uid)
@@ -276,7 +277,7 @@ class PodSyncer:
         if errors:
             raise SyncError("; ".join(errors))
         if self._terminal(pod) or podactions.newly_exited(before, state.containers) \
-                or (acted and self._more_to_start(pod, state, work)):
+                or (acted and self._more_to_start(pod, state, work, tried)):
             # This sync's own refresh saw the change, so the relist will not report it:
             # act on it now rather than at the next resync.
             return 0.0
@@ -550,24 +551,25 @@ class PodSyncer:
 
     async def _sync_containers(
         self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork, mounts: Mounts
-    ) -> tuple[list[str], bool]:
+    ) -> tuple[list[str], set[str]]:
         """Execute `podactions.container_actions`: returns the errors of containers that
-        failed to start (their siblings are still started, as the kubelet does) and whether a
-        container was started or killed (the runtime changed). A container that must wait
+        failed to start (their siblings are still started, as the kubelet does) and the
+        containers it started or killed (the runtime changed). A container that must wait
         (CrashLoopBackOff, an image pull's back-off) schedules the pod's wake-up for then."""
         sandbox = state.sandboxes[0]
         facts = self._container_facts(pod, sandbox, work)
         run = _Run(pod, sandbox, state, work, mounts, sandbox.ip or self._node.host_ip)
-        acted = False
+        tried: set[str] = set()
         for action in podactions.container_actions(pod, state, facts):
-            acted = acted or isinstance(action, podactions.KillUnhealthy | podactions.Start)
+            if isinstance(action, podactions.KillUnhealthy | podactions.Start):
+                tried.add(action.container.name)
             if isinstance(action, podactions.KillUnhealthy):
                 action = await self._kill_unhealthy(run, action, facts)
             delay = await self._execute(run, action)
             if delay is not None:
                 work.wake_at(f"{type(action).__name__}:{action.container.name}",
                              facts.now + delay)
-        return run.errors, acted
+        return run.errors, tried
 
     def _container_facts(self, pod: pods.Pod, sandbox: runtime.SandboxInfo,
                          work: PodWork) -> podactions.ContainerFacts:
@@ -578,14 +580,16 @@ class PodSyncer:
             restarts={name: r.state() for name, r in work.restarts.items()},
         )
 
-    def _more_to_start(self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork) -> bool:
-        """Whether, with what this sync started now running, another container may start (a
-        sidecar without a startup probe lets the next one go once it runs, which no event
-        reports): then the pod is synced again at once."""
+    def _more_to_start(self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork,
+                       tried: set[str]) -> bool:
+        """Whether, with what this sync started now running, a container it did not try may
+        start (a sidecar without a startup probe lets the next one go once it runs, which no
+        event reports): then the pod is synced again at once. One it tried and that is still
+        not running (an image still being pulled, backed off) waits for its own wake-up."""
         if not state.sandboxes:
             return False
         facts = self._container_facts(pod, state.sandboxes[0], work)
-        return any(isinstance(a, podactions.Start)
+        return any(isinstance(a, podactions.Start) and a.container.name not in tried
                    for a in podactions.container_actions(pod, state, facts))
 
     def _probe_running(self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork) -> None:
