@@ -77,13 +77,19 @@ class CriProxy:
             await self._channel.close()
         self._socket.unlink(missing_ok=True)
 
-    async def forward(self, full_method: str, request: bytes,
-                      context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+    async def _counted(self, full_method: str,
+                       context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        """Count the call of `full_method` and answer its injected fault, if any; its name."""
         name = full_method.rsplit("/", 1)[1]
         self.calls[name] = self.calls.get(name, 0) + 1
         fault = self._faults.get(name)
         if fault is not None:
             await context.abort(*fault)
+        return name
+
+    async def forward(self, full_method: str, request: bytes,
+                      context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        name = await self._counted(full_method, context)
         assert self._channel is not None
         call = self._channel.unary_unary(full_method, request_serializer=_same,
                                          response_deserializer=_same)
@@ -101,11 +107,7 @@ class CriProxy:
     async def forward_stream(self, full_method: str, request: bytes,
                              context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
         """A server stream (GetContainerEvents), passed on message by message."""
-        name = full_method.rsplit("/", 1)[1]
-        self.calls[name] = self.calls.get(name, 0) + 1
-        fault = self._faults.get(name)
-        if fault is not None:
-            await context.abort(*fault)
+        await self._counted(full_method, context)
         assert self._channel is not None
         call = self._channel.unary_stream(full_method, request_serializer=_same,
                                           response_deserializer=_same)(request)
