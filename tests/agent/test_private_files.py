@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import kubepki
+from controlplane import Authority
 from nodelet.adapters import certs, servingcerts
 from nodelet.helpers import privatefiles
 
@@ -52,9 +52,12 @@ def test_the_store_tightens_its_directory_and_refuses_a_mismatched_pair(tmp_path
     directory = tmp_path / "pki"
     directory.mkdir(mode=0o755)
     directory.chmod(0o755)
-    authority = kubepki.Authority.create()
-    cert, key = authority.client_pem("system:node:n1", ("system:nodes",))
-    _, other_key = authority.client_pem("system:node:n1", ("system:nodes",))
+    (tmp_path / "ca").mkdir()
+    authority = Authority(tmp_path / "ca", "ca")
+    issued = [authority.issue(name, "system:node:n1", orgs=("system:nodes",))
+              for name in ("one", "two")]
+    cert, key = issued[0].cert.read_bytes(), issued[0].key.read_bytes()
+    other_key = issued[1].key.read_bytes()
     store = certs.CertStore(directory)
     with pytest.raises(certs.CertError, match="private key does not match public key"):
         store.write(cert, other_key)
