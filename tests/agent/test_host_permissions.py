@@ -6,14 +6,13 @@ own non-root container reads its volumes and writes its message.
 The files keep the kubelet's modes (0644 by defaultMode, 0666 for the termination message):
 `pods/` and `logs/` (0750, root's) keep other users out, in a data dir they may traverse
 but not list (0751). The data dir starts as an older
-nodelet left it (0755) and is closed at start. The agent runs in cluster mode against the test
-API server (tests/kubeapi.py, ServiceAccount admission on) so the pod gets a projected token.
+nodelet left it (0755) and is closed at start. The agent is a node of the real control plane,
+whose ServiceAccount admission gives the pod a projected token.
 """
 
 from __future__ import annotations
 
 import base64
-import dataclasses
 import os
 import stat
 import subprocess
@@ -22,10 +21,8 @@ from typing import Any
 
 import pytest
 
-from conftest import Instance
+from controlplane import AdminClient, pod, pod_path
 from harness import Harness
-from kubeapi import KubeApiServer, pod_object
-from nodelet import settings
 from polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -70,52 +67,37 @@ def log_text(harness: Harness, namespace: str, pod: dict[str, Any]) -> str:
         return ""
 
 
-async def test_another_host_user_reaches_no_pod_secret(runtime: Instance,
-                                                       tmp_path: Path) -> None:
-    server = KubeApiServer(node=NODE, service_accounts=True, bookmark_interval=1.0)
-    await server.start()
-    harness = Harness(endpoint=runtime.containerd.endpoint, node_name=NODE)
-    harness.settings = dataclasses.replace(harness.settings, cluster=settings.ClusterSettings(
-        kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"), node_status_period=1.0,
-        lease_renew_period=1.0, status_resync_period=2.0))
-    data = harness.settings.data_dir
-    (data / "pods").mkdir(parents=True)
-    for loose in (data, data / "pods"):  # as an older nodelet made them, with the umask
-        os.chmod(loose, 0o755)
-    try:
-        await _check(server, harness, data)
-    finally:
-        for obj in server.list_objects("pods"):
-            server.delete("pods", obj["metadata"]["namespace"], obj["metadata"]["name"],
-                          grace=0)
-        if harness.agent is not None:
-            await eventually(lambda: not harness.agent_or_fail().pods(), within=60,
-                             what="pods terminated")
-        await harness.stop()
-        harness.cleanup()
-        await server.stop()
+async def test_another_host_user_reaches_no_pod_secret(join: Any, admin: AdminClient,
+                                                       namespace: str) -> None:
+    async with join(NODE, start=False) as harness:
+        data = harness.settings.data_dir
+        (data / "pods").mkdir(parents=True)
+        for loose in (data, data / "pods"):  # as an older nodelet made them, with the umask
+            os.chmod(loose, 0o755)
+        await _check(admin, namespace, harness, data)
 
 
-async def _check(server: KubeApiServer, harness: Harness, data: Path) -> None:
-    server.create("namespaces", {"metadata": {"name": "team"}})
-    server.create("secrets", {"metadata": {"name": "db", "namespace": "team"},
-                              "data": {"password": base64.b64encode(PASSWORD.encode()).decode()}})
-    server.create("configmaps", {"metadata": {"name": "cfg", "namespace": "team"},
-                                 "data": {"dsn": DSN}})
+async def _check(admin: AdminClient, namespace: str, harness: Harness, data: Path) -> None:
+    await admin.create(f"/api/v1/namespaces/{namespace}/secrets", {
+        "metadata": {"name": "db"},
+        "data": {"password": base64.b64encode(PASSWORD.encode()).decode()}})
+    await admin.create(f"/api/v1/namespaces/{namespace}/configmaps",
+                       {"metadata": {"name": "cfg"}, "data": {"dsn": DSN}})
     await harness.start()
     # The data dir may be traversed (user namespaces reach their rootfs in it), not listed.
     assert (mode(data), mode(data / "pods"), mode(data / "logs")) == (0o751, 0o750, 0o750)
     assert os.stat(data).st_uid == 0
-    app = pod_object("app", node=NODE, namespace="team", command=APP, dnsPolicy="Default",
-                     securityContext={"runAsUser": 1000, "runAsGroup": 1000},
-                     volumes=[{"name": "db", "secret": {"secretName": "db"}},
-                              {"name": "cfg", "configMap": {"name": "cfg"}}])
+    app = pod("app", node=NODE, command=APP, dnsPolicy="Default",
+              securityContext={"runAsUser": 1000, "runAsGroup": 1000},
+              volumes=[{"name": "db", "secret": {"secretName": "db"}},
+                       {"name": "cfg", "configMap": {"name": "cfg"}}])
     app["spec"]["containers"][0]["volumeMounts"] = [
         {"name": "db", "mountPath": "/etc/db", "readOnly": True},
         {"name": "cfg", "mountPath": "/etc/cfg", "readOnly": True}]
-    app = server.create("pods", app)
-    await eventually(lambda: log_text(harness, "team", app), until=lambda t: "read-all-mine" in t,
-                     within=60, what="the pod's own non-root container read its volumes")
+    app = await admin.create(pod_path(namespace), app)
+    await eventually(lambda: log_text(harness, namespace, app),
+                     until=lambda t: "read-all-mine" in t, within=60,
+                     what="the pod's own non-root container read its volumes")
 
     pod_dir = data / "pods" / app["metadata"]["uid"]
     volumes = pod_dir / "volumes"
@@ -148,13 +130,12 @@ async def _check(server: KubeApiServer, harness: Harness, data: Path) -> None:
     assert control.returncode == 0, control
 
     # A non-root pod with the host's / mounted (as node exporters run): the same.
-    snoop = pod_object("snoop", node=NODE, namespace="team", dnsPolicy="Default",
-                       command=snoop_command(targets, term),
-                       securityContext={"runAsUser": NOBODY, "runAsGroup": NOBODY},
-                       volumes=[{"name": "host", "hostPath": {"path": "/"}}])
+    snoop = pod("snoop", node=NODE, dnsPolicy="Default", command=snoop_command(targets, term),
+                securityContext={"runAsUser": NOBODY, "runAsGroup": NOBODY},
+                volumes=[{"name": "host", "hostPath": {"path": "/"}}])
     snoop["spec"]["containers"][0]["volumeMounts"] = [{"name": "host", "mountPath": "/host"}]
-    snoop = server.create("pods", snoop)
-    text = await eventually(lambda: log_text(harness, "team", snoop),
+    snoop = await admin.create(pod_path(namespace), snoop)
+    text = await eventually(lambda: log_text(harness, namespace, snoop),
                             until=lambda t: "snoop-done" in t, within=60,
                             what="the snooping pod's attempts")
     results = [line.rsplit(" ", 1)[-1] for line in text.splitlines() if " stdout " in line]
