@@ -102,8 +102,10 @@ class Harness:
                          restart_backoff=1.0, restart_backoff_max=8.0,
                          image_backoff=1.0, image_backoff_max=8.0),
             server=replace(base.server, port=0),
-            # The node server on any free loopback port (parallel agents, no clash on 10250).
-            node_server=replace(node_server or base.node_server, address="127.0.0.1", port=0),
+            # The node server on any free port (parallel agents, no clash on 10250), on
+            # loopback unless the test chose an address.
+            node_server=replace(node_server or base.node_server, address=_server_address(
+                node_server, base.node_server), port=0),
             manifest_poll_period=0.2,
         )
         # Root settings named `manifest_*` (watching, resync and poll periods).
@@ -240,3 +242,11 @@ async def http_get(port: int, path: str = "/index.html") -> bytes:
     writer.close()
     await writer.wait_closed()
     return body
+
+
+def _server_address(given: settings.NodeServerSettings | None,
+                    default: settings.NodeServerSettings) -> str:
+    """The node server's address: loopback, unless the test gave another than the default."""
+    if given is None or given.address == default.address:
+        return "127.0.0.1"
+    return given.address

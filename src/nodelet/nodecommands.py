@@ -4,7 +4,9 @@ They talk to the node server (default `https://127.0.0.1:10250`) as kubectl talk
 through the API server, so what is tested here is the same server cluster mode serves. The pod
 is found in the server's `/pods` by name (a static pod also by its manifest name). Credentials:
 `--token-file` (a token of the server's --token-auth-file) or `--client-certificate` and
-`--client-key` (signed by its --client-ca-file); the server's certificate is checked against
+`--client-key` (signed by its --client-ca-file); without either, the agent's node-local token
+(`<data-dir>/pki/node-local.token`, made at every start and readable by root only), which the
+server accepts from loopback. The server's certificate is checked against
 `--certificate-authority`, by default the self-signed one in `<data-dir>/pki/nodelet.crt`.
 
 exec and attach use the WebSocket channel protocol. With `-t` the local terminal is put in raw
@@ -27,6 +29,7 @@ from typing import Any
 
 from nodelet import settings
 from nodelet.adapters import node_client as nc
+from nodelet.adapters import servingcerts
 from nodelet.model.core import summary as sm
 from nodelet.model.reports import presenting
 
@@ -91,9 +94,19 @@ def _credentials(args: argparse.Namespace) -> nc.Credentials:
     if ca is None and (args.data_dir / "pki" / "nodelet.crt").is_file():
         ca = args.data_dir / "pki" / "nodelet.crt"
     token = args.token_file.read_text().strip() if args.token_file else None
+    if token is None and args.client_certificate is None:
+        token = _node_local_token(args.data_dir)
     return nc.Credentials(token=token, client_cert=args.client_certificate,
                           client_key=args.client_key, ca_file=ca,
                           insecure=args.insecure_skip_tls_verify)
+
+
+def _node_local_token(data_dir: Path) -> str | None:
+    """The running agent's node-local token, when this user may read it (root)."""
+    try:
+        return servingcerts.local_token_path(data_dir).read_text().strip() or None
+    except OSError:
+        return None
 
 
 async def _pod(client: nc.NodeClient, args: argparse.Namespace) -> tuple[str, str]:

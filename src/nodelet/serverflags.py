@@ -30,6 +30,11 @@ def add_server_flags(run: argparse.ArgumentParser) -> None:
                      help="client certificates it signed authenticate (CN user, O groups)")
     run.add_argument("--token-auth-file", type=Path, metavar="FILE",
                      help='bearer tokens, CSV lines token,user,uid,"group1,group2"')
+    run.add_argument("--node-local-credential", action=argparse.BooleanOptionalAction,
+                     default=True,
+                     help="make a token at start in <data-dir>/pki/node-local.token (root "
+                          "only) that nodelet's CLI uses from this host; accepted from "
+                          "loopback only (default: on)")
     run.add_argument("--anonymous-auth", action=argparse.BooleanOptionalAction, default=False,
                      help="requests without credentials run as system:anonymous instead of "
                           "getting 401 (default: off)")
@@ -76,7 +81,8 @@ def node_server_settings(args: argparse.Namespace) -> settings.NodeServerSetting
         address=args.address, port=args.port, tls_cert_file=resolved(args.tls_cert_file),
         tls_private_key_file=resolved(args.tls_private_key_file),
         client_ca_file=resolved(args.client_ca_file),
-        token_auth_file=resolved(args.token_auth_file), anonymous_auth=args.anonymous_auth,
+        token_auth_file=resolved(args.token_auth_file),
+        node_local_credential=args.node_local_credential, anonymous_auth=args.anonymous_auth,
         authentication_token_webhook=args.authentication_token_webhook,
         authentication_token_webhook_cache_ttl=args.authentication_token_webhook_cache_ttl,
         authorization_mode=args.authorization_mode,

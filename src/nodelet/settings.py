@@ -185,6 +185,10 @@ class NodeServerSettings:
     client_ca_file: Path | None = None
     # Bearer tokens, a CSV file as kube-apiserver's --token-auth-file: token,user,uid,"g1,g2".
     token_auth_file: Path | None = None
+    # The node-local credential: a token made at every start in `<data dir>/pki/
+    # node-local.token` (root-only), accepted from loopback only, allowed everything — for
+    # nodelet's own CLI run by root on the node (model/core/nodeauth.LocalToken).
+    node_local_credential: bool = True
     # Requests without credentials run as system:anonymous (kubelet --anonymous-auth; off here,
     # so they get 401).
     anonymous_auth: bool = False

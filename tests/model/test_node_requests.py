@@ -124,6 +124,47 @@ async def test_standalone_authorizer_allows_only_authenticated_users() -> None:
         nodeauth.ANONYMOUS_USER, "GET", "/healthz", "n")))[0].allowed
 
 
+@pytest.mark.parametrize(("source", "loopback"), [
+    ("127.0.0.1", True), ("127.3.2.1", True), ("::1", True), ("::ffff:127.0.0.1", True),
+    ("10.0.0.5", False), ("::ffff:10.0.0.5", False), ("fe80::1%eth0", False), ("", False),
+    ("localhost", False),
+])
+async def test_the_node_local_token_counts_from_loopback_only(source: str,
+                                                               loopback: bool) -> None:
+    assert nodeauth.is_loopback(source) is loopback
+    local = nodeauth.LocalToken("s3cret")
+    found = await local.authenticate(nodeauth.Credentials(token="s3cret", source=source))
+    assert found == (nodeauth.LOCAL_USER if loopback else None)
+    assert await local.authenticate(nodeauth.Credentials(token="other", source=source)) is None
+    assert await local.authenticate(nodeauth.Credentials(source=source)) is None
+
+
+class _Deny:
+    def __init__(self) -> None:
+        self.asked: list[nodeauth.Attributes] = []
+
+    async def authorize(self, attributes: nodeauth.Attributes) -> nodeauth.Decision:
+        self.asked.append(attributes)
+        return nodeauth.Decision(False, "no")
+
+
+async def test_the_node_local_user_is_allowed_without_asking_the_mode() -> None:
+    inner = _Deny()
+    first = nodeauth.LocalFirst(inner)
+    user = await nodeauth.authenticate([nodeauth.LocalToken("t")],
+                                       nodeauth.Credentials(token="t", source="::1"),
+                                       anonymous=False)
+    assert user is not None and user.local
+    assert (await nodeauth.authorize(first, nodeauth.request_attributes(
+        user, "POST", "/exec/a/b/c", "n")))[0].allowed
+    assert inner.asked == []
+    # The same name and groups from another authenticator are not the local user.
+    lookalike = nodeauth.User(nodeauth.LOCAL_USER.name, groups=nodeauth.LOCAL_USER.groups)
+    assert not (await nodeauth.authorize(first, nodeauth.request_attributes(
+        lookalike, "POST", "/exec/a/b/c", "n")))[0].allowed
+    assert inner.asked
+
+
 def test_stream_requests() -> None:
     pod = nr.PodRef("default", "web")
     request = nr.stream_request(nr.StreamKind.EXEC, pod, "main", {

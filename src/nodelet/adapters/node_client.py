@@ -33,6 +33,11 @@ CHANNEL_PROTOCOL = "v4.channel.k8s.io"
 _CHUNK = 32 * 1024
 
 
+UNAUTHORIZED_HINT = (
+    " (no credential was accepted: run this as root on the node, which uses the agent's "
+    "node-local token, or give --token-file, or --client-certificate and --client-key)")
+
+
 class NodeClientError(Exception):
     """The node server could not be reached or refused the request."""
 
@@ -142,7 +147,8 @@ class NodeClient:
 async def _check(response: aiohttp.ClientResponse, url: str) -> None:
     if response.status >= 400:
         text = (await response.text()).strip()
-        raise NodeClientError(f"{url}: {response.status} {response.reason}: {text}")
+        hint = UNAUTHORIZED_HINT if response.status == 401 else ""
+        raise NodeClientError(f"{url}: {response.status} {response.reason}: {text}{hint}")
 
 
 class Session:

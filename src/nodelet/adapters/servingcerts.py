@@ -12,6 +12,9 @@ tens), and every TLS client kubectl and Go use accepts them.
 The pair is reused at later starts, and made again when the serving certificate expires within
 `RENEW_BEFORE` or is itself a CA (what nodelet made before, valid ten years).
 
+`write_local_token` makes the node-local credential of the agent's own CLI (a random token in
+`<data dir>/pki/node-local.token`, 0600) at every start.
+
 Errors: `CertificateError`, naming the file.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +53,26 @@ class CertPair:
 
 def self_signed_paths(data_dir: Path) -> CertPair:
     return CertPair(data_dir / "pki" / "nodelet.crt", data_dir / "pki" / "nodelet.key")
+
+
+def local_token_path(data_dir: Path) -> Path:
+    """The node-local credential (model/core/nodeauth.LocalToken): root-only, made anew at
+    every start of the agent, read by its own CLI."""
+    return data_dir / "pki" / "node-local.token"
+
+
+def write_local_token(data_dir: Path) -> str:
+    """A new random node-local token, written to `local_token_path` (mode 0600, in the 0700
+    pki dir); the one of the previous start stops working. Raises CertificateError."""
+    path = local_token_path(data_dir)
+    token = secrets.token_urlsafe(32)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        privatefiles.write(path, token.encode() + b"\n", mode=0o600)
+    except OSError as exc:
+        raise CertificateError(f"cannot write the node-local token to {path}: "
+                               f"{exc.strerror}") from exc
+    return token
 
 
 def ensure_self_signed(pair: CertPair, *, hostname: str, ips: Sequence[str]) -> CertPair:

@@ -331,8 +331,10 @@ def server_config(
     return node_server.NodeServerConfig(
         address=s.address, port=s.port, node_name=settings.node_name,
         tls=_serving_pair(settings, host_ips),
-        authenticators=(*_local_authenticators(s), *webhooks, *authenticators),
-        authorizer=authorizer or webhook_authorizer or nodeauth.AllowAuthenticated(),
+        authenticators=(*_node_local(settings), *_local_authenticators(s), *webhooks,
+                        *authenticators),
+        authorizer=nodeauth.LocalFirst(
+            authorizer or webhook_authorizer or nodeauth.AllowAuthenticated()),
         anonymous=s.anonymous_auth, stream_connect_timeout=s.stream_connect_timeout,
         header_timeout=s.header_timeout, max_connections=connection_cap(s),
         max_connections_per_source=max(1, s.max_connections_per_source),
@@ -382,6 +384,17 @@ def _serving_pair(settings: settings_.Settings, host_ips: Sequence[str]) -> node
     except servingcerts.CertificateError as exc:
         raise preflight.StartupError(str(exc)) from exc
     return node_server.TlsFiles(pair.cert, pair.key, s.client_ca_file)
+
+
+def _node_local(settings: settings_.Settings) -> list[nodeauth.Authenticator]:
+    """The node-local credential, made anew (`servingcerts.write_local_token`), unless
+    turned off (--node-local-credential=false)."""
+    if not settings.node_server.node_local_credential:
+        return []
+    try:
+        return [nodeauth.LocalToken(servingcerts.write_local_token(settings.data_dir))]
+    except servingcerts.CertificateError as exc:
+        raise preflight.StartupError(str(exc)) from exc
 
 
 def _local_authenticators(s: settings_.NodeServerSettings) -> list[nodeauth.Authenticator]:

@@ -6,6 +6,11 @@ authorization seams (pkg/kubelet/server/auth.go).
   token authenticator (kube-apiserver's --token-auth-file CSV); client certificates are verified
   by TLS against --client-ca-file and mapped by `user_from_certificate` (CN user, O groups).
   Cluster mode adds a TokenReview authenticator behind the same Protocol.
+- `LocalToken` is the node-local credential: one token the agent makes at every start and
+  keeps where only root reads it, accepted only on a connection from loopback; its user is
+  `LOCAL_USER`, which `LocalFirst` allows everything without asking the mode's authorizer.
+  Root on the node already reaches every pod through the runtime's socket; this gives it the
+  same reach through the node server with no setup, while the network keeps the mode's rules.
 - `request_attributes` maps a request onto the kubelet's authorization attributes: the verb from
   the HTTP method, resource `nodes`, name the node's, and the subresource from the path — a
   list, as the kubelet with KubeletFineGrainedAuthz (on by default since 1.33): `/pods`,
@@ -24,7 +29,9 @@ the server answers 429 with `retry_after`).
 from __future__ import annotations
 
 import csv
+import hmac
 import io
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -54,6 +61,9 @@ class User:
     # A TokenReview's `user.extra` (e.g. `authentication.kubernetes.io/credential-id`), as
     # sorted (key, values) pairs: a SubjectAccessReview passes it on (`spec.extra`).
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Proved by the node-local credential (`LocalToken`) and nothing else; `LocalFirst`
+    # allows it everything. A name or group cannot claim it.
+    local: bool = False
 
     def with_authenticated_group(self) -> User:
         """As kube-apiserver: every authenticated user is also in system:authenticated."""
@@ -63,6 +73,8 @@ class User:
 
 
 ANONYMOUS_USER = User(ANONYMOUS, groups=(UNAUTHENTICATED,))
+LOCAL_USER = User("nodelet:node-local", groups=("nodelet:node-local", AUTHENTICATED),
+                  local=True)
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,19 @@ class AllowAuthenticated:
         if attributes.subresource in self._anonymous_allowed:
             return Decision(True)
         return Decision(False, f"user {attributes.user.name!r} is not authenticated")
+
+
+class LocalFirst:
+    """The node-local user may do anything (as root on the node can through the runtime);
+    everyone else is decided by `inner`, the mode's authorizer."""
+
+    def __init__(self, inner: Authorizer) -> None:
+        self._inner = inner
+
+    async def authorize(self, attributes: Attributes) -> Decision:
+        if attributes.user.local:
+            return Decision(True)
+        return await self._inner.authorize(attributes)
 
 
 # -- the kubelet's attribute mapping -------------------------------------------------------------
@@ -221,6 +246,34 @@ class TokenFile:
         if credentials.token is None:
             return None
         return self.users.get(credentials.token)
+
+
+class LocalToken:
+    """The node-local credential: `token`, presented as a bearer token on a connection from
+    a loopback address (an IPv4-mapped one too). Anywhere else it proves nothing here."""
+
+    def __init__(self, token: str) -> None:
+        if not token:
+            raise ValueError("the node-local token is empty")
+        self._token = token.encode()
+
+    async def authenticate(self, credentials: Credentials) -> User | None:
+        if credentials.token is None or not is_loopback(credentials.source):
+            return None
+        if hmac.compare_digest(credentials.token.encode(), self._token):
+            return LOCAL_USER
+        return None
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a client's address is this host's loopback (False when unknown or not an IP)."""
+    try:
+        ip = ipaddress.ip_address(address.partition("%")[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
 
 
 class CertificateAuthenticator:
