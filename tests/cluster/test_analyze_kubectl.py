@@ -1,14 +1,21 @@
-"""`nodelet analyze` on what the real `kubectl` (v1.32) writes, and on the live cluster.
+"""`nodelet analyze` on what the real `kubectl` of the same release writes, and on the live
+cluster.
 
-A cluster state in the test API server (HTTPS: kubectl sends no token over plain HTTP,
-kubernetes/kubectl#744; the admin's token, to list every namespace): pods that started, a pod
+A cluster state written as the admin into a real control plane of this module's own (so that
+`-A` sees only it): pods that started, a pod
 whose sandbox was re-created 20 days later (restarts, an old container, SandboxChanged), pods
 stuck before their sandbox with their events (IP exhaustion, a missing ConfigMap, a missing
 RuntimeClass handler), a terminating pod, a Service and a ReplicaSet. kubectl dumps it every
 way a user would (`get pods -A -o json|yaml`, `get pods,events,services -A -o json`,
 `cluster-info dump` to a directory and to stdout), and every dump, alone, gzipped and together,
 gives the same analysis in all three formats. Then `--kubeconfig` reads the same from the
-server (in pages), and `--watch` follows it through a dropped watch and a 410.
+server (in pages), and `--watch` follows it through a dropped watch and a 410 (both from a
+fault proxy in front of the real server).
+
+No kubelet runs these pods: their statuses are written through the status subresource, and
+they name a scheduler that does not exist, so that nothing else changes them (the scheduler
+would bind them, the pod GC delete pods of a node that does not exist). A pod that is not bound
+is deleted at once, so the terminating one keeps a finalizer until the end.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import gzip
 import json
 import signal
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -27,7 +35,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from kubeapi import KubeApiServer
+from controlplane import AdminClient, Authority, ControlPlane, Pair, kubeconfig_text
+from faultproxy import FaultProxy
 from nodelet import cli
 from polling import eventually
 
@@ -58,24 +67,35 @@ def conditions(sandbox: float | None, ready: float | None, *, message: str = "",
 def pod(name: str, ns: str, conds: list[dict[str, Any]], *, labels: dict[str, str] | None = None,
         runtime_class: str | None = None, volumes: list[Any] | None = None,
         container_statuses: list[Any] | None = None, phase: str = "Running") -> dict[str, Any]:
-    spec: dict[str, Any] = {"nodeName": "n1", "containers": [{"name": "main", "image": "busybox"}]}
+    spec: dict[str, Any] = {"schedulerName": "none",
+                            "containers": [{"name": "main", "image": "busybox"}]}
     if runtime_class:
         spec["runtimeClassName"] = runtime_class
     if volumes:
         spec["volumes"] = volumes
-    return {"metadata": {"name": name, "namespace": ns, "labels": labels or {"app": name}},
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": labels or {"app": name}},
             "spec": spec,
             "status": {"phase": phase, "startTime": stamp(0), "conditions": conds,
                        "containerStatuses": container_statuses or []}}
 
 
-def event(server: KubeApiServer, name: str, ns: str, reason: str, message: str,
-          count: int = 1) -> None:
-    uid = server.get("pods", ns, name)["metadata"]["uid"]  # type: ignore[index]
-    server.create("events", {
+async def create(admin: AdminClient, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create a pod, then write its status (a create's status is the server's own)."""
+    meta = obj["metadata"]
+    path = f"/api/v1/namespaces/{meta['namespace']}/pods"
+    await admin.create(path, obj)
+    return await admin.patch(f"{path}/{meta['name']}/status", {"status": obj["status"]})
+
+
+async def event(admin: AdminClient, name: str, ns: str, reason: str, message: str,
+                count: int = 1) -> None:
+    found = await admin.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    assert found is not None
+    await admin.create(f"/api/v1/namespaces/{ns}/events", {
         "metadata": {"name": f"{name}.{reason.lower()}", "namespace": ns},
-        "involvedObject": {"kind": "Pod", "namespace": ns, "name": name, "uid": uid,
-                           "apiVersion": "v1"},
+        "involvedObject": {"kind": "Pod", "namespace": ns, "name": name,
+                           "uid": found["metadata"]["uid"], "apiVersion": "v1"},
         "reason": reason, "message": message, "count": count, "type": "Warning",
         "source": {"component": "kubelet", "host": "n1"},
         "firstTimestamp": stamp(1), "lastTimestamp": stamp(60)})
@@ -88,49 +108,63 @@ NO_HANDLER = 'no runtime for "kata" is configured'
 NO_CONFIGMAP = 'MountVolume.SetUp failed for volume "cfg" : configmap "missing" not found'
 
 
-def populate(server: KubeApiServer) -> None:
-    for ns in ("default", "kube-system", "team-a"):
-        server.create("namespaces", {"metadata": {"name": ns}})
+HOLD = "nodelet.test/hold"  # keeps the deleted pod `leaving` until the end
+
+
+async def populate(admin: AdminClient) -> None:
+    await admin.create("/api/v1/namespaces", {"metadata": {"name": "team-a"}})
     for i, (sandbox, ready) in enumerate([(1, 3), (2, 4), (2, 5), (3, 9)]):
-        server.create("pods", pod(f"web-{i}", "default", conditions(sandbox, ready),
-                                  labels={"app": "web"}, container_statuses=[
-                                      {"name": "main", "restartCount": 0, "ready": True,
-                                       "state": {"running": {"startedAt": stamp(ready)}}}]))
+        await create(admin, pod(f"web-{i}", "default", conditions(sandbox, ready),
+                                labels={"app": "web"}, container_statuses=[
+                                    {"name": "main", "restartCount": 0, "ready": True,
+                                     "image": "busybox", "imageID": "",
+                                     "state": {"running": {"startedAt": stamp(ready)}}}]))
     # RKE2's kube-system: the node rebooted 20 days later, the sandbox was re-created.
     later = T0 + timedelta(days=20)
-    server.create("pods", pod("coredns-7d4b9c-x2x9z", "kube-system",
-                              conditions(4, 6, base=later), container_statuses=[
-                                  {"name": "main", "restartCount": 7, "ready": True,
-                                   "state": {"running": {"startedAt": stamp(5, later)}},
-                                   "lastState": {"terminated": {"startedAt": stamp(3),
-                                                                "exitCode": 255}}}]))
-    event(server, "coredns-7d4b9c-x2x9z", "kube-system", "SandboxChanged",
-          "Pod sandbox changed, it will be killed and re-created.")
+    await create(admin, pod("coredns-7d4b9c-x2x9z", "kube-system",
+                            conditions(4, 6, base=later), container_statuses=[
+                                {"name": "main", "restartCount": 7, "ready": True,
+                                 "image": "busybox", "imageID": "",
+                                 "state": {"running": {"startedAt": stamp(5, later)}},
+                                 "lastState": {"terminated": {"startedAt": stamp(3),
+                                                              "exitCode": 255}}}]))
+    await event(admin, "coredns-7d4b9c-x2x9z", "kube-system", "SandboxChanged",
+                "Pod sandbox changed, it will be killed and re-created.")
     stuck = [("ip-exhausted", None, f"Failed to create pod sandbox: {IP_EXHAUSTED}",
               "FailedCreatePodSandBox"),
              ("kata-pod", "kata", f"Failed to create pod sandbox: {NO_HANDLER}",
               "FailedCreatePodSandBox"),
              ("needs-config", None, NO_CONFIGMAP, "FailedMount")]
+    await admin.create("/apis/node.k8s.io/v1/runtimeclasses", {
+        "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata"},
+        "handler": "kata"})
     for name, rc, message, reason in stuck:
         volumes = [{"name": "cfg", "configMap": {"name": "missing"}}] if reason == \
             "FailedMount" else None
-        server.create("pods", pod(name, "team-a", conditions(None, None, message=message),
-                                  runtime_class=rc, volumes=volumes, phase="Pending"))
-        event(server, name, "team-a", reason, message, count=5)
-    # A pod being deleted (grace 30 s) whose sandbox went down 3 s after the request.
-    server.create("pods", pod("leaving", "team-a", conditions(1, 2)))
-    server.delete("pods", "team-a", "leaving", grace=30)
-    leaving = server.get("pods", "team-a", "leaving")
-    assert leaving is not None
-    requested = datetime.strptime(leaving["metadata"]["deletionTimestamp"],
-                                  "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) - timedelta(seconds=30)
-    leaving["status"]["conditions"][2] = {"type": PRTSC, "status": "False",
-                                          "lastTransitionTime": stamp(3, requested)}
-    server.update_status("pods", leaving)
-    server.create("services", {"metadata": {"name": "web", "namespace": "default"},
-                               "spec": {"ports": [{"port": 80}]}})
-    server.create("replicasets", {"metadata": {"name": "web-7d4b9c", "namespace": "default"},
-                                  "spec": {"replicas": 4}})
+        await create(admin, pod(name, "team-a", conditions(None, None, message=message),
+                                runtime_class=rc, volumes=volumes, phase="Pending"))
+        await event(admin, name, "team-a", reason, message, count=5)
+    # A pod being deleted whose sandbox went down 3 s after the request.
+    leaving = pod("leaving", "team-a", conditions(1, 2))
+    leaving["metadata"]["finalizers"] = [HOLD]
+    await create(admin, leaving)
+    await admin.delete("/api/v1/namespaces/team-a/pods/leaving", gracePeriodSeconds=30)
+    found = await admin.get("/api/v1/namespaces/team-a/pods/leaving")
+    assert found is not None
+    meta = found["metadata"]
+    requested = datetime.strptime(meta["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=UTC) - timedelta(seconds=meta.get("deletionGracePeriodSeconds") or 0)
+    conds = conditions(1, 2)
+    conds[2] = {"type": PRTSC, "status": "False", "lastTransitionTime": stamp(3, requested)}
+    await admin.patch("/api/v1/namespaces/team-a/pods/leaving/status",
+                      {"status": {"conditions": conds}})
+    await admin.create("/api/v1/namespaces/default/services", {
+        "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}})
+    await admin.create("/apis/apps/v1/namespaces/default/replicasets", {
+        "metadata": {"name": "web-7d4b9c"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"rs": "web-7d4b9c"}},
+                 "template": {"metadata": {"labels": {"rs": "web-7d4b9c"}},
+                              "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}})
 
 
 async def run(*args: str | Path, stdin: bytes | None = None,
@@ -144,12 +178,17 @@ async def run(*args: str | Path, stdin: bytes | None = None,
 
 
 class Cluster:
-    def __init__(self, server: KubeApiServer, kubeconfig: Path, dumps: Path) -> None:
-        self.server, self.kubeconfig, self.dumps = server, kubeconfig, dumps
+    def __init__(self, plane: ControlPlane, proxy: FaultProxy, dumps: Path) -> None:
+        self.plane, self.proxy, self.dumps = plane, proxy, dumps
+        self.kubeconfig = plane.admin_kubeconfig
+        # The admin's, through the fault proxy (for the watch's drops and 410).
+        self.proxied = dumps / "proxied.kubeconfig"
+        self.proxied.write_text(kubeconfig_text(proxy.url, plane.ca.cert, user="admin",
+                                                cert=admin_pair(plane)))
 
     async def kubectl(self, *args: str) -> bytes:
-        code, out, err = await run("kubectl", "--kubeconfig", self.kubeconfig, *args)
-        assert code == 0, err
+        code, out, err = await self.plane.kubectl(*args)
+        assert code == 0, err.decode()
         return out
 
     async def analyze(self, *args: str | Path) -> Any:
@@ -166,26 +205,41 @@ class Cluster:
         return report.read_text()
 
 
+def admin_pair(plane: ControlPlane) -> Pair:
+    admin = plane.root / "pki" / "admin"
+    return Pair(Path(f"{admin}.crt"), Path(f"{admin}.key"))
+
+
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
-    server = KubeApiServer(tls=True, bookmark_interval=0.2)
-    await server.start()
+async def cluster(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
+    root = tmp_path_factory.mktemp("analyze-kubectl")
+    plane = await asyncio.to_thread(ControlPlane.start)
+    failures = request.session.testsfailed
+    failed = True
     try:
-        populate(server)
-        root = tmp_path_factory.mktemp("analyze-kubectl")
-        kubeconfig = server.write_kubeconfig(root / "admin.kubeconfig", admin=True)
-        c = Cluster(server, kubeconfig, root)
-        (root / "pods.json").write_bytes(await c.kubectl("get", "pods", "-A", "-o", "json"))
-        (root / "pods.yaml").write_bytes(await c.kubectl("get", "pods", "-A", "-o", "yaml"))
-        (root / "events.yaml").write_bytes(await c.kubectl("get", "events", "-A", "-o", "yaml"))
-        (root / "mixed.json").write_bytes(
-            await c.kubectl("get", "pods,events,services", "-A", "-o", "json"))
-        (root / "cluster-info.txt").write_bytes(await c.kubectl("cluster-info", "dump", "-A"))
-        await c.kubectl("cluster-info", "dump", "-A", "--output-directory", str(root / "tree"))
-        (root / "pods.yaml.gz").write_bytes(gzip.compress((root / "pods.yaml").read_bytes()))
-        yield c
+        async with plane.admin() as admin:
+            await populate(admin)
+        async with FaultProxy(plane, root, credentials=lambda: admin_pair(plane)) as proxy:
+            c = Cluster(plane, proxy, root)
+            (root / "pods.json").write_bytes(await c.kubectl("get", "pods", "-A", "-o", "json"))
+            (root / "pods.yaml").write_bytes(await c.kubectl("get", "pods", "-A", "-o", "yaml"))
+            (root / "events.yaml").write_bytes(
+                await c.kubectl("get", "events", "-A", "-o", "yaml"))
+            (root / "mixed.json").write_bytes(
+                await c.kubectl("get", "pods,events,services", "-A", "-o", "json"))
+            (root / "cluster-info.txt").write_bytes(
+                await c.kubectl("cluster-info", "dump", "-A"))
+            await c.kubectl("cluster-info", "dump", "-A", "--output-directory",
+                            str(root / "tree"))
+            (root / "pods.yaml.gz").write_bytes(
+                gzip.compress((root / "pods.yaml").read_bytes()))
+            yield c
+        failed = request.session.testsfailed > failures
     finally:
-        await server.stop()
+        plane.stop(keep=failed)
+        if failed:
+            print(f"\ncontrol plane logs kept in {plane.logs}")
 
 
 def essentials(doc: Any) -> tuple[Any, ...]:
@@ -247,22 +301,32 @@ async def test_table_and_html_from_a_cluster_info_tree(cluster: Cluster, output:
 
 
 async def test_live_list_in_pages_by_namespace_and_selector(cluster: Cluster) -> None:
-    server = cluster.server
-    before = len(server.requests)
+    plane = cluster.plane
+    before = len(plane.audit_events())
     doc = await cluster.analyze("--kubeconfig", cluster.kubeconfig, "-A", "--chunk-size", "2")
     assert essentials(doc) == EXPECTED
-    pages = [r for r in server.requests[before:] if r.verb == "list" and r.resource == "pods"]
-    assert len(pages) == 5 and all("limit=2" in r.query for r in pages)
-    assert sum("continue=" in r.query for r in pages) == 4
+    pages = await eventually(
+        lambda: [urllib.parse.unquote(e["requestURI"]) for e in plane.audit_events()[before:]
+                 if e.get("user", {}).get("username") == "kubernetes-admin"
+                 and e["verb"] == "list" and e["objectRef"].get("resource") == "pods"
+                 and e["stage"] == "ResponseComplete"],
+        within=10, until=lambda p: len(p) == 5, what="five pages of pods listed")
+    assert all("limit=2" in p for p in pages), pages
+    assert sum("continue=" in p for p in pages) == 4, pages
     team = await cluster.analyze("--kubeconfig", cluster.kubeconfig, "-n", "team-a")
     assert team["summary"]["pods"] == 4 and team["summary"]["stuck"] == 3
     web = await cluster.analyze("--kubeconfig", cluster.kubeconfig, "-A", "-l", "app=web")
     assert web["summary"]["pods"] == 4 and web["summary"]["stuck"] == 0
-    # A node's identity may not list events cluster-wide: one line, exit 2.
-    node = server.write_kubeconfig(cluster.dumps / "node.kubeconfig")
+    # A node's identity may not list pods cluster-wide (the real Node authorizer refuses the
+    # first list, of pods): one line, exit 2.
+    pair = Authority.load(plane.ca, cluster.dumps).issue("node", "system:node:n1",
+                                                         orgs=("system:nodes",))
+    node = cluster.dumps / "node.kubeconfig"
+    node.write_text(kubeconfig_text(plane.server, plane.ca.cert, user="n1", cert=pair))
     code, out, err = await run(*NODELET, "--kubeconfig", node, "-A")
-    assert (code, out) == (2, b"") and err.count("\n") == 1
-    assert err.startswith(f"Error: {server.url}: GET /api/v1/events: 403 Forbidden")
+    assert (code, out) == (2, b"") and err.count("\n") == 1, err
+    assert err.startswith(f"Error: {plane.server}: GET /api/v1/pods: 403 Forbidden"), err
+    assert 'User "system:node:n1" cannot list resource "pods"' in err, err
 
 
 def metrics(port: int) -> str:
@@ -272,9 +336,9 @@ def metrics(port: int) -> str:
 
 async def test_watch_prints_sandbox_ready_times_and_survives_drops_and_410(
         cluster: Cluster) -> None:
-    server = cluster.server
+    proxy = cluster.proxy
     proc = await asyncio.create_subprocess_exec(
-        *NODELET, "--kubeconfig", str(cluster.kubeconfig), "-A", "--watch",
+        *NODELET, "--kubeconfig", str(cluster.proxied), "-A", "--watch",
         "--metrics-address", "127.0.0.1:0", stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
     assert proc.stdout is not None
@@ -295,13 +359,12 @@ async def test_watch_prints_sandbox_ready_times_and_survives_drops_and_410(
         assert sum("stuck before its sandbox" in ln for ln in lines) == 3
         assert sum("sandbox re-created" in ln for ln in lines) == 1
 
-        def start_pod(name: str) -> None:
-            server.create("pods", pod(name, "default", conditions(None, None, message="")))
-            found = server.get("pods", "default", name)
-            assert found is not None
+        async def start_pod(name: str) -> None:
             now = datetime.now(UTC)
-            found["status"].update(conditions=conditions(2, 3, base=now), startTime=stamp(0, now))
-            server.update_status("pods", found)
+            started = pod(name, "default", conditions(2, 3, base=now))
+            started["status"]["startTime"] = stamp(0, now)
+            async with cluster.plane.admin() as admin:
+                await create(admin, started)
 
         async def reported(name: str) -> str:
             found = await eventually(
@@ -309,15 +372,15 @@ async def test_watch_prints_sandbox_ready_times_and_survives_drops_and_410(
                 within=30, what=f"{name} reported", seen=lambda _: repr(lines[-5:]))
             return found[0]
 
-        start_pod("new-1")
+        await start_pod("new-1")
         assert "sandbox ready 2s after scheduled, ready 3s" in await reported("new-1")
-        # No await between these: the client cannot watch again before the change is made.
-        server.drop_watches("pods")
-        start_pod("new-2")
+        proxy.drop_watches()  # the client watches again from where it was
+        await start_pod("new-2")
         await reported("new-2")
-        server.drop_watches("pods")
-        start_pod("new-3")
-        server.compact()  # the client's resourceVersion is now too old: 410, list again
+        # The next watch is answered 410 (its resourceVersion too old): list again.
+        proxy.inject(verb="watch", path="/pods$", gone=True, times=1)
+        proxy.drop_watches()
+        await start_pod("new-3")
         await reported("new-3")
         text = await eventually(lambda: metrics(port), within=10, what="metrics",
                                 until=lambda t: "nodelet_analyze_relists_total 2" in t)
