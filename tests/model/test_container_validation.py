@@ -25,6 +25,7 @@ C1 = "spec.containers[1]"
 I0 = "spec.initContainers[0]"
 EXEC = {"exec": {"command": ["true"]}}
 SIDE = {"restartPolicy": "Always"}
+RULE_42 = {"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}
 
 
 def pod(*containers: dict[str, Any], init: tuple[dict[str, Any], ...] = (),
@@ -407,12 +408,30 @@ REJECTED: list[tuple[str, dict[str, Any], str, str]] = [
      f"{C0}.terminationMessagePolicy", 'unsupported value "Always"'),
     ("termination-message-path-type", c(terminationMessagePath=1),
      f"{C0}.terminationMessagePath", "expected a string"),
-    ("restart-policy-regular", c(restartPolicy="Always"), f"{C0}.restartPolicy",
-     "may not be set for non-init containers"),
-    ("restart-policy-init", init(restartPolicy="OnFailure"), f"{I0}.restartPolicy",
-     'unsupported value "OnFailure": supported values: "Always"'),
-    ("restart-policy-rules", init(restartPolicyRules=[{"action": "Restart"}]),
-     f"{I0}.restartPolicyRules", "not supported"),
+    ("restart-policy-regular", c(restartPolicy="Sometimes"), f"{C0}.restartPolicy",
+     'Unsupported value: "Sometimes": supported values: "Always", "Never", "OnFailure"'),
+    ("restart-policy-init", init(restartPolicy="Later"), f"{I0}.restartPolicy",
+     'Unsupported value: "Later"'),
+    ("restart-rules-without-policy", init(restartPolicyRules=[RULE_42]),
+     f"{I0}.restartPolicy", "must specify restartPolicy when restart rules are used"),
+    ("restart-rules-regular-without-policy", c(restartPolicyRules=[RULE_42]),
+     f"{C0}.restartPolicy", "must specify restartPolicy when restart rules are used"),
+    ("restart-rule-action", c(restartPolicy="Never", restartPolicyRules=[
+        {**RULE_42, "action": "Ignore"}]), f"{C0}.restartPolicyRules[0].action",
+     'unsupported value "Ignore"'),
+    ("restart-rule-no-exit-codes", c(restartPolicy="Never", restartPolicyRules=[
+        {"action": "Restart"}]), f"{C0}.restartPolicyRules[0].exitCodes", "must be specified"),
+    ("restart-rule-operator", c(restartPolicy="Never", restartPolicyRules=[
+        {"action": "Restart", "exitCodes": {"operator": "Is", "values": [1]}}]),
+     f"{C0}.restartPolicyRules[0].exitCodes.operator", 'unsupported value "Is"'),
+    ("restart-rule-values", c(restartPolicy="Never", restartPolicyRules=[
+        {"action": "Restart", "exitCodes": {"operator": "In", "values": list(range(256))}}]),
+     f"{C0}.restartPolicyRules[0].exitCodes.values", "must have at most 255 items"),
+    ("restart-rules-many", c(restartPolicy="Never", restartPolicyRules=[RULE_42] * 21),
+     f"{C0}.restartPolicyRules", "must have at most 20 items"),
+    ("restart-all-containers", c(restartPolicy="Never", restartPolicyRules=[
+        {**RULE_42, "action": "RestartAllContainers"}]), f"{C0}.restartPolicyRules[0].action",
+     "RestartAllContainers action"),
     ("resize-resource", c(resizePolicy=[{"resourceName": "gpu",
                                          "restartPolicy": "NotRequired"}]),
      f"{C0}.resizePolicy[0].resourceName", 'unsupported value "gpu"'),
@@ -494,6 +513,10 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("hook-tcp-socket", hook("postStart", {"tcpSocket": {"port": 80}})),
     ("hook-null", c(lifecycle={"preStop": None})),
     ("stdin-once-without-stdin", c(stdinOnce=True, tty=True)),
+    ("container-restart-policy", c(restartPolicy="Never", restartPolicyRules=[RULE_42])),
+    ("container-restart-on-failure", c(restartPolicy="OnFailure")),
+    ("init-restart-rules", init(restartPolicy="Never", restartPolicyRules=[
+        {"action": "Restart", "exitCodes": {"operator": "NotIn", "values": [0, 1]}}])),
     ("resize-policy", c(resizePolicy=[{"resourceName": "cpu", "restartPolicy": "NotRequired"},
                                       {"resourceName": "memory",
                                        "restartPolicy": "RestartContainer"}])),

@@ -513,13 +513,13 @@ ERROR_CASES: list[Any] = [
         with_change("spec.containers.0.restartPolicy", "Sometimes"),
         manifests.InvalidValueError,
         f"{C0}.restartPolicy",
-        "may not be set for non-init containers",
+        'Unsupported value: "Sometimes": supported values: "Always", "Never", "OnFailure"',
     ),
     (
-        pod_obj(initContainers=[{"name": "i", "image": "busybox", "restartPolicy": "Never"}]),
+        pod_obj(initContainers=[{"name": "i", "image": "busybox", "restartPolicy": "Later"}]),
         manifests.InvalidValueError,
         "spec.initContainers[0].restartPolicy",
-        "sidecar",
+        "(Always makes a sidecar)",
     ),
     (
         pod_obj(initContainers=[{"name": "app", "image": "busybox"}]),

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model.core import admission
+from nodelet.model.core import admission, pods
 from nodelet.model.parsing import apifields, envspecs, hookspecs, manifests, podfields
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "podspec.md"
@@ -125,15 +125,24 @@ def test_an_api_pod_with_refused_fields_is_kept_for_admission_to_refuse() -> Non
     assert parsed.refused == () and admission.admit(parsed, admission.Node(labels={})) is None
 
 
-def test_an_api_pod_with_container_restart_rules_is_refused_not_dropped() -> None:
-    """ContainerRestartRules (beta): a regular container's restartPolicy. A manifest is
-    refused when read; a pod the API server accepted is refused at admission, so it fails
-    with a reason instead of staying Pending unseen."""
-    obj = pod({}, {"restartPolicy": "Never"})
+def test_container_restart_rules_are_read_and_restart_all_is_refused() -> None:
+    """ContainerRestartRules (beta, on in 1.37): a regular container's restartPolicy and its
+    rules are read; the RestartAllContainers action (another feature) is refused — in a
+    manifest when read, in a pod the API server accepted at admission."""
+    rule = {"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}
+    parsed = manifests.pod_from_object(
+        pod({}, {"restartPolicy": "Never", "restartPolicyRules": [rule]}), node_name="n")
+    container = parsed.spec.containers[0]
+    assert container.restart_policy == "Never"
+    assert container.restart_rules == (pods.RestartRule("Restart", "In", (42,)),)
+    every = {"restartPolicy": "Never",
+             "restartPolicyRules": [dict(rule, action="RestartAllContainers")]}
+    obj = pod({}, every)
     obj["metadata"]["uid"] = "u-1"
     parsed = manifests.pod_from_object(obj, node_name="n", source="api", strict=False)
-    assert [path for path, _ in parsed.refused] == ["spec.containers[0].restartPolicy"]
+    assert [path for path, _ in parsed.refused] == [
+        "spec.containers[0].restartPolicyRules[0].action"]
     rejection = admission.admit(parsed, admission.Node(labels={}))
     assert rejection is not None and rejection.reason == "UnsupportedPodSpec"
-    with pytest.raises(manifests.ManifestError, match="non-init containers"):
-        manifests.pod_from_object(pod({}, {"restartPolicy": "Never"}), node_name="n")
+    with pytest.raises(manifests.ManifestError, match="RestartAllContainers action"):
+        manifests.pod_from_object(pod({}, every), node_name="n")

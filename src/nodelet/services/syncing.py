@@ -673,19 +673,18 @@ class PodSyncer:
     async def _kill_unhealthy(
         self, run: _Run, action: podactions.KillUnhealthy, facts: podactions.ContainerFacts
     ) -> podactions.ContainerAction:
-        """A liveness (or startup) probe gave up on the container: stop it, then decide again
-        on the exited instance (restart now, back off, or leave it by the restart policy)."""
+        """A liveness (or startup) probe gave up on the container: stop it, then start it
+        again (or back off) unless its restart policy says never (`after_probe_kill`)."""
         pod, container = run.pod, action.container
+        restarted = ", will be restarted" if action.restart else ""
         self._recorder.record(
             pod, "Normal", ev.KILLING,
-            f"Container {container.name} failed liveness probe, will be restarted",
+            f"Container {container.name} failed {action.probe} probe{restarted}",
         )
         self._probes.forget_container(pod.uid, container.name)
         await self._containers.stop(pod, container, action.latest, pod_ip=run.pod_ip,
                                     grace=action.grace)
-        latest = await self._client.container_status(action.latest.id)
-        return podactions.container_action(pod, container, action.kind, latest, run.state,
-                                           facts)
+        return podactions.after_probe_kill(pod, action, run.state, facts)
 
     # -- termination ----------------------------------------------------------------------
 

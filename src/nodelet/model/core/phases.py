@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from nodelet.model.core import pods, runtime, status
+from nodelet.model.core import pods, restarts, runtime, status
 
 # Waiting reasons of containers the runtime does not have yet (kubelet_pods.go).
 CONTAINER_CREATING = "ContainerCreating"
@@ -19,6 +19,8 @@ POD_INITIALIZING = "PodInitializing"
 
 _TERMINAL: frozenset[status.PodPhase] = frozenset({"Succeeded", "Failed"})
 Statuses = Sequence[status.ContainerStatus]
+# Whether a container exited with the given code is restarted.
+_Restarts = Callable[[int], bool]
 
 
 # --- the phase -------------------------------------------------------------------------------
@@ -29,10 +31,13 @@ class _Counts:
     pending_init: int = 0
     pending_sidecars: int = 0
     failed_init: int = 0
+    # Failed init containers and stopped app containers that will not be restarted.
+    failed_init_final: int = 0
     unknown: int = 0
     running: int = 0
     waiting: int = 0
     stopped: int = 0
+    stopped_final: int = 0
     succeeded: int = 0
 
 
@@ -40,17 +45,25 @@ def _exited_before(s: status.ContainerStatus) -> bool:
     return isinstance(s.last_state, status.ContainerStateTerminated)
 
 
-def _count_init(c: _Counts, s: status.ContainerStatus | None) -> None:
+def _exit_code(s: status.ContainerStatus) -> int | None:
+    """The exit code of a container terminated now, or waiting after it terminated."""
+    for state in (s.state, s.last_state):
+        if isinstance(state, status.ContainerStateTerminated):
+            return state.exit_code
+        if not isinstance(state, status.ContainerStateWaiting):
+            return None
+    return None
+
+
+def _count_init(c: _Counts, s: status.ContainerStatus | None, restart: _Restarts) -> None:
     """A regular (run-to-completion) init container."""
-    if s is None or isinstance(s.state, status.ContainerStateRunning):
+    code = None if s is None or isinstance(s.state, status.ContainerStateRunning) else (
+        _exit_code(s))
+    if code is None:
         c.pending_init += 1
-    elif isinstance(s.state, status.ContainerStateTerminated):
-        c.failed_init += int(s.state.exit_code != 0)
-    elif isinstance(s.last_state, status.ContainerStateTerminated):
-        # Waiting to be restarted after an exit: failed only if that exit was a failure.
-        c.failed_init += int(s.last_state.exit_code != 0)
-    else:
-        c.pending_init += 1
+    elif code != 0:
+        c.failed_init += 1
+        c.failed_init_final += int(not restart(code))
 
 
 def _count_sidecar(c: _Counts, s: status.ContainerStatus | None) -> None:
@@ -65,18 +78,17 @@ def _count_sidecar(c: _Counts, s: status.ContainerStatus | None) -> None:
         c.waiting += 1
 
 
-def _count_regular(c: _Counts, s: status.ContainerStatus | None) -> None:
+def _count_regular(c: _Counts, s: status.ContainerStatus | None, restart: _Restarts) -> None:
     if s is None:
         c.unknown += 1
     elif isinstance(s.state, status.ContainerStateRunning):
         c.running += 1
-    elif isinstance(s.state, status.ContainerStateTerminated):
-        c.stopped += 1
-        c.succeeded += int(s.state.exit_code == 0)
-    elif _exited_before(s):
-        c.stopped += 1
-    else:
+    elif (code := _exit_code(s)) is None:
         c.waiting += 1
+    else:
+        c.stopped += 1
+        c.stopped_final += int(not restart(code))
+        c.succeeded += int(isinstance(s.state, status.ContainerStateTerminated) and code == 0)
 
 
 def _count(pod: pods.Pod, init_statuses: Statuses, container_statuses: Statuses) -> _Counts:
@@ -86,11 +98,15 @@ def _count(pod: pods.Pod, init_statuses: Statuses, container_statuses: Statuses)
         if container.restart_policy == "Always":
             _count_sidecar(counts, inits.get(container.name))
         else:
-            _count_init(counts, inits.get(container.name))
+            _count_init(counts, inits.get(container.name), _restarts(pod, container))
     regular = {s.name: s for s in container_statuses}
     for container in pod.spec.containers:
-        _count_regular(counts, regular.get(container.name))
+        _count_regular(counts, regular.get(container.name), _restarts(pod, container))
     return counts
+
+
+def _restarts(pod: pods.Pod, container: pods.Container) -> _Restarts:
+    return lambda code: restarts.should_restart(pod.spec.restart_policy, container, code)
 
 
 def _all_stopped_phase(pod: pods.Pod, c: _Counts, *, terminal: bool) -> status.PodPhase:
@@ -98,12 +114,9 @@ def _all_stopped_phase(pod: pods.Pod, c: _Counts, *, terminal: bool) -> status.P
     # (kubelet 1.27+ getPhase with podIsTerminal; static pods excepted, as there).
     if terminal and not pod.is_static:
         return "Succeeded" if c.stopped == c.succeeded else "Failed"
-    policy = pod.spec.restart_policy
-    if policy == "Always":
-        return "Running"  # all containers are being restarted
-    if c.stopped == c.succeeded:
-        return "Succeeded"
-    return "Failed" if policy == "Never" else "Running"
+    if c.stopped != c.stopped_final:
+        return "Running"  # some are being restarted (ContainerRestartRules' getPhase)
+    return "Succeeded" if c.stopped == c.succeeded else "Failed"
 
 
 def pod_phase(
@@ -119,7 +132,7 @@ def pod_phase(
     if old_phase in _TERMINAL:
         return old_phase
     c = _count(pod, init_statuses, container_statuses)
-    if c.failed_init and pod.spec.restart_policy == "Never":
+    if c.failed_init_final:
         return "Failed"
     started = any(
         isinstance(s.state, status.ContainerStateRunning | status.ContainerStateTerminated)

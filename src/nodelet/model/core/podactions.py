@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nodelet.model.core import pods, runtime, sandboxes
+from nodelet.model.core import pods, restarts, runtime, sandboxes
 
 # How long a container must run before its restart back-off starts over (kubelet: 10 min).
 BACKOFF_RESET_AFTER = 600.0
@@ -146,13 +146,16 @@ class KeepRunning:
 
 @dataclass(frozen=True)
 class KillUnhealthy:
-    """Its liveness (or startup) probe gave up: stop it within `grace` seconds, then decide
-    again on the exited instance (`container_action`)."""
+    """Its liveness (or startup: `probe`) probe gave up: stop it within `grace` seconds, then
+    start it again (`after_probe_kill`) if `restart` — by the restart policies alone, no rule:
+    the kubelet's computePodActions decides before the container has an exit code."""
 
     container: pods.Container
     kind: ContainerKind
     latest: runtime.ContainerInfo
     grace: float
+    probe: str = "liveness"
+    restart: bool = True
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,10 @@ def container_action(
     if latest is not None and latest.state is runtime.ContainerState.RUNNING:
         failed = facts.liveness_failed.get(container.name)
         if failed is not None:
-            return KillUnhealthy(container, kind, latest, unhealthy_grace(pod, container, failed))
+            return KillUnhealthy(
+                container, kind, latest, unhealthy_grace(pod, container, failed), failed,
+                restart=(container.restart_policy == "Always" if kind == "init" else
+                         restarts.restarted_after_probe_kill(pod.spec.restart_policy, container)))
         ran_for = facts.now - latest.started_at / 1e9
         return KeepRunning(container, kind, latest,
                            reset_backoff=restart is not None and ran_for > BACKOFF_RESET_AFTER)
@@ -243,8 +249,25 @@ def container_action(
         return Start(container, kind, attempt, restart=False)
     if not should_restart(pod, container, latest, kind):
         return LeaveExited(container, kind)
-    if restart is not None and restart.not_before > facts.now:
-        return BackOff(container, kind, restart.not_before - facts.now,
+    return _restart(pod, container, kind, attempt, restart, facts.now)
+
+
+def after_probe_kill(
+    pod: pods.Pod, action: KillUnhealthy, state: runtime.PodRuntime, facts: ContainerFacts
+) -> ContainerAction:
+    """What follows the kill of `action`: a new instance (or its back-off) if it restarts,
+    whatever the exit code the kill left (the kubelet starts it in the same sync)."""
+    if not action.restart:
+        return LeaveExited(action.container, action.kind)
+    restart = (facts.restarts or {}).get(action.container.name)
+    return _restart(pod, action.container, action.kind, next_attempt(state, action.container.name),
+                    restart, facts.now)
+
+
+def _restart(pod: pods.Pod, container: pods.Container, kind: ContainerKind, attempt: int,
+             restart: RestartState | None, now: float) -> ContainerAction:
+    if restart is not None and restart.not_before > now:
+        return BackOff(container, kind, restart.not_before - now,
                        crash_loop_message(pod, container.name, restart.delay))
     return Start(container, kind, attempt, restart=True)
 
@@ -283,15 +306,13 @@ def should_restart(
     kind: ContainerKind,
 ) -> bool:
     """Whether an exited instance is replaced: sidecars always; init containers until they
-    succeed, unless the pod never restarts anything; app containers by the pod's policy."""
-    if container.restart_policy == "Always":
+    succeed, app containers by their restart policies and rules (`restarts.should_restart`:
+    the container's own over the pod's)."""
+    if kind == "init" and container.restart_policy == "Always":
         return True
-    policy = pod.spec.restart_policy
-    if kind == "init":
-        return policy != "Never" and latest.exit_code != 0
-    if policy == "Always":
-        return True
-    return policy == "OnFailure" and latest.exit_code != 0
+    if kind == "init" and latest.exit_code == 0:
+        return False
+    return restarts.should_restart(pod.spec.restart_policy, container, latest.exit_code)
 
 
 def newly_exited(

@@ -18,8 +18,9 @@ PodUID = NewType("PodUID", str)
 
 RestartPolicy = Literal["Always", "OnFailure", "Never"]
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
-# A container's own restartPolicy: only init containers have one, and "Always" (a sidecar).
-ContainerRestartPolicy = Literal["", "Always"]
+# A container's own restartPolicy ("" when not set): "Always" makes an init container a sidecar;
+# any of them overrides the pod's for a regular one (ContainerRestartRules, `restarts`).
+ContainerRestartPolicy = Literal["", "Always", "OnFailure", "Never"]
 MessagePolicy = Literal["File", "FallbackToLogsOnError"]
 # Where a pod came from: "file" for static pods, "api" for pods bound by the scheduler.
 Source = Literal["file", "api"]
@@ -171,8 +172,10 @@ class Container:
     ports: tuple[ContainerPort, ...] = ()
     volume_mounts: tuple[VolumeMount, ...] = ()
     resources: Resources = field(default_factory=Resources)
-    # Only for init containers: "Always" makes it a sidecar (restartable init container).
+    # An init container's "Always" makes it a sidecar (restartable init container); otherwise
+    # the container's own policy over the pod's, with `restart_rules` (model/core/restarts.py).
     restart_policy: ContainerRestartPolicy = ""
+    restart_rules: tuple[RestartRule, ...] = ()
     termination_message_path: str = "/dev/termination-log"
     termination_message_policy: MessagePolicy = "File"
     readiness_probe: handlers.Probe | None = None
@@ -183,6 +186,16 @@ class Container:
     stdin: bool = False
     stdin_once: bool = False
     tty: bool = False
+
+
+@dataclass(frozen=True)
+class RestartRule:
+    """One of a container's restartPolicyRules: `action` ("Restart") when its exit code is
+    (`In`) or is not (`NotIn`) one of `values`."""
+
+    action: str
+    operator: Literal["In", "NotIn"]
+    values: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from nodelet.model.core import fields, handlers, names, pods, probes
+from nodelet.model.core import fields, handlers, names, pods, probes, restarts
 from nodelet.model.parsing import (
     apifields,
     defaulting,
@@ -37,6 +37,9 @@ _FORBIDDEN_FOR_INIT = "forbidden: may not be set for init containers without res
 _RESIZE_FIELDS = frozenset({"resourceName", "restartPolicy"})
 _RESIZE_RESOURCES = ("cpu", "memory")
 _RESIZE_POLICIES = ("NotRequired", "RestartContainer")
+_RULE_FIELDS = frozenset({"action", "exitCodes"})
+_EXIT_CODE_FIELDS = frozenset({"operator", "values"})
+_RULE_ACTIONS = ("Restart", "RestartAllContainers")
 
 
 def _container_port(obj: Mapping[str, Any], path: str) -> int:
@@ -174,27 +177,58 @@ def _probe(obj: Mapping[str, Any], kind: probes.ProbeKind, path: str) -> handler
 
 
 def _container_restart_policy(
-    obj: Mapping[str, Any], path: str, init: bool, strict: bool
+    obj: Mapping[str, Any], path: str, init: bool
 ) -> pods.ContainerRestartPolicy:
-    """An init container's `Always` (a sidecar). A regular container's restartPolicy
-    (ContainerRestartRules, beta in 1.35) is refused: in a manifest when it is read, in a pod
-    the API server accepted at admission (`podfields.refused_fields`)."""
+    """A container's own restartPolicy (validateContainerRestartPolicy): an init container's
+    `Always` makes a sidecar; any of the three overrides the pod's (ContainerRestartRules, beta
+    and on by default in 1.35+), and its rules need one."""
     value = fields.string(obj, "restartPolicy", path)
     if not value:
+        if obj.get("restartPolicyRules"):
+            raise fields.InvalidValueError(
+                "required: must specify restartPolicy when restart rules are used",
+                path=f"{path}.restartPolicy")
         return ""
-    if not init and not strict:
-        return ""  # refused at admission, with the reason
-    if not init:
+    if value not in apifields.RESTART_POLICIES:
         raise fields.InvalidValueError(
-            "forbidden: may not be set for non-init containers (only an init container with "
-            '"Always" is a sidecar)', path=f"{path}.restartPolicy")
-    if value != "Always":
-        raise fields.InvalidValueError(
-            f'unsupported value {json.dumps(value)}: supported values: "Always" (init '
-            "containers may only set Always, which makes a sidecar)",
-            path=f"{path}.restartPolicy",
-        )
-    return "Always"
+            f"Unsupported value: {json.dumps(value)}: supported values: \"Always\", "
+            f"\"Never\", \"OnFailure\"{' (Always makes a sidecar)' if init else ''}",
+            path=f"{path}.restartPolicy")
+    return cast(pods.ContainerRestartPolicy, value)
+
+
+def _restart_rule(item: Mapping[str, Any], path: str, strict: bool) -> pods.RestartRule:
+    if strict:
+        fields.check_fields(item, _RULE_FIELDS, path)
+    action = fields.string(item, "action", path, required=True)
+    fields.one_of(action, _RULE_ACTIONS, f"{path}.action")
+    if strict and action != restarts.RESTART:
+        raise fields.UnsupportedError(podfields.RESTART_ALL_REFUSED, path=f"{path}.action")
+    if item.get("exitCodes") is None:
+        raise fields.InvalidValueError("required: must be specified", path=f"{path}.exitCodes")
+    codes = fields.mapping(item, "exitCodes", path)
+    where = f"{path}.exitCodes"
+    if strict:
+        fields.check_fields(codes, _EXIT_CODE_FIELDS, where)
+    operator = fields.one_of(fields.string(codes, "operator", where, required=True),
+                             ("In", "NotIn"), f"{where}.operator")
+    values = fields.sequence(codes, "values", where)
+    if len(values) > 255:
+        raise fields.InvalidValueError(f"Too many: {len(values)}: must have at most 255 items",
+                                       path=f"{where}.values")
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fields.type_error(f"{where}.values[{i}]", "an integer", value)
+    return pods.RestartRule(action=action, operator=cast(Any, operator), values=tuple(values))
+
+
+def _restart_rules(obj: Mapping[str, Any], path: str, strict: bool) -> tuple[pods.RestartRule, ...]:
+    rules = fields.items(obj, "restartPolicyRules", path,
+                         lambda item, p: _restart_rule(item, p, strict))
+    if len(rules) > 20:
+        raise fields.InvalidValueError(f"Too many: {len(rules)}: must have at most 20 items",
+                                       path=f"{path}.restartPolicyRules")
+    return rules
 
 
 def _image(obj: Mapping[str, Any], path: str, strict: bool) -> str:
@@ -284,7 +318,8 @@ def _container(
     if strict:
         podfields.check_refused(obj, "container", path)
     _check_resize_policy(obj, path, strict, pod)
-    restart = _container_restart_policy(obj, path, init, strict)
+    restart = _container_restart_policy(obj, path, init)
+    rules = _restart_rules(obj, path, strict)
     _check_init_only(obj, path, init, restart)
     lifecycle = hookspecs.lifecycle(obj, path, grace=pod.grace, strict=strict)
     container = pods.Container(
@@ -307,6 +342,7 @@ def _container(
         ),
         resources=resourcespecs.resources(obj, path, strict=strict),
         restart_policy=restart,
+        restart_rules=rules,
         termination_message_path=fields.string(obj, "terminationMessagePath", path)
         or "/dev/termination-log",
         termination_message_policy=message_policy,

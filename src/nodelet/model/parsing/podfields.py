@@ -177,9 +177,10 @@ TABLE: tuple[Field, ...] = (
     _h(CONTAINER + "resources", "CPU shares and quota, memory limit, through CRI"),
     _na(CONTAINER + "resizePolicy", "in-place resize is not offered: a changed static "
         "manifest replaces the pod"),
-    _h(CONTAINER + "restartPolicy", "init containers only: `Always` makes a sidecar"),
-    _refused(CONTAINER + "restartPolicyRules", "container", "container restart rules are not "
-             "supported"),
+    _h(CONTAINER + "restartPolicy", "an init container's `Always` makes a sidecar; Always, "
+       "OnFailure or Never overrides the pod's policy for that container (ContainerRestartRules)"),
+    _h(CONTAINER + "restartPolicyRules", "`Restart` on exit codes `In`/`NotIn`, first match "
+       "wins, as the kubelet; the `RestartAllContainers` action is refused"),
     _h(CONTAINER + "volumeMounts", "see the volumeMount fields below"),
     _refused(CONTAINER + "volumeDevices", "container", "raw block volumes are not supported"),
     _h(CONTAINER + "livenessProbe", "exec, httpGet, tcpSocket, grpc; restarts the container"),
@@ -306,6 +307,20 @@ def check_refused(obj: Mapping[str, Any], scope: Scope, path: str) -> None:
 _INNER_SCOPES: tuple[Scope, ...] = ("resources", "lifecycle")
 
 
+# RestartAllContainersOnContainerExits (beta in 1.36): restarting all of a pod's containers in
+# place when one exits; nodelet restarts containers one by one only.
+RESTART_ALL_REFUSED = ("the RestartAllContainers action (RestartAllContainersOnContainerExits) is "
+                       "not supported by nodelet: use Restart")
+
+
+def _restart_all_rules(container: Mapping[str, Any], path: str) -> tuple[tuple[str, str], ...]:
+    rules = container.get("restartPolicyRules")
+    return tuple(
+        (f"{path}.restartPolicyRules[{i}].action", RESTART_ALL_REFUSED)
+        for i, rule in enumerate(rules if isinstance(rules, list) else ())
+        if isinstance(rule, Mapping) and rule.get("action") == "RestartAllContainers")
+
+
 def refused_fields(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """(path, message) of every refused field set in a pod spec that was already parsed
     leniently (a pod the API server accepted: refused at admission, not at parsing)."""
@@ -316,9 +331,7 @@ def refused_fields(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
                 continue
             path = f"spec.{key}[{i}]"
             found += _refused_here(container, "container", path)
-            if key == "containers" and container.get("restartPolicy"):
-                found += ((f"{path}.restartPolicy", "a container-level restartPolicy "
-                           "(ContainerRestartRules) is not supported by nodelet"),)
+            found += _restart_all_rules(container, path)
             for scope in _INNER_SCOPES:
                 inner = container.get(scope)
                 if isinstance(inner, Mapping):
