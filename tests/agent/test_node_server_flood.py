@@ -13,17 +13,17 @@ import resource
 import ssl
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
-from conftest import Instance
+from controlplane import ControlPlane, node_requests
 from harness import Harness, all_ready, pod_manifest
-from kubeapi import KubeApiServer
 from nodelet import settings
 from nodelet.adapters import host, node_server, servingcerts
 from nodelet.model.core import health as hm
@@ -346,35 +346,45 @@ async def _checks(agent: Harness, port: int, ca: Path, ticks: _Ticks, pod: str,
 
 
 @pytest.mark.runtime
-async def test_a_connection_flood_leaves_the_agent_working(runtime: Instance,
-                                                           tmp_path: Path) -> None:
-    """The agent is a cluster node of the test API server (tests/kubeapi.py), renewing its
-    Lease every second: the renewals it receives are counted before and during the flood."""
-    server = KubeApiServer(node="flood-node", bookmark_interval=1.0)
-    await server.start()
+async def test_a_connection_flood_leaves_the_agent_working(
+        join: Any, control_plane: ControlPlane, tmp_path: Path) -> None:
+    """The agent is a node of the real control plane, renewing its Lease every second: the
+    renewals kube-apiserver took (its audit log) are counted before and during the flood."""
     tokens = tmp_path / "tokens.csv"
     tokens.write_text(f"{TOKEN},bob,uid-bob,admins\n")
-    agent = Harness(endpoint=runtime.containerd.endpoint, node_name="flood-node",
-                    node_server=settings.NodeServerSettings(
-                        token_auth_file=tokens, authorization_mode="AlwaysAllow",
-                        authentication_token_webhook=False))
-    agent.settings = replace(agent.settings, cluster=settings.ClusterSettings(
-        kubeconfig=server.write_kubeconfig(tmp_path / "kubeconfig"), lease_renew_period=1.0,
-        node_status_period=1.0, status_resync_period=2.0))
-    try:
-        await agent.start()
-        await _flood_an_agent(agent, server)
-    finally:
-        await agent.stop()
-        agent.cleanup()
-        await server.stop()
+    node_server_settings = settings.NodeServerSettings(
+        token_auth_file=tokens, authorization_mode="AlwaysAllow",
+        authentication_token_webhook=False)
+    async with join("flood-node", harness_args={"node_server": node_server_settings}) as agent:
+        await _flood_an_agent(agent, lambda since, until: _renewals(
+            control_plane, "flood-node", since, until))
+        # The static pod goes with its manifest (its mirror pod with it).
+        for manifest in list(agent.manifests.iterdir()):
+            agent.remove(manifest.name)
+        await eventually(lambda: not agent.agent_or_fail().pods(), within=60,
+                         what="the static pod gone")
 
 
-def _renewals(server: KubeApiServer) -> int:
-    return server.count(method="PUT", resource="leases")
+async def _renewals(plane: ControlPlane, node: str, since: datetime, until: datetime) -> int:
+    """The node's Lease renewals kube-apiserver received between `since` and `until` (the
+    audit log is written in batches: waited for until it has passed `until`)."""
+    def events() -> list[dict[str, Any]]:
+        return plane.audit_events()
+
+    def stamp(event: dict[str, Any]) -> datetime:
+        return datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
+
+    logged = await eventually(events, within=10, what="the audit log past the window",
+                              until=lambda es: bool(es) and stamp(es[-1]) > until)
+    return sum(1 for e in node_requests(logged, node) if e.get("stage") == "ResponseComplete"
+               and e["verb"] == "update" and e["objectRef"].get("resource") == "leases"
+               and since <= stamp(e) <= until)
 
 
-async def _flood_an_agent(agent: Harness, server: KubeApiServer) -> None:
+Renewals = Callable[[datetime, datetime], Awaitable[int]]
+
+
+async def _flood_an_agent(agent: Harness, renewals: Renewals) -> None:
     port = agent.agent_or_fail().node_server_port
     front = agent.agent_or_fail()._node_server.front  # type: ignore[union-attr]
     assert front is not None
@@ -383,20 +393,22 @@ async def _flood_an_agent(agent: Harness, server: KubeApiServer) -> None:
     ticker = asyncio.create_task(ticks.run(), name="flood-ticks")
     flooder = _Flooder(port, per_source=600)
     try:
-        renewed = _renewals(server)
+        calm_from = datetime.now(UTC)
         calm = await _checks(agent, port, ca, ticks, "calm", CALM_SECONDS)
-        calm_renewals = _renewals(server) - renewed
+        calm_until = datetime.now(UTC)
         await flooder.start()
         await eventually(front.held, until=lambda n: n >= front.limits.max_total - 8,
                          within=60, what="the flood filling the node server's connections")
-        renewed = _renewals(server)
+        flood_from = datetime.now(UTC)
         flooded = await _checks(agent, port, ca, ticks, "flooded", FLOOD_SECONDS)
-        flood_renewals = _renewals(server) - renewed
+        flood_until = datetime.now(UTC)
         held, counters, flood = front.held(), front.counters, dict(flooder.last)
     finally:
         await flooder.stop()
         ticker.cancel()
         await asyncio.gather(ticker, return_exceptions=True)
+    calm_renewals = await renewals(calm_from, calm_until)
+    flood_renewals = await renewals(flood_from, flood_until)
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     print(f"\nconnection flood from {len(FLOOD_SOURCES)} addresses, 600 connections each, "
           f"half of them half-open, for {FLOOD_SECONDS:.0f} s (flood process: {flood}):\n"
