@@ -75,7 +75,7 @@ kube:
 # The e2e suite and what its test images are made of (about 4 minutes after `make kube`).
 E2E_PROGRAMS := e2e.test ginkgo agnhost nnp
 conformance: setup
-	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl $(E2E_PROGRAMS)
+	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl $(E2E_PROGRAMS) e2e_node.test
 	$(PY) tests/conformance/run.py $(CONFORMANCE_ARGS)
 
 # A local cluster: the control plane from `make kube`'s binaries and a nodelet node joined to

@@ -149,7 +149,9 @@ def render(results: Sequence[Result], *, times: dict[str, float], focus: str,
         nc = counts(node_results)
         lines += ["## The node e2e suite (e2e_node.test)", "",
                   f"Focus `{node_focus}`, run with `--start-services=false "
-                  f"--prepull-images=false` against the same plane and node: "
+                  f"--prepull-images=false` against the same plane and node (its "
+                  "`--bearer-token` authenticated by kube-apiserver's `--token-auth-file`, in "
+                  "`system:masters` as the suite's own services do): "
                   f"**{nc['passed']} passed, {nc['failed']} failed**, {nc['skipped']} skipped.",
                   "", *_table(node_results)]
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`make conformance`: Kubernetes' own [NodeConformance] e2e tests with nodelet as the only node.
 
-    tests/conformance/run.py [--focus RE] [--skip RE] [--procs N] [--no-serial] [--out DIR]
+    tests/conformance/run.py [--focus RE] [--skip RE] [--procs N] [--no-serial]
+                             [--no-parallel] [--node-focus RE] [--out DIR] [--doc FILE]
 
 1. The e2e test images (images/e2e.py) are built and pushed to a local registry (Debian's
    docker-registry, tests/registry.py) under the paths of a KUBE_TEST_REPO_LIST file, so the
@@ -10,7 +11,8 @@
    containerd, its own data dir and cgroup root) joins it by TLS bootstrap as its only node.
 3. `ginkgo --procs=N e2e.test -- --provider=local` runs the parallel-safe tests (focus
    `\\[NodeConformance\\]`, skip `\\[Serial\\]|\\[Disruptive\\]|\\[Flaky\\]`), then the `[Serial]`
-   ones on one process, each phase with its JUnit report.
+   ones on one process, each phase with its JUnit report; then KEP-3085's own node e2e test
+   (e2e_node.test, `--start-services=false`: against the same plane and node, --node-focus).
 4. tests/conformance/report.py turns the JUnit files into docs/conformance.md and prints
    `N passed, M failed` — counted from the suite's JUnit, not by nodelet.
 
@@ -25,6 +27,7 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -52,11 +55,17 @@ NODE_READY_WITHIN = 120.0
 NODELET_STOP_WITHIN = 60.0
 # How long the whole suite may run (ginkgo's own default, 1 h, is shorter than a full run).
 SUITE_TIMEOUT = "12h"
-# KEP-3085's own node e2e test (test/e2e_node/pod_conditions_test.go): "Pod conditions managed
-# by Kubelet". Off by default: without its own services, e2e_node.test talks to --host with a
-# bearer token it makes up at start (framework.LoadConfig, TestContext.NodeE2E) and has no
-# --kubeconfig, so against this plane it needs a front that accepts that token (not built yet).
-NODE_FOCUS = ""
+# KEP-3085's own node e2e test (test/e2e_node/pod_conditions_test.go): its [NodeConformance]
+# cases, "Pod conditions managed by Kubelet without PodReadyToStartContainersCondition
+# condition". (The [Serial] "including ..." context restores the kubelet's configuration
+# through systemd after each test, and its CRI-proxy timing cases need the suite to start the
+# kubelet behind its own proxy: tests/cluster/test_cluster_pull_held.py runs that case.)
+NODE_FOCUS = r"Pod conditions managed by Kubelet.*\[NodeConformance\]"
+# Without its own services, e2e_node.test sends `--bearer-token` to --host (it has no
+# --kubeconfig): kube-apiserver's static token file (--token-auth-file) authenticates it, in
+# the group the suite's own services give it (test/e2e_node/services/apiserver.go).
+NODE_SUITE_USER = "e2e-node-suite"
+NODE_SUITE_GROUP = "system:masters"
 NODELET = REPO / ".venv" / "bin" / "nodelet"
 
 
@@ -183,8 +192,18 @@ def serial_skip(skip: str) -> str:
     return "|".join(part for part in skip.split("|") if part != r"\[Serial\]")
 
 
+def node_suite_token(root: Path) -> tuple[str, Path]:
+    """A token of this run for e2e_node.test and kube-apiserver's token file holding it."""
+    token = secrets.token_hex(16)
+    path = root / "node-suite-tokens.csv"
+    root.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{token},{NODE_SUITE_USER},{NODE_SUITE_USER},{NODE_SUITE_GROUP}\n")
+    path.chmod(0o600)
+    return token, path
+
+
 def run_node_phase(*, plane: controlplane.ControlPlane, node: Node, out: Path, focus: str,
-                   env: dict[str, str]) -> tuple[Path, float]:
+                   token: str, env: dict[str, str]) -> tuple[Path, float]:
     """The node e2e suite (test/e2e_node) against the running plane and node: no services of
     its own (`--start-services=false`), no pre-pulls; it reads the node's /configz."""
     kube = controlplane.bin_dir()
@@ -194,7 +213,7 @@ def run_node_phase(*, plane: controlplane.ControlPlane, node: Node, out: Path, f
     argv = [str(kube / "ginkgo"), "--procs=1", f"--focus={focus}", f"--timeout={SUITE_TIMEOUT}",
             "--no-color", "--silence-skips", str(kube / "e2e_node.test"), "--",
             f"--host={plane.server}", f"--node-name={NODE}",
-            "--start-services=false", "--prepull-images=false",
+            "--start-services=false", "--prepull-images=false", f"--bearer-token={token}",
             f"--kubectl-path={kube / 'kubectl'}", f"--report-dir={report_dir}",
             f"--container-runtime-endpoint=unix://{socket}",
             f"--image-service-endpoint=unix://{socket}", "-v=2"]
@@ -246,8 +265,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     node_junits: list[Path] = []
     times: dict[str, float] = {}
     root = Path(tempfile.mkdtemp(prefix="nlconf-", dir="/tmp"))
+    token, token_file = node_suite_token(root / "auth")
     with local_registry(args.out) as repo_list:
-        plane = controlplane.ControlPlane.start(root=root / "plane")
+        plane = controlplane.ControlPlane.start(
+            root=root / "plane",
+            extra_apiserver_args=[f"--token-auth-file={token_file}"] if args.node_focus else [])
         node: Node | None = None
         try:
             log = args.out / "nodelet.log"
@@ -267,7 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 junits.append(junit)
             if args.node_focus:
                 junit, times["node"] = run_node_phase(plane=plane, node=node, out=args.out,
-                                                      focus=args.node_focus, env=env)
+                                                      focus=args.node_focus, token=token,
+                                                      env=env)
                 node_junits.append(junit)
         finally:
             if node is not None:
@@ -279,8 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
     times["total"] = time.monotonic() - started
     results = report.read_junit([j for j in junits if j.exists()], mark=args.mark)
-    node_results = report.read_junit([j for j in node_junits if j.exists()],
-                                     mark=args.node_focus or report.MARK)
+    # The node phase's focus is a regex; its specs are counted by the mark, as the others.
+    node_results = report.read_junit([j for j in node_junits if j.exists()], mark=args.mark)
     report.write_doc(args.doc, results, times=times, focus=args.focus, skip=args.skip,
                      node_results=node_results, node_focus=args.node_focus, commit=commit)
     if node_junits:

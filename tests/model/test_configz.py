@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,14 @@ def test_the_settings_by_their_kubelet_names() -> None:
     assert config["containerLogMaxSize"] == "10Mi"
     assert config["registerNode"] is False  # standalone
     assert config["authorization"]["mode"] == "AlwaysAllow"
+
+
+def test_int32_fields_are_integers() -> None:
+    """kubeAPIQPS and eventRecordQPS are int32 in KubeletConfiguration: the node e2e suite's
+    decoder refused `50.0` ("cannot unmarshal number 50.0 ... of type int32")."""
+    s = settings.Settings(data_dir=Path("/var/lib/x"),
+                          cluster=settings.ClusterSettings(kubeconfig=Path("/k")))
+    config = configz.configz(s, runtime_endpoint="unix:///run/c.sock")["kubeletconfig"]
+    for key in ("kubeAPIQPS", "kubeAPIBurst", "eventRecordQPS", "eventBurst"):
+        assert type(config[key]) is int, key
+    assert json.dumps(config["kubeAPIQPS"]) == "50"

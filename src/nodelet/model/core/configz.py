@@ -86,8 +86,10 @@ def _cluster_fields(s: settings_.Settings) -> dict[str, Any]:
         return {"registerNode": False}
     return {
         "registerNode": True,
-        "kubeAPIQPS": c.qps, "kubeAPIBurst": c.burst,
-        "eventRecordQPS": c.event_qps, "eventBurst": c.event_burst,
+        # int32 fields in KubeletConfiguration: a client that decodes it (the node e2e
+        # suite) refuses `50.0`.
+        "kubeAPIQPS": round(c.qps), "kubeAPIBurst": c.burst,
+        "eventRecordQPS": round(c.event_qps), "eventBurst": c.event_burst,
         "nodeStatusUpdateFrequency": go_duration(c.node_status_period),
         "nodeStatusReportFrequency": go_duration(c.node_report_period),
         "nodeLeaseDurationSeconds": c.lease_duration,
