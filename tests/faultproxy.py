@@ -13,7 +13,8 @@ header it got (a bootstrap token), and with the node's current client certificat
 real server authenticates, authorizes (Node authorizer, NodeRestriction) and answers every
 request the node makes; the proxy only adds what the real server does not do on demand:
 error answers (`status`, with `retry_after` for 429), delays (`delay`), an in-stream 410 Gone
-for a watch (`gone`), and dropped watches. `requests` logs (verb, path, status) of what passed.
+for a watch (`gone`), and dropped watches. `requests` logs (verb, path, status, and the body
+sent) of what passed.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class Logged:
     query: str
     status: int
     watch: bool
+    body: bytes = b""
 
 
 @dataclass
@@ -178,9 +180,9 @@ class FaultProxy:
             if fault.delay:
                 await asyncio.sleep(fault.delay)
             if fault.status:
-                return self._log(request, watch, self._refusal(fault))
+                return self._log(request, watch, self._refusal(fault), body)
             if fault.gone:
-                return self._log(request, watch, self._gone())
+                return self._log(request, watch, self._gone(), body)
         headers = {k: v for k, v in request.headers.items() if k.lower() in _PASS}
         assert self._session is not None
         try:
@@ -188,14 +190,14 @@ class FaultProxy:
                 request.method, self.plane.server + request.path_qs, data=body or None,
                 headers=headers, ssl=self._upstream_ssl())
         except aiohttp.ClientError as exc:
-            return self._log(request, watch, web.Response(status=502, text=str(exc)))
+            return self._log(request, watch, web.Response(status=502, text=str(exc)), body)
         response = web.StreamResponse(status=upstream.status, headers={
             k: v for k, v in upstream.headers.items() if k.lower() in _BACK})
         try:
             # The client may be gone (it gave up on a delayed answer): nothing to send then.
             with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
                 await response.prepare(request)
-                self._log(request, watch, response)
+                self._log(request, watch, response, body)
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
                 await response.write_eof()
@@ -203,10 +205,10 @@ class FaultProxy:
             upstream.release()
         return response
 
-    def _log(self, request: web.Request, watch: bool,
-             response: web.StreamResponse) -> web.StreamResponse:
+    def _log(self, request: web.Request, watch: bool, response: web.StreamResponse,
+             body: bytes = b"") -> web.StreamResponse:
         self.requests.append(Logged(request.method, request.path, request.query_string,
-                                    response.status, watch))
+                                    response.status, watch, body))
         return response
 
     @staticmethod
