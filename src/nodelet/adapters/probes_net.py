@@ -82,11 +82,22 @@ async def http_get(
     except TimeoutError:
         return _failure(f'Get "{current}": context deadline exceeded '
                         "(Client.Timeout exceeded while awaiting headers)")
+    except aiohttp.ClientConnectorError as exc:
+        return _failure(f'Get "{current}": {_dial_error(exc)}')
     except (aiohttp.ClientError, OSError, ValueError) as exc:
         return _failure(f'Get "{current}": {exc}')
     if 200 <= status < 400:
         return probes.Attempt("success", body.decode(errors="replace"))
     return _failure(f"HTTP probe failed with statuscode: {status}")
+
+
+def _dial_error(exc: aiohttp.ClientConnectorError) -> str:
+    """A refused or unreachable connection in Go's words, as the kubelet's probe says it
+    (`dial tcp 10.1.2.3:8080: connect: connection refused`), not aiohttp's."""
+    errno = exc.os_error.errno
+    if not errno:
+        return str(exc)
+    return f"dial tcp {host_port(exc.host, exc.port or 0)}: connect: {os.strerror(errno).lower()}"
 
 
 async def _get_once(session: aiohttp.ClientSession, url: str,
