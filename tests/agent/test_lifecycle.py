@@ -23,7 +23,8 @@ def terminated(pod_status: st.PodStatus) -> st.ContainerStateTerminated | None:
     ("command", "extra", "message"),
     [
         ("printf bye > /dev/termination-log; exit 1", "", "bye"),
-        ("echo oops; exit 2", "terminationMessagePolicy: FallbackToLogsOnError\n", "oops"),
+        # The log's lines as the kubelet reads them back: with their newlines.
+        ("echo oops; exit 2", "terminationMessagePolicy: FallbackToLogsOnError\n", "oops\n"),
         ("printf custom > /tmp/msg; exit 3", "terminationMessagePath: /tmp/msg\n", "custom"),
     ],
     ids=["file", "fallback-to-logs", "custom-path"],

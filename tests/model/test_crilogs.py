@@ -171,14 +171,16 @@ def test_attempt_of(name: str, attempt: int | None) -> None:
     ("raw", "max_lines", "max_bytes", "expected"),
     [
         (b"2026-01-01T00:00:00.1Z stdout F one\n2026-01-01T00:00:00.2Z stderr F two\n",
-         80, 2048, "one\ntwo"),
+         80, 2048, "one\ntwo\n"),
         (b"2026-01-01T00:00:00.1Z stdout P par\n2026-01-01T00:00:00.2Z stdout F tial\n",
-         80, 2048, "partial"),
-        (b"2026-01-01T00:00:00.1Z stdout F a\n2026-01-01T00:00:00.2Z stdout F b\n", 1, 2048, "b"),
-        (b"2026-01-01T00:00:00.1Z stdout F abcdef\n", 80, 3, "def"),
+         80, 2048, "partial\n"),
+        (b"2026-01-01T00:00:00.1Z stdout F a\n2026-01-01T00:00:00.2Z stdout F b\n", 1, 2048, "b\n"),
+        (b"2026-01-01T00:00:00.1Z stdout F abcdef\n", 80, 3, "ef\n"),
+        (b"2026-01-01T00:00:00.1Z stdout P never-ended\n", 80, 2048, "never-ended"),
         (b"", 80, 2048, ""),
     ],
-    ids=["two-streams", "partial-joined", "last-line-only", "byte-limit", "empty"],
+    ids=["two-streams", "partial-joined", "last-line-only", "byte-limit", "unfinished",
+         "empty"],
 )
 def test_last_lines_for_termination_messages(
     raw: bytes, max_lines: int, max_bytes: int, expected: str

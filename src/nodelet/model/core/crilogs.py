@@ -173,11 +173,13 @@ def attempt_of(filename: str) -> int | None:
 
 def last_lines(raw: bytes, max_lines: int, max_bytes: int) -> str:
     """The last `max_lines` logged lines of a CRI log (fragments joined), cut to the last
-    `max_bytes` bytes: the kubelet's FallbackToLogsOnError termination message."""
+    `max_bytes` bytes: the kubelet's FallbackToLogsOnError termination message. As the
+    kubelet reads them, complete lines keep their newline; a last fragment never completed
+    has none."""
     joiner = PartialJoiner()
     lines: list[bytes] = []
     for record in raw.splitlines():
-        lines += [line.content for line in joiner.push(parse_line(record))]
+        lines += [line.content + b"\n" for line in joiner.push(parse_line(record))]
     lines += [line.content for line in joiner.flush()]
-    text = b"\n".join(lines[-max_lines:]) if max_lines > 0 else b""
+    text = b"".join(lines[-max_lines:]) if max_lines > 0 else b""
     return text[-max_bytes:].decode(errors="ignore")
