@@ -112,7 +112,7 @@ RUNTIME_FACING := tests/runtime tests/agent/test_lifecycle.py tests/agent/test_t
   tests/agent/test_security.py tests/agent/test_sandbox_lifecycle.py \
   tests/agent/test_statuses.py tests/agent/test_failures.py tests/agent/test_runtime_events.py \
   tests/agent/test_recursive_read_only.py tests/agent/test_user_namespaces.py \
-  tests/agent/test_image_volumes.py
+  tests/agent/test_image_volumes.py tests/agent/test_runtime_identities.py
 test-system-runtime: setup
 	NODELET_TEST_RUNTIME=system $(VENV)/bin/pytest -q $(RUNTIME_FACING)
 

@@ -44,7 +44,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,28 +125,34 @@ def write_layout(files: dict[str, bytes], out: Path) -> Path:
     return out
 
 
-def _with_marker(layer_gz: bytes, marker: str) -> bytes:
-    """The uncompressed layer tar with one more file holding `marker`."""
+def _with_files(layer_gz: bytes, extra: Mapping[str, bytes]) -> bytes:
+    """The uncompressed layer tar with the `extra` files (path → content) in place of any it
+    had at those paths."""
     out = io.BytesIO()
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(layer_gz))) as src, \
             tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
         for member in src.getmembers():
+            if member.name.lstrip("./") in extra:
+                continue
             dst.addfile(member, src.extractfile(member) if member.isfile() else None)
-        data = marker.encode() + b"\n"
-        info = tarfile.TarInfo(MARKER_PATH)
-        info.size, info.mode = len(data), 0o644
-        dst.addfile(info, io.BytesIO(data))
+        for path, data in sorted(extra.items()):
+            info = tarfile.TarInfo(path)
+            info.size, info.mode = len(data), 0o644
+            dst.addfile(info, io.BytesIO(data))
     return out.getvalue()
 
 
-def unique_variant(archive: Path, out: Path, marker: str) -> Path:
-    """Write a copy of the one-layer image in `archive` whose layer also holds `marker`."""
+def unique_variant(archive: Path, out: Path, marker: str,
+                   extra: Mapping[str, bytes] | None = None) -> Path:
+    """Write a copy of the one-layer image in `archive` whose layer also holds `marker` (and
+    `extra` files, path → content, in place of the image's own at those paths)."""
     files = read_layout(archive)
     index = json.loads(files["index.json"])
     [entry] = index["manifests"]
     manifest = json.loads(files[_blob_path(entry["digest"])])
     [layer] = manifest["layers"]
-    raw = _with_marker(files[_blob_path(layer["digest"])], marker)
+    raw = _with_files(files[_blob_path(layer["digest"])],
+                      {**(extra or {}), MARKER_PATH: marker.encode() + b"\n"})
     layer_gz = gzip.compress(raw, compresslevel=1, mtime=0)
     config = json.loads(files[_blob_path(manifest["config"]["digest"])])
     config["rootfs"]["diff_ids"] = [_digest(raw)]
@@ -477,15 +483,18 @@ class Registry:
         push_oci_archive(self.url, archive, repo, tag, auth=self.auth)
         return self.ref(repo, tag)
 
-    def push(self, repo: str, tag: str, *, base: Path = BUSYBOX_ARCHIVE) -> str:
-        """Push a fresh variant of `base` (busybox) as `repo:tag`; returns its reference.
+    def push(self, repo: str, tag: str, *, base: Path = BUSYBOX_ARCHIVE,
+             files: Mapping[str, bytes] | None = None) -> str:
+        """Push a fresh variant of `base` (busybox) as `repo:tag`, with `files` (path →
+        content) in place of the image's own; returns its reference.
 
         Every push has its own layer, so containerd has none of its blobs yet and a pull of it
         transfers them — through a slow proxy, too — even after other tests pulled other tags.
         """
         self._pushes += 1
         marker = f"{repo}:{tag} #{self._pushes} {os.getpid()} {time.time_ns()}"
-        archive = unique_variant(base, self.root / "variants" / f"{self._pushes}.tar", marker)
+        archive = unique_variant(base, self.root / "variants" / f"{self._pushes}.tar", marker,
+                                 files)
         return self.push_archive(archive, repo, tag)
 
     @contextlib.asynccontextmanager

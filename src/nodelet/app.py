@@ -287,6 +287,9 @@ class Agent:
             # hostUsers: false, as far as the default runtime handler can.
             user_namespaces=status.handler("").user_namespaces,
             image_volumes=admission.mounts_images(version),
+            supplemental_groups_strict=status.supplemental_groups_policy,
+            stop_signals_gate=self.settings.gates.container_stop_signals,
+            stop_signals=admission.applies_stop_signals(version),
             labels=nodes.node_labels(spec),
             name=self.settings.node_name,
             allocatable=nodes.allocatable(spec),

@@ -94,6 +94,10 @@ class FeatureGates:
     # The termination SLI (deletionTimestamp -> the sandbox condition False): a histogram, and
     # static pods get a deletionTimestamp when their manifest goes away.
     pod_termination_sli: bool = False
+    # Kubernetes' ContainerStopSignals (KEP-4960; alpha, off by default in 1.37):
+    # lifecycle.stopSignal is honoured and containerStatuses[].stopSignal shown; off, a pod
+    # that sets it is refused at admission (it is never silently dropped).
+    container_stop_signals: bool = False
 
 
 @dataclass(frozen=True)
@@ -532,6 +536,7 @@ _GATES = {
     "PodVolumesCondition": "pod_volumes_condition",
     "PodInitializedAfterSandbox": "pod_initialized_after_sandbox",
     "PodTerminationSLI": "pod_termination_sli",
+    "ContainerStopSignals": "container_stop_signals",
 }
 
 

@@ -6,7 +6,7 @@ where kube-apiserver reports the problem, with three deliberate differences wher
 names a list instead of the item in it (nodelet names the item): `envFrom[i]` for an entry
 without or with two sources, `volumeMounts[i].subPath`/`subPathExpr`, and the fields of
 `resizePolicy[i]`. Rules that are nodelet's own (the CRI's int64 limits, whitespace inside an
-image, stopSignal) say so in their case ids.
+image) say so in their case ids.
 """
 
 from __future__ import annotations
@@ -397,8 +397,8 @@ REJECTED: list[tuple[str, dict[str, Any], str, str]] = [
      f"{C0}.lifecycle.preStop.sleep.second", 'did you mean'),
     ("lifecycle-unknown-field", c(lifecycle={"preStart": EXEC}), f"{C0}.lifecycle.preStart",
      'unknown field "spec.containers[0].lifecycle.preStart"; did you mean'),
-    ("nodelet-stop-signal", c(lifecycle={"stopSignal": "SIGUSR1"}),
-     f"{C0}.lifecycle.stopSignal", "not supported"),
+    ("stop-signal-without-os", c(lifecycle={"stopSignal": "SIGUSR1"}),
+     f"{C0}.lifecycle.stopSignal", "may not be set for containers with empty `spec.os.name`"),
     ("lifecycle-in-init", init(lifecycle={"preStop": EXEC}), f"{I0}.lifecycle",
      "may not be set for init containers without restartPolicy=Always"),
     ("sidecar-hook-checked", init(**SIDE, lifecycle={"preStop": {}}),

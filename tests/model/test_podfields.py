@@ -69,7 +69,6 @@ EXAMPLES: dict[str, Any] = {
                                                                 "values": [42]}}],
     "volumeDevices": [{"name": "disk", "devicePath": "/dev/xvda"}],
     "claims": [{"name": "gpu"}],
-    "stopSignal": "SIGUSR1",
 }
 
 
@@ -111,12 +110,12 @@ def test_recursive_read_only(mount: dict[str, Any], error: str | None) -> None:
 
 def test_an_api_pod_with_refused_fields_is_kept_for_admission_to_refuse() -> None:
     obj = pod({"overhead": {"cpu": "1"}}, {"volumeDevices": [{"name": "d", "devicePath": "/x"}]},
-              {"claims": [{"name": "gpu"}]}, {"stopSignal": "SIGUSR1"})
+              {"claims": [{"name": "gpu"}]})
     obj["metadata"]["uid"] = "u-1"
     parsed = manifests.pod_from_object(obj, node_name="n", source="api", strict=False)
     assert [path for path, _ in parsed.refused] == [
         "spec.overhead", "spec.containers[0].volumeDevices",
-        "spec.containers[0].resources.claims", "spec.containers[0].lifecycle.stopSignal"]
+        "spec.containers[0].resources.claims"]
     rejection = admission.admit(parsed, admission.Node(labels={}))
     assert rejection is not None and rejection.reason == "UnsupportedPodSpec"
     assert rejection.message.startswith("spec.overhead: pod overhead")

@@ -93,11 +93,11 @@ class NodeReporter:
 
     async def update(self, *, force: bool = False) -> bool:
         """Compute the status and PATCH it if it changed (or is due); True if sent."""
-        version, ready = await self._runtime_state()
+        version, ready, features = await self._runtime_state()
         previous = (self.node or {}).get("status")
         status = nodes.node_status(self._spec, version, ready, previous=previous,
                                    now=self._clock(), pressure=self._pressure(),
-                                   images=await self._node_images())
+                                   images=await self._node_images(), features=features)
         due = self._monotonic() - self._reported_at >= self.report_period
         if not force and not due and not nodes.status_changed(self._reported, status):
             return False
@@ -117,10 +117,11 @@ class NodeReporter:
             log.debug("cannot list images for the node status: %s", exc)
         return self._last_images
 
-    async def _runtime_state(self) -> tuple[rt.VersionInfo | None, nodes.ConditionValue]:
+    async def _runtime_state(
+            self) -> tuple[rt.VersionInfo | None, nodes.ConditionValue, rt.RuntimeStatus | None]:
         try:
             version = await self._runtime.version()
             status = await self._runtime.status()
         except Exception as exc:  # any runtime failure makes the node NotReady, not crash it
-            return None, nodes.ready_condition(None, str(exc))
-        return version, nodes.ready_condition(status)
+            return None, nodes.ready_condition(None, str(exc)), None
+        return version, nodes.ready_condition(status), status

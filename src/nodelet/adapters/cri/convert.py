@@ -41,6 +41,7 @@ def _namespaces_to_pb(options: rt.NamespaceOptions) -> pb.NamespaceOption:
         network=pb.NamespaceMode.Value(options.network.name),
         pid=pb.NamespaceMode.Value(options.pid.name),
         ipc=pb.NamespaceMode.Value(options.ipc.name),
+        target_id=options.target_id,
         userns_options=_userns_to_pb(options.user),
     )
 
@@ -90,6 +91,8 @@ def _sandbox_security_to_pb(sec: rt.SandboxSecurity) -> pb.LinuxSandboxSecurityC
         run_as_group=_int64(sec.run_as_group),
         readonly_rootfs=sec.readonly_rootfs,
         supplemental_groups=sec.supplemental_groups,
+        supplemental_groups_policy=pb.SupplementalGroupsPolicy.Value(
+            sec.supplemental_groups_policy),
         privileged=sec.privileged,
         seccomp=_profile_to_pb(sec.seccomp),
         apparmor=_profile_to_pb(sec.apparmor),
@@ -109,6 +112,8 @@ def _container_security_to_pb(sec: rt.ContainerSecurity) -> pb.LinuxContainerSec
         run_as_username=sec.run_as_username,
         readonly_rootfs=sec.readonly_rootfs,
         supplemental_groups=sec.supplemental_groups,
+        supplemental_groups_policy=pb.SupplementalGroupsPolicy.Value(
+            sec.supplemental_groups_policy),
         no_new_privs=sec.no_new_privs,
         seccomp=_profile_to_pb(sec.seccomp),
         apparmor=_profile_to_pb(sec.apparmor),
@@ -171,7 +176,24 @@ def container_config_to_pb(config: rt.ContainerConfig) -> pb.ContainerConfig:
         annotations=dict(config.annotations),
         log_path=config.log_path,
         linux=linux,
+        stop_signal=signal_to_pb(config.stop_signal),
     )
+
+
+def signal_to_pb(name: str) -> pb.Signal.ValueType:
+    """CRI's Signal for an API signal name (`SIGRTMIN+3` is SIGNAL_SIGRTMINPLUS3); "" is
+    the runtime's default. Raises ValueError for a name CRI does not know."""
+    if not name:
+        return pb.SIGNAL_RUNTIME_DEFAULT
+    return pb.Signal.Value("SIGNAL_" + name.replace("+", "PLUS").replace("-", "MINUS"))
+
+
+def signal_from_pb(value: int) -> str:
+    """The API name of a CRI Signal; "" for the runtime default (the runtime did not say)."""
+    if value == pb.SIGNAL_RUNTIME_DEFAULT:
+        return ""
+    name = pb.Signal.Name(value).removeprefix("SIGNAL_")  # type: ignore[arg-type]
+    return name.replace("PLUS", "+").replace("MINUS", "-")
 
 
 def sandbox_from_pb(item: pb.PodSandbox) -> rt.SandboxInfo:
@@ -259,7 +281,16 @@ def container_status_from_pb(status: pb.ContainerStatus, sandbox_id: str) -> rt.
         log_path=status.log_path,
         labels=dict(status.labels),
         annotations=dict(status.annotations),
+        user=_user_from_pb(status),
+        stop_signal=signal_from_pb(status.stop_signal),
     )
+
+
+def _user_from_pb(status: pb.ContainerStatus) -> rt.ContainerUser | None:
+    if not status.HasField("user") or not status.user.HasField("linux"):
+        return None
+    linux = status.user.linux
+    return rt.ContainerUser(linux.uid, linux.gid, tuple(linux.supplemental_groups))
 
 
 def runtime_status_from_pb(response: pb.StatusResponse) -> rt.RuntimeStatus:
@@ -273,6 +304,7 @@ def runtime_status_from_pb(response: pb.StatusResponse) -> rt.RuntimeStatus:
                                h.features.user_namespaces)
             for h in response.runtime_handlers
         ),
+        supplemental_groups_policy=response.features.supplemental_groups_policy,
     )
 
 

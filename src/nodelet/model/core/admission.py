@@ -35,8 +35,13 @@ class Node:
     user_namespaces: bool = False
     # The runtime mounts images as volumes (containerd 2.1+; `mounts_images`).
     image_volumes: bool = True
-    # containerd 1.6 only merges groups (SupplementalGroupsPolicy Strict came with 2.0).
+    # The runtime says it keeps the image's groups out on request (CRI RuntimeFeatures
+    # supplemental_groups_policy: containerd 2.0+; 1.6 only merges them).
     supplemental_groups_strict: bool = False
+    # lifecycle.stopSignal: the ContainerStopSignals gate is on, and the runtime applies the
+    # signal (`applies_stop_signals`).
+    stop_signals_gate: bool = False
+    stop_signals: bool = False
     # The node's Allocatable (`resources` units); None: resources are not checked.
     allocatable: resources.Amounts | None = None
 
@@ -159,6 +164,35 @@ def mounts_images(version: runtime.VersionInfo) -> bool:
     return found is not None and (int(found[1]), int(found[2])) >= (2, 1)
 
 
+def applies_stop_signals(version: runtime.VersionInfo) -> bool:
+    """Whether the runtime stops a container with CRI's stop_signal: containerd from 2.3 (2.2
+    drops the field without a word). Other runtimes are left to say."""
+    if version.runtime_name != "containerd":
+        return True
+    found = re.match(r"v?(\d+)\.(\d+)", version.runtime_version)
+    return found is not None and (int(found[1]), int(found[2])) >= (2, 3)
+
+
+STOP_SIGNALS_REASON = "ContainerStopSignalsNotSupported"
+
+
+def _stop_signals(pod: pods.Pod, node: Node) -> Rejection | None:
+    asking = [c.name for c in (*pod.spec.init_containers, *pod.spec.containers)
+              if c.lifecycle.stop_signal]
+    if not asking:
+        return None
+    if not node.stop_signals_gate:
+        return Rejection(STOP_SIGNALS_REASON, (
+            f"container {asking[0]!r} sets lifecycle.stopSignal, which needs the "
+            "ContainerStopSignals feature gate (alpha, off by default): start the node with "
+            "--feature-gates=ContainerStopSignals=true, or set STOPSIGNAL in the image"))
+    if not node.stop_signals:
+        return Rejection(STOP_SIGNALS_REASON, (
+            f"container {asking[0]!r} sets lifecycle.stopSignal, which this runtime would "
+            "drop (it needs containerd 2.3 or later): set STOPSIGNAL in the image instead"))
+    return None
+
+
 def _image_volumes(pod: pods.Pod, node: Node) -> Rejection | None:
     if node.image_volumes or all(v.source_type != "image" for v in pod.spec.volumes):
         return None
@@ -219,6 +253,7 @@ _PREDICATES: tuple[Callable[[pods.Pod, Node, Sequence[pods.Pod]], Rejection | No
 )  # fmt: skip
 _SECURITY: tuple[Callable[[pods.Pod, Node], Rejection | None], ...] = (
     _apparmor, _selinux, _user_namespaces, _image_volumes, _supplemental_groups_policy,
+    _stop_signals,
 )  # fmt: skip
 
 

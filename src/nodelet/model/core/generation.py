@@ -67,6 +67,11 @@ def with_api_conditions(
     return (*out, *by_type.values())
 
 
+def _without_stop_signals(
+        statuses: tuple[status.ContainerStatus, ...]) -> tuple[status.ContainerStatus, ...]:
+    return tuple(replace(s, stop_signal="") if s.stop_signal else s for s in statuses)
+
+
 def generate_status(
     pod: pods.Pod,
     *,
@@ -92,6 +97,9 @@ def generate_status(
     init_statuses, container_statuses = phases.container_statuses(
         pod, containers, ready=ready, waiting=waiting, started=started
     )
+    if not gates.container_stop_signals:  # the kubelet shows them only with its gate
+        init_statuses = _without_stop_signals(init_statuses)
+        container_statuses = _without_stop_signals(container_statuses)
     if old is not None:
         init_statuses = _keep_terminated(init_statuses, old.init_container_statuses)
         container_statuses = _keep_terminated(container_statuses, old.container_statuses)
@@ -135,6 +143,9 @@ def generate_status(
         # none, so `kubectl get pods` shows the reason rather than ContainerCreating.
         container_statuses=() if _rejected(failure) else container_statuses,
         init_container_statuses=() if _rejected(failure) else init_statuses,
+        ephemeral_container_statuses=() if _rejected(failure) else _keep_terminated(
+            phases.ephemeral_container_statuses(pod, containers, waiting=waiting),
+            old.ephemeral_container_statuses if old else ()),
         qos_class=resources.qos_class(pod),
     )
 

@@ -67,6 +67,8 @@ HOOK_KINDS: tuple[HookKind, ...] = ("postStart", "preStop")
 class Lifecycle:
     post_start: Hook | None = None
     pre_stop: Hook | None = None
+    # lifecycle.stopSignal by its API name ("SIGUSR1"); "": the image's or the runtime's.
+    stop_signal: str = ""
 
     def hook(self, kind: HookKind) -> Hook | None:
         return self.post_start if kind == "postStart" else self.pre_stop

@@ -164,12 +164,14 @@ def node_status(
     now: datetime,
     pressure: frozenset[str] = frozenset(),
     images: Sequence[apijson.Obj] | None = None,
+    features: rt.RuntimeStatus | None = None,
 ) -> apijson.Obj:
     """The Node status to report. Transition times are kept from `previous` (the API's status)
     for conditions whose status did not change; heartbeats are `now`; `version` None (the
     runtime did not answer) leaves containerRuntimeVersion empty; `pressure` names the
     pressure conditions that are True (the eviction manager's); `images`: `node_images`
-    (None: not reported)."""
+    (None: not reported); `features`: the runtime's Status, for `status.features` (None: the
+    runtime did not answer, the Node keeps what it said)."""
     out: apijson.Obj = {
         "capacity": _quantities(capacity(spec)),
         "allocatable": _quantities(allocatable(spec)),
@@ -181,6 +183,9 @@ def node_status(
     }
     if images is not None:
         out["images"] = list(images)
+    if features is not None:
+        # The kubelet's NodeFeatures setter (SupplementalGroupsPolicy is GA).
+        out["features"] = {"supplementalGroupsPolicy": features.supplemental_groups_policy}
     return out
 
 

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -239,6 +240,8 @@ def _one_status(
         image_id=newest.image_ref,
         container_id=_container_id(newest, inputs.runtime_name),
         last_state=last,
+        user=newest.user,
+        stop_signal=newest.stop_signal,
     )
 
 
@@ -279,3 +282,25 @@ def container_statuses(
         _one_status(c, by_name.get(c.name, ()), inputs, is_init=False) for c in pod.spec.containers
     )
     return inits, regular
+
+
+def ephemeral_container_statuses(
+    pod: pods.Pod,
+    containers: Sequence[runtime.ContainerInfo],
+    *,
+    waiting: Mapping[str, tuple[str, str]] | None = None,
+    runtime_name: str = "containerd",
+) -> tuple[status.ContainerStatus, ...]:
+    """The ephemeral containers' statuses, in spec order, as `container_statuses` builds the
+    others; never ready and without `started`: no prober looks at them (the kubelet's
+    UpdatePodStatus sets both for init and regular containers only)."""
+    by_name: dict[str, list[runtime.ContainerInfo]] = {}
+    for info in sorted(containers, key=lambda c: (c.created_at, c.attempt), reverse=True):
+        by_name.setdefault(info.name, []).append(info)
+    inputs = _Inputs(runtime_name=runtime_name, ready={}, started={}, waiting=waiting or {},
+                     default_reason=POD_INITIALIZING if pod.spec.init_containers
+                     else CONTAINER_CREATING)
+    return tuple(
+        dataclasses.replace(_one_status(c, by_name.get(c.name, ()), inputs, is_init=False),
+                            ready=False, started=None)
+        for c in pod.spec.ephemeral_containers)

@@ -83,6 +83,21 @@ class ContainerInfo:
     log_path: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # ContainerStatus only (not ListContainers): the identities the first process got, where
+    # the runtime says (containerd 2.0+), and the stop signal in effect (its API name, e.g.
+    # "SIGTERM"; "" where the runtime does not say: containerd before 2.3).
+    user: ContainerUser | None = None
+    stop_signal: str = ""
+
+
+@dataclass(frozen=True)
+class ContainerUser:
+    """CRI LinuxContainerUser: the uid, gid and supplemental groups of a container's first
+    process (the pod's containerStatuses[].user.linux)."""
+
+    uid: int
+    gid: int
+    supplemental_groups: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,6 +124,9 @@ class RuntimeStatus:
     conditions: tuple[RuntimeCondition, ...]
     # Empty: the runtime does not say (containerd 1.6), so it supports none of them.
     handlers: tuple[HandlerFeatures, ...] = ()
+    # RuntimeFeatures: SupplementalGroupsPolicy (Strict) and ContainerStatus.user
+    # (containerd 2.0+).
+    supplemental_groups_policy: bool = False
 
     def handler(self, name: str) -> HandlerFeatures:
         """The features of runtime handler `name` ("" the default): none when unknown."""
@@ -186,6 +204,9 @@ class NamespaceOptions:
     ipc: NamespaceMode = NamespaceMode.POD
     # A user namespace of the pod's own (hostUsers: false); None: the node's.
     user: UserNamespace | None = None
+    # With pid TARGET: the container whose PID namespace it joins (an ephemeral container's
+    # targetContainerName).
+    target_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -213,6 +234,8 @@ class SandboxSecurity:
     run_as_user: int | None = None
     run_as_group: int | None = None
     supplemental_groups: tuple[int, ...] = ()
+    # "Merge" (also when unset: the image's groups of the user are added) or "Strict".
+    supplemental_groups_policy: str = "Merge"
     readonly_rootfs: bool = False
     seccomp: SecurityProfile | None = None
     apparmor: SecurityProfile | None = None
@@ -236,6 +259,7 @@ class ContainerSecurity:
     run_as_group: int | None = None
     run_as_username: str = ""
     supplemental_groups: tuple[int, ...] = ()
+    supplemental_groups_policy: str = "Merge"
     readonly_rootfs: bool = False
     no_new_privs: bool = False
     masked_paths: tuple[str, ...] | None = None
@@ -315,6 +339,9 @@ class ContainerConfig:
     stdin: bool = False
     stdin_once: bool = False
     tty: bool = False
+    # lifecycle.stopSignal by its API name ("SIGUSR1", "SIGRTMIN+3"); "": the image's
+    # STOPSIGNAL, else SIGTERM (the runtime's default).
+    stop_signal: str = ""
 
 
 @dataclass(frozen=True)

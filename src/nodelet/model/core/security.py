@@ -94,6 +94,12 @@ def supplemental_groups(pod: pods.Pod) -> tuple[int, ...]:
     return (*first, *psc.supplemental_groups)
 
 
+def supplemental_groups_policy(pod: pods.Pod) -> str:
+    """The pod's supplementalGroupsPolicy for CRI: Strict uses only the groups above; Merge
+    (the default) adds the groups the image's /etc/group gives the user."""
+    return pod.spec.security_context.supplemental_groups_policy or "Merge"
+
+
 def sandbox_security(pod: pods.Pod,
                      user: runtime.UserNamespace | None = None) -> runtime.SandboxSecurity:
     """The kubelet's generatePodSandboxLinuxConfig: the pause process gets the pod's user and
@@ -108,6 +114,7 @@ def sandbox_security(pod: pods.Pod,
         # pause process needs no group, and the containers still get it.
         run_as_group=psc.run_as_group if psc.run_as_user is not None else None,
         supplemental_groups=supplemental_groups(pod),
+        supplemental_groups_policy=supplemental_groups_policy(pod),
         seccomp=runtime.SecurityProfile("RuntimeDefault"),
         selinux=_selinux(psc.se_linux_options),
         # Dotted names, as the kubelet converts them (runc matches namespaces by prefix).
@@ -204,6 +211,7 @@ def container_security(
         run_as_group=sc.run_as_group,
         run_as_username="" if run_as_user is not None else image_user.username,
         supplemental_groups=supplemental_groups(pod),
+        supplemental_groups_policy=supplemental_groups_policy(pod),
         readonly_rootfs=bool(sc.read_only_root_filesystem),
         no_new_privs=no_new_privs(sc),
         masked_paths=() if unmasked else DEFAULT_MASKED_PATHS,

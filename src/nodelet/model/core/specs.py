@@ -223,4 +223,5 @@ def container_config(
         stdin=container.stdin,
         stdin_once=container.stdin_once,
         tty=container.tty,
+        stop_signal=container.lifecycle.stop_signal,
     )

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from nodelet.model.core import runtime
+
 ConditionStatus = Literal["True", "False", "Unknown"]
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
@@ -82,6 +84,10 @@ class ContainerStatus:
     image_id: str = ""
     container_id: str = ""
     last_state: ContainerStateValue | None = None
+    # The identities of the first process, where the runtime says (containerStatuses[].user).
+    user: runtime.ContainerUser | None = None
+    # The stop signal in effect (ContainerStopSignals gate); "": not shown.
+    stop_signal: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ class PodStatus:
     start_time: datetime | None = None
     container_statuses: tuple[ContainerStatus, ...] = ()
     init_container_statuses: tuple[ContainerStatus, ...] = ()
+    ephemeral_container_statuses: tuple[ContainerStatus, ...] = ()
     qos_class: str = ""  # Guaranteed, Burstable or BestEffort ("" when not known)
     # metadata.generation of the pod this status was generated for (status.observedGeneration);
     # 0: not known (not serialised).
@@ -163,6 +170,13 @@ def _container_status_to_api(status: ContainerStatus) -> dict[str, Any]:
         out["containerID"] = status.container_id
     if status.started is not None:
         out["started"] = status.started
+    if status.user is not None:
+        linux: dict[str, Any] = {"uid": status.user.uid, "gid": status.user.gid}
+        if status.user.supplemental_groups:
+            linux["supplementalGroups"] = list(status.user.supplemental_groups)
+        out["user"] = {"linux": linux}
+    if status.stop_signal:
+        out["stopSignal"] = status.stop_signal
     return out
 
 
@@ -235,6 +249,10 @@ def to_api(status: PodStatus) -> dict[str, Any]:
             _container_status_to_api(s) for s in status.init_container_statuses
         ]
     out["containerStatuses"] = [_container_status_to_api(s) for s in status.container_statuses]
+    if status.ephemeral_container_statuses:
+        out["ephemeralContainerStatuses"] = [
+            _container_status_to_api(s) for s in status.ephemeral_container_statuses
+        ]
     if status.qos_class:
         out["qosClass"] = status.qos_class
     if status.observed_generation:

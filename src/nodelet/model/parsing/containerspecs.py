@@ -12,6 +12,7 @@ server reports a problem of a list item at the list (`envFrom`, `volumeMounts.su
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -291,6 +292,7 @@ class _PodFacts:
     restart: str = "Always"
     grace: int | None = 30
     host_network: bool = False
+    os_name: str = ""  # spec.os.name ("" when unset or not a string)
 
     @classmethod
     def of(cls, spec: Mapping[str, Any]) -> _PodFacts:
@@ -301,7 +303,14 @@ class _PodFacts:
             restart=restart if isinstance(restart, str) and restart else "Always",
             grace=grace if type(grace) is int else None,
             host_network=spec.get("hostNetwork") is True,
+            os_name=_os_name(spec),
         )
+
+
+def _os_name(spec: Mapping[str, Any]) -> str:
+    os_ = spec.get("os")
+    name = os_.get("name") if isinstance(os_, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _container(
@@ -321,7 +330,8 @@ def _container(
     restart = _container_restart_policy(obj, path, init)
     rules = _restart_rules(obj, path, strict)
     _check_init_only(obj, path, init, restart)
-    lifecycle = hookspecs.lifecycle(obj, path, grace=pod.grace, strict=strict)
+    lifecycle = hookspecs.lifecycle(obj, path, grace=pod.grace, strict=strict,
+                                    os_name=pod.os_name)
     container = pods.Container(
         name=name,
         image=image,
@@ -357,6 +367,19 @@ def _container(
     )
     _check_propagation(container, path)
     return container
+
+
+def ephemeral_containers(spec: Mapping[str, Any]) -> tuple[pods.Container, ...]:
+    """`spec.ephemeralContainers` of a pod the API server accepted (it validated them: no
+    probes, ports, lifecycle or resources), each with its targetContainerName."""
+    pod = _PodFacts.of(spec)
+
+    def one(item: Mapping[str, Any], path: str) -> pods.Container:
+        container = _container(item, path, init=False, strict=False, pod=pod)
+        target = fields.string(item, "targetContainerName", path)
+        return dataclasses.replace(container, target_container_name=target)
+
+    return fields.items(spec, "ephemeralContainers", "spec", one)
 
 
 def containers(spec: Mapping[str, Any], key: str, *, strict: bool) -> tuple[pods.Container, ...]:

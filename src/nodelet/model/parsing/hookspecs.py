@@ -14,6 +14,19 @@ from nodelet.model.core import fields, handlers, probes
 from nodelet.model.parsing import podfields, probespecs
 
 LIFECYCLE_FIELDS = frozenset({*handlers.HOOK_KINDS, "stopSignal"})
+
+# The stop signals the API server accepts for a Linux pod (validateStopSignal): the standard
+# ones, then the real-time ones by their distance from SIGRTMIN and SIGRTMAX.
+LINUX_STOP_SIGNALS: tuple[str, ...] = (
+    *(f"SIG{name}" for name in (
+        "ABRT", "ALRM", "BUS", "CHLD", "CLD", "CONT", "FPE", "HUP", "ILL", "INT", "IO", "IOT",
+        "KILL", "PIPE", "POLL", "PROF", "PWR", "QUIT", "SEGV", "STKFLT", "STOP", "SYS", "TERM",
+        "TRAP", "TSTP", "TTIN", "TTOU", "URG", "USR1", "USR2", "VTALRM", "WINCH", "XCPU",
+        "XFSZ")),
+    "SIGRTMIN", *(f"SIGRTMIN+{n}" for n in range(1, 16)),
+    *(f"SIGRTMAX-{n}" for n in range(14, 0, -1)), "SIGRTMAX",
+)
+WINDOWS_STOP_SIGNALS = ("SIGKILL", "SIGTERM")
 # A LifecycleHandler: the probes' handlers without grpc, and sleep.
 _HANDLERS = ("exec", "httpGet", "tcpSocket", "sleep")
 _SLEEP_FIELDS = frozenset({"seconds"})
@@ -71,10 +84,11 @@ def _check_fields(raw: Mapping[str, Any], path: str) -> None:
 
 
 def lifecycle(
-    obj: Mapping[str, Any], path: str, *, grace: int | None, strict: bool
+    obj: Mapping[str, Any], path: str, *, grace: int | None, strict: bool, os_name: str = ""
 ) -> handlers.Lifecycle:
     """The container's `lifecycle` (`obj` at `path`): each hook exactly one valid handler, a
-    sleep within the pod's grace period `grace` (None: not known, not checked)."""
+    sleep within the pod's grace period `grace` (None: not known, not checked), a stop signal
+    only with the pod's `spec.os.name` (`os_name`) and one of its OS's."""
     raw = fields.mapping(obj, "lifecycle", path)
     path = f"{path}.lifecycle"
     if strict:
@@ -93,4 +107,18 @@ def lifecycle(
             raise fields.InvalidValueError(exc.message, path=exc.path) from exc
         _check_sleep(hook, grace, hook_path)
         found[kind] = hook
-    return handlers.Lifecycle(post_start=found.get("postStart"), pre_stop=found.get("preStop"))
+    return handlers.Lifecycle(post_start=found.get("postStart"), pre_stop=found.get("preStop"),
+                              stop_signal=_stop_signal(raw, path, os_name))
+
+
+def _stop_signal(raw: Mapping[str, Any], path: str, os_name: str) -> str:
+    """The API server's validateStopSignal."""
+    signal = fields.string(raw, "stopSignal", path)
+    if not signal:
+        return ""
+    where = f"{path}.stopSignal"
+    if not os_name:
+        raise fields.InvalidValueError(
+            "forbidden: may not be set for containers with empty `spec.os.name`", path=where)
+    allowed = WINDOWS_STOP_SIGNALS if os_name == "windows" else LINUX_STOP_SIGNALS
+    return fields.one_of(signal, allowed, where)

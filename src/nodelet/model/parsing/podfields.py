@@ -65,9 +65,10 @@ TABLE: tuple[Field, ...] = (
     _h(SPEC + "containers", "run in order of the spec after the init containers"),
     _h(SPEC + "initContainers", "run one at a time before the app containers; "
        "`restartPolicy: Always` makes a sidecar"),
-    _refused(SPEC + "ephemeralContainers", "spec", "ephemeral containers are added by "
-             "`kubectl debug` through the API's ephemeralcontainers subresource, which nodelet "
-             "does not run"),
+    _h(SPEC + "ephemeralContainers", "added to a running API pod (`kubectl debug`, the "
+       "ephemeralcontainers subresource): each started once in the pod's sandbox, never "
+       "restarted, in its targetContainerName's PID namespace; reported in "
+       "ephemeralContainerStatuses. A manifest cannot set them (API: forbidden on create)"),
     _h(SPEC + "volumes", "emptyDir, hostPath, configMap, secret, projected, downwardAPI; "
        "every other volume type is refused (see below)"),
     _h(SPEC + "restartPolicy", "Always, OnFailure, Never, with CrashLoopBackOff"),
@@ -142,8 +143,11 @@ TABLE: tuple[Field, ...] = (
     _h(POD_SC + "runAsNonRoot", "the default for every container (checked against the "
        "image's user)"),
     _h(POD_SC + "supplementalGroups", "extra groups of every container's first process"),
-    _nd(POD_SC + "supplementalGroupsPolicy", "`Merge` is honoured; `Strict` needs containerd "
-        "2.0: refused at admission with `SupplementalGroupsPolicyNotSupported`"),
+    _nd(POD_SC + "supplementalGroupsPolicy", "`Merge` and `Strict` (only fsGroup, "
+        "supplementalGroups and the primary group, not the image's /etc/group ones), where the "
+        "runtime says it can (containerd 2.0+: the Node's `status.features`); elsewhere "
+        "`Strict` is refused at admission with `SupplementalGroupsPolicyNotSupported`; "
+        "`containerStatuses[].user.linux` shows the identities the container got"),
     _h(POD_SC + "fsGroup", "a supplementary group of every container; emptyDir, configMap, "
        "secret, projected and downwardAPI volumes belong to it (group rw or r, setgid dirs)"),
     _h(POD_SC + "fsGroupChangePolicy", "an emptyDir is owned when it is made, so OnRootMismatch "
@@ -249,8 +253,11 @@ TABLE: tuple[Field, ...] = (
     _h(LIFECYCLE + "postStart", "exec, httpGet, tcpSocket, sleep; the container is killed "
        "when it fails"),
     _h(LIFECYCLE + "preStop", "exec, httpGet, tcpSocket, sleep; within the grace period"),
-    _refused(LIFECYCLE + "stopSignal", "lifecycle", "stopSignal is not supported: containerd "
-             "1.6 has no stop signal in CRI; set STOPSIGNAL in the image instead"),
+    _nd(LIFECYCLE + "stopSignal", "with the `ContainerStopSignals` feature gate (alpha, off by "
+        "default): the runtime stops the container with it and `containerStatuses[].stopSignal` "
+        "shows the signal in effect; needs `spec.os.name`; containerd before 2.3 would drop it, "
+        "so there, and with the gate off, the pod is refused at admission "
+        "(`ContainerStopSignalsNotSupported`)"),
     _h(HOST_ALIAS + "ip", "an address in /etc/hosts"),
     _h(HOST_ALIAS + "hostnames", "its names"),
 )
@@ -325,7 +332,7 @@ def refused_fields(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """(path, message) of every refused field set in a pod spec that was already parsed
     leniently (a pod the API server accepted: refused at admission, not at parsing)."""
     found = _refused_here(spec, "spec", "spec")
-    for key in ("initContainers", "containers"):
+    for key in ("initContainers", "containers", "ephemeralContainers"):
         for i, container in enumerate(spec.get(key) or ()):
             if not isinstance(container, Mapping):
                 continue
