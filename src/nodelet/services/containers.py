@@ -106,8 +106,11 @@ class ContainerRunner:
                                         budget=float(pod.spec.termination_grace_period_seconds
                                                      or 30))
         if failure is not None:
-            self._recorder.record(pod, "Warning", "FailedPostStartHook",
-                                  f"PostStartHook failed: {failure}")
+            # The kubelet's words: the hook's output stays out of the event (it may hold
+            # secrets, and events are readable more widely than the pod); it is logged.
+            log.warning("postStart hook of %s in %s failed: %s", container.name,
+                        pod.full_name, failure)
+            self._recorder.record(pod, "Warning", "FailedPostStartHook", "PostStartHook failed")
             await self._client.stop_container(container_id, 0)
         return None
 
