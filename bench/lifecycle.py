@@ -36,8 +36,10 @@ from typing import Any
 
 import aiohttp
 
-import common
-import kubeletpeer
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import common  # bench/common.py: the runtime, its leak check, main
+import kubeletpeer  # tests/kubeletpeer.py: the kubelet as a peer
 from nodelet import app
 from nodelet import settings as settings_
 from nodelet.model.core import runtime as rt
@@ -220,7 +222,7 @@ async def kubelet_rounds(runtime: common.Runtime, rounds: int,
     manifests = Path(tempfile.mkdtemp(prefix="lc-k-", dir="/tmp"))
     dirs.append(manifests)
     peer = await kubeletpeer.KubeletPeer.start(endpoint=runtime.runner.endpoint,
-                                               manifests=manifests)
+                                               manifests=manifests, client=runtime.client)
     try:
         return await run_rounds("kubelet", peer.pods, manifests, rounds, runtime)
     finally:
