@@ -106,7 +106,7 @@ class CriProxy:
 
     async def forward_stream(self, full_method: str, request: bytes,
                              context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
-        """A server stream (GetContainerEvents), passed on message by message."""
+        """A server stream (GetContainerEvents, Subscribe), passed on message by message."""
         await self._counted(full_method, context)
         assert self._channel is not None
         call = self._channel.unary_stream(full_method, request_serializer=_same,
@@ -120,8 +120,9 @@ class CriProxy:
             call.cancel()
 
 
-# CRI's server-streaming methods (the rest are unary).
-_STREAMS = ("/runtime.v1.RuntimeService/GetContainerEvents",)
+# The server-streaming methods, CRI's and containerd's own event stream (the rest are unary).
+_STREAMS = ("/runtime.v1.RuntimeService/GetContainerEvents",
+            "/containerd.services.events.v1.Events/Subscribe")
 
 
 class _Handler(grpc.GenericRpcHandler):
@@ -131,9 +132,12 @@ class _Handler(grpc.GenericRpcHandler):
     def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         method = details.method  # type: ignore[attr-defined]
         if method in _STREAMS:
-            def stream(request: bytes,
-                       context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
-                return self._proxy.forward_stream(method, request, context)
+            # An async generator function itself: grpc.aio streams only what such a
+            # function yields (a plain function returning a generator fails the call).
+            async def stream(request: bytes,
+                             context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
+                async for response in self._proxy.forward_stream(method, request, context):
+                    yield response
 
             return grpc.unary_stream_rpc_method_handler(
                 stream, request_deserializer=_same, response_serializer=_same)

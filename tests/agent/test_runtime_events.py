@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 from pathlib import Path
 
+import grpc
 import pytest
 from test_sandbox_lifecycle import kill_pause
 
 from conftest import runtime_programs_for_tests
+from criproxy import CriProxy
 from harness import Harness, all_ready, cond, events_by, is_true, pod_manifest
 from nodelet.model.core import events as ev
 from nodelet.model.core import status as st
@@ -79,6 +82,30 @@ async def test_killed_container_is_restarted_by_its_exit_event(make_agent) -> No
     assert isinstance(last, st.ContainerStateTerminated) and last.exit_code == 137, last
     health = {c.name: c for c in agent.agent_or_fail().health()}
     assert health["runtime-events"].ok, health
+
+
+async def test_cri_events_alone_see_a_kill_with_containerds_event_api_off(
+        make_agent, runtime) -> None:  # type: ignore[no-untyped-def]
+    """containerd's own event API answers UNIMPLEMENTED (a CRI proxy in front of the real
+    containerd refuses Subscribe): CRI's GetContainerEvents alone wakes the worker."""
+    if runtime_programs_for_tests().major < 2:
+        pytest.skip("containerd 1.6 has no CRI events; its own event API is its only source")
+    socket = Path(tempfile.mkdtemp(prefix="nle-", dir="/tmp")) / "cri.sock"
+    try:
+        async with CriProxy(upstream=runtime.containerd.endpoint, socket=socket) as proxy:
+            proxy.fail("Subscribe", grpc.StatusCode.UNIMPLEMENTED, "unknown service "
+                       "containerd.services.events.v1.Events")
+            agent: Harness = await make_agent(endpoint=proxy.endpoint, sync_settings=EVENTS_ONLY)
+            events = await events_live(agent)
+            agent.write("lonely.yaml", pod_manifest("lonely", command="exec sleep 1000005"))
+            again = await restarted_after_kill(agent, "lonely", ["sleep", "1000005"])
+            assert restarts(again) == 1 and events.source_name == "cri"
+            assert proxy.calls.get("GetContainerEvents", 0) >= 1, proxy.calls
+            assert proxy.calls.get("Subscribe", 0) == 0, proxy.calls  # never needed
+            await agent.stop()
+    finally:
+        socket.unlink(missing_ok=True)
+        socket.parent.rmdir()
 
 
 async def test_killed_pause_gets_new_sandbox_by_its_exit_event(make_agent) -> None:  # type: ignore[no-untyped-def]
