@@ -68,12 +68,43 @@ class Runtime:
     netns_seen: set[str] = field(default_factory=set)
 
 
-async def start_runtime(*, prefix: str, pod_cidr: str | None = None) -> Runtime:
+# `--runtimes`: which containerd the benchmark measures on, in one run, one after the other.
+RUNTIME_CHOICES = ("built", "system")
+
+
+def add_runtimes_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runtimes", default="built,system",
+        help="comma-separated: 'built' (containerd 2.x of `make runtime`) and/or 'system' "
+             "(the containerd on PATH, e.g. Debian's 1.6); each is measured in turn "
+             "(default: built,system)")
+
+
+def runtimes(args: argparse.Namespace) -> list[tuple[str, Path | None]]:
+    """(label, runtime_bin_dir) of each `--runtimes` entry; BenchError when one is missing."""
+    chosen = []
+    for name in filter(None, (n.strip() for n in args.runtimes.split(","))):
+        if name not in RUNTIME_CHOICES:
+            raise BenchError(f"--runtimes: {name!r} is not one of {', '.join(RUNTIME_CHOICES)}")
+        bin_dir = settings_.built_runtime_dir() if name == "built" else None
+        if name == "built" and bin_dir is None:
+            raise BenchError("--runtimes built: containerd 2.x is not built (run `make runtime`)")
+        chosen.append((name, bin_dir))
+    if not chosen:
+        raise BenchError("--runtimes: name at least one runtime")
+    return chosen
+
+
+async def start_runtime(*, prefix: str, pod_cidr: str | None = None,
+                        bin_dir: Path | str | None = "default") -> Runtime:
     """An embedded containerd in a fresh, short data dir /tmp/<prefix>… (as tests/conftest.py),
-    its pods in `pod_cidr` (default: the /24 derived from the data dir)."""
+    its pods in `pod_cidr` (default: the /24 derived from the data dir), its programs from
+    `bin_dir` (None: PATH; "default": the settings' default, the checkout's build)."""
     data_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    base = settings_.RuntimeSettings()
     runtime = dataclasses.replace(
-        settings_.RuntimeSettings(),
+        base,
+        runtime_bin_dir=base.runtime_bin_dir if isinstance(bin_dir, str) else bin_dir,
         pod_cidrs=(pod_cidr or cni.default_pod_cidr(data_dir),),
         ready_timeout=30.0,
         timeouts=settings_.CriTimeouts(default=30.0, run_sandbox=60.0, connect=5.0),

@@ -2,8 +2,10 @@
 
 Run as root from the checkout:
     .venv/bin/python bench/eventdriven.py [--pods 100] [--idle 120] [--kills 50]
+        [--runtimes built,system]
 
-1. Starts ONE embedded containerd in a fresh data dir under /tmp (`common.start_runtime`).
+1. For each runtime of `--runtimes` in turn (containerd 2.x of `make runtime`, the one on
+   PATH), ONE embedded containerd in a fresh data dir under /tmp (`common.start_runtime`).
 2. For each mode, a fresh in-process `Agent` on that containerd, running `--pods` busybox pods
    (`sleep`, restartPolicy Always) from a manifest dir:
    - **polling**: no runtime event subscription, the relist every 1 s, the manifest directory
@@ -17,8 +19,10 @@ Run as root from the checkout:
      (CRI StopContainer with no grace, on the benchmark's own connection). Measured: from
      StopContainer's return (the container has exited) to the agent's StartContainer call for
      the new instance (restartPolicy Always; the first restart has no back-off).
-3. Prints both modes and the ratios events / polling, removes every pod, resets containerd
-   and fails if anything leaked.
+3. Prints both modes and the ratios events / polling per runtime, then the event-driven mode
+   on the runtimes side by side (with where its events came from: CRI's GetContainerEvents on
+   2.x, containerd's own on 1.6); removes every pod, resets containerd and fails if anything
+   leaked.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class ModeResult:
     agent_cpu: float
     containerd_cpu: float
     reactions: tuple[float, ...]
+    source: str = "-"  # where the agent's runtime events came from: "cri", "containerd", "-"
 
 
 def cpu_self() -> float:
@@ -142,12 +147,13 @@ async def run_mode(runtime: common.Runtime, args: argparse.Namespace, mode: str,
             await asyncio.sleep(args.idle)
             agent_cpu, containerd_cpu = cpu_self() - agent_cpu, common_cpu(runtime) - containerd_cpu
             reactions = await measure_reactions(runtime, args.kills, starts)
+            source = agent.runtime_events.source_name if agent.runtime_events else "-"
         finally:
             for path in manifests.iterdir():
                 path.unlink()
             await poll(lambda: _none_left(runtime), 300, "every pod removed")
             await agent.stop()
-    return ModeResult(mode, args.idle, agent_cpu, containerd_cpu, tuple(reactions))
+    return ModeResult(mode, args.idle, agent_cpu, containerd_cpu, tuple(reactions), source)
 
 
 def common_cpu(runtime: common.Runtime) -> float:
@@ -189,10 +195,10 @@ async def measure_reactions(runtime: common.Runtime, kills: int,
 def print_report(results: Sequence[ModeResult], args: argparse.Namespace) -> None:
     print(f"\nevent-driven benchmark: {args.pods} pods, {args.idle:g} s idle, "
           f"{args.kills} kills, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"{'mode':10} {'agent CPU-s':>12} {'containerd CPU-s':>17} {'together':>9} "
-          f"{'reaction p50':>13} {'p99':>9} {'max':>9}")
+    print(f"{'mode':10} {'events':>10} {'agent CPU-s':>12} {'containerd CPU-s':>17} "
+          f"{'together':>9} {'reaction p50':>13} {'p99':>9} {'max':>9}")
     for r in results:
-        print(f"{r.mode:10} {r.agent_cpu:12.2f} {r.containerd_cpu:17.2f} "
+        print(f"{r.mode:10} {r.source:>10} {r.agent_cpu:12.2f} {r.containerd_cpu:17.2f} "
               f"{r.agent_cpu + r.containerd_cpu:9.2f} "
               f"{common.percentile(r.reactions, 50) * 1000:10.1f} ms "
               f"{common.percentile(r.reactions, 99) * 1000:6.1f} ms "
@@ -208,16 +214,40 @@ def print_report(results: Sequence[ModeResult], args: argparse.Namespace) -> Non
 
 
 async def bench(args: argparse.Namespace) -> None:
-    runtime = await common.start_runtime(prefix="nlb-")
-    work = Path(tempfile.mkdtemp(prefix="nlb-ev-", dir="/tmp"))
-    results = []
-    try:
-        for mode in args.modes.split(","):
-            results.append(await run_mode(runtime, args, mode, work))
-            print(f"{mode}: done", flush=True)
-    finally:
-        await common.teardown_runtime(runtime, [work])
-    print_report(results, args)
+    measured: list[tuple[str, Sequence[ModeResult]]] = []
+    for label, bin_dir in common.runtimes(args):
+        runtime = await common.start_runtime(prefix="nlb-", bin_dir=bin_dir)
+        work = Path(tempfile.mkdtemp(prefix="nlb-ev-", dir="/tmp"))
+        results = []
+        try:
+            for mode in args.modes.split(","):
+                results.append(await run_mode(runtime, args, mode, work))
+                print(f"{runtime.version} ({label}), {mode}: done", flush=True)
+        finally:
+            await common.teardown_runtime(runtime, [work])
+        measured.append((f"{runtime.version} ({label})", results))
+    for name, found in measured:
+        print(f"\n== {name}")
+        print_report(found, args)
+    if len(measured) > 1:
+        print_comparison(measured)
+
+
+def print_comparison(measured: Sequence[tuple[str, Sequence[ModeResult]]]) -> None:
+    """The event-driven mode on each runtime side by side, the first as the reference."""
+    print("\nruntimes side by side (events mode; ratios against the first):")
+    print(f"{'runtime':34} {'events from':>12} {'idle CPU-s':>11} {'reaction p50':>13} "
+          f"{'p99':>9} {'p99 ratio':>10}")
+    first: ModeResult | None = None
+    for name, results in measured:
+        events = next((r for r in results if r.mode == "events"), None)
+        if events is None:
+            continue
+        first = first or events
+        p99 = common.percentile(events.reactions, 99)
+        print(f"{name:34} {events.source:>12} {events.agent_cpu + events.containerd_cpu:11.2f} "
+              f"{common.percentile(events.reactions, 50) * 1000:10.1f} ms {p99 * 1000:6.1f} ms "
+              f"{p99 / common.percentile(first.reactions, 99):10.2f}")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -226,6 +256,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--idle", type=float, default=120.0, help="idle seconds per mode")
     parser.add_argument("--kills", type=int, default=50)
     parser.add_argument("--modes", default="polling,events")
+    common.add_runtimes_arg(parser)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     if not 1 <= args.kills <= args.pods <= 200:

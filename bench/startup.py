@@ -1,8 +1,11 @@
 """Pod startup benchmark: nodelet against direct CRI calls, on one containerd, in one run.
 
 Run as root from the checkout:  .venv/bin/python bench/startup.py [--pods 30] [--concurrency 8]
+    [--runtimes built,system]
 
-1. Starts an embedded containerd in a fresh data dir under /tmp (its own /24 pod CIDR).
+1. For each runtime of `--runtimes` in turn (containerd 2.x of `make runtime`, the one on
+   PATH), an embedded containerd in a fresh data dir under /tmp (its own /24 pod CIDR), and
+   steps 2-4 on it; at the end the runtimes side by side.
 2. Baseline: a plain loop of CRI calls (RunPodSandbox -> CreateContainer -> StartContainer,
    busybox `sleep 3600`) for N pods, at `--concurrency` and at each level of `--sweep`;
    throughput and per-pod RunPodSandbox latency; then the pods are stopped and removed.
@@ -736,6 +739,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--cri-trace", action="store_true",
                         help="print per-operation CRI latency of the nodelet phase")
     parser.add_argument("-v", "--verbose", action="store_true", help="nodelet's INFO logs")
+    common.add_runtimes_arg(parser)
     args = parser.parse_args(argv)
     if args.pods < 1 or args.pods > 1000 or args.concurrency < 1 or args.rounds < 1:
         parser.error("--pods must be 1..1000; --concurrency, --rounds >= 1")
@@ -757,12 +761,31 @@ def what_ifs(args: argparse.Namespace) -> str:
 
 
 async def bench(args: argparse.Namespace) -> None:
+    summaries: list[tuple[str, float, float, float]] = []
+    for label, bin_dir in common.runtimes(args):
+        summaries.append(await bench_on(args, label, bin_dir))
+    if len(summaries) > 1:
+        print("\nruntimes side by side (each ratio against the baseline of its own runtime):")
+        _row("runtime", f"{'nodelet / best baseline':>24} {'nodelet pods/s':>15} "
+             f"{'sandbox-ready p99':>18}")
+        for name, ratio, rate, p99 in summaries:
+            _row(name, f"{ratio:24.2f} {rate:15.2f} {ms(p99):>18}")
+    if args.profile:
+        print(f"\ncProfile of the first nodelet phase: {args.profile} (top 25 by own time)")
+        pstats.Stats(str(args.profile)).sort_stats("tottime").print_stats(25)
+
+
+async def bench_on(args: argparse.Namespace, label: str,
+                   bin_dir: Path | None) -> tuple[str, float, float, float]:
+    """The whole benchmark on one runtime: (its name, nodelet / best baseline, nodelet's
+    median pods/s, sandbox-ready p99)."""
     # Above 200 pods a /24 is too small: a /22 of its own.
     runtime = await common.start_runtime(
-        prefix="nlb-", pod_cidr="10.251.0.0/22" if args.pods > 200 else None)
+        prefix="nlb-", pod_cidr="10.251.0.0/22" if args.pods > 200 else None, bin_dir=bin_dir)
     work_dir = Path(tempfile.mkdtemp(prefix="nlb-agent-", dir="/tmp"))
+    name = f"{runtime.version} ({label})"
     try:
-        print(f"containerd {runtime.runner.endpoint} (pid {runtime.runner.pid}), "
+        print(f"\n== {name}: containerd {runtime.runner.endpoint} (pid {runtime.runner.pid}), "
               f"pod CIDR {runtime.settings.runtime.pod_cidrs[0]}")
         await run_baseline(runtime, 2, 2)  # warm-up: first sandbox pays one-off costs
         rounds: list[list[BaselineResult]] = []
@@ -773,9 +796,10 @@ async def bench(args: argparse.Namespace) -> None:
         print_report(rounds, nodes, args.concurrency, what_ifs(args))
     finally:
         await common.teardown_runtime(runtime, [work_dir])
-    if args.profile:
-        print(f"\ncProfile of the first nodelet phase: {args.profile} (top 25 by own time)")
-        pstats.Stats(str(args.profile)).sort_stats("tottime").print_stats(25)
+    best = max(baseline_rates(rounds).values(), key=lambda r: r.median)
+    rate = median([n.rate for n in nodes])
+    ready = [v for n in nodes for v in n.values("sandbox_ready_latency")]
+    return name, rate / best.median, rate, common.percentile(ready, 99)
 
 
 async def run_round_baselines(
