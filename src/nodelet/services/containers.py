@@ -22,7 +22,17 @@ from typing import NoReturn, cast
 
 from nodelet.adapters import hostdirs
 from nodelet.adapters.cri import client as cri
-from nodelet.model.core import crilogs, downward, envvars, pods, runtime, sandboxes, security, specs
+from nodelet.model.core import (
+    crilogs,
+    downward,
+    envvars,
+    podactions,
+    pods,
+    runtime,
+    sandboxes,
+    security,
+    specs,
+)
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
 from nodelet.services import hooks, images, recording, servicewatch, volumes
@@ -82,8 +92,10 @@ class ContainerRunner:
         mounts: tuple[runtime.Mount, ...],
         waiting: MutableMapping[str, tuple[str, str]],
         pod_ip: str,
+        state: runtime.PodRuntime | None = None,
     ) -> float | None:
-        """Start one instance; None when started, else seconds until an image retry."""
+        """Start one instance; None when started, else seconds until an image retry.
+        `state`: the pod's runtime state, where an ephemeral container finds its target."""
         image = await self._puller.ensure(pod, container, waiting)
         if isinstance(image, int | float):  # not there yet: seconds until a retry
             return float(image)
@@ -94,6 +106,12 @@ class ContainerRunner:
         # The security check first: it has no side effects, the subPath bind mounts do.
         context = self._security_context(pod, container, image, waiting,
                                          sandbox_config.security.namespaces.user)
+        if container.target_container_name and state is not None:
+            try:
+                context = dataclasses.replace(context, namespaces=podactions.target_namespaces(
+                    context.namespaces, container, state))
+            except LookupError as exc:
+                self.config_error(pod, container, str(exc), waiting)
         envs, mounts = await self._environment(pod, sandbox, container, mounts, waiting)
         message_file = self.message_file(pod.uid, container.name, attempt)
         await asyncio.to_thread(_touch, self._pods_root, pod.uid, message_file)

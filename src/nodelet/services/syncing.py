@@ -632,7 +632,7 @@ class PodSyncer:
                 attempt=action.attempt, kind=action.kind,
                 mounts=await self._container_mounts(pod, run.state, container, run.mounts,
                                                     run.work),
-                waiting=run.work.waiting, pod_ip=run.pod_ip,
+                waiting=run.work.waiting, pod_ip=run.pod_ip, state=run.state,
             )
         except containers.ContainerError as exc:
             run.errors.append(str(exc))
@@ -727,7 +727,8 @@ class PodSyncer:
         parallel, then every sandbox of the pod — a NOTREADY one too: containerd keeps a dead
         sandbox's network namespace and IP until it is stopped."""
         running = [c for c in state.containers if c.state is not runtime.ContainerState.EXITED]
-        specs_by_name = {c.name: c for c in (*pod.spec.init_containers, *pod.spec.containers)}
+        specs_by_name = {c.name: c for c in (*pod.spec.init_containers, *pod.spec.containers,
+                                             *pod.spec.ephemeral_containers)}
         ips = generation.pod_ips(pod, state.sandboxes, self._node.host_ip)
         order = _TerminationOrder(pod, running)
         for container in running:

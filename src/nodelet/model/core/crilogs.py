@@ -126,6 +126,7 @@ def choose_container(pod: JSON, container: str | None) -> str:
     spec = apijson.obj(pod.get("spec"))
     names = [str(c.get("name")) for c in apijson.objs(spec.get("containers"))]
     init = [str(c.get("name")) for c in apijson.objs(spec.get("initContainers"))]
+    ephemeral = [str(c.get("name")) for c in apijson.objs(spec.get("ephemeralContainers"))]
     pod_name = apijson.obj(pod.get("metadata")).get("name", "")
     if container is None and len(names) == 1:
         return names[0]
@@ -135,7 +136,7 @@ def choose_container(pod: JSON, container: str | None) -> str:
         if init:
             message += f" or one of the init containers: [{' '.join(init)}]"
         raise LogsError(message)
-    if container not in names + init:
+    if container not in names + init + ephemeral:
         raise LogsError(f"container {container} is not valid for pod {pod_name}")
     return container
 

@@ -16,6 +16,7 @@ Times are POSIX seconds from the worker's injected clock (`now`); back-off state
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Literal
@@ -26,7 +27,7 @@ from nodelet.model.core import pods, restarts, runtime, sandboxes
 BACKOFF_RESET_AFTER = 600.0
 CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
 
-ContainerKind = Literal["init", "regular"]
+ContainerKind = Literal["init", "regular", "ephemeral"]
 
 # -- the pod ----------------------------------------------------------------------------------
 
@@ -210,8 +211,9 @@ def container_actions(
     first one not yet succeeded is the last init action and no app container is touched
     before it succeeds; sidecars (init containers with `restartPolicy: Always`) are kept
     running alongside — and until the pod has initialized, what follows a sidecar waits for
-    it to run and to pass its startup probe (the kubelet's computeInitContainerActions)."""
-    actions: list[ContainerAction] = []
+    it to run and to pass its startup probe (the kubelet's computeInitContainerActions).
+    Ephemeral containers come first: they start even while initialization is stuck."""
+    actions: list[ContainerAction] = list(ephemeral_actions(pod, state))
     initialized = _initialized(pod, state, facts.sandbox_id)
     for container in pod.spec.init_containers:
         latest = latest_instance(state, facts.sandbox_id, container.name)
@@ -226,6 +228,28 @@ def container_actions(
         latest = latest_instance(state, facts.sandbox_id, container.name)
         actions.append(container_action(pod, container, "regular", latest, state, facts))
     return tuple(actions)
+
+
+def ephemeral_actions(pod: pods.Pod, state: runtime.PodRuntime) -> tuple[Start, ...]:
+    """An ephemeral container starts once: only while the runtime has no instance of it in
+    any sandbox, running or exited (the kubelet's computePodActions); it is never restarted."""
+    have = {c.name for c in state.containers}
+    return tuple(Start(c, "ephemeral", 0, restart=False)
+                 for c in pod.spec.ephemeral_containers if c.name not in have)
+
+
+def target_namespaces(options: runtime.NamespaceOptions, container: pods.Container,
+                      state: runtime.PodRuntime) -> runtime.NamespaceOptions:
+    """An ephemeral container with a targetContainerName joins the PID namespace of that
+    container's newest instance (CRI TARGET), where the pod would give it its own (the
+    kubelet's generateLinuxContainerConfig); raises LookupError when the target has none."""
+    if not container.target_container_name or options.pid is not runtime.NamespaceMode.CONTAINER:
+        return options
+    target = next((c for c in state.containers if c.name == container.target_container_name),
+                  None)  # newest first
+    if target is None:
+        raise LookupError(f"unable to find target container {container.target_container_name}")
+    return dataclasses.replace(options, pid=runtime.NamespaceMode.TARGET, target_id=target.id)
 
 
 def container_action(

@@ -186,6 +186,8 @@ class Container:
     stdin: bool = False
     stdin_once: bool = False
     tty: bool = False
+    # An ephemeral container's targetContainerName: it joins that container's PID namespace.
+    target_container_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,9 @@ class Toleration:
 class PodSpec:
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...] = ()
+    # Added to a running API pod (`kubectl debug`, the ephemeralcontainers subresource):
+    # started once each, never restarted, no probes, ports or resources.
+    ephemeral_containers: tuple[Container, ...] = ()
     volumes: tuple[Volume, ...] = ()
     restart_policy: RestartPolicy = "Always"
     host_network: bool = False

@@ -340,6 +340,16 @@ def _grace(spec: Mapping[str, Any], strict: bool) -> int:
     return 1 if grace < 0 else grace
 
 
+def _ephemeral_containers(spec: Mapping[str, Any], strict: bool) -> tuple[pods.Container, ...]:
+    """An API pod's; a manifest is a pod's creation, where the API server forbids them."""
+    if strict and spec.get("ephemeralContainers"):
+        raise fields.InvalidValueError(
+            "Forbidden: cannot be set on create: ephemeral containers are added to a running "
+            "API pod through its ephemeralcontainers subresource (kubectl debug)",
+            path="spec.ephemeralContainers")
+    return () if strict else containerspecs.ephemeral_containers(spec)
+
+
 def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
     """The `spec` of the v1 pod `obj`, each field checked on its own (see `validate_spec`)."""
     if obj.get("spec") is None:
@@ -369,6 +379,7 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
     out = pods.PodSpec(
         containers=containers,
         init_containers=containerspecs.containers(spec, "initContainers", strict=strict),
+        ephemeral_containers=_ephemeral_containers(spec, strict),
         volumes=fields.items(
             spec, "volumes", "spec", lambda v, p: volumespecs.volume(v, p, strict=strict)
         ),
