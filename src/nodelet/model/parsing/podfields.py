@@ -373,6 +373,23 @@ this file, the table or the manifest parser's field lists disagree.
 
 A setting is never silently ignored. Init containers (`spec.initContainers[*]`) have the
 same fields as `spec.containers[*]`.
+
+## Runtimes, and what each enables
+
+nodelet runs on containerd 2.x (the default: 2.4.2 built by `make runtime`; Kubernetes 1.37
+supports 2.3 and later) and on containerd 1.6 (Debian 12's, `--runtime-bin-dir system`).
+It asks the runtime what it can (CRI Status: runtime handler features and RuntimeFeatures;
+its version where CRI has no feature flag) and refuses at admission what the runtime would
+drop:
+
+| feature | containerd 2.3+ (2.4.2 tested) | containerd 2.0-2.2 | containerd 1.6 |
+|---|---|---|---|
+| `hostUsers: false` (user namespaces) | yes | yes | refused (`UserNamespacesNotSupported`) |
+| `recursiveReadOnly: Enabled` | yes | yes | `CreateContainerConfigError` (IfPossible: not recursive) |
+| image volumes (`volumes[].image`) | yes | 2.1+ | refused (`ImageVolumesNotSupported`) |
+| `supplementalGroupsPolicy: Strict`, `containerStatuses[].user` | yes | yes | refused (`SupplementalGroupsPolicyNotSupported`); no `user` |
+| `lifecycle.stopSignal` (with the ContainerStopSignals gate) | yes | refused | refused (`ContainerStopSignalsNotSupported`) |
+| runtime events | CRI `GetContainerEvents` | CRI `GetContainerEvents` | containerd's own event API |
 """
 
 
