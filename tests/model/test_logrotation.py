@@ -1,5 +1,6 @@
 """Container log rotation decisions (`logrotation.plan`): rotate past the size, keep at most
-max_files files per log, oldest rotated removed first."""
+max_files files per log, oldest rotated removed first, every rotated file but the newest
+gzipped (as the kubelet's container log manager)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,28 @@ from nodelet.model.core import logrotation
 
 NOW = datetime(2026, 12, 3, 8, 30, 5, tzinfo=UTC)
 NEW = "0.log.20261203-083005"
+T1, T2, T3 = (f"0.log.20261203-08300{i}" for i in (1, 2, 3))
 
 
 @pytest.mark.parametrize(("sizes", "max_files", "expected"), [
     ({"0.log": 100}, 5, logrotation.Plan(None, ())),
     ({"0.log": 101}, 5, logrotation.Plan(NEW, ())),
-    ({"0.log": 101, "0.log.20261203-083001": 200, "0.log.20261203-083003": 200}, 3,
-     logrotation.Plan(NEW, ("0.log.20261203-083001",))),
-    ({"0.log": 5, "0.log.20261203-083001": 200, "0.log.20261203-083002": 200,
-      "0.log.20261203-083003": 200}, 3, logrotation.Plan(None, ("0.log.20261203-083001",))),
+    ({"0.log": 101, T1: 200, T3: 200}, 3, logrotation.Plan(NEW, (T1,), (T3,))),
+    ({"0.log": 5, T1: 200, T2: 200, T3: 200}, 3, logrotation.Plan(None, (T1,), (T2,))),
+    # The newest rotated file stays plain; the older ones are gzipped once.
+    ({"0.log": 101, T1 + ".gz": 20, T2: 200}, 5, logrotation.Plan(NEW, (), (T2,))),
+    ({"0.log": 5, T1 + ".gz": 20, T2 + ".gz": 20, T3: 200}, 5, logrotation.Plan(None, ())),
+    # Counted among max_files as any rotated file, oldest first.
+    ({"0.log": 101, T1 + ".gz": 20, T2 + ".gz": 20}, 3,
+     logrotation.Plan(NEW, (T1 + ".gz",))),
+    # A compression that stopped half-way: its .tmp goes, the plain file is compressed again;
+    # one that stopped before removing the original: the original goes.
+    ({"0.log": 5, T1 + ".gz.tmp": 3, T1: 200, T2: 200}, 5,
+     logrotation.Plan(None, (T1 + ".gz.tmp",), (T1,))),
+    ({"0.log": 5, T1: 200, T1 + ".gz": 20, T2: 200}, 5, logrotation.Plan(None, (T1,))),
     # Another attempt's log in the same directory is not this log's rotated file.
     ({"0.log": 101, "1.log": 500, "1.log.20261203-083001": 9}, 2, logrotation.Plan(NEW, ())),
+    ({"0.log": 101, T1: 9}, 2, logrotation.Plan(NEW, (T1,))),
     # Rotated twice within a second: wait for the next round rather than overwrite.
     ({"0.log": 101, NEW: 200}, 5, logrotation.Plan(None, ())),
 ])

@@ -2,17 +2,26 @@
 
 For each running container the relist knows of, `model.core.logrotation.plan` decides; this
 module renames the file, asks the runtime to reopen the log (CRI ReopenContainerLog) and
-removes the oldest rotated files. At most `workers` rotations run at once (the kubelet's
-containerLogMaxWorkers). A failed reopen renames the file back, so no line is lost to a log
-the runtime no longer writes; the next round tries again.
+removes the oldest rotated files and gzips every rotated file but the newest (written to
+`<name>.gz.tmp`, renamed to `<name>.gz`, then the original removed, so a crash leaves either
+file whole). At most `workers` rotations run at once (the kubelet's containerLogMaxWorkers).
+
+No line is lost or cut at a rotation. The runtime writes whole CRI records; a line the
+container had half written when the log was reopened ends the old file as a partial (`P`)
+record and goes on in the new one, as under the kubelet. A failed reopen gives the file its
+name back, so no line goes to a log the runtime no longer writes — unless the runtime did
+reopen after all (a call that timed out but went through): then it writes a new file under
+that name, which is never replaced; the renamed file stays a rotated one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -63,6 +72,11 @@ class LogRotator:
             for name in plan.remove:
                 with contextlib.suppress(FileNotFoundError):
                     await asyncio.to_thread(os.unlink, path.with_name(name))
+            for name in plan.compress:
+                try:
+                    await asyncio.to_thread(compress, path.with_name(name))
+                except OSError as exc:
+                    log.warning("compress rotated log %s: %s", path.with_name(name), exc)
 
     async def _reopen(self, container: runtime.ContainerInfo, path: Path, target: Path) -> None:
         try:
@@ -74,11 +88,36 @@ class LogRotator:
             await self._client.reopen_container_log(container.id)
         except cri.CriError as exc:
             # The runtime still writes the renamed file: give it its name back.
-            log.warning("reopen log of container %s: %s; rotation undone", container.id, exc)
-            with contextlib.suppress(OSError):
-                await asyncio.to_thread(os.rename, target, path)
+            undone = await asyncio.to_thread(_rename_back, target, path)
+            log.warning("reopen log of container %s: %s; %s", container.id, exc,
+                        "rotation undone" if undone else "the runtime reopened it after all")
+            if not undone:
+                self.rotations += 1
             return
         self.rotations += 1
+
+
+def _rename_back(rotated: Path, path: Path) -> bool:
+    """Give `rotated` its name back unless a file by that name exists (blocking): a rename
+    would replace the log the runtime has just reopened and lose what it wrote there."""
+    try:
+        os.link(rotated, path)  # fails where `rename` would silently replace
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        log.warning("rename rotated log %s back: %s", rotated, exc)
+        return False
+    os.unlink(rotated)
+    return True
+
+
+def compress(path: Path) -> None:
+    """`path` gzipped into `<path>.gz`, then removed (blocking)."""
+    tmp = path.with_name(path.name + ".gz.tmp")
+    with path.open("rb") as source, gzip.open(tmp, "wb") as out:
+        shutil.copyfileobj(source, out, 1 << 20)
+    os.rename(tmp, path.with_name(path.name + ".gz"))
+    os.unlink(path)
 
 
 def _sizes_by_directory(directories: Iterable[Path]) -> dict[Path, dict[str, int]]:
@@ -103,6 +142,7 @@ def remove_logs(log_path: str) -> None:
         return
     path = Path(log_path)
     names = list(_sizes(path.parent))
-    for name in (path.name, *logrotation.rotated_files(path.name, names)):
+    for name in (path.name, *logrotation.rotated_files(path.name, names),
+                 *logrotation.unfinished_files(path.name, names)):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path.with_name(name))

@@ -4,8 +4,9 @@
 A running container's log `<dir>/<n>.log` that has grown past `max_size` is renamed to
 `<n>.log.<UTC time YYYYmmdd-HHMMSS>` and the runtime is asked to reopen the log
 (CRI ReopenContainerLog); at most `max_files` files are kept per log, the current one
-included, oldest rotated first removed. (The kubelet also gzips rotated files but the newest;
-nodelet keeps them plain, so `nodelet logs` can read them as they are.)
+included, oldest rotated first removed. As the kubelet, every rotated file but the newest is
+gzipped (`<n>.log.<time>.gz`): the newest may still be read by whoever followed the log
+across the rotation. A `.tmp` file is a compression that did not finish: removed.
 """
 
 from __future__ import annotations
@@ -17,24 +18,38 @@ from datetime import datetime
 TIME_FORMAT = "%Y%m%d-%H%M%S"
 
 
+GZ = ".gz"
+TMP = ".tmp"
+
+
 @dataclass(frozen=True)
 class Plan:
     """`rotate_to`: the name the current log gets (None: no rotation now); `remove`: rotated
-    files to delete, oldest first."""
+    files to delete, oldest first; `compress`: rotated files to gzip into `<name>.gz`."""
 
     rotate_to: str | None
     remove: tuple[str, ...]
+    compress: tuple[str, ...] = ()
 
 
 def rotated_name(log_name: str, now: datetime) -> str:
     return f"{log_name}.{now.strftime(TIME_FORMAT)}"
 
 
-def rotated_files(log_name: str, names: list[str] | tuple[str, ...]) -> list[str]:
-    """The rotated files of `log_name` among the directory's `names`, oldest first (the time
-    stamp sorts as text)."""
+def _of(log_name: str, name: str) -> bool:
     prefix = f"{log_name}."
-    return sorted(n for n in names if n.startswith(prefix) and n[len(prefix):][:1].isdigit())
+    return name.startswith(prefix) and name[len(prefix):][:1].isdigit()
+
+
+def rotated_files(log_name: str, names: list[str] | tuple[str, ...]) -> list[str]:
+    """The rotated files of `log_name` among the directory's `names`, plain or gzipped,
+    oldest first (the time stamp sorts as text)."""
+    return sorted(n for n in names if _of(log_name, n) and not n.endswith(TMP))
+
+
+def unfinished_files(log_name: str, names: list[str] | tuple[str, ...]) -> list[str]:
+    """Compressions of `log_name`'s rotated files that never finished (`.gz.tmp`)."""
+    return sorted(n for n in names if _of(log_name, n) and n.endswith(TMP))
 
 
 def plan(log_name: str, sizes: Mapping[str, int], *, max_size: int, max_files: int,
@@ -48,5 +63,11 @@ def plan(log_name: str, sizes: Mapping[str, int], *, max_size: int, max_files: i
             rotate_to = name
             rotated.append(name)
     keep = max(max_files - 1, 0)  # the current file is one of max_files
-    excess = len(rotated) - keep
-    return Plan(rotate_to, tuple(rotated[:excess]) if excess > 0 else ())
+    excess = max(len(rotated) - keep, 0)
+    remove = rotated[:excess]
+    kept = rotated[excess:]
+    # A plain file whose .gz is there: compressed, but removing the original did not happen.
+    remove += [n for n in kept if n + GZ in sizes]
+    compress = [n for n in kept[:-1] if not n.endswith(GZ) and n + GZ not in sizes]
+    remove += unfinished_files(log_name, list(sizes))
+    return Plan(rotate_to, tuple(remove), tuple(compress))
