@@ -194,15 +194,21 @@ def host_things(tmp_path: Path) -> Iterator[dict[str, Path]]:
         yield things
 
 
+# The kubelet's words (pkg/volume/hostpath typeMatchedOrError): the type found, or why none
+# was (the differential harness found nodelet's shorter message).
+MISSING = ", unable to determine its type: path {path!r} does not exist"
 HOST_PATH_CASES = [
-    ("Directory", "dir", None), ("Directory", "file", "is not a directory"),
-    ("Directory", "missing", "is not a directory"),
-    ("DirectoryOrCreate", "file", "is not a directory"),
-    ("File", "file", None), ("File", "dir", "is not a file"),
-    ("File", "missing", "is not a file"), ("FileOrCreate", "dir", "is not a file"),
-    ("Socket", "socket", None), ("Socket", "file", "is not a socket file"),
-    ("CharDevice", "chardev", None), ("CharDevice", "blockdev", "is not a character device"),
-    ("BlockDevice", "blockdev", None), ("BlockDevice", "chardev", "is not a block device"),
+    ("Directory", "dir", None), ("Directory", "file", ": {path} is not a directory, it's a File"),
+    ("Directory", "missing", ", {path} is not a directory" + MISSING),
+    ("DirectoryOrCreate", "file", ": {path} is not a directory, it's a File"),
+    ("File", "file", None), ("File", "dir", ": {path} is not a file, it's a Directory"),
+    ("File", "missing", ", {path} is not a file" + MISSING),
+    ("FileOrCreate", "dir", ": {path} is not a file, it's a Directory"),
+    ("Socket", "socket", None), ("Socket", "file", ": {path} is not a socket file, it's a File"),
+    ("CharDevice", "chardev", None),
+    ("CharDevice", "blockdev", ": {path} is not a character device, it's a BlockDevice"),
+    ("BlockDevice", "blockdev", None),
+    ("BlockDevice", "chardev", ": {path} is not a block device, it's a CharDevice"),
     ("", "missing", None),
 ]
 
@@ -217,7 +223,8 @@ async def test_host_path_types(
     if problem is None:
         assert (await env.manager.prepare(pod))["app"][0].host_path == str(path)
     else:
-        await expect_error(env, pod, "host", f"hostPath type check failed: {path} {problem}")
+        detail = problem.replace("{path!r}", f'"{path}"').replace("{path}", str(path))
+        await expect_error(env, pod, "host", f"hostPath type check failed{detail}")
 
 
 # -- configMap and secret ------------------------------------------------------------------

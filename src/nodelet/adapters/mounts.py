@@ -471,5 +471,13 @@ def check_host_path(path: str, type_: str) -> None:
         _create(path, type_)
     check, what = _TYPE_CHECKS[type_.removesuffix("OrCreate")]
     mode = _file_mode(path)
-    if mode is None or not check(mode):
-        raise MountError(f"hostPath type check failed: {path} is not {what}")
+    if mode is None:
+        raise MountError(f"hostPath type check failed, {path} is not {what}, unable to "
+                         f'determine its type: path "{path}" does not exist')
+    if not check(mode):
+        found = next((name for name, (test, _) in _TYPE_CHECKS.items() if test(mode)), None)
+        if found is None:  # a FIFO: the kubelet knows no name for it either
+            raise MountError(f"hostPath type check failed, {path} is not {what}, unable to "
+                             "determine its type: only recognise file, directory, socket, "
+                             "block device and character device")
+        raise MountError(f"hostPath type check failed: {path} is not {what}, it's a {found}")
