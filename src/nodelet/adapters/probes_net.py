@@ -198,9 +198,9 @@ async def grpc_health(host: str, port: int, service: str, *, timeout_s: float) -
         try:
             await asyncio.wait_for(channel.channel_ready(), timeout_s)
         except TimeoutError:
-            return _failure(
-                f'timeout: failed to connect service "{target}" within {timeout_s:g}s'
-            )
+            # The kubelet's words, its dial's error included.
+            return _failure(f'timeout: failed to connect service "{target}" within '
+                            f"{timeout_s:g}s: context deadline exceeded")
         # No (de)serializers: the request and the answer are raw bytes.
         check = channel.unary_unary(_HEALTH_CHECK, None, None)
         try:
