@@ -11,7 +11,9 @@
   containerd and joins it by TLS bootstrap with the plane's bootstrap token, as a kubeadm node
   joins; at its end every pod bound to the node is deleted and gone, the agent is stopped and
   the Node object is deleted; and the audit log must show no request of the node refused
-  (zero 403s, zero 4xx but 404 and 409: `controlplane.refused`).
+  (zero 403s, zero 4xx but 404 and 409: `controlplane.refused`). `kube_proxy=True`: kube-proxy
+  of the same build runs next to nodelet for the node's lifetime (`ControlPlane.kube_proxy`),
+  so that pods reach Service IPs (`kubernetes.default`); one per host at a time.
 - `proxied` (function): a fault proxy (tests/faultproxy.py) in front of the plane, passing on
   the credentials of the node `make_rig` makes; `make_rig(**settings)`: `async with` it for a
   `Rig`, cluster mode alone (no containers) joined through that proxy.
@@ -19,6 +21,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -91,6 +94,7 @@ async def joined(plane: ControlPlane, admin: AdminClient, runtime: Instance, *, 
                  pod_cidrs: tuple[str, ...] = (),
                  harness_args: dict[str, Any] | None = None,
                  expected_refusals: tuple[str, ...] = (),
+                 kube_proxy: bool = False,
                  **cluster_overrides: Any) -> AsyncIterator[Harness]:
     """A nodelet node `node` joined to `plane` (see the module doc); `start=False` leaves
     `harness.start()` to the test (which may also stop it: then only the Node is removed);
@@ -111,13 +115,19 @@ async def joined(plane: ControlPlane, admin: AdminClient, runtime: Instance, *, 
         node_server=dataclasses.replace(harness.settings.node_server, address="0.0.0.0",
                                         client_ca_file=plane.ca.cert))
     first_event = len(plane.audit_events())  # this node's requests are judged from here
+    proxy = plane.kube_proxy(node, pod_cidrs or runtime.settings.runtime.pod_cidrs) \
+        if kube_proxy else None
     try:
+        if proxy is not None and not start:
+            await asyncio.to_thread(proxy.start)
         if start:
             try:
                 await harness.start()
             except BaseException:
                 harness.agent = None  # a failed start stopped what it had started
                 raise
+            if proxy is not None:  # as a DaemonSet's pod: once the Node is registered
+                await asyncio.to_thread(proxy.start)
         yield harness
     finally:
         try:
@@ -129,6 +139,8 @@ async def joined(plane: ControlPlane, admin: AdminClient, runtime: Instance, *, 
                        if not any(expected in line for expected in expected_refusals)]
                 assert not bad, "\n".join(bad)
         finally:
+            if proxy is not None:
+                await asyncio.to_thread(proxy.stop)
             harness.cleanup()
             await admin.delete(node_path(node))
 

@@ -21,6 +21,10 @@ garbage-collector, node-lifecycle, deployment and replica-set controllers; kube-
 kubeadm's RBAC for node bootstrap (`bootstrap.yaml` below: a bootstrap token in kube-system,
 auto-approval of client CSRs from `system:bootstrappers`, of renewals from `system:nodes`).
 
+On the node, next to nodelet, `ControlPlane.kube_proxy(node, cluster_cidrs)` runs kube-proxy of
+the same build in iptables mode (`KubeProxy`: Service IPs, `kubernetes.default` above all, work
+from pods); stopped by PID, its rules removed with `kube-proxy --cleanup`.
+
 Run as a script it starts a control plane for a person (`make cluster`): see `main()`.
 
 Exceptions: `ControlPlaneError` when a binary is missing (run `make kube`) or a component does
@@ -33,6 +37,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime
+import fcntl
 import ipaddress
 import json
 import os
@@ -85,6 +90,11 @@ CONTROLLERS = (
     "token-cleaner-controller", "clusterrole-aggregation-controller", "job-controller",
 )
 TOKEN_GROUP = "system:bootstrappers:nodelet:default-node-token"
+# kube-proxy owns fixed chain names (KUBE-SERVICES...) in the host's network namespace: one may
+# run per host at a time, whatever control plane it serves. Held (flock) while one runs; a
+# second waits for it, up to PROXY_LOCK_WITHIN seconds.
+PROXY_LOCK = Path("/run/lock/nodelet-tests-kube-proxy.lock")
+PROXY_LOCK_WITHIN = 600.0
 
 
 class ControlPlaneError(Exception):
@@ -279,6 +289,70 @@ class Component:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+class KubeProxy:
+    """kube-proxy for one node, in iptables mode, with the host-wide PROXY_LOCK held while it
+    runs. `start()` waits until it has synced its rules (`/livez`: `/healthz` also wants the
+    Node to exist; kube-proxy waits 30 s for it at start, so start it once the node
+    registered); `stop()` stops it by
+    PID, removes its rules and chains (`kube-proxy --cleanup`) and releases the lock."""
+
+    def __init__(self, component: Component, healthz: int) -> None:
+        self.component = component
+        self.healthz = healthz
+        self._lock: Any = None
+
+    def start(self) -> None:
+        self._lock = PROXY_LOCK.open("a")
+        deadline = time.monotonic() + PROXY_LOCK_WITHIN
+        while True:
+            try:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    self._lock.close()
+                    raise ControlPlaneError(
+                        f"another kube-proxy held {PROXY_LOCK} for {PROXY_LOCK_WITHIN:.0f}s"
+                    ) from None
+                time.sleep(0.5)
+        try:
+            self.component.start()
+            self._wait_synced()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_synced(self) -> None:
+        deadline = time.monotonic() + START_WITHIN
+        url = f"http://127.0.0.1:{self.healthz}/livez"
+        while time.monotonic() < deadline:
+            if not self.component.alive():
+                raise ControlPlaneError(f"kube-proxy exited:\n{self.component.tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        raise ControlPlaneError(f"kube-proxy not synced within {START_WITHIN}s:\n"
+                                f"{self.component.tail()}")
+
+    def stop(self) -> None:
+        self.component.stop()
+        if self._lock is None:
+            return
+        try:
+            with self.component.log.open("ab") as out:
+                subprocess.run([self.component.args[0], "--cleanup", "--v=1"],
+                               stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                               timeout=60, check=False)
+        finally:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None
 
 
 AUDIT_POLICY = """\
@@ -554,6 +628,27 @@ class ControlPlane:
                                         user="tls-bootstrap-token-user", token=self.token))
         path.chmod(0o600)
         return path
+
+    def kube_proxy(self, node: str, cluster_cidrs: Sequence[str]) -> KubeProxy:
+        """kube-proxy (not started) for node `node` whose pods have `cluster_cidrs`, as the
+        user `system:kube-proxy` (bound to system:node-proxier by default)."""
+        conf = self.root / "conf" / f"kube-proxy-{node}.conf"
+        pair = Authority.load(self.ca, self.root / "pki").issue(
+            f"kube-proxy-{node}", "system:kube-proxy")
+        conf.write_text(kubeconfig_text(self.server, self.ca.cert, user="system:kube-proxy",
+                                        cert=pair))
+        healthz, metrics = free_ports(2)
+        return KubeProxy(self._component("kube-proxy", [
+            f"--kubeconfig={conf}", "--proxy-mode=iptables", f"--hostname-override={node}",
+            f"--cluster-cidr={','.join(cluster_cidrs)}",
+            f"--healthz-bind-address=127.0.0.1:{healthz}",
+            f"--metrics-bind-address=127.0.0.1:{metrics}",
+            # Leave the host's conntrack sysctls and route_localnet as they are: NodePorts on
+            # localhost are not needed here.
+            "--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0",
+            "--conntrack-tcp-timeout-close-wait=0", "--iptables-localhost-nodeports=false",
+            "--profiling=false",
+        ]), healthz)
 
     def kubectl_args(self, *args: str) -> list[str]:
         return [str(binary("kubectl")), "--kubeconfig", str(self.admin_kubeconfig), *args]
