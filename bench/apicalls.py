@@ -5,17 +5,20 @@ Run as root from the checkout:  .venv/bin/python bench/apicalls.py [--pods 20] [
 The KEP-3085 review worried that the new condition costs one more pod status PATCH per pod and,
 when the kubelet is starved of API QPS, slows pod startup. This measures it, in one run:
 
-1. Starts an embedded containerd in a fresh data dir under /tmp (as tests/conftest.py does).
-2. For each round, for the gate ON and OFF (alternating which goes first), a fresh test API
-   server (`tests/kubeapi.py`, with a request log) and a fresh in-process `Agent` joined to it
-   (`--kube-api-qps 5 --kube-api-burst 10` by default, every other cluster setting at its
-   kubelet default) on that containerd. Once the node is registered, N busybox pods bound to
-   the node are created in the API at once.
-   - **time to Ready** = pod created in the API → the API object first shows `Ready=True`
-     (recorded inside the server when it stores the write);
-   - **API calls per pod** = requests in the server's log from the creation of the pods until
-     every pod is Ready in the API and the status sync has nothing left to send, divided by N:
-     status PATCHes, and all verbs (node status, lease, watch, events included);
+1. Starts the real control plane (tests/controlplane.py, from `make kube`'s binaries; its
+   audit log at Metadata level) and an embedded containerd in a fresh data dir under /tmp (as
+   tests/conftest.py does).
+2. For each round, for the gate ON and OFF (alternating which goes first), a fresh in-process
+   `Agent` joined by TLS bootstrap as a node of its own (`--kube-api-qps 5 --kube-api-burst 10`
+   by default, every other cluster setting at its kubelet default) on that containerd. Once
+   the node is Ready, N busybox pods bound to the node are created in a namespace of their own
+   at once.
+   - **time to Ready** = pod created in the API → a watch of the namespace first shows the pod
+     with `Ready=True`;
+   - **API calls per pod** = the node's requests in kube-apiserver's audit log from the
+     creation of the pods until every pod is Ready in the API and the status sync has nothing
+     left to send, divided by N: status PATCHes, and all verbs (node status, lease, watch,
+     events included);
    - **statuses per pod** = statuses the status manager produced for the pods (each a PATCH
      without coalescing).
    `--host-network` runs hostNetwork pods, whose IP is known from the first status: for them
@@ -44,9 +47,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # bench/common.py: the runtime, its leak check, main
-from kubeapi import KubeApiServer, pod_object  # the tests' API server
+import controlplane  # tests/controlplane.py: the real control plane
 from nodelet import app
 from nodelet import settings as settings_
+from nodelet.adapters import kube
 from nodelet.model.core import pods as pods_
 from nodelet.model.core import status as st
 
@@ -55,21 +59,33 @@ READY_TIMEOUT = 120.0
 REMOVE_TIMEOUT = 120.0
 
 
-class TimedApiServer(KubeApiServer):
-    """The test API server, noting when each pod's stored status first has a True condition."""
+class Timer:
+    """When each pod of a namespace first shows a True condition, from a watch of it."""
 
-    def __init__(self) -> None:
-        super().__init__(bookmark_interval=1.0)
+    def __init__(self, admin: controlplane.AdminClient, namespace: str) -> None:
         self.true_at: dict[tuple[str, str], float] = {}  # (pod name, condition) -> monotonic
+        self._admin, self._namespace = admin, namespace
 
-    def _commit(self, plural: str, type_: str, old: Any, new: Any) -> Any:
-        answer = super()._commit(plural, type_, old, new)
-        if plural == "pods" and type_ != "DELETED":
-            name = new["metadata"]["name"]
-            for cond in new.get("status", {}).get("conditions") or ():
-                if cond.get("status") == "True":
-                    self.true_at.setdefault((name, cond.get("type")), time.monotonic())
-        return answer
+    async def run(self) -> None:
+        client = self._admin.client
+        path = controlplane.pod_path(self._namespace)
+        while True:
+            items, version = await client.list_objects(path)
+            for pod in items:
+                self._note(pod)
+            try:
+                async for event in client.watch(path, resource_version=version):
+                    if event.type in ("ADDED", "MODIFIED"):
+                        self._note(event.object)
+            except (kube.Gone, kube.Unavailable):
+                continue
+
+    def _note(self, pod: dict[str, Any]) -> None:
+        now = time.monotonic()
+        name = pod["metadata"]["name"]
+        for cond in pod.get("status", {}).get("conditions") or ():
+            if cond.get("status") == "True":
+                self.true_at.setdefault((name, cond.get("type")), now)
 
 
 # -- one agent ------------------------------------------------------------------------------------
@@ -92,98 +108,162 @@ class Result:
         return sum(self.calls.values())
 
 
-def agent_settings(runtime: common.Runtime, server: KubeApiServer, work: Path, *,
-                   gate: bool, qps: float, burst: int) -> settings_.Settings:
-    base = settings_.Settings(data_dir=work / "data", node_name=NODE)
+def agent_settings(runtime: common.Runtime, plane: controlplane.ControlPlane, work: Path, *,
+                   node: str, gate: bool, qps: float, burst: int) -> settings_.Settings:
+    base = settings_.Settings(data_dir=work / "data", node_name=node)
     return dataclasses.replace(
         base,
         runtime=dataclasses.replace(base.runtime, endpoint=runtime.runner.endpoint),
         gates=settings_.FeatureGates(pod_ready_to_start_containers=gate),
         server=dataclasses.replace(base.server, port=0),
         # Any free port: several benches (or a running nodelet) never collide on 10250.
-        node_server=settings_.NodeServerSettings(address="127.0.0.1", port=0),
+        node_server=settings_.NodeServerSettings(address="0.0.0.0", port=0,
+                                                 client_ca_file=plane.ca.cert),
         cluster=settings_.ClusterSettings(
-            kubeconfig=server.write_kubeconfig(work / "kubeconfig"), qps=qps, burst=burst),
+            kubeconfig=work / "kubelet.conf", cert_dir=work / "pki",
+            bootstrap_kubeconfig=plane.bootstrap_kubeconfig(work / "bootstrap.conf"),
+            qps=qps, burst=burst),
     )
 
 
 async def wait_for(check: Any, *, within: float, what: str) -> None:
+    """Until `check()` (or, when it returns an awaitable, its result) is true."""
     deadline = time.monotonic() + within
-    while not check():
+    while True:
+        seen = check()
+        if asyncio.iscoroutine(seen):
+            seen = await seen
+        if seen:
+            return
         if time.monotonic() > deadline:
             raise common.BenchError(f"{what} not seen within {within:.0f}s")
         await asyncio.sleep(0.01)
 
 
-async def run_agent(runtime: common.Runtime, *, gate: bool, pods: int, qps: float,
-                    burst: int, host_network: bool) -> Result:
+async def run_agent(runtime: common.Runtime, plane: controlplane.ControlPlane,
+                    admin: controlplane.AdminClient, *, round_: int, gate: bool, pods: int,
+                    qps: float, burst: int, host_network: bool) -> Result:
     work = Path(tempfile.mkdtemp(prefix="agent-", dir=runtime.data_dir))
-    server = TimedApiServer(node=NODE)
-    await server.start()
-    agent = app.Agent(agent_settings(runtime, server, work, gate=gate, qps=qps, burst=burst))
+    node = f"{NODE}-{round_}-{'on' if gate else 'off'}"
+    namespace = node
+    await admin.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    agent = app.Agent(agent_settings(runtime, plane, work, node=node, gate=gate, qps=qps,
+                                     burst=burst))
     statuses: dict[pods_.PodUID, int] = {}
 
     def count(pod: pods_.Pod, _status: st.PodStatus) -> None:
         if pod.source == "api":
             statuses[pod.uid] = statuses.get(pod.uid, 0) + 1
 
+    timer = Timer(admin, namespace)
+    watching = asyncio.get_running_loop().create_task(timer.run(), name="bench-timer")
     try:
         await agent.start()
         agent.statuses.subscribe(count)
-        return await measure(agent, server, gate=gate, pods=pods, host_network=host_network,
+        await wait_for(lambda: node_ready(admin, node), within=READY_TIMEOUT,
+                       what=f"node {node} Ready")
+        # The service account's token (ServiceAccount admission's volume) and CA ConfigMap.
+        await wait_for(lambda: admin.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/"
+                                         "default"), within=READY_TIMEOUT,
+                       what="the namespace's default ServiceAccount")
+        return await measure(agent, plane, admin, timer, node=node, namespace=namespace,
+                             gate=gate, pods=pods, host_network=host_network,
                              statuses=statuses)
     finally:
-        await remove_pods(agent, server)
+        await remove_pods(agent, admin, namespace)
         await agent.stop()
-        await server.stop()
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+        await admin.delete(controlplane.node_path(node))
+        await admin.delete(f"/api/v1/namespaces/{namespace}")
         shutil.rmtree(work, ignore_errors=True)
 
 
-async def measure(agent: app.Agent, server: TimedApiServer, *, gate: bool, pods: int,
-                  host_network: bool, statuses: dict[pods_.PodUID, int]) -> Result:
+async def node_ready(admin: controlplane.AdminClient, node: str) -> bool:
+    found = await admin.get(controlplane.node_path(node))
+    return bool(controlplane.conditions(found).get("Ready", {}).get("status") == "True")
+
+
+async def audit_until(plane: controlplane.ControlPlane, first: int,
+                      end: datetime) -> list[dict[str, Any]]:
+    """The audit events from index `first` received up to `end`; the log is written in
+    batches (up to a second behind), so it is read until it holds a later one."""
+    def stamp(e: dict[str, Any]) -> datetime:
+        return datetime.fromisoformat(e["requestReceivedTimestamp"].replace("Z", "+00:00"))
+
+    deadline = time.monotonic() + 30
+    while True:
+        events = plane.audit_events()[first:]
+        if events and stamp(events[-1]) > end:
+            return [e for e in events if stamp(e) <= end]
+        if time.monotonic() > deadline:
+            raise common.BenchError("the audit log did not pass the end of the window")
+        await asyncio.sleep(0.2)
+
+
+def _calls(events: list[dict[str, Any]], node: str) -> dict[tuple[str, str], int]:
+    calls: dict[tuple[str, str], int] = {}
+    for e in controlplane.node_requests(events, node):
+        if e.get("stage") != "ResponseComplete":
+            continue
+        ref = e.get("objectRef", {})
+        resource = ref.get("resource", e.get("requestURI", ""))
+        if ref.get("subresource"):
+            resource = f"{resource}/{ref['subresource']}"
+        calls[(e["verb"], resource)] = calls.get((e["verb"], resource), 0) + 1
+    return calls
+
+
+async def measure(agent: app.Agent, plane: controlplane.ControlPlane,
+                  admin: controlplane.AdminClient, timer: Timer, *, node: str, namespace: str,
+                  gate: bool, pods: int, host_network: bool,
+                  statuses: dict[pods_.PodUID, int]) -> Result:
     cluster = agent.cluster
     assert cluster is not None
     names = [f"p{n:03d}" for n in range(pods)]
-    first = len(server.requests)
+    first = len(plane.audit_events())
     start = time.monotonic()
-    spec = {"hostNetwork": True} if host_network else {}
-    uids = [server.create("pods", pod_object(n, node=NODE, grace=1, **spec))["metadata"]["uid"]
-            for n in names]
-    await wait_for(lambda: all((n, st.READY) in server.true_at for n in names),
+    # No cluster DNS here: ClusterFirst would add a MissingClusterDNS event per pod.
+    spec: dict[str, Any] = {"dnsPolicy": "Default"}
+    if host_network:
+        spec["hostNetwork"] = True
+    uids = [(await admin.create(controlplane.pod_path(namespace), controlplane.pod(
+        n, node=node, scheduler=False, **spec)))["metadata"]["uid"] for n in names]
+    await wait_for(lambda: all((n, st.READY) in timer.true_at for n in names),
                    within=READY_TIMEOUT, what=f"{pods} pods Ready in the API")
     await wait_for(lambda: all(cluster.status_sync.in_sync(pods_.PodUID(u)) for u in uids),
                    within=READY_TIMEOUT, what="status sync idle")
     seconds = time.monotonic() - start
-    window = server.requests[first:]
-    calls: dict[tuple[str, str], int] = {}
-    for r in window:
-        key = (r.verb, f"{r.resource}/{r.subresource}" if r.subresource else r.resource)
-        calls[key] = calls.get(key, 0) + 1
-    with_condition = sum(
-        1 for n in names
-        if any(c.get("type") == st.POD_READY_TO_START_CONTAINERS for c in (
-            server.get("pods", "default", n) or {}).get("status", {}).get("conditions", [])))
+    calls = _calls(await audit_until(plane, first, datetime.now(UTC)), node)
+    found = await admin.items(controlplane.pod_path(namespace))
+    with_condition = sum(1 for p in found
+                         if st.POD_READY_TO_START_CONTAINERS in controlplane.conditions(p))
     if with_condition != (pods if gate else 0):
         raise common.BenchError(f"gate {'on' if gate else 'off'}: {with_condition} of {pods} "
                                 "pods have PodReadyToStartContainers in the API")
-    sandbox = [server.true_at[(n, st.POD_READY_TO_START_CONTAINERS)] - start for n in names
-               if (n, st.POD_READY_TO_START_CONTAINERS) in server.true_at]
+    sandbox = [timer.true_at[(n, st.POD_READY_TO_START_CONTAINERS)] - start for n in names
+               if (n, st.POD_READY_TO_START_CONTAINERS) in timer.true_at]
     return Result(
         gate=gate, pods=pods, seconds=seconds,
-        ready=[server.true_at[(n, st.READY)] - start for n in names],
+        ready=[timer.true_at[(n, st.READY)] - start for n in names],
         sandbox_ready=sandbox, statuses=sum(statuses.values()),
         with_condition=with_condition, calls=calls,
         status_patches=calls.get(("patch", "pods/status"), 0))
 
 
-async def remove_pods(agent: app.Agent, server: KubeApiServer) -> None:
+async def remove_pods(agent: app.Agent, admin: controlplane.AdminClient,
+                      namespace: str) -> None:
     """Graceful deletes in the API; nodelet terminates the pods and deletes them for good."""
-    for pod in server.list_objects("pods"):
-        server.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
+    path = controlplane.pod_path(namespace)
+    for pod in await admin.items(path):
+        await admin.delete(controlplane.pod_path(namespace, pod["metadata"]["name"]))
     if agent.cluster is None:
         return
-    await wait_for(lambda: not server.list_objects("pods") and not agent.pods(),
-                   within=REMOVE_TIMEOUT, what="pods removed")
+
+    async def gone() -> bool:
+        return not await admin.items(path) and not agent.pods()
+
+    await wait_for(gone, within=REMOVE_TIMEOUT, what="pods removed")
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -234,24 +314,34 @@ def report(results: Sequence[Result], args: argparse.Namespace,
 
 
 async def bench(args: argparse.Namespace) -> None:
+    plane = await asyncio.to_thread(controlplane.ControlPlane.start)
     runtime = await common.start_runtime(prefix="nla-")
     results: list[Result] = []
     try:
-        for round_ in range(args.rounds):
-            order = (True, False) if round_ % 2 == 0 else (False, True)
-            for gate in order:
-                result = await run_agent(runtime, gate=gate, pods=args.pods, qps=args.qps,
-                                         burst=args.burst, host_network=args.host_network)
-                print(f"round {round_ + 1}, gate {'ON ' if gate else 'OFF'}: "
-                      f"{result.status_patches} status PATCHes, {result.all_calls} calls, "
-                      f"{result.statuses} statuses, {result.with_condition} pods with the "
-                      f"condition, Ready p50 "
-                      f"{common.percentile(result.ready, 50):.2f} s, all Ready "
-                      f"{max(result.ready):.2f} s")
-                results.append(result)
+        async with plane.admin() as admin:
+            await rounds(runtime, plane, admin, args, results)
     finally:
         await common.teardown_runtime(runtime)
+        plane.stop()
     report(results, args, runtime)
+
+
+async def rounds(runtime: common.Runtime, plane: controlplane.ControlPlane,
+                 admin: controlplane.AdminClient, args: argparse.Namespace,
+                 results: list[Result]) -> None:
+    for round_ in range(args.rounds):
+        order = (True, False) if round_ % 2 == 0 else (False, True)
+        for gate in order:
+            result = await run_agent(runtime, plane, admin, round_=round_, gate=gate,
+                                     pods=args.pods, qps=args.qps, burst=args.burst,
+                                     host_network=args.host_network)
+            print(f"round {round_ + 1}, gate {'ON ' if gate else 'OFF'}: "
+                  f"{result.status_patches} status PATCHes, {result.all_calls} calls, "
+                  f"{result.statuses} statuses, {result.with_condition} pods with the "
+                  f"condition, Ready p50 "
+                  f"{common.percentile(result.ready, 50):.2f} s, all Ready "
+                  f"{max(result.ready):.2f} s")
+            results.append(result)
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -15,8 +15,7 @@
   tests that kill, adopt or reconfigure containerd; each is reset and checked at teardown.
 - `registry` (session): a local image registry; `pulled` (function): image references removed
   from the session's containerd at teardown.
-- `server` (function): the test Kubernetes API server; `checkpoint` / `db`: a real SQLite
-  checkpoint, or the path an agent would keep it at.
+- `checkpoint` / `db`: a real SQLite checkpoint, or the path an agent would keep it at.
 
 Every instance is torn down with `nodelet reset`, and the teardown fails the run when the
 instance left a network namespace, veth, bridge, mount or data dir behind.
@@ -39,7 +38,6 @@ import pytest
 import pytest_asyncio
 
 from harness import Harness
-from kubeapi import KubeApiServer
 from nodelet import settings as settings_
 from nodelet.adapters import checkpoint as cp
 from nodelet.adapters import cni, containerd, mounts
@@ -255,17 +253,6 @@ async def pulled(runtime: Instance) -> AsyncIterator[list[str]]:
             await runtime.client.remove_image(ref)
         except cri_errors.NotFound:
             pass
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def server() -> AsyncIterator[KubeApiServer]:
-    """The test Kubernetes API server (tests/kubeapi.py) on 127.0.0.1, bookmarks every 0.2 s,
-    in Node-authorizer mode: its default token (`write_kubeconfig`) is node `n1`, which may do
-    only what kube-apiserver lets a node do (tests/kubeauth.py)."""
-    api = KubeApiServer(bookmark_interval=0.2)
-    await api.start()
-    yield api
-    await api.stop()
 
 
 @pytest.fixture
