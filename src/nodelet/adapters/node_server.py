@@ -523,8 +523,8 @@ async def splice(request: web.Request, reader: asyncio.StreamReader,
                  headers: list[tuple[str, str]]) -> web.StreamResponse:
     """Answers `request` with the upstream's 101 and `headers`, then carries bytes both ways
     until either side closes. `reader`/`writer` come from `open_upstream`: the client is
-    paused while the upstream's write buffer is full. (Public for tests/kubeproxy.py, the
-    test API server's proxy to nodes, which does the same.)"""
+    paused while the upstream's write buffer is full. (Public for
+    tests/agent/test_node_server_proxy.py, which checks the back-pressure through it.)"""
     response = web.StreamResponse(status=101)
     for key, value in headers:
         if key.lower() not in ("date", "server", "content-length"):
