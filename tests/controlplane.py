@@ -876,7 +876,15 @@ def _reset(args: argparse.Namespace) -> None:
                    stdout=subprocess.DEVNULL, check=False, timeout=120)
 
 
-def _serve(plane: ControlPlane, node: Component | None) -> list[str]:
+def _pod_cidr(args: argparse.Namespace) -> str:
+    """The node's pod range: nodelet's default for its data dir (no --pod-cidr given)."""
+    from nodelet.adapters import cni
+
+    return cni.default_pod_cidr(args.dir / "node")
+
+
+def _serve(plane: ControlPlane, node: Component | None,
+           proxy: KubeProxy | None = None) -> list[str]:
     """Until SIGINT/SIGTERM or a component's exit; the names of components that exited."""
     stop = {"now": False}
 
@@ -885,7 +893,8 @@ def _serve(plane: ControlPlane, node: Component | None) -> list[str]:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    running = [*plane.components, *([node] if node else [])]
+    running = [*plane.components, *([node] if node else []),
+               *([proxy.component] if proxy else [])]
     while not stop["now"] and all(c.alive() for c in running):
         time.sleep(0.5)
     return [] if stop["now"] else [c.name for c in running if not c.alive()]
@@ -951,6 +960,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     (args.dir / "supervisor.pid").write_text(f"{os.getpid()}\n")
     node = None
+    proxy = None
     try:
         bootstrap = plane.bootstrap_kubeconfig(args.dir / "bootstrap-kubelet.conf")
         print(f"control plane up in {time.monotonic() - started:.1f} s at {plane.server}\n"
@@ -962,16 +972,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             node.start()
             plane._wait(node, f"node {args.node_name} Ready",
                         check=lambda: _node_ready(plane, args.node_name))
-            print(f"nodelet node {args.node_name} Ready (log: {node.log}); try:\n"
+            proxy = plane.kube_proxy(args.node_name, [_pod_cidr(args)])
+            proxy.start()
+            print(f"nodelet node {args.node_name} Ready (log: {node.log}), kube-proxy beside "
+                  f"it (log: {proxy.component.log}); try:\n"
                   f"  export KUBECONFIG={plane.admin_kubeconfig}\n"
                   f"  {binary('kubectl')} get nodes", flush=True)
         (args.dir / "ready").touch()
-        dead = _serve(plane, node)
+        dead = _serve(plane, node, proxy)
     except ControlPlaneError as e:
         print(e, file=sys.stderr)
         dead = ["the cluster"]
     finally:
         print("stopping...", flush=True)
+        if proxy is not None:
+            proxy.stop()  # and its rules and chains: kube-proxy --cleanup
         if node is not None:
             node.stop()
             _reset(args)
