@@ -616,6 +616,10 @@ class PodSyncer:
         self._probes.forget_container(pod.uid, name)
         if isinstance(action, podactions.BackOff):
             run.work.waiting[name] = (podactions.CRASH_LOOP_BACK_OFF, action.message)
+            # The kubelet's event at each sync that finds the container backing off.
+            self._recorder.record(pod, "Warning", ev.BACK_OFF, (
+                f"Back-off restarting failed container {name} in pod "
+                f"{pod.name}_{pod.namespace}({pod.uid})"))
             return action.wait
         if isinstance(action, podactions.Start):
             return await self._start(run, action)
