@@ -32,6 +32,7 @@ from nodelet.model.core import (
     envvars,
     eviction,
     health,
+    nodeips,
     nodes,
     pods,
     qoscgroups,
@@ -125,6 +126,7 @@ class Agent:
     async def _start(self) -> None:
         s = self.settings
         self._checked = preflight.check(s)
+        self._host_ips = await asyncio.to_thread(self._node_ips)
         before, limit = host.raise_open_file_limit()
         if limit != before:
             log.info("open-file limit raised from %d to %d (the hard limit)", before, limit)
@@ -146,7 +148,7 @@ class Agent:
         self.recorder.subscribe(self.metrics.observe_event)
         self._start_progress()
         self._client = await self._connect_runtime()
-        self._host_ip = host.host_ip()
+        self._host_ip = self._host_ips[0]
         self.node_spec = self._node_spec()
         self.qos = self._qos_cgroups()
         self.relister = relisting.Relister(client=self._client, on_change=self._runtime_changed)
@@ -254,10 +256,24 @@ class Agent:
             return self.runtime_events.period()
         return self.settings.sync.polling_relist_period
 
+    def _node_ips(self) -> tuple[str, ...]:
+        """The node's InternalIP(s): --node-ip checked against the host's interfaces, or
+        chosen as the kubelet chooses (model/core/nodeips.py). Blocking."""
+        s = self.settings
+        on_host = host.interface_addresses()
+        try:
+            nodeips.check(s.node_ips, on_host)
+            return nodeips.internal_ips(
+                s.node_ips, node_name=s.node_name, resolved=host.resolve(s.node_name),
+                default_route=host.default_route_ip(ipv6=nodeips.prefers_ipv6(s.node_ips)),
+                host_addresses=on_host)
+        except nodeips.NodeIPError as exc:
+            raise preflight.StartupError(f"--node-ip: {exc}") from exc
+
     def _node_spec(self) -> nodes.NodeSpec:
         """This node: the machine's capacity, less the reservations of `settings.node`."""
         s = self.settings
-        spec = nodes.NodeSpec(name=s.node_name, host_ip=self._host_ip,
+        spec = nodes.NodeSpec(name=s.node_name, host_ip=self._host_ip, host_ips=self._host_ips,
                               machine=host.machine_facts(storage=s.data_dir),
                               max_pods=s.node.max_pods, pod_cidrs=s.runtime.pod_cidrs,
                               labels=dict(s.node.labels), taints=s.node.register_with_taints)
@@ -422,7 +438,8 @@ class Agent:
         """The node server (port 10250): logs, exec, attach, port-forward, stats."""
         assert self._client is not None
         s = self.settings
-        config = await asyncio.to_thread(nodeserving.server_config, s, host_ips=[self._host_ip],
+        config = await asyncio.to_thread(nodeserving.server_config, s,
+                                         host_ips=list(self._host_ips),
                                          api_client=self._api_client,
                                          access_client=self._access_api_client)
         backend = nodeserving.NodeServing(

@@ -25,7 +25,7 @@ from rich import logging as rich_logging
 import nodelet
 from nodelet import app, nodecommands, serverflags, settings
 from nodelet.adapters import api_client
-from nodelet.model.core import admission, crilogs, nodeflags, resources
+from nodelet.model.core import admission, crilogs, nodeflags, nodeips, resources
 from nodelet.model.parsing import kubeletconfig
 from nodelet.model.reports import analysis, presenting, timeline
 from nodelet.services import dumpfiles, liveanalysis, logs, preflight, progress, resetting
@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--feature-gates", default="",
                      help="K=V,... (PodReadyToStartContainersCondition, PodHasNetworkCondition)")
     run.add_argument("--node-name", help="node name (default: the hostname)")
+    run.add_argument("--node-ip", default="", metavar="IP[,IP]",
+                     help="the node's IP, or a dual-stack pair v4,v6 (the first the primary), "
+                          "as the kubelet's --node-ip: reported as the Node's InternalIP(s); "
+                          "default: the node name's address, else the default route's")
     run.add_argument("--kubeconfig", type=Path, help="join a Kubernetes cluster")
     run.add_argument("--bootstrap-kubeconfig", type=Path,
                      help="TLS bootstrap: when --kubeconfig is missing or its certificate "
@@ -225,6 +229,7 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
     return replace(
         base,
         node_name=args.node_name or base.node_name,
+        node_ips=_node_ips(args.node_ip),
         registry_config=args.registry_config.resolve() if args.registry_config else None,
         gates=settings.parse_feature_gates(args.feature_gates),
         runtime=replace(base.runtime, endpoint=args.runtime_endpoint,
@@ -384,6 +389,17 @@ def _node_settings(args: argparse.Namespace) -> settings.NodeSettings:
         except ValueError as exc:
             raise settings.SettingsError(f"{flag}: {exc}") from exc
     return node
+
+
+def _node_ips(flag: str) -> tuple[str, ...]:
+    """--node-ip as the kubelet parses it: entries that are no IP are skipped, with a note."""
+    try:
+        ips, invalid = nodeips.parse(flag)
+    except nodeips.NodeIPError as exc:
+        raise settings.SettingsError(str(exc)) from exc
+    if invalid:
+        print(f"could not parse --node-ip {', '.join(invalid)}: ignored", file=sys.stderr)
+    return ips
 
 
 def _node_flag(parse: Callable[[str], _T], text: str) -> _T:

@@ -476,6 +476,11 @@ class Settings:
     # Directory of static pod manifests; None runs no static pods.
     manifests_dir: Path | None = None
     node_name: str = field(default_factory=lambda: socket.gethostname().lower())
+    # The node's IP, or a dual-stack pair "v4,v6" (the first the primary), as the kubelet's
+    # --node-ip (model/core/nodeips.py): checked against the host's interfaces at start and
+    # reported as the Node's InternalIP(s). Empty (the default): the node name's address if it
+    # resolves to one of the host's, else the default route's; "::" prefers IPv6 for those.
+    node_ips: tuple[str, ...] = ()
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     gates: FeatureGates = field(default_factory=FeatureGates)
     sync: SyncSettings = field(default_factory=SyncSettings)

@@ -6,10 +6,12 @@ Reading never fails: a file that cannot be read gives an empty value.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
 import socket
+import subprocess
 from pathlib import Path
 
 from nodelet.model.core import nodes, usage
@@ -54,6 +56,43 @@ def host_ip() -> str:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
+
+
+def default_route_ip(*, ipv6: bool = False) -> str | None:
+    """The address of the interface the default route of that family leaves by (no packet is
+    sent), or None when there is no such route."""
+    if not ipv6:
+        return host_ip()
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
+            sock.connect(("2001:db8::1", 9))
+            address: str = sock.getsockname()[0]
+            return address
+    except OSError:
+        return None
+
+
+def interface_addresses() -> list[str]:
+    """Every address on the host's network interfaces (iproute2's `ip -j address show`;
+    empty when it cannot be run). Blocking: at start."""
+    try:
+        done = subprocess.run(["ip", "-j", "address", "show"], capture_output=True, text=True,
+                              timeout=10, check=False)
+        links = json.loads(done.stdout or "[]")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return []
+    return [str(info["local"]) for link in links for info in link.get("addr_info", [])
+            if "local" in info]
+
+
+def resolve(name: str) -> list[str]:
+    """The addresses `name` resolves to (the system resolver, /etc/hosts included), in its
+    order; empty when it does not resolve. Blocking: at start."""
+    try:
+        found = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    return list(dict.fromkeys(str(info[4][0]) for info in found))
 
 
 # The kubelet reads at most 10 MiB of the node's resolv.conf (maxResolveConfLength).

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import nodelet
-from nodelet.model.core import apijson, resources
+from nodelet.model.core import apijson, nodeips, resources
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import status as st
 
@@ -77,7 +77,7 @@ class NodeSpec:
     """What nodelet says about its node (everything but the runtime's state)."""
 
     name: str
-    host_ip: str
+    host_ip: str  # the primary InternalIP
     machine: MachineFacts
     max_pods: int = 110
     pod_cidrs: tuple[str, ...] = ()
@@ -88,6 +88,8 @@ class NodeSpec:
     # Taints the Node is registered with, (key, value, effect) (--register-with-taints); an
     # existing Node's taints are left alone, as the kubelet leaves them.
     taints: tuple[tuple[str, str, str], ...] = ()
+    # Every InternalIP, the primary first (--node-ip's dual-stack pair); empty: `host_ip`.
+    host_ips: tuple[str, ...] = ()
 
 
 def node_labels(spec: NodeSpec) -> dict[str, str]:
@@ -176,8 +178,7 @@ def node_status(
         "capacity": _quantities(capacity(spec)),
         "allocatable": _quantities(allocatable(spec)),
         "conditions": _conditions(ready, pressure, previous, now),
-        "addresses": [{"type": "InternalIP", "address": spec.host_ip},
-                      {"type": "Hostname", "address": spec.name}],
+        "addresses": nodeips.addresses(spec.host_ips or (spec.host_ip,), spec.name),
         "daemonEndpoints": {"kubeletEndpoint": {"Port": spec.kubelet_port}},
         "nodeInfo": _node_info(spec.machine, version),
     }
