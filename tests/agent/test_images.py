@@ -99,6 +99,9 @@ async def test_never_policy_with_a_missing_image_waits_with_err_image_never_pull
     never = events_by(agent, "never", "ErrImageNeverPull")
     assert never and never[0].type == "Warning" and never[0].message == message
     assert not events_by(agent, "never", ev.PULLING)
+    # And the kubelet's Failed event of the start that stopped there (tests/differential).
+    assert [(e.type, e.message) for e in events_by(agent, "never", ev.FAILED)] == [
+        ("Warning", "Error: ErrImageNeverPull")]
 
 
 async def test_missing_image_goes_from_err_image_pull_to_image_pull_back_off(
@@ -113,6 +116,9 @@ async def test_missing_image_goes_from_err_image_pull_to_image_pull_back_off(
     failed = events_by(agent, "missing", ev.FAILED)
     assert failed and failed[0].type == "Warning", agent.events_of("missing")
     assert failed[0].message.startswith(f'Failed to pull image "{ref}": '), failed[0].message
+    pull_error = failed[0].message.removeprefix(f'Failed to pull image "{ref}": ')
+    # The kubelet's Failed event of the start that stopped there (tests/differential).
+    assert ("Warning", "Error: ErrImagePull") in [(e.type, e.message) for e in failed]
 
     backing_off = await agent.wait_status(
         "missing", lambda s: waiting_reason(s) == "ImagePullBackOff"
@@ -122,6 +128,11 @@ async def test_missing_image_goes_from_err_image_pull_to_image_pull_back_off(
     back_off = events_by(agent, "missing", ev.BACK_OFF)
     assert [(e.type, e.message) for e in back_off] == [
         ("Normal", f'Back-off pulling image "{ref}"')]
+    # As the kubelet's, the Waiting message repeats the last pull's error.
+    assert waiting(backing_off) == st.ContainerStateWaiting(
+        "ImagePullBackOff", f'Back-off pulling image "{ref}": ErrImagePull: {pull_error}')
+    assert ("Warning", "Error: ImagePullBackOff") in [
+        (e.type, e.message) for e in events_by(agent, "missing", ev.FAILED)]
 
     # Once the tag exists, the next attempt after the back-off pulls it.
     registry.push(REPO, "not-pushed-yet")

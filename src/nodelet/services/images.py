@@ -50,6 +50,7 @@ class _Failure:
     backoff: backoff.Backoff
     not_before: float  # monotonic time before which the same pull is not tried again
     tried: Tried
+    error: str = ""  # the last pull's error, which the back-off's message repeats
 
 
 class ImagePuller:
@@ -95,14 +96,20 @@ class ImagePuller:
             message = f'Container image "{image}" is not present with pull policy of Never'
             waiting[container.name] = ("ErrImageNeverPull", message)
             self._recorder.record(pod, "Warning", "ErrImageNeverPull", message)
+            self._start_failed(pod, "ErrImageNeverPull")
             return self._sync.image_backoff  # look again soon: the image may be imported
         key = (str(pod.uid), image)
         tried = await self._credentials(pod, image)
         left = self._backoff_left(key, tried)
         if left > 0:
             message = f'Back-off pulling image "{image}"'
-            waiting[container.name] = ("ImagePullBackOff", message)
             self._recorder.record(pod, "Normal", ev.BACK_OFF, message)
+            # As the kubelet's: the Waiting message repeats the last pull's error.
+            failure = self._failures.get(key)
+            if failure is not None and failure.error:
+                message = f"{message}: ErrImagePull: {failure.error}"
+            waiting[container.name] = ("ImagePullBackOff", message)
+            self._start_failed(pod, "ImagePullBackOff")
             return left
         wait = await self._pull(pod, container, key, waiting, tried)
         return wait if wait is not None else await self._client.image_status(image)
@@ -196,12 +203,18 @@ class ImagePuller:
         self._recorder.record(
             pod, "Warning", ev.FAILED, f'Failed to pull image "{container.image}": {error}'
         )
+        self._start_failed(pod, "ErrImagePull")
         failure = self._failures.get(key)
         delays = failure.backoff if failure else backoff.Backoff(
             self._sync.image_backoff, self._sync.image_backoff_max)
         delay = delays.next_delay()
-        self._failures[key] = _Failure(delays, time.monotonic() + delay, tried)
+        self._failures[key] = _Failure(delays, time.monotonic() + delay, tried, error)
         return delay
+
+    def _start_failed(self, pod: pods.Pod, reason: str) -> None:
+        """The kubelet's `Failed` event of a container start that stopped at its image
+        (kuberuntime startContainer: `Error: <reason>`)."""
+        self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {reason}")
 
     def forget_pod(self, uid: pods.PodUID) -> None:
         for key in [k for k in self._failures if k[0] == uid]:
