@@ -228,7 +228,7 @@ class ClusterMode:
             report_period=s.node_report_period, pressure=self._pressure, images=self._images)
         self.lease = leases.LeaseKeeper(
             client=self.heartbeat_client, node_name=self._node_name,
-            node_uid=lambda: self.node.uid,
+            node_uid=self._current_node_uid,
             clock=self._clock, duration=s.lease_duration, renew_period=s.lease_renew_period)
         self.source = apisource.ApiPodSource(
             client=self.client, node_name=self._node_name, on_pods=self._on_pods)
@@ -254,6 +254,14 @@ class ClusterMode:
             retry=s.token_retry, retry_max=s.token_retry_max,
             lag_retry=s.token_lag_retry, lag_retries=s.token_lag_retries)
         self._apply_readers()  # read before start(): static pods'
+
+    async def _current_node_uid(self) -> str | None:
+        """The Node's UID as the API has it now (None: there is no Node), for its Lease."""
+        try:
+            found = await self.heartbeat_client.get_node(self._node_name)
+        except kube.NotFound:
+            return None
+        return str(found.get("metadata", {}).get("uid") or "") or None
 
     async def _first_contact(self) -> None:
         """Register the node, and list the pods once, so that the first desired set is known

@@ -6,7 +6,15 @@ GETs the Lease (creating it on NotFound, owned by the Node so it goes with it); 
 PUT the cached copy with a new `renewTime`, falling back to a GET after a conflict. A failed
 renewal is retried after 0.2 s doubling up to 7 s, as the kubelet does, before the next period.
 
-Exceptions: `renew()` raises `kube.KubeError`; `run()` logs and retries.
+The owner is the Node as it is now: read by `node_uid()` (a GET of the Node) whenever a Lease
+is made or has no owner, as the kubelet's `SetNodeOwnerFunc` does, never a UID remembered from
+registration. While the Node does not exist (deleted under the running node) no Lease is made
+and an ownerless one is not renewed: a Lease owned by a deleted Node would be deleted by the
+garbage collector at once, made again, and so on. Once a Node of that name exists again, the
+Lease is made owned by it.
+
+Exceptions: `renew()` raises `kube.KubeError`, and `NodeMissing` when the Lease would need an
+owner and there is no Node; `run()` logs and retries.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from nodelet.adapters import kube
@@ -24,6 +32,10 @@ from nodelet.model.core import apijson
 log = logging.getLogger(__name__)
 
 NAMESPACE = "kube-node-lease"
+
+
+class NodeMissing(Exception):
+    """The Node does not exist, so its Lease is not made or renewed (see the module doc)."""
 
 
 def micro_time(value: datetime) -> str:
@@ -37,7 +49,7 @@ class LeaseKeeper:
         *,
         client: kube.KubeClient,
         node_name: str,
-        node_uid: Callable[[], str | None],
+        node_uid: Callable[[], Awaitable[str | None]],
         clock: Callable[[], datetime],
         duration: int = 40,
         renew_period: float = 10.0,
@@ -55,12 +67,18 @@ class LeaseKeeper:
         self._retry = backoff.Backoff(retry, retry_max)
         self.lease: apijson.Obj | None = None
         self.renewals = 0
+        self.attempts = 0  # renewal rounds tried (each period, each retry)
         self.last_error: str | None = None
 
     async def run(self) -> None:
         while True:
             try:
                 await self.renew()
+            except NodeMissing as exc:  # nothing to retry at once: the next period looks again
+                self.last_error = str(exc)
+                log.warning("%s", exc)
+                await asyncio.sleep(backoff.jittered(self.renew_period, self._jitter))
+                continue
             except kube.KubeError as exc:
                 self.last_error = str(exc)
                 delay = self._retry.next_delay()
@@ -73,10 +91,12 @@ class LeaseKeeper:
             await asyncio.sleep(backoff.jittered(self.renew_period, self._jitter))
 
     async def renew(self) -> apijson.Obj:
+        self.attempts += 1
         if self.lease is None:
             self.lease = await self._get_or_create()
             return self.lease
         lease = copy.deepcopy(self.lease)
+        await self._own(lease)
         lease["spec"]["renewTime"] = micro_time(self._clock())
         lease["spec"]["holderIdentity"] = self._node_name
         lease["spec"]["leaseDurationSeconds"] = self.duration
@@ -92,9 +112,10 @@ class LeaseKeeper:
         try:
             lease = await self._client.get_lease(NAMESPACE, self._node_name)
         except kube.NotFound:
-            created = await self._client.create_lease(NAMESPACE, self._new_lease())
+            created = await self._client.create_lease(NAMESPACE, await self._new_lease())
             self.renewals += 1
             return created
+        await self._own(lease)
         lease.setdefault("spec", {})
         lease["spec"].update(holderIdentity=self._node_name, leaseDurationSeconds=self.duration,
                              renewTime=micro_time(self._clock()))
@@ -102,14 +123,23 @@ class LeaseKeeper:
         self.renewals += 1
         return updated
 
-    def _new_lease(self) -> apijson.Obj:
-        meta: apijson.Obj = {"name": self._node_name, "namespace": NAMESPACE}
-        uid = self._node_uid()
-        if uid:
-            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node",
-                                        "name": self._node_name, "uid": uid}]
+    async def _own(self, lease: apijson.Obj) -> None:
+        """Give a Lease without an owner the Node as it is now; NodeMissing without one."""
+        meta = lease.setdefault("metadata", {})
+        if meta.get("ownerReferences"):
+            return
+        uid = await self._node_uid()
+        if not uid:
+            raise NodeMissing(f"node {self._node_name} does not exist: its Lease is neither "
+                              "made nor renewed until it does")
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node",
+                                    "name": self._node_name, "uid": uid}]
+
+    async def _new_lease(self) -> apijson.Obj:
+        lease: apijson.Obj = {"metadata": {"name": self._node_name, "namespace": NAMESPACE}}
+        await self._own(lease)
         return {
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": lease["metadata"],
             "spec": {"holderIdentity": self._node_name, "leaseDurationSeconds": self.duration,
                      "renewTime": micro_time(self._clock())},
         }
