@@ -59,6 +59,19 @@ def test_config_keeps_listeners_private_and_restricts_oom_score_adj(
     assert "io.containerd.nri.v1.nri" in parsed["disabled_plugins"]
 
 
+@pytest.mark.parametrize(("version", "period"), [
+    ((2, 4, 2), "10s"), ((2, 3, 4), "10s"), ((2, 2, 9), None), ((1, 6, 20), None),
+])
+def test_cpu_samples_are_taken_every_10_s_where_containerd_takes_them(
+        tmp_path: Path, version: tuple[int, int, int], period: str | None) -> None:
+    found = dataclasses.replace(programs(version[0]), version=version)
+    parsed = tomllib.loads(containerd.render_config(
+        tmp_path, settings_.RuntimeSettings(), "overlayfs", found))
+    table = parsed["plugins"].get("io.containerd.cri.v1.runtime") or \
+        parsed["plugins"]["io.containerd.grpc.v1.cri"]
+    assert table.get("stats_collect_period") == period
+
+
 def test_a_missing_or_old_containerd_is_refused_with_what_to_do(tmp_path: Path) -> None:
     missing = dataclasses.replace(settings_.RuntimeSettings(), runtime_bin_dir=tmp_path)
     with pytest.raises(containerd.ContainerdError, match="make runtime"):
