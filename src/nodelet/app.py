@@ -171,7 +171,7 @@ class Agent:
             lookup=self._lookup_object, objects_ready=self._objects_ready, qos=self.qos,
             pressure=self._pressure, events_live=self._events_live,
             services=lambda: self.cluster.services if self.cluster is not None else None,
-            node=syncing.NodeFacts(host_ip=self._host_ip,
+            node=syncing.NodeFacts(host_ip=self._host_ip, host_ips=self._host_ips,
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods",
                                    admission=self._admission_facts(

@@ -2,7 +2,8 @@
 control plane. A host with a second interface (a veth pair whose one end carries an IPv4 and
 an IPv6 address, made for the test: these kernels have no dummy links): `--node-ip <v4>,<v6>`
 makes both the Node's InternalIPs, the primary first, then the Hostname; kube-apiserver
-reaches the node server at the primary for `kubectl logs`, and pods get it as their hostIP.
+reaches the node server at the primary for `kubectl logs`; pods get both as hostIPs (the
+primary as hostIP), a host-network pod both as its podIPs.
 Without the flag the node reports the address of the default route's interface. An address
 the host does not have is refused at start with the kubelet's words, before anything starts.
 """
@@ -69,6 +70,14 @@ async def test_node_ip_pair_is_reported_and_used(
                                  until=lambda p: (p or {}).get("status", {}).get("phase")
                                  == "Running", what="the pod running")
         assert found is not None and found["status"]["hostIP"] == V4, found["status"]
+        assert found["status"]["hostIPs"] == [{"ip": V4}, {"ip": V6}], found["status"]
+        # A host-network pod has both node IPs as its pod IPs, as under the kubelet.
+        await admin.create(pod_path(namespace), pod("on-host", node=node, hostNetwork=True))
+        on_host = await eventually(lambda: admin.get(pod_path(namespace, "on-host")),
+                                   within=60, until=lambda p: (p or {}).get("status", {})
+                                   .get("phase") == "Running", what="the host-network pod")
+        assert on_host is not None
+        assert on_host["status"]["podIPs"] == [{"ip": V4}, {"ip": V6}], on_host["status"]
         # kube-apiserver dials the node's first InternalIP (its preferred address type).
         code, out, err = await control_plane.kubectl("logs", "hello", "-n", namespace)
         assert (code, out) == (0, b"hi\n"), err

@@ -97,6 +97,9 @@ class PodStatus:
     message: str = ""
     reason: str = ""
     host_ip: str = ""
+    # Every node IP, the primary (`host_ip`) first: a dual-stack node's pair (status.hostIPs);
+    # empty: `host_ip` alone.
+    host_ips: tuple[str, ...] = ()
     pod_ips: tuple[str, ...] = ()
     start_time: datetime | None = None
     container_statuses: tuple[ContainerStatus, ...] = ()
@@ -238,7 +241,7 @@ def to_api(status: PodStatus) -> dict[str, Any]:
         out["reason"] = status.reason
     if status.host_ip:
         out["hostIP"] = status.host_ip
-        out["hostIPs"] = [{"ip": status.host_ip}]
+        out["hostIPs"] = [{"ip": ip} for ip in status.host_ips or (status.host_ip,)]
     if status.pod_ips:
         out["podIP"] = status.pod_ip
         out["podIPs"] = [{"ip": ip} for ip in status.pod_ips]
