@@ -56,6 +56,15 @@ def test_a_rejected_pod_has_no_container_statuses_and_keeps_its_reason() -> None
     assert again.container_statuses == ()
 
 
+def test_a_rejected_pod_has_none_of_the_kubelets_conditions() -> None:
+    """As the kubelet's rejectPod (found by tests/differential, `unsafe-sysctl`)."""
+    rejected = ("SysctlForbidden", "Pod was rejected: forbidden sysctl: x")
+    assert generate(None, failure=rejected).conditions == ()
+    assert generate(generate(None, failure=rejected)).conditions == ()
+    assert generate(None, failure=(generation.DEADLINE_EXCEEDED,
+                                   generation.DEADLINE_MESSAGE)).conditions != ()
+
+
 def test_an_evicted_pod_is_a_disruption_target_a_refused_one_is_not() -> None:
     status = generate(None, failure=("Evicted", "The node was low on resource: memory. "))
     marks = [c for c in status.conditions if c.type == st.DISRUPTION_TARGET]
