@@ -40,3 +40,13 @@ T1, T2, T3 = (f"0.log.20261203-08300{i}" for i in (1, 2, 3))
 def test_plan(sizes: dict[str, int], max_files: int, expected: logrotation.Plan) -> None:
     assert logrotation.plan("0.log", sizes, max_size=100, max_files=max_files,
                             now=NOW) == expected
+
+
+@pytest.mark.parametrize(("period", "rotated", "expected"), [
+    (10.0, [], 10.0),          # nothing rotated: the period
+    (10.0, [150], 10.0),       # past its size, not a flood
+    (10.0, [99, 200], 1.0),    # one log at twice its size: again within a second
+    (0.2, [500], 0.2),         # never later than the period
+])
+def test_next_check(period: float, rotated: list[int], expected: float) -> None:
+    assert logrotation.next_check(period, rotated, 100) == expected

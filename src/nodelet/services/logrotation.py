@@ -60,8 +60,9 @@ class LogRotator:
 
     async def _rotating(self) -> None:
         while True:
-            await self.rotate_once()
-            await asyncio.sleep(self._settings.monitor_period)
+            rotated = await self.rotate_once()
+            await asyncio.sleep(logrotation.next_check(
+                self._settings.monitor_period, rotated, self._settings.max_size))
 
     async def _compressing_loop(self) -> None:
         while True:
@@ -75,7 +76,8 @@ class LogRotator:
             finally:
                 self._compressing.discard(path)
 
-    async def rotate_once(self) -> None:
+    async def rotate_once(self) -> list[int]:
+        """One round; returns the sizes of the logs it rotated."""
         logs = [(c, Path(c.log_path)) for c in self._running() if c.log_path]
         # Every log directory is read in one trip off the event loop: on an idle node nothing
         # is rotated, and a trip per container was most of what a round cost.
@@ -86,7 +88,9 @@ class LogRotator:
                                       max_files=self._settings.max_files, now=now))
                  for c, path in logs]
         await asyncio.gather(*(self._rotate(c, plan) for c, plan in plans
-                               if plan.rotate_to is not None or plan.remove))
+                               if plan.rotate_to is not None or plan.remove or plan.compress))
+        return [sizes[Path(c.log_path).parent].get(Path(c.log_path).name, 0)
+                for c, plan in plans if plan.rotate_to is not None]
 
     async def _rotate(self, container: runtime.ContainerInfo, plan: logrotation.Plan) -> None:
         async with self._slots:
