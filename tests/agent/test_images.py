@@ -104,6 +104,22 @@ async def test_never_policy_with_a_missing_image_waits_with_err_image_never_pull
         ("Warning", "Error: ErrImageNeverPull")]
 
 
+async def test_an_image_name_the_kubelet_cannot_parse_is_invalid_and_never_pulled(
+    agent: Harness,
+) -> None:
+    """Found by the differential harness (scenario image-bad-name): nodelet pulled it."""
+    agent.write("bad.yaml", image_pod("bad", "Not//Valid", "IfNotPresent"))
+    pod_status = await agent.wait_status(
+        "bad", lambda s: waiting_reason(s) == "InvalidImageName", what="InvalidImageName")
+    message = ('Failed to apply default image tag "Not//Valid": couldn\'t parse image name '
+               '"Not//Valid": invalid reference format: repository name (/Valid) must be '
+               "lowercase")
+    assert waiting(pod_status) == st.ContainerStateWaiting("InvalidImageName", message)
+    assert [(e.type, e.reason, e.message) for e in agent.events_of("bad")
+            if e.reason in ("InspectFailed", ev.FAILED, ev.PULLING)] == [
+        ("Warning", "InspectFailed", message), ("Warning", ev.FAILED, "Error: InvalidImageName")]
+
+
 async def test_missing_image_goes_from_err_image_pull_to_image_pull_back_off(
     pulled: list[str], agent: Harness, registry: Registry
 ) -> None:

@@ -5,7 +5,8 @@ ImagePullBackOff).
 there (pulled now if the policy says so), or the seconds until another attempt makes sense; in
 that case the container's waiting reason is set: `ErrImagePull` right after a failed pull,
 `ImagePullBackOff` while the back-off (10 s doubling to 300 s per pod and image) runs,
-`ErrImageNeverPull` for a missing image with policy Never.
+`ErrImageNeverPull` for a missing image with policy Never, `InvalidImageName` (and no pull)
+for a reference the kubelet cannot parse (`model.core.imagerefs`).
 
 Credentials (`model.core.credentials`) come from the pod's `imagePullSecrets`, read through the
 volume manager's `lookup` (so in cluster mode they are fetched from the API like volume
@@ -31,7 +32,7 @@ from pathlib import Path
 from nodelet import settings as settings_mod
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
-from nodelet.model.core import credentials, pods
+from nodelet.model.core import credentials, imagerefs, pods
 from nodelet.model.core import events as ev
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import volumes as vol
@@ -86,6 +87,13 @@ class ImagePuller:
         runtime says of it, which the caller reads instead of asking again), or seconds to
         wait before trying again. None: pulled, but the runtime does not show it."""
         image = container.image
+        problem = imagerefs.invalid(image)
+        if problem is not None:  # the kubelet's first check: no status asked, no pull tried
+            message = f'Failed to apply default image tag "{image}": {problem}'
+            waiting[container.name] = ("InvalidImageName", message)
+            self._recorder.record(pod, "Warning", "InspectFailed", message)
+            self._start_failed(pod, "InvalidImageName")
+            return self._sync.image_backoff
         policy = container.image_pull_policy
         present = await self._client.image_status(image) if policy != "Always" else None
         if present is not None:
