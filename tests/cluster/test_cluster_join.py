@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -81,9 +82,16 @@ async def test_join_by_bootstrap_token_and_rotate_past_the_first_expiry(
         await eventually(renewed_after_expiry, within=2 * SIGNING,
                          what="the Lease renewed after the first certificate expired")
         assert datetime.now(UTC) > first
-        renewals = [c for c in await short_admin.items(CSRS)
+        async def renewal_csrs() -> list[dict[str, Any]]:
+            return [c for c in await short_admin.items(CSRS)
                     if c["spec"]["username"] == f"system:node:{node}"]
-        assert len(renewals) >= 2, renewals  # renewed with its own certificate
+
+        # A renewal may be in flight (not approved yet) when listed: wait until each is.
+        renewals = await eventually(
+            renewal_csrs, within=SIGNING, what="the renewals, each approved",
+            until=lambda cs: len(cs) >= 2 and all(c.get("status", {}).get("conditions")
+                                                  for c in cs))
+        # Renewed with its own certificate, each approved by kube-controller-manager.
         assert all(c["status"]["conditions"][0]["reason"] == "AutoApproved" for c in renewals)
 
         # A restart with a valid certificate sends no CSR.
