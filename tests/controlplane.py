@@ -355,6 +355,28 @@ class KubeProxy:
             self._lock = None
 
 
+def kube_proxy_leftovers() -> list[str] | None:
+    """kube-proxy's chains left in the host's iptables (nat and filter, both families), or None
+    when another kube-proxy runs now (PROXY_LOCK held: its chains are its own)."""
+    with PROXY_LOCK.open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        try:
+            chains = ("KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-SVC-",
+                      "KUBE-SEP-", "KUBE-PROXY-FIREWALL", "KUBE-FORWARD", "KUBE-PROXY-CANARY")
+            left = []
+            for save in ("iptables-save", "ip6tables-save"):
+                done = subprocess.run([save], capture_output=True, text=True, timeout=30,
+                                      check=False)
+                left += [f"{save}: {line}" for line in done.stdout.splitlines()
+                         if line.startswith(":") and line[1:].startswith(chains)]
+            return left
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 AUDIT_POLICY = """\
 apiVersion: audit.k8s.io/v1
 kind: Policy

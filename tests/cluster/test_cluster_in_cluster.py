@@ -33,7 +33,16 @@ from typing import Any
 
 import pytest
 
-from controlplane import SERVICE_IP, AdminClient, ControlPlane, Pair, conditions, pod, pod_path
+from controlplane import (
+    SERVICE_IP,
+    AdminClient,
+    ControlPlane,
+    Pair,
+    conditions,
+    kube_proxy_leftovers,
+    pod,
+    pod_path,
+)
 from faultproxy import FaultProxy
 from harness import Harness
 from polling import eventually
@@ -139,6 +148,8 @@ async def test_a_pod_calls_the_api_through_kubernetes_default(
         assert user["username"] == f"system:serviceaccount:{namespace}:default", user
         assert user["extra"]["authentication.kubernetes.io/pod-name"] == ["caller"], user
         assert any(v["name"].startswith("kube-api-access-") for v in found["spec"]["volumes"])
+    # kube-proxy stopped, its rules and chains removed (unless another one runs now).
+    assert kube_proxy_leftovers() in (None, [])
 
 
 def token_file(harness: Harness, found: dict[str, Any]) -> str | None:
