@@ -10,6 +10,8 @@ import gzip
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import AgentFactory
 from harness import all_ready, pod_manifest
 from nodelet import settings
@@ -131,3 +133,17 @@ def test_compress_leaves_a_whole_gz_and_no_original(tmp_path: Path) -> None:
     logrotation.compress(rotated)
     assert sorted(p.name for p in tmp_path.iterdir()) == [rotated.name + ".gz"]
     assert gzip.decompress((tmp_path / (rotated.name + ".gz")).read_bytes()) == b"line\n" * 1000
+
+
+def test_a_compression_whose_file_went_leaves_nothing(tmp_path: Path) -> None:
+    """The pod's logs deleted while a rotated file is gzipped: no `.tmp` (nor an emptied
+    directory) stays behind (bench/logflood.py found a `.gz.tmp` left after a deletion)."""
+    pod_dir = tmp_path / "logs" / "default_flood_uid"
+    container_dir = pod_dir / "main"
+    container_dir.mkdir(parents=True)
+    rotated = container_dir / "0.log.20261204-210000"
+    rotated.write_bytes(b"line\n" * 1000)
+    rotated.unlink()  # as the pod's deletion does, just before the compression runs
+    with pytest.raises(FileNotFoundError):
+        logrotation.compress(rotated)
+    assert not pod_dir.exists() and (tmp_path / "logs").exists()

@@ -143,13 +143,26 @@ def _rename_back(rotated: Path, path: Path) -> bool:
 
 
 def compress(path: Path) -> None:
-    """`path` gzipped into `<path>.gz`, then removed (blocking)."""
+    """`path` gzipped into `<path>.gz`, then removed (blocking). Nothing is left of a
+    compression that failed, or whose file went meanwhile (the pod was deleted, or the file
+    was the oldest): its `.tmp` is removed, and the directory too if that leaves it empty
+    (a deletion of the pod's logs that ran meanwhile could not remove it)."""
     tmp = path.with_name(path.name + ".gz.tmp")
-    # Level 6: Go's default, which the kubelet's gzip writer uses.
-    with path.open("rb") as source, gzip.open(tmp, "wb", compresslevel=6) as out:
-        shutil.copyfileobj(source, out, 1 << 20)
-    os.rename(tmp, path.with_name(path.name + ".gz"))
-    os.unlink(path)
+    try:
+        # Level 6: Go's default, which the kubelet's gzip writer uses.
+        with path.open("rb") as source, gzip.open(tmp, "wb", compresslevel=6) as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+        if not path.exists():
+            raise FileNotFoundError(f"{path} removed while it was compressed")
+        os.rename(tmp, path.with_name(path.name + ".gz"))
+        os.unlink(path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        for directory in (path.parent, path.parent.parent):  # the container's, the pod's
+            with contextlib.suppress(OSError):  # not empty: still in use
+                directory.rmdir()
+        raise
 
 
 def _sizes_by_directory(directories: Iterable[Path]) -> dict[Path, dict[str, int]]:
