@@ -249,7 +249,7 @@ async def test_a_token_the_api_refuses_is_a_failed_mount_until_it_can_be_had(
         assert cond["reason"] == "PodSandboxNotReady"
         mounts = [e for e in harness.agent_or_fail().events(pod="ghostly")
                   if e.reason == "FailedMount"]
-        assert {(e.type, e.message) for e in mounts} == {("Warning", expected)}
+        assert [(e.type, e.message) for e in mounts] == [("Warning", expected)]
         # Once the ServiceAccount exists, the pod's retry (its back-off) gets the token.
         await admin.create(accounts, {"metadata": {"name": "ghost"}})
         await eventually(condition, until=lambda c: c.get("status") == "True", within=60,
