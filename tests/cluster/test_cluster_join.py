@@ -8,6 +8,8 @@ expiry; a restart reuses the certificate; a CSR denied with the real kubectl fai
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +21,7 @@ from cryptography import x509
 from clusterfixtures import joined
 from conftest import Instance
 from controlplane import AdminClient, ControlPlane, conditions, node_path
+from nodelet.adapters import kubeconfig
 from nodelet.services import cluster
 from polling import eventually
 
@@ -64,7 +67,15 @@ async def test_join_by_bootstrap_token_and_rotate_past_the_first_expiry(
         assert len(issued) == 1, issued
         spec, status = issued[0]["spec"], issued[0]["status"]
         assert spec["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet"
+        assert spec["usages"] == ["digital signature", "client auth"]
         assert "system:bootstrappers" in spec["groups"]
+        # Key and certificate in the store, the kubeconfig pointing at its -current link.
+        assert current.is_symlink() and current.resolve().name.startswith("kubelet-client-2")
+        assert stat.S_IMODE(os.stat(current).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(pki).st_mode) == 0o700
+        config = kubeconfig.load(harness.root / "kubelet.conf")
+        assert config.token is None and config.client_cert_pem is not None
+        assert config.ca_pem == short_plane.ca.cert.read_bytes()
         assert [c["reason"] for c in status["conditions"]] == ["AutoApproved"]
         certs = harness.agent_or_fail().cluster
         assert certs is not None and certs.certificates is not None
