@@ -515,7 +515,13 @@ def test_authorization_modes_from_the_settings(tmp_path: Path) -> None:
     joined = replace(base, cluster=settings.ClusterSettings(kubeconfig=tmp_path / "kubeconfig"))
 
     def config(s: settings.Settings) -> node_server.NodeServerConfig:
-        return nodeserving.server_config(s, api_client=lambda: None)
+        found = nodeserving.server_config(s, api_client=lambda: None)
+        # The node-local credential first, in every mode: its user is allowed before the
+        # mode's authorizer is asked (test_node_local_credential.py).
+        assert isinstance(found.authenticators[0], nodeauth.LocalToken)
+        assert isinstance(found.authorizer, nodeauth.LocalFirst)
+        return replace(found, authenticators=found.authenticators[1:],
+                       authorizer=found.authorizer.inner)
 
     standalone = config(base)
     assert isinstance(standalone.authorizer, nodeauth.AllowAuthenticated)

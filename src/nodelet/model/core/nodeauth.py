@@ -144,12 +144,12 @@ class LocalFirst:
     everyone else is decided by `inner`, the mode's authorizer."""
 
     def __init__(self, inner: Authorizer) -> None:
-        self._inner = inner
+        self.inner = inner
 
     async def authorize(self, attributes: Attributes) -> Decision:
         if attributes.user.local:
             return Decision(True)
-        return await self._inner.authorize(attributes)
+        return await self.inner.authorize(attributes)
 
 
 # -- the kubelet's attribute mapping -------------------------------------------------------------

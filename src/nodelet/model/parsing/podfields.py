@@ -382,15 +382,30 @@ It asks the runtime what it can (CRI Status: runtime handler features and Runtim
 its version where CRI has no feature flag) and refuses at admission what the runtime would
 drop:
 
-| feature | containerd 2.3+ (2.4.2 tested) | containerd 2.0-2.2 | containerd 1.6 |
-|---|---|---|---|
-| `hostUsers: false` (user namespaces) | yes | yes | refused (`UserNamespacesNotSupported`) |
-| `recursiveReadOnly: Enabled` | yes | yes | `CreateContainerConfigError` (IfPossible: not recursive) |
-| image volumes (`volumes[].image`) | yes | 2.1+ | refused (`ImageVolumesNotSupported`) |
-| `supplementalGroupsPolicy: Strict`, `containerStatuses[].user` | yes | yes | refused (`SupplementalGroupsPolicyNotSupported`); no `user` |
-| `lifecycle.stopSignal` (with the ContainerStopSignals gate) | yes | refused | refused (`ContainerStopSignalsNotSupported`) |
-| runtime events | CRI `GetContainerEvents` | CRI `GetContainerEvents` | containerd's own event API |
 """
+
+
+# What each runtime enables (the header's table): feature, containerd 2.3+, 2.0-2.2, 1.6.
+_RUNTIME_ROWS = (
+    ("", "containerd 2.3+ (2.4.2 tested)", "containerd 2.0-2.2", "containerd 1.6"),
+    ("`hostUsers: false` (user namespaces)", "yes", "yes",
+     "refused (`UserNamespacesNotSupported`)"),
+    ("`recursiveReadOnly: Enabled`", "yes", "yes",
+     "`CreateContainerConfigError` (IfPossible: not recursive)"),
+    ("image volumes (`volumes[].image`)", "yes", "2.1+", "refused (`ImageVolumesNotSupported`)"),
+    ("`supplementalGroupsPolicy: Strict`, `containerStatuses[].user`", "yes", "yes",
+     "refused (`SupplementalGroupsPolicyNotSupported`); no `user`"),
+    ("`lifecycle.stopSignal` (with the ContainerStopSignals gate)", "yes", "refused",
+     "refused (`ContainerStopSignalsNotSupported`)"),
+    ("runtime events", "CRI `GetContainerEvents`", "CRI `GetContainerEvents`",
+     "containerd's own event API"),
+)
+
+
+def _runtime_table() -> list[str]:
+    head, *rows = _RUNTIME_ROWS
+    lines = ["| feature | " + " | ".join(head[1:]) + " |", "|---|---|---|---|"]
+    return [*lines, *("| " + " | ".join(row) + " |" for row in rows), ""]
 
 
 def _section_of(path: str) -> str:
@@ -399,7 +414,7 @@ def _section_of(path: str) -> str:
 
 
 def render_markdown() -> str:
-    lines = [_HEADER]
+    lines = [_HEADER.rstrip("\n"), "", *_runtime_table()]
     rows = all_fields()
     for title, prefix in _SECTIONS:
         lines += [f"## {title}", "", "| Field | Status | What nodelet does |", "|---|---|---|"]
