@@ -6,7 +6,7 @@ message, exit code), last state, restart count, ready and started; the QoS class
 families. `event_view` keeps each event's type, reason and message, once per distinct event in the
 order they first happened (counts and repeats depend on timing). What
 must differ between agents is scrubbed from every text: UIDs, container and sandbox IDs, IP
-addresses, timestamps. `transition_order` gives the conditions grouped by
+addresses, timestamps, back-off delays. `transition_order` gives the conditions grouped by
 lastTransitionTime; `orders_agree` accepts two orders unless one has a condition strictly
 before another that the other has strictly after. `differences` lists the paths at which two
 views differ. Pure functions over plain JSON values.
@@ -25,6 +25,8 @@ _SCRUB = (
     (re.compile(r"\b[0-9a-f]{12,63}\b"), "<id>"),
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?"), "<time>"),
     (re.compile(r"\b\d{1,3}(\.\d{1,3}){3}\b"), "<ip>"),
+    # How far a back-off has doubled depends on when it is seen, not on the agent.
+    (re.compile(r"\bback-off \d+s\b"), "back-off <delay>"),
 )
 
 
