@@ -21,7 +21,9 @@ import pytest_asyncio
 import scenarios
 import twin
 
+import kubeletpeer
 from conftest import Instance, start_instance, stop_instance
+from polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -112,3 +114,32 @@ async def test_nodelet_and_the_kubelet_show_the_same(twin_runtime: Instance,
     unexplained = {name: [d for d in found if not d.startswith(allowed(name))]
                    for name, found in diffs.items()}
     assert not any(unexplained.values()), {n: d for n, d in unexplained.items() if d}
+
+
+async def test_the_kubelet_peer_runs_a_pod_and_leaves_nothing(twin_runtime: Instance,
+                                                             tmp_path: Path) -> None:
+    """The peer itself (tests/kubeletpeer.py): the kubelet runs a static pod, serves it on
+    its read-only `/pods`, logs its events, and after `stop` nothing of it is left — no
+    process, sandbox, cgroup, mount or directory."""
+    manifests = tmp_path / "peer-manifests"
+    manifests.mkdir()
+    peer = await kubeletpeer.KubeletPeer.start(
+        endpoint=twin_runtime.containerd.endpoint, manifests=manifests, node_name="peer",
+        client=twin_runtime.client)
+    try:
+        (manifests / "one.yaml").write_text(scenarios.Scenario(
+            "one", scenarios.spec(scenarios.main(scenarios.SLEEP)), scenarios.running).manifest())
+        pods = await eventually(peer.pods, until=lambda ps: any(
+            p["metadata"]["name"] == "one-peer" and scenarios.running(p) for p in ps),
+            within=60, what="one-peer running on the kubelet")
+        [pod] = pods
+        assert pod["metadata"]["annotations"]["kubernetes.io/config.source"] == "file"
+        started = await eventually(
+            lambda: [e for e in peer.events() if e["reason"] == "Started"], within=30,
+            what="the kubelet's Started event in its log")
+        assert started[0]["name"] == "one-peer" and started[0]["type"] == "Normal"
+        assert started[0]["fieldPath"] == "spec.containers{main}"
+    finally:
+        await peer.stop()
+    assert not any((await peer.leftovers()).values()), await peer.leftovers()
+    assert not await twin_runtime.client.list_pod_sandboxes()
