@@ -1,5 +1,5 @@
 """A failed postStart hook is a `FailedPostStartHook` event in the kubelet's words, and the
-container is killed and restarted.
+container is killed (a `Killing` event saying `FailedPostStartHook`) and restarted.
 
 Found by the differential harness (tests/differential, scenario `poststart-fails`): nodelet's
 event carried the hook's output (`PostStartHook failed: command [...] exited with 7: ...`);
@@ -24,3 +24,6 @@ async def test_a_failed_post_start_hook_event_keeps_its_output_out(agent: Harnes
         what="restarted after its postStart hook failed")
     failed = events_by(agent, "hook", "FailedPostStartHook")
     assert [(e.type, e.message) for e in failed] == [("Warning", "PostStartHook failed")]
+    # And the kill that follows, as the kubelet's: `Killing` with the hook's reason.
+    killing = events_by(agent, "hook", "Killing")
+    assert [(e.type, e.message) for e in killing] == [("Normal", "FailedPostStartHook")]

@@ -64,7 +64,6 @@ TIMING |= {name: (*RESTARTS, "initContainerStatuses[0].state.") for name in (
     "init-fails-onfailure", "init-fails-always")}
 OPEN: dict[str, tuple[str, ...]] = {
     "sidecar-main-exits": ALL,  # nodelet never completes the pod
-    "poststart-fails": ("events: only the second: Normal Killing",),
 }
 
 

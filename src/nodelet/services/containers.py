@@ -129,6 +129,8 @@ class ContainerRunner:
             log.warning("postStart hook of %s in %s failed: %s", container.name,
                         pod.full_name, failure)
             self._recorder.record(pod, "Warning", "FailedPostStartHook", "PostStartHook failed")
+            # The kubelet's kill of it says why in its Killing event.
+            self._recorder.record(pod, "Normal", ev.KILLING, "FailedPostStartHook")
             await self._client.stop_container(container_id, 0)
         return None
 
