@@ -280,3 +280,27 @@ def test_something_runs_until_every_container_exited_and_every_sandbox_was_stopp
 def test_termination_prerequisites(the_pod: pods.Pod, running: set[str],
                                    expected: dict[str, tuple[str, ...]]) -> None:
     assert pa.termination_prerequisites(the_pod, running) == expected
+
+
+@pytest.mark.parametrize(("the_pod", "the_state", "expected"), [
+    # Found by tests/differential (sidecar-main-exits): nodelet kept the pod Running.
+    pytest.param(pod("app", init=(sidecar("s"),), policy="Never"),
+                 state(ctr("s"), ctr("app", EXITED)), True, id="never-app-done"),
+    pytest.param(pod("app", init=(sidecar("s"),), policy="OnFailure"),
+                 state(ctr("s"), ctr("app", EXITED)), True, id="onfailure-app-succeeded"),
+    pytest.param(pod("app", init=(sidecar("s"),), policy="OnFailure"),
+                 state(ctr("s"), ctr("app", EXITED, exit_code=1)), False,
+                 id="onfailure-app-failed-restarts"),
+    pytest.param(pod("app", init=(sidecar("s"),)), state(ctr("s"), ctr("app", EXITED)),
+                 False, id="always-restarts"),
+    pytest.param(pod("app", "b", init=(sidecar("s"),), policy="Never"),
+                 state(ctr("s"), ctr("app", EXITED), ctr("b")), False, id="one-still-runs"),
+    pytest.param(pod("app", init=(sidecar("s"),), policy="Never"),
+                 state(ctr("s", EXITED), ctr("app", EXITED)), False, id="sidecar-exited"),
+    pytest.param(pod("app", policy="Never"), state(ctr("app", EXITED)), False,
+                 id="no-sidecar"),
+])
+def test_completed_with_sidecars(the_pod: pods.Pod, the_state: runtime.PodRuntime,
+                                 expected: bool) -> None:
+    actions = pa.container_actions(the_pod, the_state, facts())
+    assert pa.completed_with_sidecars(actions) is expected

@@ -568,7 +568,13 @@ class PodSyncer:
         facts = self._container_facts(pod, sandbox, work)
         run = _Run(pod, sandbox, state, work, mounts, sandbox.ip or self._node.host_ip)
         tried: set[str] = set()
-        for action in podactions.container_actions(pod, state, facts):
+        actions = podactions.container_actions(pod, state, facts)
+        if podactions.completed_with_sidecars(actions):
+            # The pod is done but for its sidecars: stop them (and the sandbox) as the
+            # kubelet's KillPod does; the phase then follows from the exited containers.
+            await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
+            return run.errors, {a.container.name for a in actions if a.kind == "init"}
+        for action in actions:
             if isinstance(action, podactions.KillUnhealthy | podactions.Start):
                 tried.add(action.container.name)
             if isinstance(action, podactions.KillUnhealthy):

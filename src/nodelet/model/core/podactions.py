@@ -230,6 +230,17 @@ def container_actions(
     return tuple(actions)
 
 
+def completed_with_sidecars(actions: Sequence[ContainerAction]) -> bool:
+    """Every regular container exited for good (none kept running, started or backing off)
+    while a sidecar still runs: the pod's containers are to be stopped, sidecars not
+    restarted — a sidecar does not keep a completed pod alive (the kubelet's
+    computePodActions: nothing to keep and nothing to start is KillPod, its restartable init
+    containers left out)."""
+    regular = [a for a in actions if a.kind == "regular"]
+    return bool(regular) and all(isinstance(a, LeaveExited) for a in regular) and any(
+        a.kind == "init" and isinstance(a, KeepRunning | KillUnhealthy) for a in actions)
+
+
 def ephemeral_actions(pod: pods.Pod, state: runtime.PodRuntime) -> tuple[Start, ...]:
     """An ephemeral container starts once: only while the runtime has no instance of it in
     any sandbox, running or exited (the kubelet's computePodActions); it is never restarted."""
