@@ -62,9 +62,7 @@ TIMING: dict[str, tuple[str, ...]] = {name: RESTARTS for name in (
 # its syncs, terminated; nodelet waiting.
 TIMING |= {name: (*RESTARTS, "initContainerStatuses[0].state.") for name in (
     "init-fails-onfailure", "init-fails-always")}
-OPEN: dict[str, tuple[str, ...]] = {
-    "sidecar-main-exits": ALL,  # nodelet never completes the pod
-}
+OPEN: dict[str, tuple[str, ...]] = {}
 
 
 def allowed(name: str) -> tuple[str, ...]:
