@@ -16,8 +16,8 @@ Run as root from the checkout:
    - **idle cost**: CPU seconds of this process (the agent; the benchmark itself sleeps) and
      of containerd (`/proc/<pid>/stat`: utime + stime) over `--idle` seconds;
    - **reaction**: `--kills` pods, one at a time, get their container's process SIGKILLed
-     from outside, as a crash ends it (each pod sleeps a number of seconds of its own, so its
-     process is found by its command line). Measured from the kill: **seen**, the agent
+     from outside, as a crash ends it (the process is found by the container's ID in its
+     cgroup). Measured from the kill: **seen**, the agent
      waking the pod's worker (its runtime event refreshed, or the relist found it), and
      **restart**, the agent's StartContainer call for the new instance (restartPolicy
      Always; the first restart has no back-off).
@@ -60,7 +60,7 @@ spec:
     - name: main
       image: localhost/nodelet/busybox:latest
       imagePullPolicy: IfNotPresent
-      command: ["sleep", "{seconds}"]
+      command: ["sleep", "1000000"]
 """
 PREFIX = "ev"
 
@@ -164,7 +164,7 @@ async def run_mode(runtime: common.Runtime, args: argparse.Namespace, mode: str,
         try:
             for i in range(args.pods):
                 (manifests / f"{PREFIX}{i:03d}.yaml").write_text(
-                    MANIFEST.format(name=f"{PREFIX}{i:03d}", seconds=sleep_seconds(i)))
+                    MANIFEST.format(name=f"{PREFIX}{i:03d}"))
             await poll(lambda: _all_running(runtime, args.pods), 300, f"{args.pods} pods running")
             await asyncio.sleep(5.0)  # settle: the last statuses, events and writes
             agent_cpu, containerd_cpu = cpu_self(), common_cpu(runtime)
@@ -195,23 +195,19 @@ async def _none_left(runtime: common.Runtime) -> bool:
                    for s in await runtime.client.list_pod_sandboxes())
 
 
-def sleep_seconds(index: int) -> int:
-    """Each pod's container sleeps a number of seconds of its own: its process is found by
-    its command line."""
-    return 1_000_000 + index
-
-
-def kill_process(argv: list[str]) -> None:
-    """SIGKILL the host process running exactly `argv` (a container's main process)."""
-    wanted = b"\0".join(a.encode() for a in argv) + b"\0"
+def kill_container_process(container_id: str) -> None:
+    """SIGKILL the main process of the container `container_id`: the `sleep` in its cgroup
+    (each of a container's cgroup paths ends in its ID)."""
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == wanted:
+            if not proc.name.isdigit() or container_id not in (proc / "cgroup").read_text():
+                continue
+            if (proc / "cmdline").read_bytes().startswith(b"sleep\0"):
                 os.kill(int(proc.name), signal.SIGKILL)
                 return
         except OSError:
             continue
-    raise common.BenchError(f"no process {argv}")
+    raise common.BenchError(f"no sleep process in the cgroup of container {container_id}")
 
 
 async def measure_reactions(runtime: common.Runtime, kills: int, starts: dict[str, float],
@@ -224,9 +220,8 @@ async def measure_reactions(runtime: common.Runtime, kills: int, starts: dict[st
     for name, container in victims:
         before = set(starts)
         uid = container.labels.get(rt.LABEL_POD_UID, "")
-        index = int(name.removeprefix(PREFIX).split("-", 1)[0])
         killed = time.monotonic()
-        kill_process(["sleep", str(sleep_seconds(index))])
+        kill_container_process(container.id)
 
         async def restarted(pod: str = name, old: rt.ContainerID = container.id) -> bool:
             now = await running_containers(runtime.client)
