@@ -1,15 +1,15 @@
 """What of a pod's status and events two agents must agree on, and how two views differ.
 
-`pod_view` keeps, from a v1 Pod as an agent's `/pods` serves it: the phase, reason and message;
-each condition's type, status, reason and message; each container's state (kind, reason,
-message, exit code), last state, restart count, ready and started; the QoS class; the IP
-families. `event_view` keeps each event's type, reason and message, once per distinct event in the
-order they first happened (counts and repeats depend on timing). What
-must differ between agents is scrubbed from every text: UIDs, container and sandbox IDs, IP
-addresses, timestamps, back-off delays. `transition_order` gives the conditions grouped by
-lastTransitionTime; `orders_agree` accepts two orders unless one has a condition strictly
-before another that the other has strictly after. `differences` lists the paths at which two
-views differ. Pure functions over plain JSON values.
+`pod_view` keeps, from a v1 Pod as an agent's `/pods` serves it: the phase, reason and
+message; each condition's type, status, reason and message; each container's state (kind,
+reason, message, exit code), last state, restart count, ready and started; the QoS class;
+the IP families. `event_view` keeps each event's type, reason and message, once per distinct
+event in the order they first happened (counts and repeats depend on timing). What must
+differ between agents is scrubbed from every text: UIDs, container and sandbox IDs, IP
+addresses, timestamps, back-off delays. `transition_order` gives the True conditions grouped
+by lastTransitionTime; `orders_agree` accepts two orders unless one has a condition strictly
+before another that the other has strictly after. `differences` lists the paths at which
+two views differ. Pure functions over plain JSON values.
 """
 
 from __future__ import annotations
@@ -81,10 +81,14 @@ def pod_view(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def transition_order(pod: dict[str, Any]) -> list[list[str]]:
-    """Condition types grouped by lastTransitionTime (whole seconds), earliest first."""
+    """The types of the conditions that are True, grouped by lastTransitionTime (whole
+    seconds), earliest first: the order they turned True in. A False condition's time says
+    when it last turned, which for a state too short for one agent to see (a container that
+    ran for a millisecond made ContainersReady True, then False) is timing, not behaviour."""
     groups: dict[str, list[str]] = {}
     for c in (pod.get("status") or {}).get("conditions") or []:
-        groups.setdefault(str(c.get("lastTransitionTime", "")), []).append(c["type"])
+        if c.get("status") == "True":
+            groups.setdefault(str(c.get("lastTransitionTime", "")), []).append(c["type"])
     return [sorted(groups[t]) for t in sorted(groups)]
 
 

@@ -62,12 +62,17 @@ def waiting(reason: str, *, init: bool = False, name: str = "") -> Callable[[Pod
     return check
 
 
-def init_backing_off(pod: Pod) -> bool:
-    """The init container has restarted and is not running: the kubelet shows it waiting
-    with CrashLoopBackOff or, between two of its syncs, terminated (seen for a whole minute
-    under load), so either counts."""
-    return any(int(c.get("restartCount") or 0) >= 1 and "running" not in (c.get("state") or {})
-               for c in _containers(pod, True))
+def backing_off(*, init: bool = False) -> Callable[[Pod], bool]:
+    """A container (an init container) has restarted and is not running: the kubelet shows
+    it waiting with CrashLoopBackOff or, between two of its syncs, terminated (seen for a
+    whole minute under load), so either counts."""
+    def check(pod: Pod) -> bool:
+        return any(int(c.get("restartCount") or 0) >= 1
+                   and "running" not in (c.get("state") or {}) for c in _containers(pod, init))
+    return check
+
+
+init_backing_off = backing_off(init=True)
 
 
 def condition(type_: str, status: str) -> Callable[[Pod], bool]:
@@ -128,10 +133,9 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("succeeded", spec(main("true"), restart="Never"), phase("Succeeded")),
     Scenario("failed", spec(main("exit 3"), restart="Never"), phase("Failed")),
     Scenario("onfailure-ok", spec(main("true"), restart="OnFailure"), phase("Succeeded")),
-    Scenario("onfailure-crash", spec(main("exit 1"), restart="OnFailure"),
-             waiting("CrashLoopBackOff")),
-    Scenario("always-completes", spec(main("true")), waiting("CrashLoopBackOff")),
-    Scenario("crashloop", spec(main("exit 2")), waiting("CrashLoopBackOff")),
+    Scenario("onfailure-crash", spec(main("exit 1"), restart="OnFailure"), backing_off()),
+    Scenario("always-completes", spec(main("true")), backing_off()),
+    Scenario("crashloop", spec(main("exit 2")), backing_off()),
     Scenario("two-one-fails",
              spec(main("exit 4") + main("true", name="other"), restart="Never"),
              phase("Failed")),

@@ -48,20 +48,22 @@ DELIBERATE: dict[str, tuple[str, ...]] = {
     "image-unreachable": ("containerStatuses[0].state.message",
                           "events: only the first: Warning Failed: Failed to pull image",
                           "events: only the second: Warning Failed: Failed to pull image"),
-    # nodelet probes as the container starts; the kubelet's prober after a random delay.
-    "readiness-http-ok": ("events: only the first: Warning Unhealthy",),
-    "readiness-tcp-ok": ("events: only the first: Warning Unhealthy",),
 }
 # Settled within a window that repeats (a back-off, a restart): which round of it each agent
 # was seen in depends on the machine's load, so the restart counts may differ by a round.
 RESTARTS = ("containerStatuses[0].restartCount: ", "initContainerStatuses[0].restartCount: ")
 TIMING: dict[str, tuple[str, ...]] = {name: RESTARTS for name in (
-    "onfailure-crash", "always-completes", "crashloop", "poststart-fails",
-    "liveness-exec-fails", "startup-exec-fails")}
-# An init container backing off: the kubelet shows it waiting (CrashLoopBackOff) or, between
-# its syncs, terminated; nodelet waiting.
+    "poststart-fails", "liveness-exec-fails", "startup-exec-fails")}
+# A container backing off: the kubelet shows it waiting (CrashLoopBackOff) or, between its
+# syncs, terminated; nodelet waiting.
+TIMING |= {name: (*RESTARTS, "containerStatuses[0].state.") for name in (
+    "onfailure-crash", "always-completes", "crashloop")}
 TIMING |= {name: (*RESTARTS, "initContainerStatuses[0].state.") for name in (
     "init-fails-onfailure", "init-fails-always")}
+# Whether an agent's first probe comes before httpd listens (one Unhealthy event), either way.
+UNHEALTHY_ONCE = ("events: only the first: Warning Unhealthy",
+                  "events: only the second: Warning Unhealthy")
+TIMING |= {"readiness-http-ok": UNHEALTHY_ONCE, "readiness-tcp-ok": UNHEALTHY_ONCE}
 OPEN: dict[str, tuple[str, ...]] = {}
 
 
