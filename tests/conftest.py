@@ -27,6 +27,7 @@ import asyncio
 import contextvars
 import gc
 import os
+import signal
 import tempfile
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
@@ -76,6 +77,14 @@ def runtime_programs_for_tests() -> containerd.Programs:
     """The programs (and containerd version) of the runtime the tests run on."""
     return containerd.find_programs(
         replace(settings_.RuntimeSettings(), runtime_bin_dir=runtime_bin_dir_for_tests()))
+
+
+def pytest_configure() -> None:
+    """A run started in the background by a non-interactive shell (`make test &`, nohup)
+    inherits SIGINT ignored, and so would every program the tests start: the tests that
+    press Ctrl-C on a CLI (`nodelet logs -f`) need it delivered as on a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header() -> str:
