@@ -9,6 +9,8 @@ terminated every pod, and stops the agent, so no sandbox outlives the test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 import shutil
 import tempfile
 import textwrap
@@ -250,3 +252,21 @@ def _server_address(given: settings.NodeServerSettings | None,
     if given is None or given.address == default.address:
         return "127.0.0.1"
     return given.address
+
+
+async def port_forwarded_page(command: list[str], remote: int = 8080) -> bytes:
+    """Run `command` (a `nodelet port-forward POD 0:<remote>`), read the local port it says
+    it forwards from, GET its /index.html through it, and stop it."""
+    forward = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert forward.stdout is not None
+        line = await asyncio.wait_for(forward.stdout.readline(), 30)
+        match = re.match(rb"Forwarding from 127\.0\.0\.1:(\d+) -> " + str(remote).encode(),
+                         line)
+        assert match, line
+        return await http_get(int(match.group(1)))
+    finally:
+        forward.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            await asyncio.wait_for(forward.communicate(), 10)

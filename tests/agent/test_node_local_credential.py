@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from conftest import AgentFactory
-from harness import Harness, all_ready, http_get, pod_manifest
+from harness import Harness, all_ready, pod_manifest, port_forwarded_page
 from nodelet import settings
 from nodelet.adapters import host, servingcerts
 from polling import eventually
@@ -79,18 +79,8 @@ async def test_root_on_the_node_needs_no_credential_flags(make_agent: AgentFacto
                                  "--data-dir", str(agent.settings.data_dir)])
     assert (code, out) == (0, "started\n"), err
 
-    forward = await asyncio.create_subprocess_exec(
-        *_cli(agent, "port-forward", POD, "0:8080"), stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
-    try:
-        assert forward.stdout is not None
-        line = await asyncio.wait_for(forward.stdout.readline(), 30)
-        match = re.match(rb"Forwarding from 127\.0\.0\.1:(\d+) -> 8080", line)
-        assert match, line
-        assert b"served-locally" in await http_get(int(match.group(1)))
-    finally:
-        forward.terminate()
-        await asyncio.wait_for(forward.communicate(), 10)
+    page = await port_forwarded_page(_cli(agent, "port-forward", POD, "0:8080"))
+    assert b"served-locally" in page
 
     # Without the token (another host user cannot read it: 0600 root, checked above): 401,
     # and the CLI says what to do.
