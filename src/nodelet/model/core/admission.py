@@ -155,22 +155,24 @@ def _user_namespaces(pod: pods.Pod, node: Node) -> Rejection | None:
                      "namespaces")
 
 
-def mounts_images(version: runtime.VersionInfo) -> bool:
-    """Whether the runtime mounts an image volume (CRI Mount.image): containerd from 2.1; an
-    older one would drop the field without a word. Other runtimes are left to say."""
+def _containerd_from(version: runtime.VersionInfo, release: tuple[int, int]) -> bool:
+    """True for containerd `release` or later, and for any other runtime (left to say)."""
     if version.runtime_name != "containerd":
         return True
     found = re.match(r"v?(\d+)\.(\d+)", version.runtime_version)
-    return found is not None and (int(found[1]), int(found[2])) >= (2, 1)
+    return found is not None and (int(found[1]), int(found[2])) >= release
+
+
+def mounts_images(version: runtime.VersionInfo) -> bool:
+    """Whether the runtime mounts an image volume (CRI Mount.image): containerd from 2.1; an
+    older one would drop the field without a word. Other runtimes are left to say."""
+    return _containerd_from(version, (2, 1))
 
 
 def applies_stop_signals(version: runtime.VersionInfo) -> bool:
     """Whether the runtime stops a container with CRI's stop_signal: containerd from 2.3 (2.2
     drops the field without a word). Other runtimes are left to say."""
-    if version.runtime_name != "containerd":
-        return True
-    found = re.match(r"v?(\d+)\.(\d+)", version.runtime_version)
-    return found is not None and (int(found[1]), int(found[2])) >= (2, 3)
+    return _containerd_from(version, (2, 3))
 
 
 STOP_SIGNALS_REASON = "ContainerStopSignalsNotSupported"
