@@ -5,8 +5,8 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 # containerd and runc: Debian 12's 1.6 (the second runtime); libseccomp-dev and pkg-config:
-# to build runc (`make runtime`).
-APT_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2 iptables gcc libc6-dev make sqlite3 docker-registry chromium chromium-driver tmux libseccomp-dev pkg-config
+# to build runc (`make runtime`); netcat-openbsd: the nc of the e2e suite's agnhost image.
+APT_PACKAGES := containerd runc containernetworking-plugins busybox-static netcat-openbsd iproute2 iptables gcc libc6-dev make sqlite3 docker-registry chromium chromium-driver tmux libseccomp-dev pkg-config
 PROTO := src/nodelet/adapters/cri/api.proto
 GEN := src/nodelet/adapters/cri/gen
 EVENTS_DIR := src/nodelet/adapters/events

@@ -11,14 +11,16 @@ in the v1.37.2 sources: busybox 86 times, agnhost 62, pause 20, the rest once or
   from `k8s.io/kubernetes/test/images/agnhost` at the pinned release (kube/build.sh agnhost),
   on the busybox base below, with what upstream's Dockerfile adds: `/agnhost-2`, `/uploads`,
   porter's `localhost.crt`/`.key`, the user `user-defined-in-image` (uid 1000) in
-  `group-defined-in-image` (gid 50000), and `curl` and `bash` (the host's, with their shared
-  libraries: tests run them in agnhost containers; Alpine's dig, socat and iperf are not
-  there), and `/var/registry` holding `pause:testing` (the pause image below) for agnhost's
-  `fake-registry-server`, as upstream's build fetches it. Both tags hold the v1.37.2
+  `group-defined-in-image` (gid 50000), and `curl`, `bash` and netcat-openbsd's `nc` (the
+  host's, with their shared libraries: tests run them in agnhost containers, `nc -u` for the
+  node-to-pod UDP check; Alpine's dig, socat and iperf are not there), and `/var/registry`
+  holding `pause:testing` (the pause image below) for agnhost's `fake-registry-server`, as
+  upstream's build fetches it. Both tags hold the v1.37.2
   agnhost: the module has one agnhost, not 2.55's.
 - `e2e-test-images/busybox:1.37.0-2` and `:1.36.1-1`: Debian's busybox-static (1.35) with a
   link for every applet it has, where Alpine/busybox put them (`busybox --list-full`) and in
-  `/bin`.
+  `/bin` — but `/bin/sh` is this host's bash (`SHELL`, why there). The other busybox-based
+  images below share this base.
 - `pause:3.10.2`: images/pause.c, as upstream's pause image: `/pause`, user 65535:65535.
 - `e2e-test-images/nonroot:1.5`: the busybox base with `USER 1234` (upstream: debian-base).
 - `e2e-test-images/glibc-dns-testing:2.1.1`: glibc's `hostname` and dash (this host's, a
@@ -26,9 +28,14 @@ in the v1.37.2 sources: busybox 86 times, agnhost 62, pause 20, the rest once or
 - `e2e-test-images/nonewprivs:1.4`: `/usr/local/bin/nnp` (k8s.io/kubernetes/test/images/
   nonewprivs, setuid root) on the busybox base, `CMD ["nnp"]`.
 
-Not built (`NOT_BUILT` says why): nginx (one [Slow] NodeConformance test switches a pod to
-it), the private registry's `k8s-authenticated-test/agnhost:2.6`, and the images of other
-suites (storage drivers, node-perf, sample-apiserver...).
+- `e2e-test-images/nginx:1.27.0-2`: NOT nginx — the busybox base whose default command is
+  busybox's httpd serving `/usr/share/nginx/html` on port 80. The one [NodeConformance] test
+  that uses it (`Pods should have their auto-restart back-off timer reset on image update`)
+  switches a crashing container's image to it and keeps the container's own command; it
+  needs an image that differs, not nginx. Debian has no static nginx to put in its place.
+
+Not built (`NOT_BUILT` says why): the private registry's `k8s-authenticated-test/agnhost:2.6`,
+and the images of other suites (storage drivers, node-perf, sample-apiserver...).
 
 Each archive is named with the suite's own reference (`registry.k8s.io/...`); conformance runs
 push it to a local registry under the paths of a KUBE_TEST_REPO_LIST file (`push_all`).
@@ -65,8 +72,6 @@ REGISTRIES = {
 }
 
 NOT_BUILT = {
-    "e2e-test-images/nginx": "nginx is not in Debian's packages here as a static program, and "
-                             "one [Slow] test uses it (back-off reset on image update)",
     "k8s-authenticated-test/agnhost": "the private-registry image needs the registry's "
                                       "credentials of upstream's test project",
 }
@@ -121,6 +126,17 @@ def applet_links(binary: Path) -> list[build.Entry]:
     return [build.Entry(p, "link", 0o777, target="/bin/busybox") for p in sorted(paths)]
 
 
+# The shell the busybox-based images run as `sh`. Upstream's images run busybox's own ash
+# (1.36/1.37); Debian's busybox-static 1.35 differs from it in two ways the suite sees:
+# its ash drops environment variables whose names are not shell identifiers (`env
+# data-1=x busybox sh -c env` prints no data-1; the ConfigMap and Secret "consumable via the
+# environment" tests set `data-1`), and it runs its own applets before PATH (so `nc` in a
+# script is busybox's, which has no `-u`, where Alpine's sh finds netcat-openbsd's). The
+# host's bash, as `sh`, passes such variables on and looks commands up in PATH; every applet
+# stays where busybox puts it.
+SHELL = Path("/bin/bash")
+
+
 def base_entries(*, passwd: str = PASSWD, group: str = GROUP) -> list[build.Entry]:
     dirs = ("bin", "sbin", "usr", "usr/bin", "usr/sbin", "usr/local", "usr/local/bin", "etc",
             "root", "home", "var", "var/www", "dev", "proc", "sys")
@@ -130,13 +146,17 @@ def base_entries(*, passwd: str = PASSWD, group: str = GROUP) -> list[build.Entr
     entries += applet_links(BUSYBOX)
     entries += [build.Entry("etc/passwd", "file", 0o644, passwd.encode()),
                 build.Entry("etc/group", "file", 0o644, group.encode())]
-    return entries
+    shell = build.Entry("bin/sh", "link", 0o777, target=SHELL.name)
+    return merged(entries, host_program_entries((SHELL,)), [shell])
 
 
 # Programs of upstream's agnhost image (Alpine packages) that e2e tests run inside it and
 # busybox lacks: exec hooks and probes `curl`, some commands need `bash`. Taken from this host
 # (Debian's curl and bash) with the shared libraries `ldd` names, at the same paths.
-HOST_PROGRAMS = (Path("/usr/bin/curl"), Path("/bin/bash"))
+HOST_PROGRAMS = (Path("/usr/bin/curl"),)
+# netcat-openbsd's nc (Debian's netcat-openbsd), where Alpine's netcat-openbsd puts it: first
+# in PATH, before busybox's /bin/nc.
+NETCAT = Path("/bin/nc.openbsd")
 
 
 def shared_libraries(program: Path) -> list[Path]:
@@ -206,7 +226,8 @@ def agnhost() -> tuple[list[build.Entry], dict[str, object]]:
         passwd=PASSWD + "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n",
         group=GROUP + "user-defined-in-image:x:1000:\n"
                       "group-defined-in-image:x:50000:user-defined-in-image\n")
-    entries = merged(entries, host_program_entries(HOST_PROGRAMS))
+    netcat = [build.Entry("usr/bin/nc", "file", 0o755, NETCAT.read_bytes())]
+    entries = merged(entries, host_program_entries((*HOST_PROGRAMS, NETCAT)), netcat)
     pause_entries, pause_config = pause()
     pause_files = build.layout_files("registry.k8s.io/pause:testing", pause_entries, pause_config)
     entries += fake_registry_entries(pause_files)
@@ -242,6 +263,16 @@ def nonroot() -> tuple[list[build.Entry], dict[str, object]]:
     return base_entries(), {"Cmd": ["sh"], "User": "1234", "Env": [build.PATH_ENV]}
 
 
+def nginx() -> tuple[list[build.Entry], dict[str, object]]:
+    """A stand-in, not nginx (see the module docstring): busybox's httpd on port 80."""
+    page = b"<html><body><h1>nginx stand-in (busybox httpd)</h1></body></html>\n"
+    entries = [*base_entries(), build.Entry("usr/share", "dir"),
+               build.Entry("usr/share/nginx", "dir"), build.Entry("usr/share/nginx/html", "dir"),
+               build.Entry("usr/share/nginx/html/index.html", "file", 0o644, page)]
+    return entries, {"Cmd": ["httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"],
+                     "Env": [build.PATH_ENV], "ExposedPorts": {"80/tcp": {}}}
+
+
 def nonewprivs() -> tuple[list[build.Entry], dict[str, object]]:
     entries = base_entries()
     entries.append(build.Entry("usr/local/bin/nnp", "file", 0o4755, kube_bin("nnp").read_bytes()))
@@ -266,6 +297,7 @@ IMAGES = (
     Image(PROMOTER, "nonewprivs", "1.4", "nonewprivs.tar", nonewprivs),
     Image(GC, "pause", "3.10.2", "pause.tar", pause),
     Image(PROMOTER, "glibc-dns-testing", "2.1.1", "glibc-dns-testing.tar", glibc_dns_testing),
+    Image(PROMOTER, "nginx", "1.27.0-2", "nginx.tar", nginx),
 )
 
 
