@@ -616,7 +616,8 @@ class ControlPlane:
                 and self._get("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
                 is not None)
 
-    def _ssl(self) -> ssl.SSLContext:
+    def admin_ssl(self) -> ssl.SSLContext:
+        """A client context of the cluster admin (its certificate, the cluster CA)."""
         context = ssl.create_default_context(cafile=str(self.ca.cert))
         admin = self.root / "pki" / "admin"
         context.load_cert_chain(f"{admin}.crt", f"{admin}.key")
@@ -625,7 +626,7 @@ class ControlPlane:
     def _get(self, path: str) -> Any:
         """GET as the admin; the decoded answer, or None when it fails."""
         try:
-            with urllib.request.urlopen(self.server + path, context=self._ssl(),
+            with urllib.request.urlopen(self.server + path, context=self.admin_ssl(),
                                         timeout=5) as answer:
                 body = answer.read()
         except (urllib.error.URLError, OSError):
