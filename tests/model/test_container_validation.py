@@ -429,9 +429,6 @@ REJECTED: list[tuple[str, dict[str, Any], str, str]] = [
      f"{C0}.restartPolicyRules[0].exitCodes.values", "must have at most 255 items"),
     ("restart-rules-many", c(restartPolicy="Never", restartPolicyRules=[RULE_42] * 21),
      f"{C0}.restartPolicyRules", "must have at most 20 items"),
-    ("restart-all-containers", c(restartPolicy="Never", restartPolicyRules=[
-        {**RULE_42, "action": "RestartAllContainers"}]), f"{C0}.restartPolicyRules[0].action",
-     "RestartAllContainers action"),
     ("resize-resource", c(resizePolicy=[{"resourceName": "gpu",
                                          "restartPolicy": "NotRequired"}]),
      f"{C0}.resizePolicy[0].resourceName", 'unsupported value "gpu"'),

@@ -71,6 +71,8 @@ def test_node_status_reports_capacity_addresses_and_node_info() -> None:
     assert status["nodeInfo"]["kubeletVersion"] == nodes.KUBELET_VERSION
     assert [c["type"] for c in status["conditions"]] == [
         "MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+    # NodeDeclaredFeatures (GA in 1.37): what the scheduler may send here that needs it.
+    assert status["declaredFeatures"] == ["RestartAllContainersOnContainerExits"]
     unanswered = nodes.node_status(SPEC, None, nodes.ready_condition(None), previous=None, now=T0)
     assert unanswered["nodeInfo"]["containerRuntimeVersion"] == ""
 

@@ -124,10 +124,11 @@ def test_an_api_pod_with_refused_fields_is_kept_for_admission_to_refuse() -> Non
     assert parsed.refused == () and admission.admit(parsed, admission.Node(labels={})) is None
 
 
-def test_container_restart_rules_are_read_and_restart_all_is_refused() -> None:
+def test_container_restart_rules_are_read_with_both_actions() -> None:
     """ContainerRestartRules (beta, on in 1.37): a regular container's restartPolicy and its
-    rules are read; the RestartAllContainers action (another feature) is refused — in a
-    manifest when read, in a pod the API server accepted at admission."""
+    rules are read, `RestartAllContainers` (RestartAllContainersOnContainerExits, beta and on
+    in 1.37) as well as `Restart` — in a manifest and in a pod the API server accepted, and
+    admitted; a sidecar may carry them too."""
     rule = {"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}
     parsed = manifests.pod_from_object(
         pod({}, {"restartPolicy": "Never", "restartPolicyRules": [rule]}), node_name="n")
@@ -139,9 +140,8 @@ def test_container_restart_rules_are_read_and_restart_all_is_refused() -> None:
     obj = pod({}, every)
     obj["metadata"]["uid"] = "u-1"
     parsed = manifests.pod_from_object(obj, node_name="n", source="api", strict=False)
-    assert [path for path, _ in parsed.refused] == [
-        "spec.containers[0].restartPolicyRules[0].action"]
-    rejection = admission.admit(parsed, admission.Node(labels={}))
-    assert rejection is not None and rejection.reason == "UnsupportedPodSpec"
-    with pytest.raises(manifests.ManifestError, match="RestartAllContainers action"):
-        manifests.pod_from_object(pod({}, every), node_name="n")
+    assert parsed.refused == ()
+    assert admission.admit(parsed, admission.Node(labels={})) is None
+    parsed = manifests.pod_from_object(pod({}, every), node_name="n")
+    assert parsed.spec.containers[0].restart_rules == (
+        pods.RestartRule("RestartAllContainers", "In", (42,)),)

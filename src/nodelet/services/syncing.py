@@ -27,6 +27,7 @@ from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
 from nodelet.model.core import (
     admission,
+    crilogs,
     downward,
     etchosts,
     eviction,
@@ -35,6 +36,7 @@ from nodelet.model.core import (
     observers,
     podactions,
     pods,
+    restartall,
     runtime,
     sandboxes,
     security,
@@ -270,6 +272,12 @@ class PodSyncer:
             state = await self._replace_sandbox(pod, state, action.change, work)
             # Downward API files may carry the pod IP, which only the new sandbox knows.
             mounts = await self._prepare_volumes(pod, state, work)
+        if restartall.resetting(pod, state.containers, self._statuses.last_known(pod.uid)):
+            # The condition True is published (above); the next sync, finding every
+            # container removed, publishes them waiting and starts them again.
+            await self._reset_containers(pod, state, work)
+            self.publish(pod, await self._relister.refresh_pod(pod.uid), work)
+            return 0.0
         before = state.containers
         collected = await self._collect_dead(pod, state)  # before starts: policy's dead + 1
         errors, tried = await self._sync_containers(pod, state, work, mounts)
@@ -555,6 +563,26 @@ class PodSyncer:
                         pod.full_name, "; ".join(result.errors))
         return bool(result.containers_removed or result.sandboxes_removed or result.errors)
 
+    async def _reset_containers(self, pod: pods.Pod, state: runtime.PodRuntime,
+                                work: PodWork) -> None:
+        """Restart all containers in place, the removing half (`restartall.reset_order`):
+        stop each instance still running at once (no preStop, the minimum grace period, as
+        the kubelet's override of 0) and remove every instance, keeping its log files (the
+        next attempts count on from them) and the sandbox."""
+        pod_ip = next(iter(generation.pod_ips(pod, state.sandboxes, self._node.host_ip,
+                                              self._node.all_ips)), "")
+        for removal in restartall.reset_order(pod, state.containers):
+            name = removal.info.name
+            self._probes.forget_container(pod.uid, name)
+            work.waiting.pop(name, None)
+            if removal.stop:
+                self._recorder.record(pod, "Normal", ev.KILLING,
+                                      restartall.KILL_MESSAGE.format(name=name))
+                await self._containers.stop(pod, None, removal.info, pod_ip=pod_ip,
+                                            grace=restartall.KILL_GRACE_SECONDS)
+            with contextlib.suppress(cri.NotFound):  # the collector may have been first
+                await self._client.remove_container(removal.info.id)
+
     # -- containers -----------------------------------------------------------------------
 
     async def _sync_containers(
@@ -565,7 +593,7 @@ class PodSyncer:
         containers it started or killed (the runtime changed). A container that must wait
         (CrashLoopBackOff, an image pull's back-off) schedules the pod's wake-up for then."""
         sandbox = state.sandboxes[0]
-        facts = self._container_facts(pod, sandbox, work)
+        facts = self._container_facts(pod, sandbox, work, state)
         run = _Run(pod, sandbox, state, work, mounts, sandbox.ip or self._node.host_ip)
         tried: set[str] = set()
         actions = podactions.container_actions(pod, state, facts)
@@ -586,13 +614,26 @@ class PodSyncer:
         return run.errors, tried
 
     def _container_facts(self, pod: pods.Pod, sandbox: runtime.SandboxInfo,
-                         work: PodWork) -> podactions.ContainerFacts:
+                         work: PodWork, state: runtime.PodRuntime) -> podactions.ContainerFacts:
         return podactions.ContainerFacts(
             sandbox_id=sandbox.id, now=self._now(),
             liveness_failed=self._probes.liveness_failed(pod.uid),
             started=self._probes.started(pod.uid),
             restarts={name: r.state() for name, r in work.restarts.items()},
+            attempt_floor=self._attempt_floor(pod, state),
         )
+
+    def _attempt_floor(self, pod: pods.Pod, state: runtime.PodRuntime) -> dict[str, int]:
+        """After a reset removed every instance of a container, its next attempt follows the
+        highest that left a log file, as the kubelet reads it from the log directory (only
+        pods that can restart all their containers lose instances that way)."""
+        if not restartall.could_restart_all(pod):
+            return {}
+        have = {c.name for c in state.containers}
+        root = Path(specs.pod_log_directory(self._node.logs_root, pod))
+        return {c.name: restartall.next_attempt_floor(_logged_attempts(root / c.name))
+                for c in (*pod.spec.init_containers, *pod.spec.containers)
+                if c.name not in have}
 
     def _more_to_start(self, pod: pods.Pod, state: runtime.PodRuntime, work: PodWork,
                        tried: set[str]) -> bool:
@@ -602,7 +643,7 @@ class PodSyncer:
         not running (an image still being pulled, backed off) waits for its own wake-up."""
         if not state.sandboxes:
             return False
-        facts = self._container_facts(pod, state.sandboxes[0], work)
+        facts = self._container_facts(pod, state.sandboxes[0], work, state)
         return any(isinstance(a, podactions.Start) and a.container.name not in tried
                    for a in podactions.container_actions(pod, state, facts))
 
@@ -795,6 +836,15 @@ class _TerminationOrder:
             await stop
         finally:
             self._stopped[name].set()
+
+
+def _logged_attempts(directory: Path) -> list[int]:
+    """The attempts of a container's log directory (`3.log`; rotated files too)."""
+    try:
+        names = [entry.name for entry in directory.iterdir()]
+    except OSError:
+        return []
+    return [a for a in map(crilogs.attempt_of, names) if a is not None]
 
 
 async def _nothing_to_wait_for(pod: pods.Pod) -> None:

@@ -17,7 +17,8 @@ Statuses = Sequence[status.ContainerStatus]
 
 # Conditions nodelet always writes; the ready-to-start condition joins them when its gate is on.
 _ALWAYS_OWNED = frozenset(
-    {status.POD_SCHEDULED, status.READY, status.INITIALIZED, status.CONTAINERS_READY}
+    {status.POD_SCHEDULED, status.READY, status.INITIALIZED, status.CONTAINERS_READY,
+     status.ALL_CONTAINERS_RESTARTING}
 )
 # Every type nodelet may write to the API, whatever the gates (the ready-to-start condition
 # under both of its names). Everything else in an API pod's status belongs to someone else.
@@ -145,6 +146,19 @@ def initialized(
     return status.PodCondition(type=status.INITIALIZED, status="True")
 
 
+def _kept_initialized(new: status.PodCondition,
+                      old_conditions: Sequence[status.PodCondition]) -> status.PodCondition:
+    """A pod once initialized stays initialized while its init containers show incomplete
+    again (an in-place restart of all its containers): the kubelet 1.37's generate.go with
+    RestartAllContainersOnContainerExits, on by default."""
+    if new.status == "True" or new.reason != status.REASON_CONTAINERS_NOT_INITIALIZED:
+        return new
+    old = next((c for c in old_conditions if c.type == status.INITIALIZED), None)
+    if old is not None and old.status == "True":
+        return status.PodCondition(type=status.INITIALIZED, status="True")
+    return new
+
+
 def _terminal(type_: str, phase: status.PodPhase) -> status.PodCondition:
     reason = status.REASON_POD_FAILED if phase == "Failed" else status.REASON_POD_COMPLETED
     return status.PodCondition(type=type_, status="False", reason=reason)
@@ -238,8 +252,10 @@ def generate_conditions(
     phase: status.PodPhase,
     gates: settings.FeatureGates,
     extra: extraconditions.Facts | None = None,
+    restarting: status.PodCondition | None = None,
 ) -> tuple[status.PodCondition, ...]:
-    """All conditions of a pod in the kubelet's order (generateAPIPodStatus).
+    """All conditions of a pod in the kubelet's order (generateAPIPodStatus); `restarting`:
+    AllContainersRestarting, on a pod that can restart all its containers (`restartall`).
 
     Conditions nodelet does not own - readiness gates, DisruptionTarget, anything written by
     others, and the ready-to-start condition when its gate is off - are kept from
@@ -254,11 +270,15 @@ def generate_conditions(
         out.append(
             ready_to_start_containers(pod, sandboxes, last_sandbox_error, condition_type=ready_type)
         )
-    out.append(initialized(pod, init_statuses, phase, container_statuses=container_statuses))
+    out.append(_kept_initialized(
+        initialized(pod, init_statuses, phase, container_statuses=container_statuses),
+        old_conditions))
     cr = containers_ready(pod, container_statuses, init_statuses, phase)
     out.append(pod_ready(pod, cr, out, phase))
     out.append(cr)
     out.append(pod_scheduled())
+    if restarting is not None:
+        out.append(restarting)
     return extraconditions.apply(
         out, pod, sandbox_list=sandboxes, container_statuses=container_statuses, gates=gates,
         facts=extra or extraconditions.Facts(), ready_type=ready_type)

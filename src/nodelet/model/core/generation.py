@@ -20,6 +20,7 @@ from nodelet.model.core import (
     phases,
     pods,
     resources,
+    restartall,
     runtime,
     sandboxes,
     status,
@@ -105,7 +106,13 @@ def generate_status(
     if not gates.container_stop_signals:  # the kubelet shows them only with its gate
         init_statuses = _without_stop_signals(init_statuses)
         container_statuses = _without_stop_signals(container_statuses)
-    if old is not None:
+    if old is not None and restartall.could_restart_all(pod):
+        cleaned = restartall.just_cleaned(pod, containers, old)
+        init_statuses = restartall.reset_statuses(
+            init_statuses, old.init_container_statuses, just_cleaned=cleaned)
+        container_statuses = restartall.reset_statuses(
+            container_statuses, old.container_statuses, just_cleaned=cleaned)
+    elif old is not None:
         init_statuses = _keep_terminated(init_statuses, old.init_container_statuses)
         container_statuses = _keep_terminated(container_statuses, old.container_statuses)
     phase = phases.pod_phase(
@@ -130,6 +137,7 @@ def generate_status(
         phase=phase,
         gates=gates,
         extra=extra,
+        restarting=restartall.condition(pod, containers, old, phase),
     )
     if _rejected(failure):
         # The kubelet's rejectPod writes phase, reason and message only: none of its own

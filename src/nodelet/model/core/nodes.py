@@ -157,6 +157,15 @@ def _runtime_problem(runtime: rt.RuntimeStatus, type_: str) -> str:
         f"reason:{reason} message:{message}".replace("  ", " ")
 
 
+# status.declaredFeatures (NodeDeclaredFeatures, GA in 1.37): the features of the registry
+# (k8s.io/component-helpers/nodedeclaredfeatures) this node offers. The scheduler and the API
+# server send a pod needing one of the others elsewhere, or refuse its update, rather than
+# leave it to a node that would ignore it: nodelet offers no in-place resize, no DRA, no
+# user namespaces with hostNetwork, no bind-mount options, and lets kube-apiserver translate
+# WebSocket streams (ExtendWebSocketsToKubelet undeclared).
+DECLARED_FEATURES = ("RestartAllContainersOnContainerExits",)
+
+
 def node_status(
     spec: NodeSpec,
     version: rt.VersionInfo | None,
@@ -181,6 +190,7 @@ def node_status(
         "addresses": nodeips.addresses(spec.host_ips or (spec.host_ip,), spec.name),
         "daemonEndpoints": {"kubeletEndpoint": {"Port": spec.kubelet_port}},
         "nodeInfo": _node_info(spec.machine, version),
+        "declaredFeatures": list(DECLARED_FEATURES),
     }
     if images is not None:
         out["images"] = list(images)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from nodelet.model.core import pods, restarts, runtime, status
+from nodelet.model.core import pods, restartall, restarts, runtime, status
 
 # Waiting reasons of containers the runtime does not have yet (kubelet_pods.go).
 CONTAINER_CREATING = "ContainerCreating"
@@ -64,7 +64,8 @@ def _count_init(c: _Counts, s: status.ContainerStatus | None, restart: _Restarts
         c.pending_init += 1
     elif code != 0:
         c.failed_init += 1
-        c.failed_init_final += int(not restart(code))
+        c.failed_init_final += int(not (restart(code) or (
+            s is not None and restartall.removed_by_reset(s))))
 
 
 def _count_sidecar(c: _Counts, s: status.ContainerStatus | None) -> None:
@@ -88,7 +89,7 @@ def _count_regular(c: _Counts, s: status.ContainerStatus | None, restart: _Resta
         c.waiting += 1
     else:
         c.stopped += 1
-        c.stopped_final += int(not restart(code))
+        c.stopped_final += int(not (restart(code) or restartall.removed_by_reset(s)))
         c.succeeded += int(isinstance(s.state, status.ContainerStateTerminated) and code == 0)
 
 
@@ -107,7 +108,10 @@ def _count(pod: pods.Pod, init_statuses: Statuses, container_statuses: Statuses)
 
 
 def _restarts(pod: pods.Pod, container: pods.Container) -> _Restarts:
-    return lambda code: restarts.should_restart(pod.spec.restart_policy, container, code)
+    """A container restarts by its policies, or with all the pod's containers when its exit
+    code's rule says so (which counts as restartable in the kubelet's getPhase)."""
+    return lambda code: (restarts.should_restart(pod.spec.restart_policy, container, code)
+                         or restartall.restarts_all(container, code))
 
 
 def _all_stopped_phase(pod: pods.Pod, c: _Counts, *, terminal: bool) -> status.PodPhase:

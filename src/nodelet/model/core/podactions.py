@@ -202,6 +202,9 @@ class ContainerFacts:
     restarts: Mapping[str, RestartState] | None = None
     # Startup probe results by container name (containers with a startup probe only).
     started: Mapping[str, bool] = field(default_factory=dict)
+    # The attempt a new instance takes at least, by container name: after the highest that
+    # left a log file, when a reset removed every instance (`restartall`).
+    attempt_floor: Mapping[str, int] = field(default_factory=dict)
 
 
 def container_actions(
@@ -279,7 +282,7 @@ def container_action(
         ran_for = facts.now - latest.started_at / 1e9
         return KeepRunning(container, kind, latest,
                            reset_backoff=restart is not None and ran_for > BACKOFF_RESET_AFTER)
-    attempt = next_attempt(state, container.name)
+    attempt = next_attempt(state, container.name, facts.attempt_floor.get(container.name, 0))
     if latest is None or latest.state is not runtime.ContainerState.EXITED:
         return Start(container, kind, attempt, restart=False)
     if not should_restart(pod, container, latest, kind):
@@ -295,8 +298,9 @@ def after_probe_kill(
     if not action.restart:
         return LeaveExited(action.container, action.kind)
     restart = (facts.restarts or {}).get(action.container.name)
-    return _restart(pod, action.container, action.kind, next_attempt(state, action.container.name),
-                    restart, facts.now)
+    name = action.container.name
+    return _restart(pod, action.container, action.kind,
+                    next_attempt(state, name, facts.attempt_floor.get(name, 0)), restart, facts.now)
 
 
 def _restart(pod: pods.Pod, container: pods.Container, kind: ContainerKind, attempt: int,
@@ -330,10 +334,11 @@ def latest_instance(
     )
 
 
-def next_attempt(state: runtime.PodRuntime, name: str) -> int:
-    """One more than the highest attempt of any instance of `name` (0 for the first)."""
+def next_attempt(state: runtime.PodRuntime, name: str, floor: int = 0) -> int:
+    """One more than the highest attempt of any instance of `name` (0 for the first), and
+    at least `floor`."""
     attempts = [c.attempt for c in state.containers if c.name == name]
-    return max(attempts) + 1 if attempts else 0
+    return max(max(attempts) + 1 if attempts else 0, floor)
 
 
 def should_restart(

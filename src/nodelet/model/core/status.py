@@ -24,6 +24,8 @@ INITIALIZED = "Initialized"
 CONTAINERS_READY = "ContainersReady"
 READY = "Ready"
 DISRUPTION_TARGET = "DisruptionTarget"
+# Restarting all of a pod's containers in place (RestartAllContainersOnContainerExits).
+ALL_CONTAINERS_RESTARTING = "AllContainersRestarting"
 
 # Reasons and messages (pkg/kubelet/status/generate.go, pkg/kubelet/types/constants.go).
 REASON_POD_SANDBOX_NOT_READY = "PodSandboxNotReady"

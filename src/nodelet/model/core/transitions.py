@@ -28,6 +28,7 @@ KUBELET_OWNED = frozenset(
         st.CONTAINERS_READY,
         st.READY,
         st.DISRUPTION_TARGET,
+        st.ALL_CONTAINERS_RESTARTING,
     }
 )
 

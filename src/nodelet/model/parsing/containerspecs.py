@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from nodelet.model.core import fields, handlers, names, pods, probes, restarts
+from nodelet.model.core import fields, handlers, names, pods, probes
 from nodelet.model.parsing import (
     apifields,
     defaulting,
@@ -203,8 +203,6 @@ def _restart_rule(item: Mapping[str, Any], path: str, strict: bool) -> pods.Rest
         fields.check_fields(item, _RULE_FIELDS, path)
     action = fields.string(item, "action", path, required=True)
     fields.one_of(action, _RULE_ACTIONS, f"{path}.action")
-    if strict and action != restarts.RESTART:
-        raise fields.UnsupportedError(podfields.RESTART_ALL_REFUSED, path=f"{path}.action")
     if item.get("exitCodes") is None:
         raise fields.InvalidValueError("required: must be specified", path=f"{path}.exitCodes")
     codes = fields.mapping(item, "exitCodes", path)

@@ -184,7 +184,9 @@ TABLE: tuple[Field, ...] = (
     _h(CONTAINER + "restartPolicy", "an init container's `Always` makes a sidecar; Always, "
        "OnFailure or Never overrides the pod's policy for that container (ContainerRestartRules)"),
     _h(CONTAINER + "restartPolicyRules", "`Restart` on exit codes `In`/`NotIn`, first match "
-       "wins, as the kubelet; the `RestartAllContainers` action is refused"),
+       "wins, as the kubelet; `RestartAllContainers` stops and removes every container of the "
+       "pod, keeps its sandbox and starts them again from the first init container "
+       "(RestartAllContainersOnContainerExits)"),
     _h(CONTAINER + "volumeMounts", "see the volumeMount fields below"),
     _refused(CONTAINER + "volumeDevices", "container", "raw block volumes are not supported"),
     _h(CONTAINER + "livenessProbe", "exec, httpGet, tcpSocket, grpc; restarts the container"),
@@ -314,20 +316,6 @@ def check_refused(obj: Mapping[str, Any], scope: Scope, path: str) -> None:
 _INNER_SCOPES: tuple[Scope, ...] = ("resources", "lifecycle")
 
 
-# RestartAllContainersOnContainerExits (beta in 1.36): restarting all of a pod's containers in
-# place when one exits; nodelet restarts containers one by one only.
-RESTART_ALL_REFUSED = ("the RestartAllContainers action (RestartAllContainersOnContainerExits) is "
-                       "not supported by nodelet: use Restart")
-
-
-def _restart_all_rules(container: Mapping[str, Any], path: str) -> tuple[tuple[str, str], ...]:
-    rules = container.get("restartPolicyRules")
-    return tuple(
-        (f"{path}.restartPolicyRules[{i}].action", RESTART_ALL_REFUSED)
-        for i, rule in enumerate(rules if isinstance(rules, list) else ())
-        if isinstance(rule, Mapping) and rule.get("action") == "RestartAllContainers")
-
-
 def refused_fields(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """(path, message) of every refused field set in a pod spec that was already parsed
     leniently (a pod the API server accepted: refused at admission, not at parsing)."""
@@ -338,7 +326,6 @@ def refused_fields(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
                 continue
             path = f"spec.{key}[{i}]"
             found += _refused_here(container, "container", path)
-            found += _restart_all_rules(container, path)
             for scope in _INNER_SCOPES:
                 inner = container.get(scope)
                 if isinstance(inner, Mapping):
