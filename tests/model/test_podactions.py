@@ -3,11 +3,12 @@ computePodActions tests: no containerd, only values."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from nodelet.model.core import handlers, pods, runtime, sandboxes
+from nodelet.model.core import handlers, pods, runtime, sandboxes, specs
 from nodelet.model.core import podactions as pa
 
 READY = runtime.SandboxState.READY
@@ -116,6 +117,19 @@ def test_deadline_left(deadline: int | None, start: float | None,
 # -- containers -----------------------------------------------------------------------------
 
 
+def made_from(info: runtime.ContainerInfo, image: str) -> runtime.ContainerInfo:
+    """The instance as created from a container whose image was `image`."""
+    definition = specs.definition_hash(pods.Container(name=info.name, image=image))
+    return replace(info, annotations={specs.ANNOTATION_CONTAINER_HASH: definition})
+
+
+def test_after_replace_starts_the_next_attempt_without_back_off() -> None:
+    the_pod = pod("a")
+    action = pa.Replace(the_pod.spec.containers[0], "regular", ctr("a", attempt=2), 1.0)
+    started = pa.after_replace(the_pod, action, state(ctr("a", attempt=2)), facts())
+    assert (started.attempt, started.restart) == (3, False)
+
+
 def facts(**kwargs: Any) -> pa.ContainerFacts:
     return pa.ContainerFacts(sandbox_id=SB, now=NOW, **kwargs)
 
@@ -133,6 +147,8 @@ def summary(actions: tuple[pa.ContainerAction, ...]) -> list[tuple[str, ...]]:
             rows.append(("keep", name) + (("reset",) if a.reset_backoff else ()))
         elif isinstance(a, pa.KillUnhealthy):
             rows.append(("kill", name, f"grace={a.grace:g}"))
+        elif isinstance(a, pa.Replace):
+            rows.append(("replace", name, f"grace={a.grace:g}"))
         else:
             rows.append(("leave", name))
     return rows
@@ -200,6 +216,15 @@ CASES: list[tuple[str, pods.Pod, runtime.PodRuntime, pa.ContainerFacts, list[tup
      [("keep", "a", "reset")]),
     ("short-runner-keeps-back-off", pod("a"), state(ctr("a", started=NOW - 599)),
      facts(restarts={"a": pa.RestartState(not_before=NOW - 500, delay=40)}), [("keep", "a")]),
+    # A pod update changed the image: the running instance is replaced (the kubelet's
+    # "definition changed"); one created from the current definition, or before the
+    # annotation existed, is kept.
+    ("changed-definition-is-replaced", pod("a", termination_grace_period_seconds=5),
+     state(made_from(ctr("a"), "other-image")), facts(), [("replace", "a", "grace=5")]),
+    ("current-definition-is-kept", pod("a"), state(made_from(ctr("a"), "busybox")), facts(),
+     [("keep", "a")]),
+    ("floor-after-a-reset", pod("a"), state(), facts(attempt_floor={"a": 3}),
+     [("start", "a", "attempt=3", "restart=False")]),
 ]
 
 

@@ -78,6 +78,9 @@ class NetworkNotReady(SyncError):
 class _Restart:
     backoff: backoff.Backoff
     not_before: float = 0.0  # POSIX time (the syncer's clock) before which it must not restart
+    # The container definition it backs off (specs.definition_hash): a new one starts afresh,
+    # as the kubelet keys its back-off by the container's hash.
+    definition: str = ""
 
     def state(self) -> podactions.RestartState:
         return podactions.RestartState(self.not_before, self.backoff.current)
@@ -603,10 +606,13 @@ class PodSyncer:
             await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
             return run.errors, {a.container.name for a in actions if a.kind == "init"}
         for action in actions:
-            if isinstance(action, podactions.KillUnhealthy | podactions.Start):
+            if isinstance(action, podactions.KillUnhealthy | podactions.Replace |
+                          podactions.Start):
                 tried.add(action.container.name)
             if isinstance(action, podactions.KillUnhealthy):
                 action = await self._kill_unhealthy(run, action, facts)
+            elif isinstance(action, podactions.Replace):
+                action = await self._replace(run, action, facts)
             delay = await self._execute(run, action)
             if delay is not None:
                 work.wake_at(f"{type(action).__name__}:{action.container.name}",
@@ -619,7 +625,7 @@ class PodSyncer:
             sandbox_id=sandbox.id, now=self._now(),
             liveness_failed=self._probes.liveness_failed(pod.uid),
             started=self._probes.started(pod.uid),
-            restarts={name: r.state() for name, r in work.restarts.items()},
+            restarts=_current_restarts(pod, work),
             attempt_floor=self._attempt_floor(pod, state),
         )
 
@@ -683,7 +689,7 @@ class PodSyncer:
     async def _start(self, run: _Run, action: podactions.Start) -> float | None:
         pod, container = run.pod, action.container
         if action.restart:
-            self._step_backoff(run.work, container.name)
+            self._step_backoff(run.work, container)
         try:
             return await self._containers.start(
                 pod, run.sandbox, self._sandbox_config(pod, run.sandbox.attempt, run.work),
@@ -697,10 +703,14 @@ class PodSyncer:
             run.errors.append(str(exc))
             return None
 
-    def _step_backoff(self, work: PodWork, name: str) -> None:
+    def _step_backoff(self, work: PodWork, container: pods.Container) -> None:
         sync = self._settings.sync
-        restart = work.restarts.setdefault(
-            name, _Restart(backoff.Backoff(sync.restart_backoff, sync.restart_backoff_max)))
+        definition = specs.definition_hash(container)
+        restart = work.restarts.get(container.name)
+        if restart is None or restart.definition != definition:
+            restart = work.restarts[container.name] = _Restart(
+                backoff.Backoff(sync.restart_backoff, sync.restart_backoff_max),
+                definition=definition)
         restart.not_before = self._now() + restart.backoff.next_delay()
 
     async def _container_mounts(
@@ -745,6 +755,19 @@ class PodSyncer:
         await self._containers.stop(pod, container, action.latest, pod_ip=run.pod_ip,
                                     grace=action.grace)
         return podactions.after_probe_kill(pod, action, run.state, facts)
+
+    async def _replace(
+        self, run: _Run, action: podactions.Replace, facts: podactions.ContainerFacts
+    ) -> podactions.ContainerAction:
+        """A pod update changed the container's definition (its image): stop the running
+        instance within the pod's grace period and start the new one at once."""
+        pod, container = run.pod, action.container
+        self._recorder.record(pod, "Normal", ev.KILLING,
+                              f"Container {container.name} definition changed, will be restarted")
+        self._probes.forget_container(pod.uid, container.name)
+        await self._containers.stop(pod, container, action.latest, pod_ip=run.pod_ip,
+                                    grace=action.grace)
+        return podactions.after_replace(pod, action, run.state, facts)
 
     # -- termination ----------------------------------------------------------------------
 
@@ -836,6 +859,14 @@ class _TerminationOrder:
             await stop
         finally:
             self._stopped[name].set()
+
+
+def _current_restarts(pod: pods.Pod, work: PodWork) -> dict[str, podactions.RestartState]:
+    """The back-offs of the containers' current definitions (an older one's is forgotten)."""
+    definitions = {c.name: specs.definition_hash(c)
+                   for c in (*pod.spec.init_containers, *pod.spec.containers)}
+    return {name: r.state() for name, r in work.restarts.items()
+            if r.definition == definitions.get(name)}
 
 
 def _logged_attempts(directory: Path) -> list[int]:

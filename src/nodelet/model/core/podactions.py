@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nodelet.model.core import pods, restarts, runtime, sandboxes
+from nodelet.model.core import pods, restarts, runtime, sandboxes, specs
 
 # How long a container must run before its restart back-off starts over (kubelet: 10 min).
 BACKOFF_RESET_AFTER = 600.0
@@ -160,6 +160,18 @@ class KillUnhealthy:
 
 
 @dataclass(frozen=True)
+class Replace:
+    """Running, but created from another definition (a pod update changed its image): stop
+    it within `grace` seconds and start the new definition at once (the kubelet's
+    computePodActions: "definition changed, will be restarted")."""
+
+    container: pods.Container
+    kind: ContainerKind
+    latest: runtime.ContainerInfo
+    grace: float
+
+
+@dataclass(frozen=True)
 class Start:
     """Create and start a new instance with `attempt`; `restart`: it replaces an exited one,
     so the back-off is stepped and older instances are removed."""
@@ -188,7 +200,7 @@ class LeaveExited:
     kind: ContainerKind
 
 
-ContainerAction = KeepRunning | KillUnhealthy | Start | BackOff | LeaveExited
+ContainerAction = KeepRunning | KillUnhealthy | Replace | Start | BackOff | LeaveExited
 
 
 @dataclass(frozen=True)
@@ -241,7 +253,8 @@ def completed_with_sidecars(actions: Sequence[ContainerAction]) -> bool:
     containers left out)."""
     regular = [a for a in actions if a.kind == "regular"]
     return bool(regular) and all(isinstance(a, LeaveExited) for a in regular) and any(
-        a.kind == "init" and isinstance(a, KeepRunning | KillUnhealthy) for a in actions)
+        a.kind == "init" and isinstance(a, KeepRunning | KillUnhealthy | Replace)
+        for a in actions)
 
 
 def ephemeral_actions(pod: pods.Pod, state: runtime.PodRuntime) -> tuple[Start, ...]:
@@ -279,6 +292,8 @@ def container_action(
                 container, kind, latest, unhealthy_grace(pod, container, failed), failed,
                 restart=(container.restart_policy == "Always" if kind == "init" else
                          restarts.restarted_after_probe_kill(pod.spec.restart_policy, container)))
+        if definition_changed(container, latest):
+            return Replace(container, kind, latest, grace_period(pod))
         ran_for = facts.now - latest.started_at / 1e9
         return KeepRunning(container, kind, latest,
                            reset_backoff=restart is not None and ran_for > BACKOFF_RESET_AFTER)
@@ -301,6 +316,23 @@ def after_probe_kill(
     name = action.container.name
     return _restart(pod, action.container, action.kind,
                     next_attempt(state, name, facts.attempt_floor.get(name, 0)), restart, facts.now)
+
+
+def definition_changed(container: pods.Container, instance: runtime.ContainerInfo) -> bool:
+    """The instance was created from another definition of the container (one created
+    without the annotation counts as current)."""
+    made_from = instance.annotations.get(specs.ANNOTATION_CONTAINER_HASH, "")
+    return bool(made_from) and made_from != specs.definition_hash(container)
+
+
+def after_replace(
+    pod: pods.Pod, action: Replace, state: runtime.PodRuntime, facts: ContainerFacts
+) -> Start:
+    """The new definition's instance, started at once: no back-off (the kubelet keys its
+    back-off by the container's definition, so a new one starts afresh)."""
+    name = action.container.name
+    return Start(action.container, action.kind,
+                 next_attempt(state, name, facts.attempt_floor.get(name, 0)), restart=False)
 
 
 def _restart(pod: pods.Pod, container: pods.Container, kind: ContainerKind, attempt: int,

@@ -7,6 +7,7 @@ containers can be matched back to their pod after an agent restart, and the same
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,15 @@ from nodelet.model.core import security as security_mod
 
 ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount"
 ANNOTATION_GRACE_PERIOD = "io.kubernetes.pod.terminationGracePeriod"
+# What an instance was created from, to tell when the spec changed under it (the kubelet's
+# annotation of the same name holds a hash of the whole container spec; of a running pod's
+# containers the API lets only the image change, so that is what the hash covers here).
+ANNOTATION_CONTAINER_HASH = "io.kubernetes.container.hash"
+
+
+def definition_hash(container: pods.Container) -> str:
+    """The hash of what may change in a created pod's container: its image."""
+    return hashlib.sha256(container.image.encode()).hexdigest()[:8]
 LABEL_CONTAINER_KIND = "io.nodelet.container.kind"  # "init" or "regular"
 
 # The CFS period the kubelet uses when mapping CPU limits to a quota (100 ms in µs).
@@ -205,6 +215,7 @@ def container_config(
     annotations = {
         ANNOTATION_RESTART_COUNT: str(attempt),
         ANNOTATION_GRACE_PERIOD: str(pod.spec.termination_grace_period_seconds),
+        ANNOTATION_CONTAINER_HASH: definition_hash(container),
     }
     return runtime.ContainerConfig(
         name=container.name,
