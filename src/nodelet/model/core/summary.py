@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-JSON = dict[str, Any]
+from nodelet.model.core import apijson
 
 
 @dataclass(frozen=True)
@@ -160,33 +160,33 @@ def _time(ns: int) -> str:
     return datetime.fromtimestamp(ns // 1_000_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _fields(time_ns: int, pairs: Sequence[tuple[str, int | None]]) -> JSON:
-    body: JSON = {"time": _time(time_ns)}
+def _fields(time_ns: int, pairs: Sequence[tuple[str, int | None]]) -> apijson.Obj:
+    body: apijson.Obj = {"time": _time(time_ns)}
     body.update({name: value for name, value in pairs if value is not None})
     return body
 
 
-def cpu_to_api(cpu: Cpu) -> JSON:
+def cpu_to_api(cpu: Cpu) -> apijson.Obj:
     return _fields(cpu.time_ns, [("usageNanoCores", cpu.usage_nano_cores),
                                  ("usageCoreNanoSeconds", cpu.usage_core_ns)])
 
 
-def memory_to_api(memory: Memory) -> JSON:
+def memory_to_api(memory: Memory) -> apijson.Obj:
     return _fields(memory.time_ns, [
         ("availableBytes", memory.available), ("usageBytes", memory.usage),
         ("workingSetBytes", memory.working_set), ("rssBytes", memory.rss),
         ("pageFaults", memory.page_faults), ("majorPageFaults", memory.major_page_faults)])
 
 
-def fs_to_api(fs: Fs) -> JSON:
+def fs_to_api(fs: Fs) -> apijson.Obj:
     return _fields(fs.time_ns, [
         ("availableBytes", fs.available), ("capacityBytes", fs.capacity),
         ("usedBytes", fs.used), ("inodesFree", fs.inodes_free), ("inodes", fs.inodes),
         ("inodesUsed", fs.inodes_used)])
 
 
-def _interface(interface: Interface) -> JSON:
-    body: JSON = {"name": interface.name}
+def _interface(interface: Interface) -> apijson.Obj:
+    body: apijson.Obj = {"name": interface.name}
     body.update({k: v for k, v in (("rxBytes", interface.rx_bytes),
                                    ("rxErrors", interface.rx_errors),
                                    ("txBytes", interface.tx_bytes),
@@ -194,10 +194,10 @@ def _interface(interface: Interface) -> JSON:
     return body
 
 
-def network_to_api(network: Network) -> JSON:
+def network_to_api(network: Network) -> apijson.Obj:
     """The default interface's figures inline (as the kubelet's NetworkStats embeds them),
     and every interface, the default one first, under `interfaces`."""
-    body: JSON = {"time": _time(network.time_ns)}
+    body: apijson.Obj = {"time": _time(network.time_ns)}
     if network.default is not None:
         body.update(_interface(network.default))
     every = ((network.default,) if network.default else ()) + network.others
@@ -206,13 +206,13 @@ def network_to_api(network: Network) -> JSON:
     return body
 
 
-def _optional(body: JSON, key: str, value: Any, render: Any) -> None:
+def _optional(body: apijson.Obj, key: str, value: Any, render: Any) -> None:
     if value is not None:
         body[key] = render(value)
 
 
-def container_to_api(container: ContainerUsage) -> JSON:
-    body: JSON = {"name": container.name, "startTime": _time(container.start_ns)}
+def container_to_api(container: ContainerUsage) -> apijson.Obj:
+    body: apijson.Obj = {"name": container.name, "startTime": _time(container.start_ns)}
     _optional(body, "cpu", container.cpu, cpu_to_api)
     _optional(body, "memory", container.memory, memory_to_api)
     _optional(body, "rootfs", container.rootfs, fs_to_api)
@@ -220,8 +220,8 @@ def container_to_api(container: ContainerUsage) -> JSON:
     return body
 
 
-def pod_to_api(pod: PodUsage) -> JSON:
-    body: JSON = {
+def pod_to_api(pod: PodUsage) -> apijson.Obj:
+    body: apijson.Obj = {
         "podRef": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
         "startTime": _time(pod.start_ns),
         "containers": [container_to_api(c) for c in sorted(pod.containers,
@@ -236,8 +236,8 @@ def pod_to_api(pod: PodUsage) -> JSON:
     return body
 
 
-def node_to_api(node: NodeUsage) -> JSON:
-    body: JSON = {"nodeName": node.name, "startTime": _time(node.start_ns)}
+def node_to_api(node: NodeUsage) -> apijson.Obj:
+    body: apijson.Obj = {"nodeName": node.name, "startTime": _time(node.start_ns)}
     _optional(body, "cpu", node.cpu, cpu_to_api)
     _optional(body, "memory", node.memory, memory_to_api)
     _optional(body, "network", node.network, network_to_api)
@@ -250,7 +250,7 @@ def node_to_api(node: NodeUsage) -> JSON:
     return body
 
 
-def summary_to_api(summary: Summary) -> JSON:
+def summary_to_api(summary: Summary) -> apijson.Obj:
     """The kubelet's `/stats/summary` body."""
     pods = sorted(summary.pods, key=lambda p: (p.namespace, p.name))
     return {"node": node_to_api(summary.node), "pods": [pod_to_api(p) for p in pods]}
