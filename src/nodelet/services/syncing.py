@@ -50,6 +50,7 @@ from nodelet.services import (
     hooks,
     hostsfiles,
     images,
+    logs,
     poddns,
     probing,
     qoscgroups,
@@ -870,12 +871,11 @@ def _current_restarts(pod: pods.Pod, work: PodWork) -> dict[str, podactions.Rest
 
 
 def _logged_attempts(directory: Path) -> list[int]:
-    """The attempts of a container's log directory (`3.log`; rotated files too)."""
+    """The attempts that left a log file in a container's log directory."""
     try:
-        names = [entry.name for entry in directory.iterdir()]
-    except OSError:
+        return logs.attempts(directory)
+    except crilogs.LogsError:
         return []
-    return [a for a in map(crilogs.attempt_of, names) if a is not None]
 
 
 async def _nothing_to_wait_for(pod: pods.Pod) -> None:
