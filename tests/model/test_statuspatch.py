@@ -79,6 +79,16 @@ def test_a_reason_that_went_away_is_cleared_in_the_patch() -> None:
                                     "message": None}]
 
 
+def test_the_stored_qos_class_is_never_changed() -> None:
+    """kube-apiserver sets qosClass at creation (counting pod-level resources, which nodelet
+    refuses) and answers 422 to a change: found by the [NodeConformance] PLR tests, whose
+    refused pods' status PATCHes were all rejected. One not yet set is written."""
+    desired = {"phase": "Failed", "qosClass": "BestEffort"}
+    patch = statuspatch.status_patch({"phase": "Pending", "qosClass": "Burstable"}, desired)
+    assert patch == {"phase": "Failed"}
+    assert statuspatch.status_patch({"phase": "Pending"}, desired) == desired
+
+
 @pytest.mark.parametrize(("api_cond", "expected"), [
     # Same status: the API's transition time stands, so nothing differs.
     ({"status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}, None),

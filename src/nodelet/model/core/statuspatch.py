@@ -50,6 +50,10 @@ def status_patch(api: Mapping[str, Any], desired: Mapping[str, Any]) -> apijson.
     for key in _OWNED_FIELDS:
         if api.get(key) != desired.get(key) and not (key not in desired and not api.get(key)):
             patch[key] = desired.get(key)  # None removes it
+    if api.get("qosClass"):
+        # Immutable once set (kube-apiserver answers 422 to a change): the kubelet's GetPodQOS
+        # reads the stored class, which counts pod-level resources that nodelet refuses.
+        patch.pop("qosClass", None)
     if "observedGeneration" in patch and \
             (patch["observedGeneration"] or 0) < (api.get("observedGeneration") or 0):
         # Never lowered (the kubelet's status manager keeps the higher one).
