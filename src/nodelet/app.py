@@ -17,11 +17,11 @@ import logging
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodelet import settings as settings_mod
 from nodelet.adapters import checkpoint as checkpoint_mod
-from nodelet.adapters import containerd, host, hostdirs, http_server, kube, node_server
+from nodelet.adapters import containerd, host, hostdirs, http_server, node_server
 from nodelet.adapters.cri import client as cri
 from nodelet.adapters.cri import events as cri_events
 from nodelet.adapters.events import client as events_client
@@ -46,7 +46,6 @@ from nodelet.model.core import runtimeevents as rev
 from nodelet.model.reports import histograms as hg
 from nodelet.services import (
     checkpointing,
-    cluster,
     containergc,
     imagegc,
     logrotation,
@@ -56,7 +55,6 @@ from nodelet.services import (
     preflight,
     probemetrics,
     probing,
-    progress,
     recording,
     relisting,
     runtimeevents,
@@ -69,6 +67,14 @@ from nodelet.services import (
 )
 from nodelet.services import eviction as evicting
 from nodelet.services import qoscgroups as qos_service
+
+if TYPE_CHECKING:
+    # Cluster mode (the API client, CSRs, leases, mirror pods, status sync...) and the live
+    # progress lines (rich) are imported where they start, only when configured: a standalone
+    # agent without a terminal never runs them, and every module imported stays in the
+    # daemon's memory for its whole life (issue 26).
+    from nodelet.adapters import kube
+    from nodelet.services import cluster, progress
 
 log = logging.getLogger(__name__)
 
@@ -337,6 +343,8 @@ class Agent:
         if s.cluster is None:
             return
         assert self._client is not None
+        from nodelet.services import cluster  # cluster mode only: see the imports above
+
         self.cluster = cluster.ClusterMode(
             settings=s.cluster, node_name=s.node_name, host_ip=self._host_ip,
             pod_cidrs=s.runtime.pod_cidrs, statuses=self.statuses, recorder=self.recorder,
@@ -419,6 +427,8 @@ class Agent:
 
     def _start_progress(self) -> None:
         if self._console is not None:
+            from nodelet.services import progress  # with a terminal only: see the imports above
+
             self._progress = progress.ProgressService(
                 statuses=self.statuses, recorder=self.recorder, console=self._console,
                 clock=utc_now)

@@ -1,6 +1,8 @@
 """The `nodelet` command: run the agent, reset an instance, and read a running agent's API.
 
-Flags map onto `settings.Settings`; everything else lives in the layers below.
+Flags map onto `settings.Settings`; everything else lives in the layers below. The handlers of
+the commands that read (get, describe, logs, timeline, analyze) are in `readcommands`, and
+those of the node server's commands (exec, attach, port-forward, top) in `nodecommands`.
 """
 
 from __future__ import annotations
@@ -10,25 +12,25 @@ import asyncio
 import ipaddress
 import json
 import logging
-import os
 import re
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
-
-from rich import logging as rich_logging
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nodelet
 from nodelet import app, nodecommands, serverflags, settings
-from nodelet.adapters import api_client
-from nodelet.model.core import admission, crilogs, nodeflags, nodeips, resources
+from nodelet.model.core import admission, nodeflags, nodeips, resources
 from nodelet.model.parsing import kubeletconfig
-from nodelet.model.reports import analysis, presenting, timeline
-from nodelet.services import dumpfiles, liveanalysis, logs, preflight, progress, resetting
+from nodelet.services import preflight, resetting
+
+if TYPE_CHECKING:
+    # Imported by `_progress_console`, only for a terminal that shows the progress lines:
+    # rich would stay in a daemon's memory for nothing (issue 26).
+    from nodelet.services import progress
 
 DEFAULT_SERVER = "http://127.0.0.1:10255"
 _T = TypeVar("_T")
@@ -541,12 +543,18 @@ def _progress_console(args: argparse.Namespace) -> progress.Console | None:
     """The terminal for live progress lines, or None for plain (structured) logs only."""
     wanted = args.progress == "always" or (
         args.progress == "auto" and sys.stderr.isatty() and args.log_format == "text")
-    return progress.Console(stderr=True) if wanted else None
+    if not wanted:
+        return None
+    from nodelet.services import progress  # only when wanted: see the imports above
+
+    return progress.Console(stderr=True)
 
 
 def _setup_logging(fmt: str, verbose: bool, console: progress.Console | None = None) -> None:
     handler: logging.Handler = logging.StreamHandler()
     if console is not None and fmt == "text":
+        from rich import logging as rich_logging  # with the progress lines only, as they are
+
         # Records go above the live progress lines. Events and sync retries (INFO, WARNING)
         # only repeat what the lines show, every retry, so without -v only errors are printed.
         handler = rich_logging.RichHandler(console=console, show_path=False)
@@ -602,46 +610,6 @@ def _cmd_reset(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-def _client(args: argparse.Namespace) -> api_client.ApiClient:
-    token = args.token_file.read_text().strip() if args.token_file else None
-    return api_client.ApiClient(args.server, token=token)
-
-
-def _cmd_get(args: argparse.Namespace) -> int:
-    client = _client(args)
-    if args.resource == "manifests":
-        data: Any = client.manifests()
-        text = presenting.manifests_table(data) if args.output == "table" else None
-    elif args.resource == "events":
-        data = client.events()
-        text = presenting.events_table(data, datetime.now(UTC)) if args.output == "table" \
-            else None
-    else:
-        data = client.pods()
-        text = presenting.pods_table(data, datetime.now(UTC)) if args.output == "table" else None
-    print(text if text is not None else json.dumps(data, indent=2))
-    return 0
-
-
-def _pod_and_events(args: argparse.Namespace) -> tuple[Any, Any] | None:
-    """The pod named on the command line and its events (precise times), or None."""
-    client = _client(args)
-    pod = presenting.find_pod(client.pods(precise=True), args.name, args.namespace)
-    if pod is None:
-        print(f'Error: pod "{args.name}" not found', file=sys.stderr)
-        return None
-    meta = pod["metadata"]
-    return pod, client.events(pod=meta["name"], namespace=meta.get("namespace"), precise=True)
-
-
-def _cmd_describe(args: argparse.Namespace) -> int:
-    found = _pod_and_events(args)
-    if found is None:
-        return 1
-    print(presenting.describe_pod(*found, datetime.now(UTC)))
-    return 0
-
-
 def _add_logs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("logs", help="print (and follow) a container's logs")
     parser.add_argument("name", metavar="POD", help="pod name (or its manifest's name)")
@@ -658,25 +626,6 @@ def _add_logs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     _add_server_flags(parser)
 
 
-def _cmd_logs(args: argparse.Namespace) -> int:
-    try:
-        pod = logs.find_pod(_client(args).pods(), args.name, args.namespace)
-        target = logs.locate(pod, container=args.container, previous=args.previous,
-                             data_dir=args.data_dir)
-        logs.write_logs(target, sys.stdout.buffer, tail=args.tail if args.tail >= 0 else None,
-                        timestamps=args.timestamps, follow=args.follow)
-    except crilogs.LogsError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, and keep the interpreter's final
-        # flush of stdout from failing again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
-
-
 def _add_timeline_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("timeline", help="a pod's start-up timeline with precise times")
     parser.add_argument("name", metavar="POD")
@@ -686,28 +635,6 @@ def _add_timeline_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser
         help="read the pod from saved JSON instead of the agent (a Pod, a PodList, or `kubectl "
              "get -w -o json` output: its last copy), e.g. a deleted pod's final status")
     _add_server_flags(parser)
-
-
-def _cmd_timeline(args: argparse.Namespace) -> int:
-    found = _saved_pod(args) if args.file is not None else _pod_and_events(args)
-    if found is None:
-        return 1
-    print(timeline.render_text(timeline.build(*found, datetime.now(UTC))), end="")
-    return 0
-
-
-def _saved_pod(args: argparse.Namespace) -> tuple[Any, Any] | None:
-    """The pod named on the command line from `--file` (no events), or None."""
-    try:
-        saved = timeline.pods_from_text(args.file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        print(f"Error: cannot read {args.file}: {exc}", file=sys.stderr)
-        return None
-    pod = presenting.find_pod(saved, args.name, args.namespace)
-    if pod is None:
-        print(f'Error: pod "{args.name}" not found in {args.file}', file=sys.stderr)
-        return None
-    return pod, None
 
 
 def _add_analyze_parser(sub: Any) -> None:
@@ -727,36 +654,12 @@ def _add_analyze_parser(sub: Any) -> None:
     live.add_argument("-n", "--namespace", help="only this namespace (default: default)")
     live.add_argument("-A", "--all-namespaces", action="store_true")
     live.add_argument("-l", "--selector", default="", help="label selector of the pods")
-    live.add_argument("--chunk-size", type=int, default=liveanalysis.PAGE_SIZE, metavar="N",
+    live.add_argument("--chunk-size", type=int, default=settings.ANALYZE_PAGE_SIZE, metavar="N",
                       help="list in pages of N objects, as kubectl (default: %(default)s)")
     live.add_argument("--watch", action="store_true", help="follow the cluster: print each "
                       "pod's sandbox-ready time as it happens (until Ctrl-C)")
     live.add_argument("--metrics-address", metavar="HOST:PORT", help="with --watch: serve "
                       "the running numbers as Prometheus histograms on /metrics")
-
-
-def _cmd_analyze(args: argparse.Namespace) -> int:
-    live = args.kubeconfig is not None
-    if live and (args.inputs or args.events):
-        raise analysis.AnalysisError("give either dump files or --kubeconfig, not both")
-    if not live and (args.watch or args.metrics_address or args.all_namespaces
-                     or args.namespace or args.selector):
-        raise analysis.AnalysisError("--watch, --metrics-address, -n, -A and -l need "
-                                     "--kubeconfig")
-    if args.metrics_address and not args.watch:
-        raise analysis.AnalysisError("--metrics-address needs --watch")
-    if live:
-        return liveanalysis.run(liveanalysis.Request(
-            kubeconfig=args.kubeconfig,
-            namespace=None if args.all_namespaces else (args.namespace or "default"),
-            selector=args.selector, output=args.output, output_file=args.output_file,
-            watch=args.watch, metrics_address=args.metrics_address,
-            page_size=max(0, args.chunk_size)))
-    if not args.inputs and not args.events:
-        raise analysis.AnalysisError("no input: give dump files or directories, - for "
-                                     "stdin, or --kubeconfig")
-    return dumpfiles.run(dumpfiles.Request(args.inputs, args.events, args.output,
-                                           args.output_file))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -765,13 +668,19 @@ def main(argv: list[str] | None = None) -> int:
     if command:
         args.exec_command = command
     args.argv = sys.argv[1:] if argv is None else list(argv)
-    handlers = {"run": _cmd_run, "reset": _cmd_reset, "get": _cmd_get,
-                "describe": _cmd_describe, "logs": _cmd_logs,
-                "timeline": _cmd_timeline, "analyze": _cmd_analyze, **nodecommands.HANDLERS}
+    handlers: Mapping[str, Callable[[argparse.Namespace], int]] = {
+        "run": _cmd_run, "reset": _cmd_reset, **nodecommands.HANDLERS}
+    errors: tuple[type[Exception], ...] = (settings.SettingsError, preflight.StartupError,
+                                           *nodecommands.ERRORS)
+    if args.command not in handlers:
+        # get, describe, logs, timeline, analyze: their module is imported only when one of
+        # them runs (see its docstring).
+        from nodelet import readcommands
+
+        handlers, errors = readcommands.HANDLERS, (*errors, *readcommands.ERRORS)
     try:
         return handlers[args.command](args)
-    except (settings.SettingsError, preflight.StartupError, api_client.ApiClientError,
-            analysis.AnalysisError, *nodecommands.ERRORS) as exc:
+    except errors as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
 

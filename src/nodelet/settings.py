@@ -13,6 +13,10 @@ from pathlib import Path
 DEFAULT_DATA_DIR = Path("/var/lib/nodelet")
 PAUSE_IMAGE = "localhost/nodelet/pause:1.0"
 BUSYBOX_IMAGE = "localhost/nodelet/busybox:latest"
+# `nodelet analyze --kubeconfig` lists pods and events in pages of this many (kubectl's
+# --chunk-size); here, not in services.liveanalysis, so that the CLI's parser imports no
+# analysis code.
+ANALYZE_PAGE_SIZE = 500
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,9 @@ class NodeServerSettings:
     # node's hostname and IPs as subject alternative names.
     tls_cert_file: Path | None = None
     tls_private_key_file: Path | None = None
+    # Seconds the child process that checks or makes the self-signed pair may take
+    # (adapters/servingcerts.py); beyond, the start fails naming the certificate file.
+    self_signed_timeout: float = 60.0
     # Client certificates signed by this CA authenticate as CN (user) and O (groups).
     client_ca_file: Path | None = None
     # Bearer tokens, a CSV file as kube-apiserver's --token-auth-file: token,user,uid,"g1,g2".

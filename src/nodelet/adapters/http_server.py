@@ -43,17 +43,19 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
-from nodelet.adapters.web import pages
 from nodelet.model.core import events as ev
 from nodelet.model.core import health as hm
 from nodelet.model.core import podjson
 from nodelet.model.core import pods as podmodel
 from nodelet.model.core import status as st
 from nodelet.model.reports import histograms as hg
+
+if TYPE_CHECKING:
+    from nodelet.adapters.web import pages  # imported at the first UI request (_Routes.ui)
 
 log = logging.getLogger(__name__)
 
@@ -373,7 +375,7 @@ class _Routes:
         self._view = view
         self._timeouts = timeouts or Timeouts()
         self._gates = tuple(gates)
-        self._ui = pages.Ui()
+        self._ui: pages.Ui | None = None
 
     async def pods(self, request: web.Request) -> web.Response:
         precise = _flag(request, "precise")
@@ -399,25 +401,36 @@ class _Routes:
 
     # -- web UI ------------------------------------------------------------------------------
 
+    @property
+    def ui(self) -> pages.Ui:
+        """The web UI's renderer, made at the first page asked for: most agents never serve
+        one, and its modules, template and static files would stay in their memory (issue
+        26)."""
+        if self._ui is None:
+            from nodelet.adapters.web import pages  # at the first UI request: see above
+
+            self._ui = pages.Ui()
+        return self._ui
+
     async def ui_pods(self, request: web.Request) -> web.Response:
-        return _html(self._ui.pods_page(self._view.pods(), datetime.now(UTC)))
+        return _html(self.ui.pods_page(self._view.pods(), datetime.now(UTC)))
 
     async def ui_pod(self, request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
         now = datetime.now(UTC)
         found = [(p, s) for p, s in self._view.pods() if (p.namespace, p.name) == (namespace, name)]
         if not found:
-            return _html(self._ui.not_found_page(namespace, name, now), status=404)
+            return _html(self.ui.not_found_page(namespace, name, now), status=404)
         pod, status = found[0]
-        return _html(self._ui.pod_page(pod, status, self._view.events(name, namespace), now))
+        return _html(self.ui.pod_page(pod, status, self._view.events(name, namespace), now))
 
     async def ui_node(self, request: web.Request) -> web.Response:
-        page = self._ui.node_page(self._view.sandbox_metrics(), self._view.pods(),
-                                  datetime.now(UTC), gates=self._gates)
+        page = self.ui.node_page(self._view.sandbox_metrics(), self._view.pods(),
+                                 datetime.now(UTC), gates=self._gates)
         return _html(page)
 
     async def ui_static(self, request: web.Request) -> web.Response:
-        found = self._ui.static(request.match_info["file"])
+        found = self.ui.static(request.match_info["file"])
         if found is None:
             raise web.HTTPNotFound()
         body, content_type = found

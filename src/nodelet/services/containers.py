@@ -35,7 +35,7 @@ from nodelet.model.core import (
 )
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
-from nodelet.services import hooks, images, recording, servicewatch, volumes
+from nodelet.services import hooks, images, recording, serviceenv, volumes
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class ContainerRunner:
         security: security.Options,
         lookup: vol.Lookup,
         node: downward.Node,
-        services: Callable[[], servicewatch.ServiceSource | None] = lambda: None,
+        services: Callable[[], serviceenv.ServiceSource | None] = lambda: None,
     ) -> None:
         """`services()`: the cluster's Services for service links (None: standalone)."""
         self._services = services
@@ -151,7 +151,7 @@ class ContainerRunner:
         try:
             environment = envvars.resolve(
                 container, lookup=self._lookup, facts=facts,
-                service_env=await servicewatch.service_env(pod, self._services()))
+                service_env=await serviceenv.service_env(pod, self._services()))
             if any(m.sub_path or m.sub_path_expr for m in container.volume_mounts):
                 mounts = await asyncio.to_thread(volumes.expand_sub_paths, container, mounts,
                                                  environment.mapping,

@@ -1,12 +1,13 @@
 """`nodelet analyze --kubeconfig`: pods and events straight from an API server.
 
 Once: the pods (of one namespace, or all with `-A`; `--selector` as kubectl's `-l`) and the
-events are listed in pages of `PAGE_SIZE` (`limit`/`continue`, as kubectl does) through
-`adapters/kube.py`, and analysed like a dump. With `--watch`: the pods are listed and watched
-for ever by the client's `Reflector` (a dropped watch is renewed from the last
-resourceVersion, a 410 Gone lists again), each pod's sandbox-ready time (or its re-created
-sandbox, or why it is stuck) is printed as it happens, and the running numbers are served in
-the Prometheus text format on `--metrics-address` (`GET /metrics`) until SIGINT or SIGTERM.
+events are listed in pages of `settings.ANALYZE_PAGE_SIZE` (`limit`/`continue`, as kubectl
+does) through `adapters/kube.py`, and analysed like a dump. With `--watch`: the pods are
+listed and watched for ever by the client's `Reflector` (a dropped watch is renewed from the
+last resourceVersion, a 410 Gone lists again), each pod's sandbox-ready time (or its
+re-created sandbox, or why it is stuck) is printed as it happens, and the running numbers are
+served in the Prometheus text format on `--metrics-address` (`GET /metrics`) until SIGINT or
+SIGTERM.
 
 Errors: `analysis.AnalysisError`, one line (an unusable kubeconfig, an API error on the first
 list).
@@ -23,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nodelet import settings as settings_
 from nodelet.adapters import kube, kubeconfig
 from nodelet.helpers import tasks
 from nodelet.model.reports import analysis, analysis_live
 from nodelet.model.reports import analysis_input as ai
 from nodelet.services import dumpfiles
 
-PAGE_SIZE = 500  # kubectl's --chunk-size
 # How long the first list may take before the command gives up (seconds).
 FIRST_LIST_TIMEOUT = 60.0
 # A metrics request must arrive whole within this many seconds.
@@ -45,7 +46,7 @@ class Request:
     output_file: Path | None = None
     watch: bool = False
     metrics_address: str | None = None  # HOST:PORT
-    page_size: int = PAGE_SIZE  # 0: one list call
+    page_size: int = settings_.ANALYZE_PAGE_SIZE  # 0: one list call
 
 
 def _client(request: Request) -> tuple[kube.KubeClient, str]:

@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nodelet import settings as settings_
 from nodelet.adapters import containerd, host, node_server, nodeusage, servingcerts
@@ -37,7 +37,10 @@ from nodelet.model.core import health as hm
 from nodelet.model.core import noderequests as nr
 from nodelet.model.core import pods as podmodel
 from nodelet.model.core import summary as sm
-from nodelet.services import logs, preflight, relisting, webhookauth
+from nodelet.services import logs, preflight, relisting
+
+if TYPE_CHECKING:
+    from nodelet.services import webhookauth  # imported by `_webhooks`, when one is on
 
 log = logging.getLogger(__name__)
 
@@ -380,7 +383,7 @@ def _serving_pair(settings: settings_.Settings, host_ips: Sequence[str]) -> node
     try:
         pair = servingcerts.ensure_self_signed(
             servingcerts.self_signed_paths(settings.data_dir),
-            hostname=settings.node_name, ips=ips)
+            hostname=settings.node_name, ips=ips, timeout=s.self_signed_timeout)
     except servingcerts.CertificateError as exc:
         raise preflight.StartupError(str(exc)) from exc
     return node_server.TlsFiles(pair.cert, pair.key, s.client_ca_file)
@@ -415,17 +418,23 @@ def _webhooks(settings: settings_.Settings, api_client: webhookauth.ClientOf | N
     own cap on reviews in flight; unknown tokens are limited per client address too."""
     s = settings.node_server
     mode, token_webhook = preflight.node_auth(settings)
-    if (mode == "Webhook" or token_webhook) and (api_client is None or access_client is None):
+    if mode != "Webhook" and not token_webhook:
+        return [], None
+    if api_client is None or access_client is None:
         raise preflight.StartupError("the node server's webhooks need the API client")
+    # Imported only when a webhook is on (cluster mode): the reviews' API client would stay
+    # in a standalone agent's memory for nothing (issue 26).
+    from nodelet.services import webhookauth
+
     found: list[nodeauth.Authenticator] = []
     authorizer: nodeauth.Authorizer | None = None
-    if token_webhook and api_client is not None:
+    if token_webhook:
         found.append(webhookauth.TokenReviewAuthenticator(
             api_client, ttl=s.authentication_token_webhook_cache_ttl,
             gate=webhookauth.ReviewGate(s.max_token_reviews_in_flight),
             per_source=ratelimit.PerKey(s.token_reviews_per_source_qps,
                                         s.token_reviews_per_source_burst)))
-    if mode == "Webhook" and access_client is not None:
+    if mode == "Webhook":
         authorizer = webhookauth.SubjectAccessReviewAuthorizer(
             access_client, authorized_ttl=s.authorization_webhook_cache_authorized_ttl,
             unauthorized_ttl=s.authorization_webhook_cache_unauthorized_ttl,

@@ -5,17 +5,10 @@ namespace with a cluster IP (`fieldSelector=spec.clusterIP!=None`, as the kubele
 kubernetes#122394: headless Services never give variables), through a `kube.Reflector`
 (bookmarks, relist on 410 Gone, reconnect back-off), listed in pages of `PAGE_SIZE`. A watch
 event updates only the Service it names (`Reflector.changed`); only a (re)list reads them all.
-Standalone there is no watch and no Service: containers get no service variables.
+It is the `serviceenv.ServiceSource` that container starts read, in cluster mode only:
+standalone there is no watch and no Service, and containers get no service variables.
 
-`service_env(pod, source)` is what a container start asks for: the variables of
-`model.core.servicelinks.service_env`. As in the kubelet, a pod from the API (not a static
-pod) must not start its containers before the Services were listed once — its
-`KUBERNETES_SERVICE_HOST` would be missing; here it waits for the first list, at most the
-watch's `wait_timeout`, and then fails with the kubelet's CreateContainerConfigError message
-(`servicelinks.NOT_SYNCED_MESSAGE`), retried on the next sync.
-
-Exceptions: `service_env` raises `envvars.ConfigError`; list and watch errors are logged and
-retried by the Reflector.
+Exceptions: list and watch errors are logged and retried by the Reflector.
 """
 
 from __future__ import annotations
@@ -23,23 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
-from typing import Protocol
 
 from nodelet.adapters import kube
-from nodelet.model.core import apijson, envvars, pods, servicelinks
+from nodelet.model.core import apijson, servicelinks
 from nodelet.model.parsing import serviceobjects
 
 # Services per list page (`limit`/`continue`), as client-go's reflector and `analyze`: a large
 # cluster's Services are not one huge answer.
 PAGE_SIZE = 500
-
-
-class ServiceSource(Protocol):
-    def current(self) -> tuple[servicelinks.Service, ...] | None:
-        """The Services now; None until they were listed once."""
-
-    async def wait_listed(self) -> None:
-        """Return once the Services were listed, or after the source's own timeout."""
 
 
 class ServiceWatch:
@@ -85,20 +69,3 @@ def _put(services: dict[str, servicelinks.Service], uid: str, obj: apijson.Obj |
         services.pop(uid, None)
     else:
         services[uid] = service
-
-
-async def service_env(
-    pod: pods.Pod, source: ServiceSource | None
-) -> tuple[tuple[str, str], ...]:
-    """The service variables of the pod's containers; raises envvars.ConfigError while the
-    Services were never listed (not for static pods, which the kubelet lets through)."""
-    if source is None:
-        return ()
-    services = source.current()
-    if services is None and not pod.is_static:
-        await source.wait_listed()
-        services = source.current()
-        if services is None:
-            raise envvars.ConfigError(servicelinks.NOT_SYNCED_MESSAGE)
-    return servicelinks.service_env(services or (), pod.namespace,
-                                    enable_links=pod.spec.enable_service_links)

@@ -56,7 +56,7 @@ from nodelet.services import (
     qoscgroups,
     recording,
     relisting,
-    servicewatch,
+    serviceenv,
     statuses,
     userns,
     volumes,
@@ -176,7 +176,7 @@ class PodSyncer:
         qos: qoscgroups.QosCgroups | None = None,
         pressure: Callable[[], frozenset[str]] | None = None,
         events_live: Callable[[], bool] | None = None,
-        services: Callable[[], servicewatch.ServiceSource | None] = lambda: None,
+        services: Callable[[], serviceenv.ServiceSource | None] = lambda: None,
     ) -> None:
         """`lookup` finds ConfigMaps and Secrets (volumes, env, pull secrets);
         `objects_ready(pod)` returns once those the pod names can be looked up (in cluster
