@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from harness import Harness, events_by, pod_manifest, waiting_reason
+from nodelet.model.core import status as st
 
 pytestmark = pytest.mark.runtime
 
@@ -27,3 +28,23 @@ async def test_a_crash_looping_container_has_a_back_off_event(agent: Harness) ->
     assert [(e.type, e.message) for e in back_off] == [(
         "Warning", f"Back-off restarting failed container main in pod "
                    f"{pod.name}_{pod.namespace}({pod.uid})")]
+
+
+async def test_the_back_off_counts_from_the_exit(agent: Harness) -> None:
+    """The kubelet's doBackOff waits the back-off after the container's FinishedAt: a
+    container that ran 3 s before it failed waits the whole delay again (the harness's
+    back-off: 1 s doubling), not what is left of it since its start. Found by the
+    [NodeConformance] test 'should cap back-off at MaxContainerBackOff': nodelet restarted
+    after 4m55s where 5m0s is the cap (it counted from the start of a 5 s run)."""
+    agent.write("slow-crash.yaml", pod_manifest("slow-crash", command="sleep 3; exit 1"))
+    found = await agent.wait_status(
+        "slow-crash", lambda s: s.container_statuses[0].restart_count >= 4 and isinstance(
+            s.container_statuses[0].state, st.ContainerStateRunning), within=90,
+        what="the fourth restart running")
+    main = found.container_statuses[0]
+    assert isinstance(main.state, st.ContainerStateRunning) and main.state.started_at
+    assert isinstance(main.last_state, st.ContainerStateTerminated)
+    assert main.last_state.finished_at is not None
+    gap = (main.state.started_at - main.last_state.finished_at).total_seconds()
+    # restarts: at once, then 1 s, 2 s, 4 s after each exit; the fourth waited 4 s.
+    assert gap >= 3.9, (main.restart_count, gap)

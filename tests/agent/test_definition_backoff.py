@@ -19,10 +19,12 @@ def _pod(image: str) -> pods.Pod:
 def test_a_changed_image_forgets_the_back_off() -> None:
     work = syncing.PodWork()
     old = _pod("busybox:1")
+    stepped = backoff.Backoff(10.0, 300.0)
+    stepped.next_delay()
+    stepped.next_delay()
     work.restarts["c"] = syncing._Restart(
-        backoff.Backoff(10.0, 300.0), not_before=1000.0,
-        definition=specs.definition_hash(old.spec.containers[0]))
-    assert syncing._current_restarts(old, work)["c"].not_before == 1000.0
+        stepped, definition=specs.definition_hash(old.spec.containers[0]))
+    assert syncing._current_restarts(old, work)["c"].delay == 20.0
     new = replace(old, spec=replace(old.spec, containers=(
         pods.Container(name="c", image="nginx:1"),)))
     assert syncing._current_restarts(new, work) == {}

@@ -50,12 +50,13 @@ def sandbox(id_: str = "sb-1", *, attempt: int = 0, state: runtime.SandboxState 
 
 
 def ctr(name: str, state: runtime.ContainerState = RUNNING, *, attempt: int = 0,
-        exit_code: int = 0, started: float = NOW - 5, sandbox_id: str = "sb-1"
-        ) -> runtime.ContainerInfo:
+        exit_code: int = 0, started: float = NOW - 5, sandbox_id: str = "sb-1",
+        finished: float = 0.0) -> runtime.ContainerInfo:
     return runtime.ContainerInfo(
         id=runtime.ContainerID(f"{name}-{attempt}"), sandbox_id=runtime.SandboxID(sandbox_id),
         name=name, attempt=attempt, image="busybox", image_ref="busybox", state=state,
-        created_at=attempt + 1, started_at=int(started * 1e9), exit_code=exit_code)
+        created_at=attempt + 1, started_at=int(started * 1e9), exit_code=exit_code,
+        finished_at=int(finished * 1e9))
 
 
 def state(*containers: runtime.ContainerInfo,
@@ -196,11 +197,11 @@ CASES: list[tuple[str, pods.Pod, runtime.PodRuntime, pa.ContainerFacts, list[tup
      [("start", "a", "attempt=1", "restart=True")]),
     ("never-leaves-failure", pod("a", policy="Never"), state(ctr("a", EXITED, exit_code=2)),
      facts(), [("leave", "a")]),
-    ("crash-loop-back-off", pod("a"), state(ctr("a", EXITED, attempt=3)),
-     facts(restarts={"a": pa.RestartState(not_before=NOW + 15, delay=20)}),
-     [("back-off", "a", "15s")]),
-    ("back-off-over", pod("a"), state(ctr("a", EXITED, attempt=3)),
-     facts(restarts={"a": pa.RestartState(not_before=NOW - 1, delay=20)}),
+    # The back-off counts from the exit, as the kubelet's doBackOff (from FinishedAt).
+    ("crash-loop-back-off", pod("a"), state(ctr("a", EXITED, attempt=3, finished=NOW - 5)),
+     facts(restarts={"a": pa.RestartState(delay=20)}), [("back-off", "a", "15s")]),
+    ("back-off-over", pod("a"), state(ctr("a", EXITED, attempt=3, finished=NOW - 21)),
+     facts(restarts={"a": pa.RestartState(delay=20)}),
      [("start", "a", "attempt=4", "restart=True")]),
     ("attempts-count-every-instance", pod("a"),
      state(ctr("a", EXITED, attempt=1), ctr("a", EXITED, attempt=5, sandbox_id="old")),
@@ -212,10 +213,10 @@ CASES: list[tuple[str, pods.Pod, runtime.PodRuntime, pa.ContainerFacts, list[tup
     ("liveness-failed-is-killed", pod("a", termination_grace_period_seconds=7), state(ctr("a")),
      facts(liveness_failed={"a": "liveness"}), [("kill", "a", "grace=7")]),
     ("long-runner-resets-back-off", pod("a"), state(ctr("a", started=NOW - 601)),
-     facts(restarts={"a": pa.RestartState(not_before=NOW - 500, delay=40)}),
+     facts(restarts={"a": pa.RestartState(delay=40)}),
      [("keep", "a", "reset")]),
     ("short-runner-keeps-back-off", pod("a"), state(ctr("a", started=NOW - 599)),
-     facts(restarts={"a": pa.RestartState(not_before=NOW - 500, delay=40)}), [("keep", "a")]),
+     facts(restarts={"a": pa.RestartState(delay=40)}), [("keep", "a")]),
     # A pod update changed the image: the running instance is replaced (the kubelet's
     # "definition changed"); one created from the current definition, or before the
     # annotation existed, is kept.
@@ -237,8 +238,8 @@ def test_container_actions(the_pod: pods.Pod, the_state: runtime.PodRuntime,
 
 def test_crash_loop_message_is_the_kubelets() -> None:
     (action,) = pa.container_actions(
-        pod("a"), state(ctr("a", EXITED)),
-        facts(restarts={"a": pa.RestartState(not_before=NOW + 5, delay=40)}))
+        pod("a"), state(ctr("a", EXITED, finished=NOW - 35)),
+        facts(restarts={"a": pa.RestartState(delay=40)}))
     assert isinstance(action, pa.BackOff)
     assert action.message == ("back-off 40s restarting failed container=a "
                               "pod=p_default(uid-1)")

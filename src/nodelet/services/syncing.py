@@ -78,13 +78,12 @@ class NetworkNotReady(SyncError):
 @dataclass
 class _Restart:
     backoff: backoff.Backoff
-    not_before: float = 0.0  # POSIX time (the syncer's clock) before which it must not restart
     # The container definition it backs off (specs.definition_hash): a new one starts afresh,
     # as the kubelet keys its back-off by the container's hash.
     definition: str = ""
 
     def state(self) -> podactions.RestartState:
-        return podactions.RestartState(self.not_before, self.backoff.current)
+        return podactions.RestartState(self.backoff.current)
 
 
 @dataclass
@@ -712,7 +711,7 @@ class PodSyncer:
             restart = work.restarts[container.name] = _Restart(
                 backoff.Backoff(sync.restart_backoff, sync.restart_backoff_max),
                 definition=definition)
-        restart.not_before = self._now() + restart.backoff.next_delay()
+        restart.backoff.next_delay()
 
     async def _container_mounts(
         self, pod: pods.Pod, state: runtime.PodRuntime, container: pods.Container,

@@ -11,7 +11,8 @@ create:
   its CrashLoopBackOff, or leave it exited.
 
 Times are POSIX seconds from the worker's injected clock (`now`); back-off state comes in as
-`RestartState` and the worker steps it when a `Start` says `restart=True`.
+`RestartState` (counted from the exited instance's end) and the worker steps it when a
+`Start` says `restart=True`.
 """
 
 from __future__ import annotations
@@ -128,10 +129,10 @@ def deadline_left(pod: pods.Pod, start_time: float | None, now: float) -> float 
 
 @dataclass(frozen=True)
 class RestartState:
-    """A container's restart back-off: no restart before `not_before` (POSIX seconds);
-    `delay` is the back-off the last restart chose (for the CrashLoopBackOff message)."""
+    """A container's restart back-off: `delay` is the back-off its last restart chose; the
+    next restart waits that long after the instance's exit (the kubelet's doBackOff counts
+    from the container's FinishedAt, not from its start)."""
 
-    not_before: float = 0.0
     delay: float = 0.0
 
 
@@ -302,7 +303,8 @@ def container_action(
         return Start(container, kind, attempt, restart=False)
     if not should_restart(pod, container, latest, kind):
         return LeaveExited(container, kind)
-    return _restart(pod, container, kind, attempt, restart, facts.now)
+    return _restart(pod, container, kind, attempt, restart, facts.now,
+                    exited_at=latest.finished_at / 1e9)
 
 
 def after_probe_kill(
@@ -336,9 +338,12 @@ def after_replace(
 
 
 def _restart(pod: pods.Pod, container: pods.Container, kind: ContainerKind, attempt: int,
-             restart: RestartState | None, now: float) -> ContainerAction:
-    if restart is not None and restart.not_before > now:
-        return BackOff(container, kind, restart.not_before - now,
+             restart: RestartState | None, now: float, *, exited_at: float = 0.0
+             ) -> ContainerAction:
+    """Start it again, or back off until `restart.delay` after its exit (`exited_at`, POSIX
+    seconds; 0: long ago)."""
+    if restart is not None and exited_at + restart.delay > now:
+        return BackOff(container, kind, exited_at + restart.delay - now,
                        crash_loop_message(pod, container.name, restart.delay))
     return Start(container, kind, attempt, restart=True)
 
