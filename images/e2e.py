@@ -13,14 +13,19 @@ in the v1.37.2 sources: busybox 86 times, agnhost 62, pause 20, the rest once or
   porter's `localhost.crt`/`.key`, the user `user-defined-in-image` (uid 1000) in
   `group-defined-in-image` (gid 50000), and `curl`, `bash` and netcat-openbsd's `nc` (the
   host's, with their shared libraries: tests run them in agnhost containers, `nc -u` for the
-  node-to-pod UDP check; Alpine's dig, socat and iperf are not there), and `/var/registry`
+  node-to-pod UDP check; Alpine's dig, socat and iperf are not there), bash as `/bin/sh`
+  (`AGNHOST_SHELL`, why there), and `/var/registry`
   holding `pause:testing` (the pause image below) for agnhost's `fake-registry-server`, as
   upstream's build fetches it. Both tags hold the v1.37.2
   agnhost: the module has one agnhost, not 2.55's.
 - `e2e-test-images/busybox:1.37.0-2` and `:1.36.1-1`: Debian's busybox-static (1.35) with a
   link for every applet it has, where Alpine/busybox put them (`busybox --list-full`) and in
-  `/bin` — but `/bin/sh` is this host's bash (`SHELL`, why there). The other busybox-based
-  images below share this base.
+  `/bin`; its ash is `/bin/sh`, as upstream's (tests compare its messages: `/bin/sh: can't
+  create /file: Read-only file system`). One difference from upstream's busybox 1.37 remains:
+  Debian's ash drops environment variables whose names are not shell identifiers (`env
+  data-1=x busybox sh -c env` prints no data-1), which upstream's ash imports since 1.36
+  (shell/ash.c: "Used to have endofname() here ... but this breaks scenarios where people do
+  want them passed to children"); Debian's 1.37 build drops them too.
 - `pause:3.10.2`: images/pause.c, as upstream's pause image: `/pause`, user 65535:65535.
 - `e2e-test-images/nonroot:1.5`: the busybox base with `USER 1234` (upstream: debian-base).
 - `e2e-test-images/glibc-dns-testing:2.1.1`: glibc's `hostname` and dash (this host's, a
@@ -126,15 +131,12 @@ def applet_links(binary: Path) -> list[build.Entry]:
     return [build.Entry(p, "link", 0o777, target="/bin/busybox") for p in sorted(paths)]
 
 
-# The shell the busybox-based images run as `sh`. Upstream's images run busybox's own ash
-# (1.36/1.37); Debian's busybox-static 1.35 differs from it in two ways the suite sees:
-# its ash drops environment variables whose names are not shell identifiers (`env
-# data-1=x busybox sh -c env` prints no data-1; the ConfigMap and Secret "consumable via the
-# environment" tests set `data-1`), and it runs its own applets before PATH (so `nc` in a
-# script is busybox's, which has no `-u`, where Alpine's sh finds netcat-openbsd's). The
-# host's bash, as `sh`, passes such variables on and looks commands up in PATH; every applet
-# stays where busybox puts it.
-SHELL = Path("/bin/bash")
+# agnhost's `sh`. Upstream's agnhost is Alpine's, whose busybox ash looks commands up in PATH
+# and so runs netcat-openbsd's `nc` (`nc -u`, the node-to-pod UDP check); Debian's
+# busybox-static ash runs its own applets first, and busybox's nc has no `-u`. The host's bash,
+# as agnhost's `sh`, looks `nc` up in PATH. (The busybox image keeps busybox's ash: tests
+# compare its messages.)
+AGNHOST_SHELL = Path("/bin/bash")
 
 
 def base_entries(*, passwd: str = PASSWD, group: str = GROUP) -> list[build.Entry]:
@@ -146,8 +148,7 @@ def base_entries(*, passwd: str = PASSWD, group: str = GROUP) -> list[build.Entr
     entries += applet_links(BUSYBOX)
     entries += [build.Entry("etc/passwd", "file", 0o644, passwd.encode()),
                 build.Entry("etc/group", "file", 0o644, group.encode())]
-    shell = build.Entry("bin/sh", "link", 0o777, target=SHELL.name)
-    return merged(entries, host_program_entries((SHELL,)), [shell])
+    return entries
 
 
 # Programs of upstream's agnhost image (Alpine packages) that e2e tests run inside it and
@@ -226,8 +227,10 @@ def agnhost() -> tuple[list[build.Entry], dict[str, object]]:
         passwd=PASSWD + "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n",
         group=GROUP + "user-defined-in-image:x:1000:\n"
                       "group-defined-in-image:x:50000:user-defined-in-image\n")
-    netcat = [build.Entry("usr/bin/nc", "file", 0o755, NETCAT.read_bytes())]
-    entries = merged(entries, host_program_entries((*HOST_PROGRAMS, NETCAT)), netcat)
+    netcat = [build.Entry("usr/bin/nc", "file", 0o755, NETCAT.read_bytes()),
+              build.Entry("bin/sh", "link", 0o777, target=AGNHOST_SHELL.name)]
+    entries = merged(entries, host_program_entries((*HOST_PROGRAMS, AGNHOST_SHELL, NETCAT)),
+                     netcat)
     pause_entries, pause_config = pause()
     pause_files = build.layout_files("registry.k8s.io/pause:testing", pause_entries, pause_config)
     entries += fake_registry_entries(pause_files)

@@ -43,7 +43,6 @@ SUBSET = [
     r"Probing container should be restarted with a exec \"cat /tmp/health\" liveness probe",
     r"Container Lifecycle Hook when create a pod with lifecycle hook should execute "
     r"poststart exec hook properly",
-    r"ConfigMap should be consumable via the environment",
     r"Pods should support retrieving logs from the container over websockets",
 ]
 PROGRAMS = ("e2e.test", "ginkgo", "agnhost", "nnp", "kube-apiserver", "etcd")
