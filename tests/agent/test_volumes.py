@@ -21,7 +21,7 @@ import pytest_asyncio
 
 from conftest import Instance, sandbox_config
 from nodelet import settings as settings_
-from nodelet.adapters import mounts
+from nodelet.adapters import commands, mounts
 from nodelet.model.core import envvars, pods, runtime, tokens
 from nodelet.model.core import volumes as vol
 from nodelet.model.parsing import manifests
@@ -542,6 +542,64 @@ def test_make_rshared_does_not_hide_mounts_below(tmp_path: Path) -> None:
         assert not mounts.is_mount_point(tmp_path / "pods")
     finally:
         mounts.detach(below)
+
+
+async def test_mount_points_are_found_under_names_the_kernel_escapes(tmp_path: Path) -> None:
+    # /proc/self/mountinfo writes a space, tab, newline or backslash octal-escaped; only the
+    # lines holding the path so written are parsed.
+    top = tmp_path / "a b\\c"
+    inner = top / "tab\there"
+    near = tmp_path / "a b\\cd"  # shares the name's start: not under `top`
+    for path in (inner, near):
+        path.mkdir(parents=True)
+        await mounts.mount_tmpfs(path, size=None, mode=0o755, limit=10)
+    try:
+        assert mounts.mount_points(top) == [(inner, "tmpfs")]
+        assert mounts.is_tmpfs(inner) and mounts.is_mount_point(inner)
+        assert not mounts.is_tmpfs(top) and not mounts.is_mount_point(top)
+        assert mounts.mounts_under(tmp_path) == [inner, near]  # deepest first
+    finally:
+        for path in (inner, near):
+            mounts.detach(path)
+    assert mounts.mount_points(tmp_path) == []
+
+
+def mountinfo_of(path: Path) -> str:
+    """The line of the mount on `path`, without its IDs and mount point."""
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    found = [line for line in lines if line.split()[4] == str(path.resolve())]
+    assert len(found) == 1, found
+    return " ".join(found[0].split()[5:])
+
+
+async def test_a_tmpfs_is_mounted_and_unmounted_as_the_commands_do(tmp_path: Path) -> None:
+    # mount(2) and umount2(2) directly, as mount(8) and umount(8) call them.
+    by_command, by_call = tmp_path / "command", tmp_path / "call"
+    for path in (by_command, by_call):
+        path.mkdir()
+    status, output = await commands.run(["mount", "-t", "tmpfs", "-o", "mode=1777,size=1048576",
+                                         "tmpfs", str(by_command)], limit=10)
+    assert status == 0, output
+    await mounts.mount_tmpfs(by_call, size=1048576, mode=0o1777, limit=10)
+    assert mountinfo_of(by_call) == mountinfo_of(by_command)
+    assert mode_of(by_call) == mode_of(by_command) == 0o1777
+    for path in (by_command, by_call):
+        await mounts.unmount(path, limit=10, fstype="tmpfs")
+    assert mounts.mount_points(tmp_path) == []
+
+
+async def test_a_refused_tmpfs_mount_or_unmount_reads_as_the_commands_say(
+        tmp_path: Path) -> None:
+    # The kernel's refusal sends the call to mount(8) / umount(8): their words, as always.
+    missing = tmp_path / "missing"
+    with pytest.raises(mounts.MountError) as caught:
+        await mounts.mount_tmpfs(missing, size=None, mode=0o755, limit=10)
+    assert caught.value.message.startswith(
+        f"mount tmpfs on {missing} failed (32): mount: {missing}: mount point does not exist")
+    with pytest.raises(mounts.MountError) as caught:
+        await mounts.unmount(tmp_path, limit=10, fstype="tmpfs")
+    assert caught.value.message == (
+        f"unmount {tmp_path} failed (32): umount: {tmp_path}: not mounted.")
 
 
 # -- projected and downwardAPI -------------------------------------------------------------

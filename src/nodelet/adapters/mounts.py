@@ -11,6 +11,7 @@ Exceptions::
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import errno as errno_
 import functools
@@ -50,14 +51,30 @@ class _MountInfo:
     fstype: str
 
 
-def _mountinfo() -> Iterator[_MountInfo]:
-    """The mounts of this mount namespace, in mount order (one on top of another comes later)."""
+# How the kernel writes a mount point into /proc/self/mountinfo (`mangle_path`): these four
+# characters octal-escaped, everything else as it is.
+_MOUNTINFO_ESCAPES = str.maketrans({" ": "\\040", "\t": "\\011", "\n": "\\012",
+                                    "\\": "\\134"})
+
+
+def _mountinfo(containing: str = "") -> Iterator[_MountInfo]:
+    """The mounts of this mount namespace, in mount order (one on top of another comes later).
+
+    With `containing` (a path), only the lines that hold it as the kernel writes it are
+    parsed: every mount at or below that path is among them. Volume set-up reads the table on
+    every pod sync, and it has a few lines per running pod (rootfs, shm, netns, volumes): with
+    30 pods (166 lines) parsing every line took 0.26 ms on top of the 0.3 ms read, the
+    filtered lines 0.08 ms."""
+    wanted = containing.translate(_MOUNTINFO_ESCAPES)
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        if wanted not in line:
+            continue
         fields, _, rest = line.partition(" - ")
         parts = fields.split()
         # Field 5 is the mount point, with space, tab, newline and backslash octal-escaped;
         # the optional fields run from field 7 to the " - " separator.
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[4])
+        point = parts[4] if "\\" not in parts[4] else \
+            re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[4])
         yield _MountInfo(point, tuple(parts[6:]), rest.split()[0] if rest else "")
 
 
@@ -68,7 +85,7 @@ def _within(top: str, path: str) -> bool:
 def mount_points(under: Path) -> list[tuple[Path, str]]:
     """(mount point, fs type) at or below `under`, deepest first (from /proc/self/mountinfo)."""
     top = os.path.realpath(under)
-    found = {Path(m.point): m.fstype for m in _mountinfo() if _within(top, m.point)}
+    found = {Path(m.point): m.fstype for m in _mountinfo(top) if _within(top, m.point)}
     return sorted(found.items(), key=lambda item: len(item[0].parts), reverse=True)
 
 
@@ -76,7 +93,7 @@ def is_mount_point(path: Path) -> bool:
     """Whether something is mounted on `path` itself (a bind mount on the same file system
     too, which `os.path.ismount` misses)."""
     top = os.path.realpath(path)
-    return any(m.point == top for m in _mountinfo())
+    return any(m.point == top for m in _mountinfo(top))
 
 
 def is_tmpfs(path: Path) -> bool:
@@ -87,6 +104,13 @@ def is_tmpfs(path: Path) -> bool:
 async def mount_tmpfs(target: Path, *, size: int | None, mode: int, limit: float) -> None:
     """Mount a tmpfs on `target` with the given root mode; no size: the kernel's half of RAM."""
     options = f"mode={mode:04o}" + (f",size={size}" if size is not None else "")
+    # The mount(2) call mount(8) makes for these arguments (strace: util-linux 2.38), without
+    # starting mount(8): measured 0.07 ms of CPU against 1.6 ms (1.2 in the process: binary,
+    # libraries, locale; 0.4 in nodelet: spawn, child watcher), and every pod with a token
+    # volume has one. Only when the kernel refuses is mount(8) run, so a failure reads as it
+    # always did. (A tmpfs mount does no I/O: it cannot hang.)
+    if await asyncio.to_thread(_mount_tmpfs, str(target), options):
+        return
     status, output = await commands.run(
         ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)], limit=limit
     )
@@ -110,9 +134,9 @@ async def unmount_all(path: Path, *, limit: float = 10.0) -> list[Path]:
     done: list[Path] = []
     for _ in range(UNMOUNT_PASSES):
         progress = False
-        for point in mounts_under(path):
+        for point, fstype in mount_points(path):
             try:
-                await unmount(point, limit=limit)
+                await unmount(point, limit=limit, fstype=fstype)
             except MountError:
                 continue
             done.append(point)
@@ -122,8 +146,13 @@ async def unmount_all(path: Path, *, limit: float = 10.0) -> list[Path]:
     return done
 
 
-async def unmount(target: Path, *, limit: float) -> None:
-    """Unmount `target`, lazily when it is busy (a container may still hold it)."""
+async def unmount(target: Path, *, limit: float, fstype: str = "") -> None:
+    """Unmount `target`, lazily when it is busy (a container may still hold it). `fstype`
+    is what /proc/self/mountinfo says is mounted there."""
+    # A tmpfs (no backing store: its unmount cannot hang) gets the umount2(2) call umount(8)
+    # makes, without starting umount(8), as `mount_tmpfs`; the commands run when it fails.
+    if fstype == "tmpfs" and await asyncio.to_thread(_umount, str(target)):
+        return
     status, output = await commands.run(["umount", str(target)], limit=limit)
     if status != 0:
         status, output = await commands.run(["umount", "-l", str(target)], limit=limit)
@@ -151,6 +180,18 @@ def _mount(source: str, target: str, flags: int) -> None:
     if _libc().mount(source.encode(), target.encode(), None, ctypes.c_ulong(flags), None):
         error = ctypes.get_errno()
         raise MountError(f"mount {source} on {target}: {os.strerror(error).lower()}")
+
+
+def _mount_tmpfs(target: str, options: str) -> bool:
+    """mount("tmpfs", target, "tmpfs", 0, options), as `mount -t tmpfs -o <options> tmpfs
+    <target>` calls it; False when the kernel refused."""
+    return not _libc().mount(b"tmpfs", target.encode(), b"tmpfs", ctypes.c_ulong(0),
+                             options.encode())
+
+
+def _umount(target: str) -> bool:
+    """umount2(target, 0), as `umount <target>` calls it; False when the kernel refused."""
+    return not _libc().umount2(target.encode(), 0)
 
 
 def detach(target: Path) -> None:

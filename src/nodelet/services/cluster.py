@@ -84,7 +84,7 @@ class ClusterMode:
 
     Callbacks into the agent:
     - `on_pods(desired)`: the complete set of API pods to run (see `apisource`); called from
-      the event loop, synchronously, after every change;
+      the event loop, synchronously, after every change to it;
     - `on_objects(keys)`: ConfigMaps/Secrets (kind, namespace, name) whose content changed;
       wake the pods that read them.
     Calls from the agent:

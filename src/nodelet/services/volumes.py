@@ -316,9 +316,9 @@ class VolumeManager:
             points = await asyncio.to_thread(mounts.mount_points, directory)
             if not points:
                 return
-            for point, _ in points:
+            for point, fstype in points:
                 try:
-                    await mounts.unmount(point, limit=self._timeout)
+                    await mounts.unmount(point, limit=self._timeout, fstype=fstype)
                 except mounts.MountError as exc:
                     raise VolumeError(point.name, exc.message) from exc
         left = await asyncio.to_thread(mounts.mount_points, directory)
