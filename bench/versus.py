@@ -48,7 +48,6 @@ import dataclasses
 import math
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -69,7 +68,7 @@ import kubeletpeer  # tests/kubeletpeer.py: the kubelet as a peer
 import nodelet
 import startup  # bench/startup.py: the CRI baseline, the manifests, the CPU meter
 from nodelet import settings as settings_
-from nodelet.adapters import cgroups
+from nodelet.adapters import cgroups, mounts
 from nodelet.model.core import runtime as rt
 from nodelet.services import resetting
 
@@ -358,8 +357,8 @@ async def nodelet_agent(runtime: common.Runtime, work: Path, session: aiohttp.Cl
         yield agent
         await remove_pods(agent, runtime)
     finally:
-        await _stop(process)
-        await _reset_nodelet(runtime, top, cgroup_root)
+        await kubeletpeer.stop_by_pid(process, 30.0)
+        await reset_nodelet(runtime, top, cgroup_root)
 
 
 async def _wait_serving(agent: Agent, process: asyncio.subprocess.Process) -> None:
@@ -375,25 +374,17 @@ async def _wait_serving(agent: Agent, process: asyncio.subprocess.Process) -> No
     await poll_until(serving, START_WITHIN, "nodelet serving /pods", agent.tail)
 
 
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    """SIGTERM its process group (by its PID, which leads it), SIGKILL after 30 s."""
-    if process.returncode is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(process.wait(), 30)
-    except TimeoutError:
-        os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
-
-
-async def _reset_nodelet(runtime: common.Runtime, top: Path, cgroup_root: str) -> None:
+async def reset_nodelet(runtime: common.Runtime, top: Path, cgroup_root: str) -> None:
+    """What `nodelet reset` does for the instance under `top`, then its cgroup root, its
+    shared bind of its pods dir and its directory; BenchError naming what is left."""
     settings = settings_.Settings(
         data_dir=top / "data",
         runtime=dataclasses.replace(runtime.settings.runtime, endpoint=runtime.runner.endpoint),
         node=dataclasses.replace(settings_.NodeSettings(), cgroup_root=cgroup_root))
     report = await resetting.reset(settings)
     left = report.errors + cgroups.remove_pod_cgroup(cgroup_root)  # the root itself
+    for point in mounts.mounts_under(top):  # its shared bind of its pods dir outlives it
+        mounts.detach(point)
     shutil.rmtree(top, ignore_errors=True)
     if left:
         raise common.BenchError(f"nodelet left: {left}")

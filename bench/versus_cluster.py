@@ -42,7 +42,6 @@ import math
 import os
 import secrets
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -59,11 +58,8 @@ import common  # bench/common.py: the runtime, its leak check, main
 import controlplane  # tests/controlplane.py: the real control plane
 import kubeletpeer  # tests/kubeletpeer.py: the kubelet as a peer
 import nodelet
-import versus  # bench/versus.py: a process's CPU seconds, the versions line
+import versus  # bench/versus.py: CPU seconds, the versions line, resetting nodelet
 from controlplane import AdminClient, ControlPlane
-from nodelet import settings as settings_
-from nodelet.adapters import cgroups, mounts
-from nodelet.services import resetting
 
 NODELET = Path(sys.executable).parent / "nodelet"
 AGENTS = ("nodelet", "kubelet")
@@ -183,35 +179,9 @@ async def nodelet_node(plane: ControlPlane, admin: AdminClient, runtime: common.
         try:
             await kubeletpeer.drain(admin, name, within=REMOVE_WITHIN, alive=alive)
         finally:
-            await stop_by_pid(process)
+            await kubeletpeer.stop_by_pid(process, 30.0)
             await admin.delete(controlplane.node_path(name))
-            await reset_nodelet(runtime, top, cgroup_root)
-
-
-async def stop_by_pid(process: asyncio.subprocess.Process) -> None:
-    """SIGTERM its process group (led by its PID), SIGKILL after 30 s."""
-    if process.returncode is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(process.wait(), 30)
-    except TimeoutError:
-        os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
-
-
-async def reset_nodelet(runtime: common.Runtime, top: Path, cgroup_root: str) -> None:
-    settings = settings_.Settings(
-        data_dir=top / "data",
-        runtime=dataclasses.replace(runtime.settings.runtime, endpoint=runtime.runner.endpoint),
-        node=dataclasses.replace(settings_.NodeSettings(), cgroup_root=cgroup_root))
-    report = await resetting.reset(settings)
-    left = report.errors + cgroups.remove_pod_cgroup(cgroup_root)  # the root itself
-    for point in mounts.mounts_under(top):  # its shared bind of its pods dir outlives it
-        mounts.detach(point)
-    shutil.rmtree(top, ignore_errors=True)
-    if left:
-        raise common.BenchError(f"nodelet left: {left}")
+            await versus.reset_nodelet(runtime, top, cgroup_root)
 
 
 STARTERS = {"kubelet": kubelet_node, "nodelet": nodelet_node}

@@ -267,7 +267,7 @@ class KubeletPeer:
     async def kill(self) -> None:
         """Stop it by PID, then remove its sandboxes, mounts, log links, directories and
         cgroups."""
-        await _stop_by_pid(self.process)
+        await stop_by_pid(self.process)
         await _remove_sandboxes(self.client, await self._sandboxes())
         await _clean_host(self.root, self.cgroup_root)
 
@@ -408,7 +408,7 @@ class JoinedKubelet:
     async def kill(self, admin: Admin | None = None) -> None:
         """Stop it by PID, delete its Node (with `admin`), remove its sandboxes, mounts, log
         links, directories and cgroups."""
-        await _stop_by_pid(self.process)
+        await stop_by_pid(self.process)
         if admin is not None:
             # After the kubelet stopped: a running one would report the Node again.
             await admin.delete(node_path(self.node_name))
@@ -471,13 +471,13 @@ async def _spawn(root: Path, cgroup_root: str, config: Mapping[str, Any], *, end
         raise
 
 
-async def _stop_by_pid(process: asyncio.subprocess.Process) -> None:
-    """SIGTERM its process group (led by its PID), SIGKILL after 20 s."""
+async def stop_by_pid(process: asyncio.subprocess.Process, within: float = 20.0) -> None:
+    """SIGTERM its process group (led by its PID), SIGKILL after `within` seconds."""
     if process.returncode is not None:
         return
     os.killpg(process.pid, signal.SIGTERM)
     try:
-        await asyncio.wait_for(process.wait(), 20)
+        await asyncio.wait_for(process.wait(), within)
     except TimeoutError:
         os.killpg(process.pid, signal.SIGKILL)
         await process.wait()
