@@ -237,7 +237,8 @@ def test_typed_fields() -> None:
     assert app.volume_mounts == (pods.VolumeMount("data", "/data", read_only=True),)
     assert app.readiness_probe == handlers.Probe(handlers.ExecAction(("true",)))
     assert app.resources == pods.Resources(
-        cpu_request_milli=250, cpu_limit_milli=1000, memory_request=64 * 2**20, memory_limit=0
+        cpu_request_milli=250, cpu_limit_milli=1000, memory_request=64 * 2**20, memory_limit=0,
+        written={"limits": {"cpu": "1"}, "requests": {"cpu": "250m", "memory": "64Mi"}},
     )
 
 

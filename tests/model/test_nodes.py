@@ -72,7 +72,9 @@ def test_node_status_reports_capacity_addresses_and_node_info() -> None:
     assert [c["type"] for c in status["conditions"]] == [
         "MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
     # NodeDeclaredFeatures (GA in 1.37): what the scheduler may send here that needs it.
-    assert status["declaredFeatures"] == ["RestartAllContainersOnContainerExits"]
+    assert status["declaredFeatures"] == sorted(status["declaredFeatures"]) == [
+        "InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers",
+        "RestartAllContainersOnContainerExits"]
     unanswered = nodes.node_status(SPEC, None, nodes.ready_condition(None), previous=None, now=T0)
     assert unanswered["nodeInfo"]["containerRuntimeVersion"] == ""
 

@@ -98,6 +98,17 @@ def _words(path: Path, name: str) -> set[str]:
     return {word.lstrip("+") for word in text.split()}
 
 
+def memory_usage(cgroup: str, root: Path = CGROUP_ROOT) -> int | None:
+    """The cgroup's memory usage in bytes (v1 memory.usage_in_bytes, v2 memory.current);
+    None: not readable."""
+    path = (root / cgroup.lstrip("/") / "memory.current" if is_unified(root)
+            else root / "memory" / cgroup.lstrip("/") / "memory.usage_in_bytes")
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 # -- removing -------------------------------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ from nodelet.model.core import (
     observers,
     podactions,
     pods,
+    resize,
     restartall,
     runtime,
     sandboxes,
@@ -56,6 +57,7 @@ from nodelet.services import (
     qoscgroups,
     recording,
     relisting,
+    resizing,
     serviceenv,
     statuses,
     userns,
@@ -117,6 +119,8 @@ class PodWork:
     # The pod's own wake-ups, by rule (POSIX times of the syncer's clock): every rule that
     # depends on time schedules one, so nothing waits for the periodic resync (docs/timing.md).
     timers: dict[str, float] = field(default_factory=dict)
+    # The resources allocated to the pod and what its cgroups have (in-place resize).
+    resize: resizing.ResizeWork = field(default_factory=resizing.ResizeWork)
 
     def wake_at(self, rule: str, at: float) -> None:
         """Sync the pod again at `at` for `rule` (the earlier of two times for one rule)."""
@@ -214,6 +218,10 @@ class PodSyncer:
             lookup=lookup,
             node_config=settings.registry_config_file,
         )
+        self._resizer = resizing.Resizer(
+            client=client, recorder=recorder, node=lambda: self._node.admission,
+            cgroup_parent=lambda pod: specs.pod_cgroup_parent(
+                pod, self._settings.node.cgroup_root))
         self._containers = containers.ContainerRunner(
             client=client, recorder=recorder, puller=self._puller,
             hooks=hooks.HookRunner(client=client), pods_root=node.pods_root,
@@ -228,6 +236,8 @@ class PodSyncer:
                 terminal: bool = False) -> None:
         """Generate the pod's status from the runtime's view and hand it to the status manager;
         `terminal`: the last status of a terminated pod (a terminal phase, see generation)."""
+        if work.resize.allocation is not None:
+            pod = resize.allocated_pod(pod, work.resize.allocation)
         status = generation.generate_status(
             pod,
             sandboxes=state.sandboxes,
@@ -246,6 +256,7 @@ class PodSyncer:
             extra=extraconditions.Facts(families=self._families,
                                         volumes_ready=work.volumes_ready,
                                         volume_error=work.volume_error),
+            resized=self._resizer.view(pod, state, work.resize),
         )
         self._statuses.set_status(pod, status)
 
@@ -255,6 +266,7 @@ class PodSyncer:
         """One sync; returns seconds until the pod wants another one (None: only on events)."""
         state = await self._current_state(pod, work)
         self._admit(pod, work)
+        pod = self._allocated(pod, work)
         self._check_deadline(pod, work)
         self.publish(pod, state, work)
         action = podactions.pod_action(pod, state, terminal=self._terminal(pod),
@@ -281,6 +293,8 @@ class PodSyncer:
             await self._reset_containers(pod, state, work)
             self.publish(pod, await self._relister.refresh_pod(pod.uid), work)
             return 0.0
+        if not self._terminal(pod) and await self._resizer.actuate(pod, state, work.resize):
+            state = await self._relister.refresh_pod(pod.uid)  # stopped to be restarted
         before = state.containers
         collected = await self._collect_dead(pod, state)  # before starts: policy's dead + 1
         errors, tried = await self._sync_containers(pod, state, work, mounts)
@@ -368,6 +382,19 @@ class PodSyncer:
         self._recorder.record(pod, "Warning", rejection.reason, rejection.message)
         log.warning("pod %s (%s) rejected: %s: %s", pod.full_name, pod.uid, rejection.reason,
                     rejection.message)
+
+    def _allocated(self, pod: pods.Pod, work: PodWork) -> pods.Pod:
+        """The pod as this node allocated it, a resize admitted or left pending first
+        (`resizing`); admission then weighs other pods against this allocation."""
+        admitted = self._admitted.get(pod.uid)
+        if admitted is None or self._terminal(pod):
+            return pod
+        others = [p for uid, p in self._admitted.items() if uid != pod.uid]
+        pod = self._resizer.allocate(pod, work.resize, others)
+        if resize.allocation(admitted) != resize.allocation(pod):
+            self._admitted[pod.uid] = pod
+            self._qos_changed()
+        return pod
 
     def _check_deadline(self, pod: pods.Pod, work: PodWork) -> None:
         """activeDeadlineSeconds, counted from the pod's start time (now, for the first sync,
@@ -487,6 +514,7 @@ class PodSyncer:
         config = await self._new_sandbox_config(pod, attempt, work)
         await asyncio.to_thread(Path(config.log_directory).mkdir, parents=True, exist_ok=True)
         await self._pod_cgroup(pod, config.cgroup_parent)
+        self._resizer.pod_cgroup_written(pod, work.resize)
         self._observer.sandbox_starting(pod)
         started = time.monotonic()
         try:

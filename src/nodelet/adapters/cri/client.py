@@ -365,6 +365,13 @@ class RuntimeClient:
             self._runtime.StopContainer, request, target=container_id, deadline=deadline
         )
 
+    async def update_container_resources(self, container_id: rt.ContainerID,
+                                         resources: rt.LinuxResources) -> None:
+        """UpdateContainerResources: the running container's new cgroup limits (resize)."""
+        request = pb.UpdateContainerResourcesRequest(
+            container_id=container_id, linux=convert.linux_resources_to_pb(resources))
+        await self._call(self._runtime.UpdateContainerResources, request, target=container_id)
+
     async def remove_container(self, container_id: rt.ContainerID) -> None:
         request = pb.RemoveContainerRequest(container_id=container_id)
         await self._call(self._runtime.RemoveContainer, request, target=container_id)

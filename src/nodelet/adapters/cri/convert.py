@@ -135,21 +135,22 @@ def _port_mapping_to_pb(port: rt.PortMapping) -> pb.PortMapping:
     )
 
 
+def linux_resources_to_pb(r: rt.LinuxResources) -> pb.LinuxContainerResources:
+    return pb.LinuxContainerResources(
+        cpu_period=r.cpu_period,
+        cpu_quota=r.cpu_quota,
+        cpu_shares=r.cpu_shares,
+        memory_limit_in_bytes=r.memory_limit_in_bytes,
+    )
+
+
 def container_config_to_pb(config: rt.ContainerConfig) -> pb.ContainerConfig:
     """The ContainerConfig for CreateContainer."""
     linux = pb.LinuxContainerConfig()
     if config.security is not None:
         linux.security_context.CopyFrom(_container_security_to_pb(config.security))
     if config.resources is not None:
-        r = config.resources
-        linux.resources.CopyFrom(
-            pb.LinuxContainerResources(
-                cpu_period=r.cpu_period,
-                cpu_quota=r.cpu_quota,
-                cpu_shares=r.cpu_shares,
-                memory_limit_in_bytes=r.memory_limit_in_bytes,
-            )
-        )
+        linux.resources.CopyFrom(linux_resources_to_pb(config.resources))
     return pb.ContainerConfig(
         metadata=pb.ContainerMetadata(name=config.name, attempt=config.attempt),
         image=pb.ImageSpec(image=config.image),

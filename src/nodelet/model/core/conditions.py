@@ -18,7 +18,7 @@ Statuses = Sequence[status.ContainerStatus]
 # Conditions nodelet always writes; the ready-to-start condition joins them when its gate is on.
 _ALWAYS_OWNED = frozenset(
     {status.POD_SCHEDULED, status.READY, status.INITIALIZED, status.CONTAINERS_READY,
-     status.ALL_CONTAINERS_RESTARTING}
+     status.ALL_CONTAINERS_RESTARTING, status.POD_RESIZE_PENDING, status.POD_RESIZE_IN_PROGRESS}
 )
 # Every type nodelet may write to the API, whatever the gates (the ready-to-start condition
 # under both of its names). Everything else in an API pod's status belongs to someone else.
@@ -253,9 +253,11 @@ def generate_conditions(
     gates: settings.FeatureGates,
     extra: extraconditions.Facts | None = None,
     restarting: status.PodCondition | None = None,
+    resizing: Sequence[status.PodCondition] = (),
 ) -> tuple[status.PodCondition, ...]:
     """All conditions of a pod in the kubelet's order (generateAPIPodStatus); `restarting`:
-    AllContainersRestarting, on a pod that can restart all its containers (`restartall`).
+    AllContainersRestarting, on a pod that can restart all its containers (`restartall`);
+    `resizing`: PodResizePending and PodResizeInProgress while a resize waits or runs.
 
     Conditions nodelet does not own - readiness gates, DisruptionTarget, anything written by
     others, and the ready-to-start condition when its gate is off - are kept from
@@ -265,6 +267,7 @@ def generate_conditions(
     """
     owned = owned_types(gates)
     out = [c for c in old_conditions if c.type not in owned]
+    out.extend(resizing)
     ready_type = ready_to_start_type(gates)
     if ready_type is not None:
         out.append(

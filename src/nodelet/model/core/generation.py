@@ -19,6 +19,7 @@ from nodelet.model.core import (
     extraconditions,
     phases,
     pods,
+    resize,
     resources,
     restartall,
     runtime,
@@ -94,15 +95,20 @@ def generate_status(
     failure: tuple[str, str] | None = None,
     terminal: bool = False,
     extra: extraconditions.Facts | None = None,
+    resized: resize.View | None = None,
 ) -> status.PodStatus:
     """`ready`/`started`: readiness and startup probe results by container name;
     `failure`: (reason, message) of a pod that failed for good (activeDeadlineSeconds passed,
     refused at admission); `terminal`: the last status of a pod being terminated, its
     containers stopped — a pod from the API then gets a terminal phase (`terminal_status`);
-    `extra`: what the alpha conditions beyond KEP-3085 read (`extraconditions.Facts`)."""
+    `extra`: what the alpha conditions beyond KEP-3085 read (`extraconditions.Facts`);
+    `resized`: the allocation and what runs (`resize.View`; None: the pod's spec as it is)."""
+    view = resized or resize.View(allocated=pod)
     init_statuses, container_statuses = phases.container_statuses(
         pod, containers, ready=ready, waiting=waiting, started=started
     )
+    init_statuses = tuple(resize.container_status(s, view) for s in init_statuses)
+    container_statuses = tuple(resize.container_status(s, view) for s in container_statuses)
     if not gates.container_stop_signals:  # the kubelet shows them only with its gate
         init_statuses = _without_stop_signals(init_statuses)
         container_statuses = _without_stop_signals(container_statuses)
@@ -138,6 +144,7 @@ def generate_status(
         gates=gates,
         extra=extra,
         restarting=restartall.condition(pod, containers, old, phase),
+        resizing=() if terminal else resize.conditions(view),
     )
     if _rejected(failure):
         # The kubelet's rejectPod writes phase, reason and message only: none of its own
@@ -166,6 +173,8 @@ def generate_status(
             phases.ephemeral_container_statuses(pod, containers, waiting=waiting),
             old.ephemeral_container_statuses if old else ()),
         qos_class=resources.qos_class(pod),
+        allocated_resources=resize.pod_allocated(view.allocated),
+        resources=resize.pod_resources(view.allocated, view.pod_actuated),
     )
 
 

@@ -160,10 +160,12 @@ def _runtime_problem(runtime: rt.RuntimeStatus, type_: str) -> str:
 # status.declaredFeatures (NodeDeclaredFeatures, GA in 1.37): the features of the registry
 # (k8s.io/component-helpers/nodedeclaredfeatures) this node offers. The scheduler and the API
 # server send a pod needing one of the others elsewhere, or refuse its update, rather than
-# leave it to a node that would ignore it: nodelet offers no in-place resize, no DRA, no
-# user namespaces with hostNetwork, no bind-mount options, and lets kube-apiserver translate
-# WebSocket streams (ExtendWebSocketsToKubelet undeclared).
-DECLARED_FEATURES = ("RestartAllContainersOnContainerExits",)
+# leave it to a node that would ignore it: nodelet offers no DRA, no user namespaces with
+# hostNetwork, no bind-mount options, and lets kube-apiserver translate WebSocket streams
+# (ExtendWebSocketsToKubelet undeclared). Sorted, as the API requires.
+DECLARED_FEATURES = ("InPlacePodLevelResourcesVerticalScaling",
+                     "InPlacePodVerticalScalingInitContainers",
+                     "RestartAllContainersOnContainerExits")
 
 
 def node_status(

@@ -151,6 +151,10 @@ class Resources:
     other_requests: Mapping[str, int] = field(default_factory=dict)
     # limits.ephemeral-storage in bytes (0: none): enforced by eviction, as the kubelet does.
     ephemeral_storage_limit: int = 0
+    # The ResourceRequirements as written, requests defaulted from limits ({"limits": {...},
+    # "requests": {...}}, quantities as strings): what the status echoes (allocatedResources,
+    # resources), so "10m" of memory stays 10m rather than a rounded byte.
+    written: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def compute(self) -> tuple[int, int, int, int]:
@@ -172,6 +176,9 @@ class Container:
     ports: tuple[ContainerPort, ...] = ()
     volume_mounts: tuple[VolumeMount, ...] = ()
     resources: Resources = field(default_factory=Resources)
+    # The resources ("cpu", "memory") whose in-place resize restarts the container
+    # (resizePolicy RestartContainer; the others are NotRequired).
+    restart_on_resize: frozenset[str] = frozenset()
     # An init container's "Always" makes it a sidecar (restartable init container); otherwise
     # the container's own policy over the pod's, with `restart_rules` (model/core/restarts.py).
     restart_policy: ContainerRestartPolicy = ""
@@ -238,6 +245,9 @@ class Toleration:
 @dataclass(frozen=True)
 class PodSpec:
     containers: tuple[Container, ...]
+    # spec.resources (PodLevelResources): the pod's own cpu/memory/hugepages requests and
+    # limits, which size the pod cgroup and cap containers without limits of their own.
+    resources: Resources | None = None
     init_containers: tuple[Container, ...] = ()
     # Added to a running API pod (`kubectl debug`, the ephemeralcontainers subresource):
     # started once each, never restarted, no probes, ports or resources.

@@ -65,8 +65,32 @@ def _max(a: Amounts, b: Amounts) -> dict[str, int]:
 
 def pod_requests(pod: pods.Pod) -> dict[str, int]:
     """What the pod asks of the node: max(app containers + sidecars, each init container +
-    the sidecars started before it)."""
-    return pod_amounts(pod, container_requests)
+    the sidecars started before it), with the pod-level requests (spec.resources) in place of
+    the containers' for cpu, memory and hugepages (PodRequests with PodLevelResources)."""
+    return _pod_level(pod_amounts(pod, container_requests), pod.spec.resources, requests=True)
+
+
+def pod_limits(pod: pods.Pod) -> dict[str, int]:
+    """The containers' cpu and memory limits added up as `pod_requests` adds requests, the
+    pod-level limits in their place where set (PodLimits)."""
+    return _pod_level(pod_amounts(pod, lambda c: {"cpu": c.resources.cpu_limit_milli,
+                                                  "memory": c.resources.memory_limit}),
+                      pod.spec.resources, requests=False)
+
+
+def _pod_level(totals: dict[str, int], level: pods.Resources | None, *,
+               requests: bool) -> dict[str, int]:
+    if level is None:
+        return totals
+    own = ({"cpu": level.cpu_request_milli, "memory": level.memory_request,
+            **level.other_requests} if requests
+           else {"cpu": level.cpu_limit_milli, "memory": level.memory_limit})
+    written = level.written.get("requests" if requests else "limits", {})
+    out = dict(totals)
+    for name, value in own.items():
+        if name in written and (name in ("cpu", "memory") or name.startswith("hugepages-")):
+            out[name] = value
+    return {k: v for k, v in out.items() if v}
 
 
 def pod_amounts(
@@ -170,7 +194,12 @@ def ports_conflict(pod: pods.Pod, others: Sequence[pods.Pod]) -> bool:
 
 def qos_class(pod: pods.Pod) -> QOSClass:
     """Guaranteed, Burstable or BestEffort, by the kubelet's rules on cpu and memory requests
-    and limits (other resources do not count)."""
+    and limits (other resources do not count). With pod-level cpu or memory (spec.resources),
+    those alone decide, as the kubelet's GetPodQOS with PodLevelResources."""
+    level = pod.spec.resources
+    if level is not None and {*level.written.get("requests", {}),
+                              *level.written.get("limits", {})} & {"cpu", "memory"}:
+        return _requirements_qos(level)
     everything = (*pod.spec.init_containers, *pod.spec.containers)
     if all(c.resources.compute == (0, 0, 0, 0) for c in everything):
         return "BestEffort"
@@ -181,3 +210,20 @@ def qos_class(pod: pods.Pod) -> QOSClass:
         for r in (c.resources for c in everything)
     )
     return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _requirements_qos(level: pods.Resources) -> QOSClass:
+    """requirementsQOS: per cpu and memory, request = limit > 0 is Guaranteed, both 0
+    BestEffort, anything else Burstable; a mix is Burstable."""
+    classes = set()
+    for request, limit in ((level.cpu_request_milli, level.cpu_limit_milli),
+                           (level.memory_request, level.memory_limit)):
+        if not request and not limit:
+            classes.add("BestEffort")
+        elif request == limit or (limit and not request):
+            classes.add("Guaranteed")
+        else:
+            classes.add("Burstable")
+    if classes == {"BestEffort"}:
+        return "BestEffort"
+    return "Guaranteed" if classes == {"Guaranteed"} else "Burstable"

@@ -7,6 +7,7 @@ containers can be matched back to their pod after an agent restart, and the same
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,17 +118,35 @@ class PodCgroup:
 
 
 def pod_cgroup(pod: pods.Pod) -> PodCgroup:
+    """ResourceConfigForPod: shares from the pod's requests, a quota and a memory limit when
+    every container has that limit or the pod has it at pod level (spec.resources)."""
     everything = (*pod.spec.init_containers, *pod.spec.containers)
     requests = resources.pod_requests(pod)
-    limits = resources.pod_amounts(pod, lambda c: {"cpu": c.resources.cpu_limit_milli,
-                                                   "memory": c.resources.memory_limit})
+    limits = resources.pod_limits(pod)
     if resources.qos_class(pod) == "BestEffort":
         return PodCgroup(cpu_shares=MIN_CPU_SHARES)
-    quota = cpu_quota(limits["cpu"]) if all(c.resources.cpu_limit_milli
-                                             for c in everything) else None
-    memory = limits["memory"] if all(c.resources.memory_limit for c in everything) else None
-    return PodCgroup(cpu_shares=cpu_shares(requests.get("cpu", 0)), cpu_quota_us=quota,
-                     memory_limit=memory)
+    level = pod.spec.resources.written.get("limits", {}) if pod.spec.resources else {}
+    quota = cpu_quota(limits.get("cpu", 0)) if "cpu" in level or all(
+        c.resources.cpu_limit_milli for c in everything) else None
+    memory = limits.get("memory") if "memory" in level or all(
+        c.resources.memory_limit for c in everything) else None
+    return PodCgroup(cpu_shares=cpu_shares(requests.get("cpu", 0)), cpu_quota_us=quota or None,
+                     memory_limit=memory or None)
+
+
+def effective_resources(pod: pods.Pod, container: pods.Container) -> pods.Resources:
+    """The container's resources as its cgroup gets them: with pod-level limits
+    (spec.resources), a container without its own cpu or memory limit gets the pod's, and
+    without a cpu request it is given that cpu limit (getCPULimit, getMemoryLimit)."""
+    own = container.resources
+    level = pod.spec.resources
+    if level is None or not level.written:
+        return own
+    cpu_limit = own.cpu_limit_milli or level.cpu_limit_milli
+    return dataclasses.replace(
+        own, cpu_limit_milli=cpu_limit,
+        cpu_request_milli=own.cpu_request_milli or cpu_limit,
+        memory_limit=own.memory_limit or level.memory_limit)
 
 
 def pod_cgroup_parent(pod: pods.Pod, cgroup_root: str = "/") -> str:
@@ -229,7 +248,7 @@ def container_config(
         mounts=mounts,
         labels=labels,
         annotations=annotations,
-        resources=linux_resources(container.resources),
+        resources=linux_resources(effective_resources(pod, container)),
         security=security,
         stdin=container.stdin,
         stdin_once=container.stdin_once,

@@ -26,6 +26,9 @@ READY = "Ready"
 DISRUPTION_TARGET = "DisruptionTarget"
 # Restarting all of a pod's containers in place (RestartAllContainersOnContainerExits).
 ALL_CONTAINERS_RESTARTING = "AllContainersRestarting"
+# In-place resize (KEP-1287): a resize the node cannot admit yet, or one being applied.
+POD_RESIZE_PENDING = "PodResizePending"
+POD_RESIZE_IN_PROGRESS = "PodResizeInProgress"
 
 # Reasons and messages (pkg/kubelet/status/generate.go, pkg/kubelet/types/constants.go).
 REASON_POD_SANDBOX_NOT_READY = "PodSandboxNotReady"
@@ -90,6 +93,10 @@ class ContainerStatus:
     user: runtime.ContainerUser | None = None
     # The stop signal in effect (ContainerStopSignals gate); "": not shown.
     stop_signal: str = ""
+    # allocatedResources (the requests allocated to it; None: none) and resources (the
+    # requests and limits its cgroup has; None: not reported), quantities as written.
+    allocated_resources: Mapping[str, str] | None = None
+    resources: Mapping[str, Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,10 @@ class PodStatus:
     # metadata.generation of the pod this status was generated for (status.observedGeneration);
     # 0: not known (not serialised).
     observed_generation: int = 0
+    # The pod's allocatedResources (its requests as allocated) and resources (the requests
+    # and limits in effect), quantities as written; None: not reported.
+    allocated_resources: Mapping[str, str] | None = None
+    resources: Mapping[str, Mapping[str, str]] | None = None
 
     @property
     def pod_ip(self) -> str:
@@ -182,6 +193,10 @@ def _container_status_to_api(status: ContainerStatus) -> dict[str, Any]:
         out["user"] = {"linux": linux}
     if status.stop_signal:
         out["stopSignal"] = status.stop_signal
+    if status.allocated_resources is not None:
+        out["allocatedResources"] = dict(status.allocated_resources)
+    if status.resources is not None:
+        out["resources"] = {k: dict(v) for k, v in status.resources.items()}
     return out
 
 
@@ -262,4 +277,8 @@ def to_api(status: PodStatus) -> dict[str, Any]:
         out["qosClass"] = status.qos_class
     if status.observed_generation:
         out["observedGeneration"] = status.observed_generation
+    if status.allocated_resources is not None:
+        out["allocatedResources"] = dict(status.allocated_resources)
+    if status.resources is not None:
+        out["resources"] = {k: dict(v) for k, v in status.resources.items()}
     return out

@@ -33,7 +33,7 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 # Status fields nodelet owns outright (conditions are merged per type instead).
 _OWNED_FIELDS = ("phase", "message", "reason", "hostIP", "podIP", "startTime",
                  "initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses",
-                 "qosClass", "observedGeneration")
+                 "qosClass", "observedGeneration", "allocatedResources", "resources")
 # Lists the API merges by `ip`: sent whole, with `$patch: replace`, when they differ.
 _IP_LISTS = ("hostIPs", "podIPs")
 # What makes two versions of one condition differ (heartbeat-like fields do not).

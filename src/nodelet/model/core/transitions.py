@@ -29,6 +29,8 @@ KUBELET_OWNED = frozenset(
         st.READY,
         st.DISRUPTION_TARGET,
         st.ALL_CONTAINERS_RESTARTING,
+        st.POD_RESIZE_PENDING,
+        st.POD_RESIZE_IN_PROGRESS,
     }
 )
 

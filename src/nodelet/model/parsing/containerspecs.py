@@ -246,7 +246,8 @@ def _image(obj: Mapping[str, Any], path: str, strict: bool) -> str:
     return image
 
 
-def _resize_item(item: Mapping[str, Any], path: str, strict: bool, pod_restart: str) -> str:
+def _resize_item(item: Mapping[str, Any], path: str, strict: bool,
+                 pod_restart: str) -> tuple[str, str]:
     if strict:
         fields.check_fields(item, _RESIZE_FIELDS, path)
     name = fields.string(item, "resourceName", path, required=True)
@@ -257,19 +258,22 @@ def _resize_item(item: Mapping[str, Any], path: str, strict: bool, pod_restart: 
         raise fields.InvalidValueError(
             "must be 'NotRequired' when `restartPolicy` is 'Never'", path=f"{path}.restartPolicy"
         )
-    return name
+    return name, policy
 
 
-def _check_resize_policy(obj: Mapping[str, Any], path: str, strict: bool, pod: _PodFacts) -> None:
-    """validateResizePolicy (resizing is not offered, but the field is checked as written)."""
+def _check_resize_policy(obj: Mapping[str, Any], path: str, strict: bool,
+                         pod: _PodFacts) -> frozenset[str]:
+    """validateResizePolicy; returns the resources whose resize restarts the container."""
     found = fields.items(
         obj, "resizePolicy", path, lambda item, p: _resize_item(item, p, strict, pod.restart)
     )
-    for i, name in enumerate(found):
-        if name in found[:i]:
+    names = [name for name, _ in found]
+    for i, name in enumerate(names):
+        if name in names[:i]:
             raise fields.InvalidValueError(
                 f"Duplicate value: {json.dumps(name)}", path=f"{path}.resizePolicy[{i}]"
             )
+    return frozenset(name for name, policy in found if policy == "RestartContainer")
 
 
 def _check_init_only(obj: Mapping[str, Any], path: str, init: bool, restart: str) -> None:
@@ -324,7 +328,7 @@ def _container(
         apifields.MESSAGE_POLICIES, f"{path}.terminationMessagePolicy"))
     if strict:
         podfields.check_refused(obj, "container", path)
-    _check_resize_policy(obj, path, strict, pod)
+    restart_on_resize = _check_resize_policy(obj, path, strict, pod)
     restart = _container_restart_policy(obj, path, init)
     rules = _restart_rules(obj, path, strict)
     _check_init_only(obj, path, init, restart)
@@ -349,6 +353,7 @@ def _container(
             obj, "volumeMounts", path, lambda item, p: _mount(item, p, strict)
         ),
         resources=resourcespecs.resources(obj, path, strict=strict),
+        restart_on_resize=restart_on_resize,
         restart_policy=restart,
         restart_rules=rules,
         termination_message_path=fields.string(obj, "terminationMessagePath", path)

@@ -133,8 +133,9 @@ TABLE: tuple[Field, ...] = (
     _refused(SPEC + "overhead", "spec", "pod overhead (from a RuntimeClass) is not supported: "
              "nodelet does not size pod cgroups from it"),
     _refused(SPEC + "resourceClaims", "spec", "dynamic resource allocation is not supported"),
-    _refused(SPEC + "resources", "spec", "pod-level resources are not supported; set "
-             "resources on the containers"),
+    _h(SPEC + "resources", "pod-level requests and limits (PodLevelResources): the pod "
+       "cgroup's shares, quota and memory limit, the QoS class, admission, and the limits of "
+       "containers without their own; resizable in place"),
     _h(SPEC + "hostnameOverride", "the sandbox's hostname as given (a DNS subdomain), instead "
        "of hostname and subdomain, and its /etc/hosts name (GA in 1.37)"),
     # -- the pod's securityContext -----------------------------------------------------------
@@ -179,8 +180,9 @@ TABLE: tuple[Field, ...] = (
     _h(CONTAINER + "envFrom", "every key of a ConfigMap or Secret, with prefix; invalid "
        "names skipped with an `InvalidEnvironmentVariableNames` event"),
     _h(CONTAINER + "resources", "CPU shares and quota, memory limit, through CRI"),
-    _na(CONTAINER + "resizePolicy", "in-place resize is not offered: a changed static "
-        "manifest replaces the pod"),
+    _h(CONTAINER + "resizePolicy", "in-place resize (pods/resize in cluster mode): "
+       "NotRequired updates the running container's cgroup, RestartContainer restarts it; a "
+       "changed static manifest replaces the pod"),
     _h(CONTAINER + "restartPolicy", "an init container's `Always` makes a sidecar; Always, "
        "OnFailure or Never overrides the pod's policy for that container (ContainerRestartRules)"),
     _h(CONTAINER + "restartPolicyRules", "`Restart` on exit codes `In`/`NotIn`, first match "

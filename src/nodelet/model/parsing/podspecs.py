@@ -16,6 +16,7 @@ from nodelet.model.parsing import (
     apifields,
     containerspecs,
     podfields,
+    resourcespecs,
     securityspecs,
     volumespecs,
 )
@@ -378,6 +379,7 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
     _scheduling(spec, strict)
     out = pods.PodSpec(
         containers=containers,
+        resources=resourcespecs.pod_resources(spec, containers, strict=strict),
         init_containers=containerspecs.containers(spec, "initContainers", strict=strict),
         ephemeral_containers=_ephemeral_containers(spec, strict),
         volumes=fields.items(

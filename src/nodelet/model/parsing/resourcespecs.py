@@ -14,7 +14,7 @@ take (an int64 of microseconds): the kubelet's conversion would overflow. Errors
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, localcontext
 from typing import Any
 
@@ -166,7 +166,84 @@ def resources(obj: Mapping[str, Any], path: str, *, strict: bool) -> pods.Resour
     _check_hugepages({*limits, *written_requests}, path)
     # The API server defaults a missing request to its limit.
     requests = {**limits, **written_requests}
+    return _converted(requests, limits, _written(res, requests))
 
+
+def _written(res: Mapping[str, Any], requests: Mapping[str, Decimal]) -> dict[str, dict[str, str]]:
+    """The requirements as written, quantities as strings, requests defaulted from limits."""
+    limits = {name: str(raw) for name, raw in fields.mapping(res, "limits", "").items()}
+    written = {name: str(raw) for name, raw in fields.mapping(res, "requests", "").items()}
+    out: dict[str, dict[str, str]] = {}
+    if limits:
+        out["limits"] = limits
+    defaulted = {name: written.get(name) or limits[name] for name in requests}
+    if defaulted:
+        out["requests"] = defaulted
+    return out
+
+
+def pod_resources(
+    spec: Mapping[str, Any], containers: Sequence[pods.Container], *, strict: bool,
+) -> pods.Resources | None:
+    """`spec.resources`, the pod-level requests and limits (PodLevelResources), checked as the
+    API server checks them (cpu, memory and hugepages only; requests at least what the
+    containers ask together; no container limit above the pod's) and defaulted as it defaults
+    them: a missing request is the containers' total request, or else the pod's limit.
+    None: not set."""
+    if spec.get("resources") is None:
+        return None
+    path = "spec.resources"
+    res = fields.mapping(spec, "resources", "spec")
+    if strict:
+        fields.check_fields(res, apifields.RESOURCES_FIELDS, path)
+    limits = _quantities(res, "limits", path)
+    written_requests = _quantities(res, "requests", path)
+    for key, amounts in (("limits", limits), ("requests", written_requests)):
+        for name in amounts:
+            if name not in ("cpu", "memory") and not name.startswith(HUGEPAGES_PREFIX):
+                raise fields.InvalidValueError(
+                    f'Unsupported value: "{name}": supported values: "cpu", "hugepages-*", '
+                    '"memory"', path=f"{path}.{key}[{name}]")
+    _check_requests(written_requests, limits, res, path)
+    _check_hugepages({*limits, *written_requests}, path)
+    written = _written(res, written_requests)
+    requests = dict(written_requests)
+    if limits:  # defaultPodRequests: only when pod-level limits are set
+        totals = {"cpu": sum(c.resources.cpu_request_milli for c in containers),
+                  "memory": sum(c.resources.memory_request for c in containers)}
+        for name, limit in limits.items():
+            if name in requests:
+                continue
+            total = totals.get(name, 0)
+            if total:
+                requests[name] = Decimal(total) / 1000 if name == "cpu" else Decimal(total)
+                shown = f"{total}m" if name == "cpu" else str(total)
+            else:
+                requests[name] = limit
+                shown = written["limits"][name]
+            written.setdefault("requests", {})[name] = shown
+    out = _converted(requests, limits, written)
+    for name, total in (("cpu", sum(c.resources.cpu_request_milli for c in containers)),
+                        ("memory", sum(c.resources.memory_request for c in containers))):
+        own = out.cpu_request_milli if name == "cpu" else out.memory_request
+        if name in requests and total > own:
+            raise fields.InvalidValueError(
+                f"must be greater than or equal to aggregate container requests of {total}"
+                f"{'m' if name == 'cpu' else ''}", path=f"{path}.requests[{name}]")
+    for i, container in enumerate(containers):
+        for name, theirs, own in (("cpu", container.resources.cpu_limit_milli,
+                                   out.cpu_limit_milli),
+                                  ("memory", container.resources.memory_limit,
+                                   out.memory_limit)):
+            if name in limits and theirs > own:
+                raise fields.InvalidValueError(
+                    "must be less than or equal to pod limits",
+                    path=f"spec.containers[{i}].resources.limits[{name}]")
+    return out
+
+
+def _converted(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal],
+               written: Mapping[str, Mapping[str, str]]) -> pods.Resources:
     return pods.Resources(
         cpu_request_milli=_milli(requests.get("cpu")),
         cpu_limit_milli=_milli(limits.get("cpu")),
@@ -175,4 +252,5 @@ def resources(obj: Mapping[str, Any], path: str, *, strict: bool) -> pods.Resour
         other_requests={name: quantities.ceil(value) for name, value in requests.items()
                         if name not in ("cpu", "memory")},
         ephemeral_storage_limit=quantities.ceil(limits.get("ephemeral-storage", Decimal(0))),
+        written=written,
     )
