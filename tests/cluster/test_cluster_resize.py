@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from controlplane import AdminClient, ControlPlane, conditions, pod, pod_path
+from controlplane import AdminClient, ControlPlane, conditions, node_path, pod, pod_path
+from nodelet.model.core import quantities
 from polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -94,6 +95,11 @@ async def test_resize_of_a_running_container_changes_its_cgroup_and_status(
         assert restarted["status"]["containerStatuses"][0]["restartCount"] == 1
         assert await _cgroup(control_plane, namespace, "web",
                              "/sys/fs/cgroup/memory/memory.limit_in_bytes") == str(160 * 2**20)
+        # The kubelet's OOM score for a Burstable container: 1000 - 1000 * request / capacity.
+        node = await admin.get(node_path(NODE))
+        capacity = quantities.memory_bytes(node["status"]["capacity"]["memory"], path="memory")
+        assert await _cgroup(control_plane, namespace, "web", "/proc/1/oom_score_adj") == \
+            str(1000 - 1000 * 64 * 2**20 // capacity)
         reasons = [e["reason"] for e in await admin.items(
             f"/api/v1/namespaces/{namespace}/events", fieldSelector="involvedObject.name=web")]
         assert reasons.count("ResizeStarted") == 2 and reasons.count("ResizeCompleted") == 2

@@ -129,3 +129,21 @@ def test_status_echoes_the_quantities_as_written() -> None:
     assert message == ('Pod resize completed: {"containers":[{"name":"a","resources":'
                        '{"requests":{"cpu":"100m","memory":"64Mi"}}},{"name":"b","resources":'
                        '{"requests":{"memory":"64Mi"}}}],"generation":2}')
+
+
+@pytest.mark.parametrize("containers, pod_resources, expected", [
+    ([_ctr("a", {"limits": {"cpu": "1", "memory": "1Gi"}})], None, [-997]),
+    ([_ctr("a")], None, [1000]),
+    # Burstable: 1000 - 1000 * request / capacity (8 GiB here), within 3..999.
+    ([_ctr("a", {"requests": {"memory": "1Gi"}})], None, [875]),
+    ([_ctr("a", {"requests": {"cpu": "1m"}})], None, [999]),
+    ([_ctr("a", {"requests": {"memory": "9Gi"}, "limits": {"memory": "10Gi"}})], None, [3]),
+    # Pod-level memory beyond the containers' is shared out among them: (2Gi - 0) / 2 each.
+    ([_ctr("a"), _ctr("b")], {"requests": {"memory": "2Gi"}, "limits": {"memory": "4Gi"}},
+     [875, 875]),
+])
+def test_oom_score_adj_follows_the_kubelets_policy(
+        containers: list[dict[str, Any]], pod_resources: dict[str, Any] | None,
+        expected: list[int]) -> None:
+    pod = _pod(containers, pod_resources)
+    assert [specs.oom_score_adj(pod, c, 8 * 2**30) for c in pod.spec.containers] == expected

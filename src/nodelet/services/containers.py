@@ -64,8 +64,11 @@ class ContainerRunner:
         lookup: vol.Lookup,
         node: downward.Node,
         services: Callable[[], serviceenv.ServiceSource | None] = lambda: None,
+        memory_capacity: int = 0,
     ) -> None:
-        """`services()`: the cluster's Services for service links (None: standalone)."""
+        """`services()`: the cluster's Services for service links (None: standalone);
+        `memory_capacity`: the node's memory in bytes (containers' OOM score)."""
+        self._memory_capacity = memory_capacity
         self._services = services
         self._security = security
         # Env vars read ConfigMaps and Secrets through the volume manager's lookup.
@@ -117,7 +120,8 @@ class ContainerRunner:
         await asyncio.to_thread(_touch, self._pods_root, pod.uid, message_file)
         mounts = (*mounts, runtime.Mount(container.termination_message_path, str(message_file)))
         config = specs.container_config(pod, container, attempt=attempt, kind=kind, mounts=mounts,
-                                        security=context, envs=envs)
+                                        security=context, envs=envs,
+                                        memory_capacity=self._memory_capacity)
         container_id = await self._create_and_start(pod, container, sandbox, sandbox_config,
                                                     config, waiting)
         failure = await self._hooks.run(container, container_id, "postStart", pod_ip=pod_ip,

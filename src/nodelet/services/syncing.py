@@ -227,7 +227,7 @@ class PodSyncer:
             hooks=hooks.HookRunner(client=client), pods_root=node.pods_root,
             security=node.security,
             lookup=lookup or vol.no_objects, node=_downward_node(settings.node_name, node),
-            services=services,
+            services=services, memory_capacity=host.machine_facts().memory_bytes,
         )
 
     # -- status ---------------------------------------------------------------------------

@@ -141,6 +141,7 @@ def linux_resources_to_pb(r: rt.LinuxResources) -> pb.LinuxContainerResources:
         cpu_quota=r.cpu_quota,
         cpu_shares=r.cpu_shares,
         memory_limit_in_bytes=r.memory_limit_in_bytes,
+        oom_score_adj=r.oom_score_adj,
     )
 
 

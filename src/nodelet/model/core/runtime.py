@@ -176,6 +176,7 @@ class LinuxResources:
     cpu_quota: int = 0
     cpu_shares: int = 0
     memory_limit_in_bytes: int = 0
+    oom_score_adj: int = 0
 
 
 class MountPropagation(enum.Enum):

@@ -198,6 +198,43 @@ def cpu_quota(limit_milli: int) -> int:
     return min(max(limit_milli * CPU_PERIOD_US // 1000, MIN_CPU_QUOTA_US), MAX_CPU_QUOTA_US)
 
 
+# The kubelet's OOM score adjustments (pkg/kubelet/qos/policy.go).
+GUARANTEED_OOM_SCORE_ADJ = -997
+BEST_EFFORT_OOM_SCORE_ADJ = 1000
+# system-node-critical's priority: such pods are the last to be killed.
+_NODE_CRITICAL_PRIORITY = 2_000_001_000
+
+
+def oom_score_adj(pod: pods.Pod, container: pods.Container, memory_capacity: int) -> int:
+    """GetContainerOOMScoreAdjust: -997 for Guaranteed (and node-critical) pods, 1000 for
+    BestEffort, and for Burstable 1000 - 1000 * request / capacity (the pod-level request
+    beyond the containers' shared out among them; a sidecar no higher than the smallest app
+    container), kept within 3..999."""
+    if (pod.spec.priority or 0) >= _NODE_CRITICAL_PRIORITY:
+        return GUARANTEED_OOM_SCORE_ADJ
+    qos = resources.qos_class(pod)
+    if qos == "Guaranteed":
+        return GUARANTEED_OOM_SCORE_ADJ
+    if qos == "BestEffort" or memory_capacity <= 0:
+        return BEST_EFFORT_OOM_SCORE_ADJ if qos == "BestEffort" else 999
+    everything = (*pod.spec.init_containers, *pod.spec.containers)
+    extra = 0
+    level = pod.spec.resources
+    if level is not None and "memory" in level.written.get("requests", {}):
+        aggregate = resources.pod_amounts(pod, resources.container_requests).get("memory", 0)
+        extra = max(level.memory_request - aggregate, 0) // len(everything)
+
+    def adj(request: int) -> int:
+        return 1000 - (1000 * (request + extra)) // memory_capacity
+
+    score = adj(container.resources.memory_request)
+    if container.restart_policy == "Always" and container in pod.spec.init_containers:
+        score = min(score, adj(min(c.resources.memory_request for c in pod.spec.containers)))
+    if score < 1000 + GUARANTEED_OOM_SCORE_ADJ:
+        return 1000 + GUARANTEED_OOM_SCORE_ADJ
+    return score - 1 if score == BEST_EFFORT_OOM_SCORE_ADJ else score
+
+
 def linux_resources(resources: pods.Resources) -> runtime.LinuxResources | None:
     """Requests/limits → CRI resources, as the kubelet maps them (shares from the request)."""
     if resources.compute == (0, 0, 0, 0):
@@ -220,9 +257,11 @@ def container_config(
     mounts: tuple[runtime.Mount, ...] = (),
     security: runtime.ContainerSecurity | None = None,
     envs: tuple[tuple[str, str], ...] = (),
+    memory_capacity: int = 0,
 ) -> runtime.ContainerConfig:
     """`envs` is the container's environment as `envvars.resolve` built it; `$(VAR)` references
-    in command and args are expanded from it here, before CreateContainer, as the kubelet does."""
+    in command and args are expanded from it here, before CreateContainer, as the kubelet does;
+    `memory_capacity` (the node's memory, bytes) sizes a Burstable container's OOM score."""
     command, args = envvars.command_and_args(container, dict(envs))
     labels = {
         runtime.LABEL_POD_NAME: pod.name,
@@ -248,7 +287,10 @@ def container_config(
         mounts=mounts,
         labels=labels,
         annotations=annotations,
-        resources=linux_resources(effective_resources(pod, container)),
+        resources=dataclasses.replace(
+            linux_resources(effective_resources(pod, container))
+            or runtime.LinuxResources(cpu_shares=MIN_CPU_SHARES),
+            oom_score_adj=oom_score_adj(pod, container, memory_capacity)),
         security=security,
         stdin=container.stdin,
         stdin_once=container.stdin_once,
