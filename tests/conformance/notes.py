@@ -74,22 +74,22 @@ HISTORY: tuple[str, ...] = (
     "dummy links on this kernel.",
 )
 
+# A resize that restarts a Guaranteed pod's container, then reads its OOM score.
+RESTART_OOM = (
+    "this machine: after a resize that restarts a container the test reads "
+    "`/proc/1/oom_score_adj` and wants the kubelet's -997 for a Guaranteed pod. nodelet asks "
+    "for it (CRI oom_score_adj, specs.oom_score_adj), but no process here may lower its OOM "
+    "score (no CAP_SYS_RESOURCE: `echo -997 > /proc/self/oom_score_adj` as root fails), so "
+    "containerd runs with `restrict_oom_score_adj` and clamps it to its own 0; the kubelet "
+    "on these machines gets the same 0. Burstable scores (raised, not lowered) are applied "
+    "and tested (tests/cluster/test_cluster_resize.py)")
+
 NOTES: dict[str, str] = {
-    # Refused on purpose: features nodelet does not offer, refused where the user sees it.
-    "PLR Pod InPlace Resize": (
-        "refused on purpose: pod-level resources (`spec.resources`, PodLevelResources, beta in "
-        "1.37) are not supported, and every pod of these tests sets them: nodelet refuses the "
-        "pod at admission (phase Failed, reason UnsupportedPodSpec, `spec.resources: pod-level "
-        "resources are not supported; set resources on the containers`, docs/podspec.md). "
-        "In-place resize is not offered either: the Node declares none of the resize features "
-        "(status.declaredFeatures), so the scheduler and the API server keep such changes "
-        "away from it"),
-    "Pod InPlace Resize Init Container": (
-        "not offered: in-place resize. The test first waits for the init container's "
-        "`status.initContainerStatuses[].resources` (the resources in effect, which the kubelet "
-        "reports since in-place resize went GA in 1.35), which nodelet does not write, then "
-        "resizes it, which nodelet would not do: the Node declares no resize feature "
-        "(status.declaredFeatures), but plain container resizes need none"),
+    # This machine: in-place resize works (tests/cluster/test_cluster_resize.py), but a
+    # Guaranteed container's OOM score cannot be lowered here.
+    "with resize policy [Environment:NotInUserNS] cpu & mem restart": RESTART_OOM,
+    "with resize policy [Environment:NotInUserNS] mem restart": RESTART_OOM,
+    "with resize policy [Environment:NotInUserNS] cpu restart": RESTART_OOM,
     # Found by the whole run and fixed after it (the focused reruns in the history passed).
     "should cap back-off at MaxContainerBackOff": (
         "fixed after this run (2fd14fe): nodelet counted CrashLoopBackOff from the container's "
