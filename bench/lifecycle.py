@@ -38,8 +38,9 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
+
 import common  # bench/common.py: the runtime, its leak check, main
-import kubeletpeer  # tests/kubeletpeer.py: the kubelet as a peer
 from nodelet import app
 from nodelet import settings as settings_
 from nodelet.model.core import runtime as rt

@@ -62,15 +62,16 @@ import aiohttp
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 
+import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
+
 import common  # bench/common.py: the runtime, its leak check, main
 import eventdriven  # bench/eventdriven.py: the SIGKILL of a container's process
-import kubeletpeer  # tests/kubeletpeer.py: the kubelet as a peer
 import nodelet
 import startup  # bench/startup.py: the CRI baseline, the manifests, the CPU meter
 from nodelet import settings as settings_
 from nodelet.adapters import cgroups, mounts
 from nodelet.model.core import runtime as rt
-from nodelet.services import resetting
+from nodelet.services.nodehealth import resetting
 
 REPO = Path(__file__).resolve().parent.parent
 NODELET = Path(sys.executable).parent / "nodelet"

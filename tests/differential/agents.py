@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import kubeletpeer  # tests/support/kubeletpeer.py
 import twin as twin_  # tests/differential/twin.py
 
-import kubeletpeer  # tests/kubeletpeer.py
 from conftest import Instance
-from harness import Harness
 from nodelet import settings
+from support.harness import Harness
 
 NODE = "twin"
 
