@@ -31,11 +31,10 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
-
 import common  # bench/common.py: the runtime, its leak check, main
 from nodelet import app
 from nodelet import settings as settings_
+from support import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
 
 BUSYBOX = "localhost/nodelet/busybox:latest"
 NAME = "flood"

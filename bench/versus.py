@@ -62,8 +62,6 @@ import aiohttp
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 
-import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
-
 import common  # bench/common.py: the runtime, its leak check, main
 import eventdriven  # bench/eventdriven.py: the SIGKILL of a container's process
 import nodelet
@@ -72,6 +70,7 @@ from nodelet import settings as settings_
 from nodelet.adapters import cgroups, mounts
 from nodelet.model.core import runtime as rt
 from nodelet.services.nodehealth import resetting
+from support import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
 
 REPO = Path(__file__).resolve().parent.parent
 NODELET = Path(sys.executable).parent / "nodelet"

@@ -54,12 +54,13 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 
-import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
-
 import common  # bench/common.py: the runtime, its leak check, main
 import nodelet
 import versus  # bench/versus.py: CPU seconds, the versions line, resetting nodelet
-from support import controlplane  # tests/support/controlplane.py: the real control plane
+from support import (
+    controlplane,  # tests/support/controlplane.py: the real control plane
+    kubeletpeer,  # tests/support/kubeletpeer.py: the kubelet as a peer
+)
 from support.controlplane import AdminClient, ControlPlane
 
 NODELET = Path(sys.executable).parent / "nodelet"

@@ -34,7 +34,7 @@ from support.polling import eventually
 
 TOKEN = "flood-test-token"
 FLOOD_SOURCES = [f"127.0.0.{n}" for n in range(2, 10)]
-FLOOD = Path(__file__).resolve().parents[1] / "flood.py"
+FLOOD = Path(__file__).resolve().parents[1] / "support" / "flood.py"
 
 
 class _Backend:

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import kubeletpeer  # tests/support/kubeletpeer.py
 import twin as twin_  # tests/differential/twin.py
 
 from conftest import Instance
 from nodelet import settings
+from support import kubeletpeer  # tests/support/kubeletpeer.py
 from support.harness import Harness
 
 NODE = "twin"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 from google.protobuf import any_pb2, empty_pb2
-from nodelet.adapters.events.gen import events_pb2, payloads_pb2
 
 from nodelet.adapters.events import client as events_client
+from nodelet.adapters.events.gen import events_pb2, payloads_pb2
 from nodelet.model.core import pods, runtime
 from nodelet.model.core import runtimeevents as rev
 

@@ -8,9 +8,9 @@ import copy
 from typing import Any
 
 import pytest
-from nodelet.adapters.cri.gen import api_pb2 as pb
 
 from nodelet.adapters.cri import convert
+from nodelet.adapters.cri.gen import api_pb2 as pb
 from nodelet.model.core import admission, nodes, pods, security, specs, status
 from nodelet.model.core import runtime as rt
 from nodelet.model.parsing import hookspecs, manifests

@@ -63,7 +63,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VERSIONS = REPO / "kube" / "versions.env"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 # Outside nodelet's pod CIDRs (10.100.0.0-10.199.255.0, cni.default_pod_cidr); kubeadm's default.

@@ -56,7 +56,7 @@ from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model.core import runtime as rt
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CGROUP_BASE = Path("/sys/fs/cgroup")
 # The kubelet links every container's log here (a constant of the kubelet, not a setting).
 CONTAINER_LOG_LINKS = Path("/var/log/containers")

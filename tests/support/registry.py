@@ -51,7 +51,7 @@ from pathlib import Path
 import bcrypt
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
-BUSYBOX_ARCHIVE = Path(__file__).resolve().parent.parent / "images" / "out" / "busybox.tar"
+BUSYBOX_ARCHIVE = Path(__file__).resolve().parents[2] / "images" / "out" / "busybox.tar"
 MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
 START_TIMEOUT = 15.0
 HTTP_TIMEOUT = 30.0
