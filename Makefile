@@ -82,7 +82,7 @@ conformance: setup
 # it by a bootstrap token, in the background; prints the admin kubeconfig (docs/cluster.md).
 CLUSTER_DIR := build/cluster
 cluster: setup kube
-	$(PY) tests/controlplane.py --dir $(CLUSTER_DIR) --join --background
+	$(PY) tests/support/controlplane.py --dir $(CLUSTER_DIR) --join --background
 
 # Stops it (nodelet, then `nodelet reset` of its node, then the control plane), by PID.
 cluster-down:

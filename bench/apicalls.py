@@ -5,7 +5,7 @@ Run as root from the checkout:  .venv/bin/python bench/apicalls.py [--pods 20] [
 The KEP-3085 review worried that the new condition costs one more pod status PATCH per pod and,
 when the kubelet is starved of API QPS, slows pod startup. This measures it, in one run:
 
-1. Starts the real control plane (tests/controlplane.py, from `make kube`'s binaries; its
+1. Starts the real control plane (tests/support/controlplane.py, from `make kube`'s binaries; its
    audit log at Metadata level) and an embedded containerd in a fresh data dir under /tmp (as
    tests/conftest.py does).
 2. For each round, for the gate ON and OFF (alternating which goes first), a fresh in-process
@@ -47,12 +47,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # bench/common.py: the runtime, its leak check, main
-import controlplane  # tests/controlplane.py: the real control plane
 from nodelet import app
 from nodelet import settings as settings_
 from nodelet.adapters import kube
 from nodelet.model.core import pods as pods_
 from nodelet.model.core import status as st
+from support import controlplane  # tests/support/controlplane.py: the real control plane
 
 NODE = "bench-node"
 READY_TIMEOUT = 120.0

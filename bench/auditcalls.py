@@ -1,7 +1,7 @@
 """Requests per pod that a nodelet node sends to the real kube-apiserver, read from its audit log.
 
 Run as root from the checkout:  .venv/bin/python bench/auditcalls.py [--pods 20]
-(needs `make kube`: the control plane of tests/controlplane.py, from kube/versions.env)
+(needs `make kube`: the control plane of tests/support/controlplane.py, from kube/versions.env)
 
 1. Starts the real control plane (etcd, kube-apiserver with the Node authorizer and an audit
    log at Metadata level, controller-manager, scheduler) and an embedded containerd.
@@ -33,10 +33,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # bench/common.py: the runtime, its leak check, main
-import controlplane  # tests/controlplane.py: the real control plane
 from nodelet import app
 from nodelet import settings as settings_
 from nodelet.model.core import pods as pods_
+from support import controlplane  # tests/support/controlplane.py: the real control plane
 
 NODE = "bench-audit-node"
 WITHIN = 180.0

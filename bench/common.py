@@ -2,8 +2,8 @@
 
 `bench/startup.py` and `bench/apicalls.py` import this as a sibling module (each script's
 directory is first on `sys.path`). Not named `harness`: apicalls puts `tests/` in front of
-`sys.path`, and `tests/harness.py` would shadow it. Errors: a benchmark that could not measure
-raises `BenchError`; `run` prints it and exits 1.
+`sys.path`, and `tests/support/harness.py` would shadow it. Errors: a benchmark that could
+not measure raises `BenchError`; `run` prints it and exits 1.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from nodelet import settings as settings_
 from nodelet.adapters import cni, containerd, mounts
 from nodelet.adapters.cri import client as cri
-from nodelet.services import resetting
+from nodelet.services.nodehealth import resetting
 
 
 class BenchError(Exception):

@@ -39,10 +39,10 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # bench/common.py: the runtime, its leak check, main
-import kubeletpeer  # tests/kubeletpeer.py: the kubelet as a peer
 from nodelet import app
 from nodelet import settings as settings_
 from nodelet.model.core import runtime as rt
+from support import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
 
 POLL = 0.05
 BUSYBOX = "localhost/nodelet/busybox:latest"

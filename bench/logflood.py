@@ -5,7 +5,7 @@ Run as root from the checkout (after `make kube`, which builds the kubelet):
 
 1. Starts ONE embedded containerd in a fresh data dir under /tmp (`common.start_runtime`).
 2. For each agent in turn — nodelet (an in-process `Agent` with its defaults: 10Mi, 5 files,
-   checked every 10 s) and then the kubelet (`tests/kubeletpeer.py`, standalone with its
+   checked every 10 s) and then the kubelet (`tests/support/kubeletpeer.py`, standalone with its
    defaults but for what these machines force; the same log defaults) — on that containerd:
    one pod whose container runs `yes` with a 200-byte line, unthrottled. From the moment
    its container is seen running, `--seconds` later: the disk used by its log directory
@@ -32,9 +32,9 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # bench/common.py: the runtime, its leak check, main
-import kubeletpeer  # tests/kubeletpeer.py: the kubelet as a peer
 from nodelet import app
 from nodelet import settings as settings_
+from support import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
 
 BUSYBOX = "localhost/nodelet/busybox:latest"
 NAME = "flood"

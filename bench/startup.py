@@ -50,7 +50,7 @@ from nodelet.model.core import dns as dns_
 from nodelet.model.core import pods as pods_
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import status as st
-from nodelet.services import metrics
+from nodelet.services.serving import metrics
 
 IMAGE = settings_.BUSYBOX_IMAGE
 COMMAND = ("sleep", "3600")

@@ -64,13 +64,13 @@ sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # bench/common.py: the runtime, its leak check, main
 import eventdriven  # bench/eventdriven.py: the SIGKILL of a container's process
-import kubeletpeer  # tests/kubeletpeer.py: the kubelet as a peer
 import nodelet
 import startup  # bench/startup.py: the CRI baseline, the manifests, the CPU meter
 from nodelet import settings as settings_
 from nodelet.adapters import cgroups, mounts
 from nodelet.model.core import runtime as rt
-from nodelet.services import resetting
+from nodelet.services.nodehealth import resetting
+from support import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
 
 REPO = Path(__file__).resolve().parent.parent
 NODELET = Path(sys.executable).parent / "nodelet"

@@ -4,7 +4,7 @@ node's API requests per pod (from the audit log); nodelet / kubelet last.
 Run as root from the checkout (after `make runtime kube`):
     .venv/bin/python bench/versus_cluster.py [--replicas 30] [--rounds 1] [--agents nodelet,kubelet]
 
-1. One control plane for the whole run (tests/controlplane.py: etcd, kube-apiserver with the
+1. One control plane for the whole run (tests/support/controlplane.py: etcd, kube-apiserver with the
    Node authorizer, NodeRestriction and an audit log at Metadata level, kube-controller-manager
    with the CSR approver, kube-scheduler).
 2. Each agent in turn, the order alternating over `--rounds`, on an embedded containerd of its
@@ -55,11 +55,13 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # bench/common.py: the runtime, its leak check, main
-import controlplane  # tests/controlplane.py: the real control plane
-import kubeletpeer  # tests/kubeletpeer.py: the kubelet as a peer
 import nodelet
 import versus  # bench/versus.py: CPU seconds, the versions line, resetting nodelet
-from controlplane import AdminClient, ControlPlane
+from support import (
+    controlplane,  # tests/support/controlplane.py: the real control plane
+    kubeletpeer,  # tests/support/kubeletpeer.py: the kubelet as a peer
+)
+from support.controlplane import AdminClient, ControlPlane
 
 NODELET = Path(sys.executable).parent / "nodelet"
 AGENTS = ("nodelet", "kubelet")

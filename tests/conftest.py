@@ -9,7 +9,7 @@
   local images imported. Tests must remove what they create. Which containerd: the one
   `make runtime` built (2.x, the default), or with NODELET_TEST_RUNTIME=system the one on
   PATH (Debian's 1.6); the header of the run names it.
-- `make_agent` / `agent` (function): real nodelet agents (tests/harness.py) on the session's
+- `make_agent` / `agent` (function): real nodelet agents (tests/support/harness.py) on the session's
   containerd.
 - `instances` (function): a factory for extra, private instances (`await instances(...)`), for
   tests that kill, adopt or reconfigure containerd; each is reset and checked at teardown.
@@ -38,17 +38,17 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from harness import Harness
 from nodelet import settings as settings_
 from nodelet.adapters import checkpoint as cp
 from nodelet.adapters import cni, containerd, mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model.core import runtime as runtime_model
-from nodelet.services import resetting
+from nodelet.services.nodehealth import resetting
+from support.harness import Harness
 
-# The real control plane and nodes joined to it (tests/clusterfixtures.py).
-pytest_plugins = ["clusterfixtures"]
+# The real control plane and nodes joined to it (tests/support/clusterfixtures.py).
+pytest_plugins = ["support.clusterfixtures"]
 
 @dataclass
 class Instance:
@@ -232,7 +232,7 @@ async def agent(make_agent: AgentFactory) -> Harness:
     return await make_agent()
 
 
-# -- local image registry (tests/registry.py) ---------------------------------------------------
+# -- local image registry (tests/support/registry.py) ------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -242,7 +242,7 @@ def registry() -> Any:
     `.host` ("127.0.0.1:PORT"), `.push(repo, tag)` → a pullable reference to a fresh busybox
     variant, `async with .slow_proxy(delay_s) as proxy:` → `proxy.host` holds blob GETs.
     """
-    import registry as registry_  # tests/registry.py
+    import registry as registry_  # tests/support/registry.py
 
     with registry_.Registry.started() as running:
         yield running

@@ -44,29 +44,15 @@ from nodelet.model.core import (
 from nodelet.model.core import events as ev
 from nodelet.model.core import runtimeevents as rev
 from nodelet.model.reports import histograms as hg
-from nodelet.services import (
-    checkpointing,
-    containergc,
-    imagegc,
-    logrotation,
-    manifestwatching,
-    metrics,
-    nodeserving,
-    preflight,
-    probemetrics,
-    probing,
-    recording,
-    relisting,
-    runtimeevents,
-    sources,
-    statuses,
-    syncing,
-    tokens,
-    volumes,
-    workers,
-)
-from nodelet.services import eviction as evicting
-from nodelet.services import qoscgroups as qos_service
+from nodelet.services.cluster import tokens
+from nodelet.services.nodehealth import containergc, imagegc, logrotation
+from nodelet.services.nodehealth import eviction as evicting
+from nodelet.services.nodehealth import qoscgroups as qos_service
+from nodelet.services.pleg import relisting, runtimeevents
+from nodelet.services.podwork import probing, syncing, volumes, workers
+from nodelet.services.serving import metrics, nodeserving, preflight, probemetrics
+from nodelet.services.sources import manifestwatching, sources
+from nodelet.services.status import checkpointing, recording, statuses
 
 if TYPE_CHECKING:
     # Cluster mode (the API client, CSRs, leases, mirror pods, status sync...) and the live
@@ -74,7 +60,8 @@ if TYPE_CHECKING:
     # agent without a terminal never runs them, and every module imported stays in the
     # daemon's memory for its whole life (issue 26).
     from nodelet.adapters import kube
-    from nodelet.services import cluster, progress
+    from nodelet.services.cluster import cluster
+    from nodelet.services.serving import progress
 
 log = logging.getLogger(__name__)
 
@@ -171,12 +158,15 @@ class Agent:
         )
         runtime_status = await self._client.status()
         self.syncer = syncing.PodSyncer(
-            client=self._client, relister=self.relister, statuses=self.statuses,
-            volumes=self.volumes, probes=self.probes,
-            recorder=self.recorder, settings=s, clock=utc_now, observer=self.metrics,
-            lookup=self._lookup_object, objects_ready=self._objects_ready, qos=self.qos,
-            pressure=self._pressure, events_live=self._events_live,
-            services=lambda: self.cluster.services if self.cluster is not None else None,
+            runtime=syncing.Runtime(client=self._client, relister=self.relister,
+                                    events_live=self._events_live),
+            managers=syncing.Managers(statuses=self.statuses, volumes=self.volumes,
+                                      probes=self.probes, recorder=self.recorder),
+            settings=s, clock=utc_now, observer=self.metrics,
+            cluster=syncing.ClusterLinks(
+                lookup=self._lookup_object, objects_ready=self._objects_ready,
+                services=lambda: self.cluster.services if self.cluster is not None else None),
+            health=syncing.NodeHealth(qos=self.qos, pressure=self._pressure),
             node=syncing.NodeFacts(host_ip=self._host_ip, host_ips=self._host_ips,
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods",
@@ -343,15 +333,19 @@ class Agent:
         if s.cluster is None:
             return
         assert self._client is not None
-        from nodelet.services import cluster  # cluster mode only: see the imports above
+        from nodelet.services.cluster import (  # cluster mode only: see the imports above
+            cluster,
+            nodestatus,
+        )
 
         self.cluster = cluster.ClusterMode(
-            settings=s.cluster, node_name=s.node_name, host_ip=self._host_ip,
-            pod_cidrs=s.runtime.pod_cidrs, statuses=self.statuses, recorder=self.recorder,
-            runtime=self._client, on_pods=self._on_api_pods, on_objects=self._wake_readers,
-            on_token_due=lambda uid: self.workers.wake(uid),
-            clock=utc_now, node_spec=self.node_spec, pressure=self._pressure,
-            images=self._client.list_images,
+            settings=s.cluster, statuses=self.statuses, recorder=self.recorder, clock=utc_now,
+            node=cluster.NodeIdentity(name=s.node_name, host_ip=self._host_ip,
+                                      pod_cidrs=s.runtime.pod_cidrs, spec=self.node_spec),
+            views=nodestatus.NodeViews(runtime=self._client, pressure=self._pressure,
+                                       images=self._client.list_images),
+            listeners=cluster.Listeners(on_pods=self._on_api_pods, on_objects=self._wake_readers,
+                                        on_token_due=lambda uid: self.workers.wake(uid)),
         )
         self.cluster.set_static_pods(self._static_pods)  # read before: their mirror pods
         self._track_readers()  # and the objects they read
@@ -395,17 +389,19 @@ class Agent:
         assert self._client is not None
         s = self.settings
         return evicting.EvictionManager(
-            settings=s.eviction, thresholds=self._checked.thresholds, stats=self._client,
-            paths=evicting.Paths(data_dir=s.data_dir, logs_root=s.data_dir / "logs",
-                                 volumes_dir=self.volumes.volumes_dir),
-            active_pods=self.syncer.admitted_pods,
-            evict=lambda pod, message, grace: self.workers.fail(
-                pod.uid, eviction.REASON, message, grace=grace),
+            settings=s.eviction, thresholds=self._checked.thresholds,
+            node=evicting.Node(
+                stats=self._client, memory_capacity=self.node_spec.machine.memory_bytes,
+                paths=evicting.Paths(data_dir=s.data_dir, logs_root=s.data_dir / "logs",
+                                     volumes_dir=self.volumes.volumes_dir)),
+            control=evicting.PodControl(
+                active=self.syncer.admitted_pods,
+                evict=lambda pod, message, grace: self.workers.fail(
+                    pod.uid, eviction.REASON, message, grace=grace)),
             recorder=self.recorder,
             reclaimers=evicting.Reclaimers(
                 containers=lambda: self.container_gc.collect(evict_terminated=True),
-                images=self.image_gc.delete_unused),
-            memory_capacity=self.node_spec.machine.memory_bytes)
+                images=self.image_gc.delete_unused))
 
     def _pressure(self) -> frozenset[str]:
         """The node's pressure conditions (none before the eviction manager started)."""
@@ -427,7 +423,9 @@ class Agent:
 
     def _start_progress(self) -> None:
         if self._console is not None:
-            from nodelet.services import progress  # with a terminal only: see the imports above
+            from nodelet.services.serving import (
+                progress,  # with a terminal only: see the imports above
+            )
 
             self._progress = progress.ProgressService(
                 statuses=self.statuses, recorder=self.recorder, console=self._console,

@@ -25,12 +25,13 @@ import nodelet
 from nodelet import app, nodecommands, serverflags, settings
 from nodelet.model.core import admission, nodeflags, nodeips, resources
 from nodelet.model.parsing import kubeletconfig
-from nodelet.services import preflight, resetting
+from nodelet.services.nodehealth import resetting
+from nodelet.services.serving import preflight
 
 if TYPE_CHECKING:
     # Imported by `_progress_console`, only for a terminal that shows the progress lines:
     # rich would stay in a daemon's memory for nothing (issue 26).
-    from nodelet.services import progress
+    from nodelet.services.serving import progress
 
 DEFAULT_SERVER = "http://127.0.0.1:10255"
 _T = TypeVar("_T")
@@ -545,7 +546,7 @@ def _progress_console(args: argparse.Namespace) -> progress.Console | None:
         args.progress == "auto" and sys.stderr.isatty() and args.log_format == "text")
     if not wanted:
         return None
-    from nodelet.services import progress  # only when wanted: see the imports above
+    from nodelet.services.serving import progress  # only when wanted: see the imports above
 
     return progress.Console(stderr=True)
 

@@ -18,7 +18,8 @@ from typing import Any
 from nodelet.adapters import api_client
 from nodelet.model.core import crilogs
 from nodelet.model.reports import analysis, presenting, timeline
-from nodelet.services import dumpfiles, liveanalysis, logs
+from nodelet.services.analysis import dumpfiles, liveanalysis
+from nodelet.services.serving import logs
 
 
 def _client(args: argparse.Namespace) -> api_client.ApiClient:

@@ -501,7 +501,8 @@ class Settings:
     dns: DNSSettings = field(default_factory=DNSSettings)
     # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
     cluster: ClusterSettings | None = None
-    # Watch the manifest directory with inotify (services/manifestwatching.py); false: poll it.
+    # Watch the manifest directory with inotify (services/sources/manifestwatching.py);
+    # false: poll it.
     manifest_watch: bool = True
     # While watched: the least seconds between two reads of a burst of changes, and how long
     # a write in progress (not closed yet) must pause before it is read; a finished change is

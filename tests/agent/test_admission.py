@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 
 from conftest import Instance
-from harness import Harness, all_ready, pod_manifest
 from nodelet.model.core import nodes, resources
 from nodelet.model.core import status as st
+from support.harness import Harness, all_ready, pod_manifest
 
 PORT = 18093
 

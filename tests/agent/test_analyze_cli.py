@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from harness import Harness, all_ready, cond, pod_manifest
 from nodelet.model.core import status as st
-from polling import eventually
+from support.harness import Harness, all_ready, cond, pod_manifest
+from support.polling import eventually
 
 DATA = Path(__file__).parent.parent / "data" / "analyze"
 EVENTS = DATA / "events.json"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Harness, events_by, pod_manifest, waiting_reason
 from nodelet.model.core import status as st
+from support.harness import Harness, events_by, pod_manifest, waiting_reason
 
 pytestmark = pytest.mark.runtime
 

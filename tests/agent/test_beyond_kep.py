@@ -19,13 +19,13 @@ import aiohttp
 import pytest
 
 from conftest import AgentFactory, Instance, InstanceFactory
-from harness import Harness, all_ready, cond, events_by, is_true, pod_manifest
 from nodelet import cli, settings
 from nodelet.model.core import extraconditions as xc
 from nodelet.model.core import podjson, pods
 from nodelet.model.core import status as st
 from nodelet.model.reports import timeline as tl
-from polling import eventually
+from support.harness import Harness, all_ready, cond, events_by, is_true, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from conftest import AgentFactory
-from harness import all_ready, pod_manifest
 from nodelet import settings
 from nodelet.adapters import cgroups
 from nodelet.model.core import nodes, qoscgroups, specs
 from nodelet.model.core import pods as pods_model
-from nodelet.services import qoscgroups as qos_service
-from polling import eventually
+from nodelet.services.nodehealth import qoscgroups as qos_service
+from support.harness import all_ready, pod_manifest
+from support.polling import eventually
 
 V1 = Path("/sys/fs/cgroup")
 MI = 1024**2

@@ -18,13 +18,13 @@ import pytest
 import pytest_asyncio
 
 from conftest import Instance
-from disks import fill, tiny_tmpfs
-from harness import Harness, all_ready, exec_in, is_true, pod_manifest
 from nodelet import settings
 from nodelet.adapters import api_client
 from nodelet.adapters import checkpoint as cp
 from nodelet.model.core import status as st
-from polling import eventually
+from support.disks import fill, tiny_tmpfs
+from support.harness import Harness, all_ready, exec_in, is_true, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

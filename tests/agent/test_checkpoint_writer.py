@@ -16,15 +16,16 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from disks import fill, tiny_tmpfs
 from nodelet import settings
 from nodelet.adapters import checkpoint as cp
 from nodelet.helpers import tasks
 from nodelet.model.core import events as ev
 from nodelet.model.core import pods
 from nodelet.model.core import status as st
-from nodelet.services import checkpointing, metrics, statuses
-from polling import eventually
+from nodelet.services.serving import metrics
+from nodelet.services.status import checkpointing, statuses
+from support.disks import fill, tiny_tmpfs
+from support.polling import eventually
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 250000, tzinfo=UTC)
 PRTSC = st.POD_READY_TO_START_CONTAINERS

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from harness import pod_manifest
 from nodelet.adapters import api_client, cni, mounts
-from polling import eventually
+from support.harness import pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -15,13 +15,13 @@ import pytest
 import pytest_asyncio
 
 from conftest import AgentFactory, Instance
-from harness import Harness, all_ready, pod_manifest
 from nodelet import settings
 from nodelet.adapters.cri import client as cri_client
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import status as st
-from nodelet.services import containergc
-from polling import eventually
+from nodelet.services.nodehealth import containergc
+from support.harness import Harness, all_ready, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Harness, pod_manifest
 from nodelet.model.core import status as st
+from support.harness import Harness, pod_manifest
 
 pytestmark = pytest.mark.runtime
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Harness, all_ready, cond, is_true, pod_manifest, waiting_reason
 from nodelet.model.core import status as st
-from polling import eventually
+from support.harness import Harness, all_ready, cond, is_true, pod_manifest, waiting_reason
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from nodelet.helpers import backoff
 from nodelet.model.core import pods, specs
-from nodelet.services import syncing
+from nodelet.services.podwork import syncing
 
 
 def _pod(image: str) -> pods.Pod:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import Instance
-from harness import Harness, all_ready, cond, events_by, exec_in, pod_manifest
 from nodelet import settings
 from nodelet.model.core import status as st
+from support.harness import Harness, all_ready, cond, events_by, exec_in, pod_manifest
 
 pytestmark = pytest.mark.runtime
 

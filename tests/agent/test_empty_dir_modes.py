@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Harness, all_ready, exec_in
+from support.harness import Harness, all_ready, exec_in
 
 pytestmark = pytest.mark.runtime
 

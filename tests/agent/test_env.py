@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from conftest import AgentFactory
-from harness import Harness, pod_manifest
 from nodelet import settings as settings_
 from nodelet.model.core import nodes
 from nodelet.model.core import status as st
-from polling import eventually
+from support.harness import Harness, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from controlplane import AdminClient, ControlPlane, Pair, kubeconfig_text
-from faultproxy import FaultProxy
 from nodelet.adapters import kube, kubeconfig
 from nodelet.model.core import events as ev
 from nodelet.model.core import pods
-from nodelet.services import eventposting
-from polling import eventually
+from nodelet.services.status import eventposting
+from support.controlplane import AdminClient, ControlPlane, Pair, kubeconfig_text
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 # A finalizer only the test removes: the namespace stays Terminating.

@@ -6,10 +6,10 @@ import ipaddress
 
 import pytest
 
-from harness import Harness, all_ready, cond, is_true, pod_manifest
 from nodelet import settings
 from nodelet.model.core import status as st
-from polling import eventually
+from support.harness import Harness, all_ready, cond, is_true, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -12,7 +12,7 @@ import pytest
 from nodelet.model.core import pods
 from nodelet.model.core import volumes as vol
 from nodelet.model.parsing import manifests
-from nodelet.services import volumes
+from nodelet.services.podwork import volumes
 
 FS_GROUP = 2345
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Harness, events_by, pod_manifest
+from support.harness import Harness, events_by, pod_manifest
 
 pytestmark = pytest.mark.runtime
 

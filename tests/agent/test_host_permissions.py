@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from controlplane import AdminClient, pod, pod_path
-from harness import Harness
-from polling import eventually
+from support.controlplane import AdminClient, pod, pod_path
+from support.harness import Harness
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -15,12 +15,12 @@ import aiohttp
 import pytest
 
 from conftest import Instance
-from harness import Harness, all_ready, exec_in, pod_manifest
 from nodelet.model.core import health
 from nodelet.model.core import status as st
 from nodelet.model.parsing import manifests
-from nodelet.services import sources
-from polling import eventually
+from nodelet.services.sources import sources
+from support.harness import Harness, all_ready, exec_in, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

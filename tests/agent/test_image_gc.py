@@ -18,12 +18,12 @@ import pytest
 import pytest_asyncio
 
 from conftest import AgentFactory, Instance, InstanceFactory
-from disks import tiny_tmpfs
-from harness import all_ready, pod_manifest
 from nodelet import cli, settings
 from nodelet.adapters import host
 from nodelet.model.core import imagegc
-from polling import eventually
+from support.disks import tiny_tmpfs
+from support.harness import all_ready, pod_manifest
+from support.polling import eventually
 
 IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
 VICTIM = "localhost/nodelet/gc-victim:1"

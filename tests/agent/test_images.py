@@ -1,4 +1,4 @@
-"""Image pulls under a real agent, from a real local registry (tests/registry.py).
+"""Image pulls under a real agent, from a real local registry (tests/support/registry.py).
 
 Every test pushes its own busybox variant (fresh layer digests), so containerd never has the
 blobs in advance and a pull really transfers them; pulled images are removed at the end.
@@ -13,7 +13,9 @@ from datetime import timedelta
 import pytest
 
 from conftest import Instance
-from harness import (
+from nodelet.model.core import events as ev
+from nodelet.model.core import status as st
+from support.harness import (
     Harness,
     all_ready,
     cond,
@@ -23,10 +25,8 @@ from harness import (
     waiting,
     waiting_reason,
 )
-from nodelet.model.core import events as ev
-from nodelet.model.core import status as st
-from polling import eventually
-from registry import BLOB_GETS_PER_PULL, PULL_15S_DELAY, Registry
+from support.polling import eventually
+from support.registry import BLOB_GETS_PER_PULL, PULL_15S_DELAY, Registry
 
 pytestmark = pytest.mark.runtime
 

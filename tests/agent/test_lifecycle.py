@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import Harness, all_ready, cond, pod_manifest
 from nodelet.model.core import status as st
-from polling import eventually
+from support.harness import Harness, all_ready, cond, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from nodelet.model.core import crilogs
-from nodelet.services import logs
+from nodelet.services.serving import logs
 
 
 def _line(text: str) -> bytes:

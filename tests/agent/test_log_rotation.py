@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import AgentFactory
-from harness import all_ready, pod_manifest
 from nodelet import settings
-from nodelet.services import logrotation
-from polling import eventually
+from nodelet.services.nodehealth import logrotation
+from support.harness import all_ready, pod_manifest
+from support.polling import eventually
 
 MAX_SIZE = 256 * 1024
 MAX_FILES = 3

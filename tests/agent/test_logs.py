@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import Harness, pod_manifest
 from nodelet.model.core import status as st
-from nodelet.services import logs as container_logs
-from polling import eventually
+from nodelet.services.serving import logs as container_logs
+from support.harness import Harness, pod_manifest
+from support.polling import eventually
 
 NODELET = [sys.executable, "-m", "nodelet.cli"]
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d) ")

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from harness import Harness, all_ready, pod_manifest
 from nodelet.adapters import dirwatch
 from nodelet.model.core import pods
-from nodelet.services import sources
-from polling import eventually
+from nodelet.services.sources import sources
+from support.harness import Harness, all_ready, pod_manifest
+from support.polling import eventually
 
 AgentFactory = Callable[..., Awaitable[Harness]]
 # Only inotify can explain a reaction within a test's time.
@@ -219,7 +219,7 @@ async def test_without_a_watch_the_directory_is_polled_and_that_is_logged_once(
         raise dirwatch.WatchError("injected: no inotify watches left")
 
     monkeypatch.setattr(dirwatch, "open_watch", broken)
-    caplog.set_level(logging.INFO, logger="nodelet.services.manifestwatching")
+    caplog.set_level(logging.INFO, logger="nodelet.services.sources.manifestwatching")
     agent = await make_agent(manifest_settings={"manifest_resync_period": 3600.0,
                                                 "manifest_poll_period": 0.2})
     agent.write("polled.yaml", pod_manifest("polled"))

@@ -10,10 +10,10 @@ import pytest
 from prometheus_client import parser
 
 from conftest import Instance
-from harness import Harness, all_ready, is_true, pod_manifest
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import status as st
-from polling import eventually
+from support.harness import Harness, all_ready, is_true, pod_manifest
+from support.polling import eventually
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -11,7 +11,7 @@ import pytest
 from nodelet.model.core import pods
 from nodelet.model.core import status as st
 from nodelet.model.reports import histograms as hg
-from nodelet.services import metrics
+from nodelet.services.serving import metrics
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 RUN = "kubelet_run_podsandbox_duration_seconds"

@@ -20,10 +20,10 @@ import aiohttp
 import pytest
 
 from conftest import AgentFactory
-from harness import Harness, all_ready, pod_manifest, port_forwarded_page
 from nodelet import settings
 from nodelet.adapters import host, servingcerts
-from polling import eventually
+from support.harness import Harness, all_ready, pod_manifest, port_forwarded_page
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import AgentFactory, Instance
-from disks import tiny_tmpfs
-from harness import Harness, all_ready, pod_manifest
 from nodelet import settings
 from nodelet.model.core import status as st
-from polling import eventually
+from support.disks import tiny_tmpfs
+from support.harness import Harness, all_ready, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

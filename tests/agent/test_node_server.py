@@ -30,10 +30,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from conftest import AgentFactory
-from harness import Harness, all_ready, http_get, pod_manifest, port_forwarded_page
 from nodelet import settings
 from nodelet.adapters import node_client as nc
-from polling import eventually
+from support.harness import Harness, all_ready, http_get, pod_manifest, port_forwarded_page
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

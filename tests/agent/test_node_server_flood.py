@@ -22,19 +22,19 @@ from typing import Any
 import aiohttp
 import pytest
 
-from controlplane import ControlPlane, node_requests
-from harness import Harness, all_ready, pod_manifest
 from nodelet import settings
 from nodelet.adapters import host, node_server, servingcerts
 from nodelet.model.core import health as hm
 from nodelet.model.core import nodeauth
 from nodelet.model.core import noderequests as nr
-from nodelet.services import nodeserving
-from polling import eventually
+from nodelet.services.serving import nodeserving
+from support.controlplane import ControlPlane, node_requests
+from support.harness import Harness, all_ready, pod_manifest
+from support.polling import eventually
 
 TOKEN = "flood-test-token"
 FLOOD_SOURCES = [f"127.0.0.{n}" for n in range(2, 10)]
-FLOOD = Path(__file__).resolve().parents[1] / "flood.py"
+FLOOD = Path(__file__).resolve().parents[1] / "support" / "flood.py"
 
 
 class _Backend:

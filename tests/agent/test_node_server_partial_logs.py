@@ -15,9 +15,9 @@ import aiohttp
 import pytest
 
 from conftest import AgentFactory
-from harness import pod_manifest
 from nodelet import settings
-from polling import eventually
+from support.harness import pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

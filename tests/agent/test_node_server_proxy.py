@@ -12,7 +12,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from nodelet.adapters import node_server
-from polling import eventually
+from support.polling import eventually
 
 SENT = 64 * 1024 * 1024  # far more than the kernel's socket buffers hold on loopback
 

@@ -27,7 +27,7 @@ from nodelet.adapters import node_server, servingcerts
 from nodelet.model.core import health as hm
 from nodelet.model.core import nodeauth
 from nodelet.model.core import noderequests as nr
-from nodelet.services import nodeserving, preflight
+from nodelet.services.serving import nodeserving, preflight
 
 
 class _Backend:

@@ -24,15 +24,15 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from controlplane import AdminClient, Authority, ControlPlane, kubeconfig_text
-from faultproxy import FaultProxy
 from nodelet import settings
 from nodelet.adapters import kube, kubeconfig, node_server, servingcerts
 from nodelet.helpers import ratelimit
 from nodelet.model.core import health as hm
 from nodelet.model.core import nodeauth
-from nodelet.services import nodeserving, preflight, webhookauth
-from polling import eventually
+from nodelet.services.serving import nodeserving, preflight, webhookauth
+from support.controlplane import AdminClient, Authority, ControlPlane, kubeconfig_text
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 EVER = 10**6  # a fault's `times` for all of a test

@@ -18,8 +18,8 @@ import pytest
 from nodelet.model.core import noderequests as nr
 from nodelet.model.core import pods, runtime
 from nodelet.model.core import summary as sm
-from nodelet.services import nodeserving
-from polling import eventually
+from nodelet.services.serving import nodeserving
+from support.polling import eventually
 
 
 def _pod(n: int) -> pods.Pod:

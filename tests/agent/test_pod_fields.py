@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import Harness, pod_manifest
 from nodelet.adapters import commands, mounts
 from nodelet.model.core import crilogs, specs
 from nodelet.model.core import status as st
-from nodelet.services import logs
-from polling import eventually
+from nodelet.services.serving import logs
+from support.harness import Harness, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

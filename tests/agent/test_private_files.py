@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from controlplane import Authority
 from nodelet.adapters import certs, servingcerts
 from nodelet.helpers import privatefiles
+from support.controlplane import Authority
 
 
 def mode(path: Path) -> int:

@@ -23,8 +23,9 @@ from nodelet.model.core import events as ev
 from nodelet.model.core import pods
 from nodelet.model.core import runtime as rt
 from nodelet.model.parsing import probespecs
-from nodelet.services import probing, recording
-from polling import eventually
+from nodelet.services.podwork import probing
+from nodelet.services.status import recording
+from support.polling import eventually
 
 POD_IP = "127.0.0.1"
 WITHIN = 15.0  # seconds to wait for a probe result (periods are 1 s, the API's minimum)

@@ -11,10 +11,10 @@ import sys
 import pytest
 
 from conftest import Instance
-from harness import Harness, all_ready, pod_manifest
 from nodelet import app, cli
-from nodelet.services import progress
-from polling import eventually
+from nodelet.services.serving import progress
+from support.harness import Harness, all_ready, pod_manifest
+from support.polling import eventually
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 RED = "\x1b[31m"

@@ -1,5 +1,5 @@
 """Registry credentials under a real agent: a local registry that asks for basic auth
-(tests/registry.py), pull secrets written as manifests, and the node's config.json.
+(tests/support/registry.py), pull secrets written as manifests, and the node's config.json.
 
 Every test pushes its own busybox variant, so containerd never has the image in advance and
 each pod really pulls it; pulled images are removed at the end.
@@ -13,11 +13,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness import Harness, all_ready, events_by, is_true, pod_manifest, waiting, waiting_reason
 from nodelet.model.core import events as ev
 from nodelet.model.core import status as st
-from polling import eventually
-from registry import Auth, Registry
+from support.harness import (
+    Harness,
+    all_ready,
+    events_by,
+    is_true,
+    pod_manifest,
+    waiting,
+    waiting_reason,
+)
+from support.polling import eventually
+from support.registry import Auth, Registry
 
 pytestmark = pytest.mark.runtime
 

@@ -13,8 +13,8 @@ import aiohttp
 import pytest
 
 from conftest import Instance
-from harness import Harness
 from nodelet import cli
+from support.harness import Harness
 
 pytestmark = pytest.mark.runtime
 

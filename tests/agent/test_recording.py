@@ -11,7 +11,7 @@ import pytest
 from nodelet.adapters import checkpoint as cp
 from nodelet.model.core import events as ev
 from nodelet.model.core import pods
-from nodelet.services import recording
+from nodelet.services.status import recording
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 500000, tzinfo=UTC)
 
@@ -197,7 +197,7 @@ def test_similar_events_with_different_messages_are_combined_after_ten() -> None
 
     from nodelet.adapters import checkpoint as cp
     from nodelet.model.core import pods as pods_model
-    from nodelet.services import recording as rec
+    from nodelet.services.status import recording as rec
 
     clock_values = iter(datetime(2026, 1, 1, 0, 0, i, tzinfo=UTC) for i in range(60))
     with tempfile.TemporaryDirectory() as tmp:

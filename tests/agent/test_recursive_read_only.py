@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 from conftest import runtime_programs_for_tests
-from harness import Harness, pod_manifest, waiting
-from polling import eventually
+from support.harness import Harness, pod_manifest, waiting
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -1,5 +1,5 @@
 """The relister's copy of the runtime, which a pod worker's resync starts from while runtime
-events arrive, on real containerd (behind tests/criproxy.py where a read must end late).
+events arrive, on real containerd (behind tests/support/criproxy.py where a read must end late).
 
 KEP-3085 / DESIGN §2: nodelet never creates a second sandbox beside a READY one. Reads of a
 pod overlap (an event's refresh, the worker's own, the relist); the copy must not go back to
@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from conftest import AgentFactory, Instance
-from criproxy import CriProxy
-from harness import all_ready, pod_manifest
 from nodelet.adapters.cri import client as cri_client
 from nodelet.model.core import events as ev
 from nodelet.model.core import pods
 from nodelet.model.core import runtime as rt
-from nodelet.services import relisting
-from polling import eventually
+from nodelet.services.pleg import relisting
+from support.criproxy import CriProxy
+from support.harness import all_ready, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from harness import Harness
 from nodelet.model.core import restartall
 from nodelet.model.core import status as st
+from support.harness import Harness
 
 pytestmark = pytest.mark.runtime
 

@@ -1,5 +1,5 @@
 """The runtime's own words reach the pod's condition and events, as the kubelet shows them:
-a real agent behind a fault-injecting CRI proxy (tests/criproxy.py) on the session's
+a real agent behind a fault-injecting CRI proxy (tests/support/criproxy.py) on the session's
 containerd."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import grpc
 import pytest
 
 from conftest import AgentFactory, Instance
-from criproxy import CriProxy
-from harness import all_ready, cond, pod_manifest
 from nodelet.model.core import status as st
+from support.criproxy import CriProxy
+from support.harness import all_ready, cond, pod_manifest
 
 pytestmark = pytest.mark.runtime
 

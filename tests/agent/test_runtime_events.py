@@ -18,12 +18,12 @@ import pytest
 from test_sandbox_lifecycle import kill_pause
 
 from conftest import runtime_programs_for_tests
-from criproxy import CriProxy
-from harness import Harness, all_ready, cond, events_by, is_true, pod_manifest
 from nodelet.model.core import events as ev
 from nodelet.model.core import status as st
-from nodelet.services import runtimeevents
-from polling import eventually
+from nodelet.services.pleg import runtimeevents
+from support.criproxy import CriProxy
+from support.harness import Harness, all_ready, cond, events_by, is_true, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from conftest import AgentFactory, runtime_programs_for_tests
-from harness import Harness, all_ready, pod_manifest
 from nodelet import settings
-from polling import eventually
-from registry import Registry
+from support.harness import Harness, all_ready, pod_manifest
+from support.polling import eventually
+from support.registry import Registry
 
 pytestmark = pytest.mark.runtime
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import Harness, all_ready, cond, is_true, pod_manifest
 from nodelet.adapters import cni
 from nodelet.model.core import status as st
-from polling import eventually
+from support.harness import Harness, all_ready, cond, is_true, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from conftest import AgentFactory, Instance
-from harness import Harness, all_ready, exec_in
 from nodelet import settings
 from nodelet.adapters import host
 from nodelet.model.core import security
 from nodelet.model.core import status as st
+from support.harness import Harness, all_ready, exec_in
 
 pytestmark = pytest.mark.runtime
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Harness, cond, events_by
 from nodelet.model.core import status as st
+from support.harness import Harness, cond, events_by
 
 pytestmark = pytest.mark.runtime
 

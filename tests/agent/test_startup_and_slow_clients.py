@@ -14,8 +14,8 @@ from test_http_server import FakeView
 
 from nodelet import settings
 from nodelet.adapters import http_server
-from nodelet.services import preflight
-from polling import eventually
+from nodelet.services.serving import preflight
+from support.polling import eventually
 
 
 def config(tmp_path: Path, **server: object) -> settings.Settings:

@@ -5,8 +5,8 @@ or failing its volume for ever."""
 
 from __future__ import annotations
 
-from harness import Harness, pod_manifest
 from nodelet.model.core import status as st
+from support.harness import Harness, pod_manifest
 
 
 async def test_a_static_pod_with_a_token_source_is_refused(agent: Harness) -> None:

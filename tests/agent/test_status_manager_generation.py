@@ -9,7 +9,7 @@ from pathlib import Path
 from nodelet.adapters import checkpoint as cp
 from nodelet.model.core import pods
 from nodelet.model.core import status as st
-from nodelet.services import statuses
+from nodelet.services.status import statuses
 
 T0 = datetime(2026, 12, 4, 12, 0, 0, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ import pytest
 from nodelet.adapters import checkpoint as cp
 from nodelet.model.core import pods
 from nodelet.model.core import status as st
-from nodelet.services import statuses
+from nodelet.services.status import statuses
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 250000, tzinfo=UTC)
 PRTSC = st.POD_READY_TO_START_CONTAINERS

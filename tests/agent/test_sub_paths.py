@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import Instance
-from harness import Harness, exec_in
 from nodelet.adapters import mounts
 from nodelet.model.core import status as st
-from polling import eventually
+from support.harness import Harness, exec_in
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

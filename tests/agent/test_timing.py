@@ -14,11 +14,11 @@ import pytest
 from test_logs import logs
 
 from conftest import AgentFactory
-from harness import Harness, cond, pod_manifest
 from nodelet import settings
 from nodelet.model.core import events as ev
 from nodelet.model.core import status as st
-from polling import eventually
+from support.harness import Harness, cond, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

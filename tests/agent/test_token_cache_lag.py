@@ -11,7 +11,7 @@ import pytest
 
 from nodelet.adapters import kube
 from nodelet.model.core import pods, tokens
-from nodelet.services import tokens as token_service
+from nodelet.services.cluster import tokens as token_service
 
 REQUEST = tokens.TokenRequest(service_account="default", namespace="ns", audiences=("api",),
                               expiration_seconds=3600, pod_name="web",

@@ -29,7 +29,6 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from harness import Harness, all_ready, cond, pod_manifest
 from nodelet import cli
 from nodelet.adapters import http_server
 from nodelet.adapters.web import pages
@@ -38,7 +37,8 @@ from nodelet.model.core import health as hm
 from nodelet.model.core import pods
 from nodelet.model.core import status as st
 from nodelet.model.reports import histograms as hg
-from polling import eventually
+from support.harness import Harness, all_ready, cond, pod_manifest
+from support.polling import eventually
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 GVISOR_ERROR = 'no runtime for "gvisor" is configured'

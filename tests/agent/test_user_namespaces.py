@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import runtime_programs_for_tests
-from harness import Harness, pod_manifest
 from nodelet.model.core import userns
-from polling import eventually
+from support.harness import Harness, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

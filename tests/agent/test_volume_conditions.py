@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Harness, all_ready, is_true, pod_manifest
 from nodelet.model.core import status as st
-from polling import eventually
+from support.harness import Harness, all_ready, is_true, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -25,7 +25,7 @@ from nodelet.adapters import commands, mounts
 from nodelet.model.core import envvars, pods, runtime, tokens
 from nodelet.model.core import volumes as vol
 from nodelet.model.parsing import manifests
-from nodelet.services import volumes
+from nodelet.services.podwork import volumes
 
 
 async def _token(request: tokens.TokenRequest) -> tokens.Token:

@@ -35,10 +35,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from controlplane import AdminClient, Authority, ControlPlane, Pair, kubeconfig_text
-from faultproxy import FaultProxy
 from nodelet import cli
-from polling import eventually
+from support.controlplane import AdminClient, Authority, ControlPlane, Pair, kubeconfig_text
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 NODELET = [sys.executable, "-m", "nodelet.cli", "analyze"]
 T0 = datetime(2026, 11, 1, 8, 0, 0, tzinfo=UTC)

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from controlplane import BUSYBOX, AdminClient, ControlPlane, pod, pod_path
-from polling import eventually
+from support.controlplane import BUSYBOX, AdminClient, ControlPlane, pod, pod_path
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from controlplane import AdminClient, ControlPlane, conditions, pod, pod_path
 from nodelet.adapters import cni
-from polling import eventually
+from support.controlplane import AdminClient, ControlPlane, conditions, pod, pod_path
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 NODE = "stuck-node"

@@ -1,21 +1,21 @@
 """Cluster mode alone (no containers) against the real kube-apiserver, through the fault proxy
-(tests/faultproxy.py) where a test needs the API to fail: the pod source keeps one pod per UID
-across dropped watches, an in-stream 410 Gone and 500s on the watch; a pod deleted in the API is
-handed to its worker once with its grace period and deleted for good only once the API has its
-terminal phase, even while the status PATCH fails; events are created (after a 429) and then
-counted. The node joins by TLS bootstrap through the proxy, so every request is the node's own,
-judged by the Node authorizer and NodeRestriction.
+(tests/support/faultproxy.py) where a test needs the API to fail: the pod source keeps one pod
+per UID across dropped watches, an in-stream 410 Gone and 500s on the watch; a pod deleted in
+the API is handed to its worker once with its grace period and deleted for good only once the
+API has its terminal phase, even while the status PATCH fails; events are created (after a 429)
+and then counted. The node joins by TLS bootstrap through the proxy, so every request is the
+node's own, judged by the Node authorizer and NodeRestriction.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from controlplane import AdminClient, pod, pod_path
-from faultproxy import FaultProxy
 from nodelet.model.core import events as ev
 from nodelet.model.core import status as st
-from polling import eventually
+from support.controlplane import AdminClient, pod, pod_path
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 # What a pod's worker leaves when it terminated a pod deleted in the API (TerminatePod).
 FAILED = st.PodStatus(phase="Failed", conditions=(

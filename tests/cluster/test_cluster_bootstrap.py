@@ -31,8 +31,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from clusterfixtures import Rig
-from controlplane import (
+from nodelet.adapters import certs, kube, kubeconfig
+from nodelet.services.cluster import certificates, cluster
+from support.clusterfixtures import Rig
+from support.controlplane import (
     CONTROLLERS,
     AdminClient,
     Authority,
@@ -40,10 +42,8 @@ from controlplane import (
     Pair,
     node_path,
 )
-from faultproxy import FaultProxy
-from nodelet.adapters import certs, kube, kubeconfig
-from nodelet.services import certificates, cluster
-from polling import eventually
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 FAST = {"csr_timeout": 20.0, "csr_retry": 0.05, "csr_retry_max": 0.5}

@@ -1,4 +1,4 @@
-"""End to end on real containerd and the real control plane (tests/controlplane.py): nodelet
+"""End to end on real containerd and the real control plane (tests/support/controlplane.py): nodelet
 joins by TLS bootstrap, runs a pod the real scheduler placed, reports its five conditions in
 the API and removes it when it is deleted; Ready follows a readiness gate a controller writes; a
 static pod has a mirror pod carrying its status; a private image's pull secret, refusals,
@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from conftest import Instance
-from controlplane import (
+from nodelet.adapters.cri import errors as cri_errors
+from nodelet.model.core import pods
+from support.controlplane import (
     AdminClient,
     ControlPlane,
     conditions,
@@ -26,11 +28,9 @@ from controlplane import (
     pod,
     pod_path,
 )
-from harness import Harness, pod_manifest
-from nodelet.adapters.cri import errors as cri_errors
-from nodelet.model.core import pods
-from polling import eventually
-from registry import Registry
+from support.harness import Harness, pod_manifest
+from support.polling import eventually
+from support.registry import Registry
 
 pytestmark = pytest.mark.runtime
 

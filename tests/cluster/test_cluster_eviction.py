@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from controlplane import AdminClient, node_path, pod, pod_path
-from disks import tiny_tmpfs
 from nodelet import settings
-from polling import eventually
+from support.controlplane import AdminClient, node_path, pod, pod_path
+from support.disks import tiny_tmpfs
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

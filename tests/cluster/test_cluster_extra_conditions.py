@@ -8,12 +8,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from controlplane import AdminClient, conditions, pod, pod_path
 from nodelet.model.core import extraconditions as xc
 from nodelet.model.core import pods
 from nodelet.model.core import status as st
-from nodelet.services import apisource
-from polling import eventually
+from nodelet.services.sources import apisource
+from support.controlplane import AdminClient, conditions, pod, pod_path
+from support.polling import eventually
 
 
 async def test_extra_conditions_reach_the_api(

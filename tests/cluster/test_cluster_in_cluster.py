@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from controlplane import (
+from support.controlplane import (
     SERVICE_IP,
     AdminClient,
     ControlPlane,
@@ -43,9 +43,9 @@ from controlplane import (
     pod,
     pod_path,
 )
-from faultproxy import FaultProxy
-from harness import Harness
-from polling import eventually
+from support.faultproxy import FaultProxy
+from support.harness import Harness
+from support.polling import eventually
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images"))
 import e2e as e2e_images

@@ -18,12 +18,12 @@ import pytest
 import pytest_asyncio
 from cryptography import x509
 
-from clusterfixtures import joined
 from conftest import Instance
-from controlplane import AdminClient, ControlPlane, conditions, node_path
 from nodelet.adapters import kubeconfig
-from nodelet.services import cluster
-from polling import eventually
+from nodelet.services.cluster import cluster
+from support.clusterfixtures import joined
+from support.controlplane import AdminClient, ControlPlane, conditions, node_path
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

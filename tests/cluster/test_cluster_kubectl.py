@@ -28,11 +28,11 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from clusterfixtures import joined
 from conftest import Instance
-from controlplane import AdminClient, Authority, ControlPlane, node_path, pod, pod_path
-from harness import Harness, http_get
-from polling import eventually
+from support.clusterfixtures import joined
+from support.controlplane import AdminClient, Authority, ControlPlane, node_path, pod, pod_path
+from support.harness import Harness, http_get
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

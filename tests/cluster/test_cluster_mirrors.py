@@ -9,12 +9,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from controlplane import AdminClient, pod, pod_path
-from faultproxy import FaultProxy
 from nodelet.model.core import pods
 from nodelet.model.core import status as st
 from nodelet.model.parsing import manifests
-from polling import eventually
+from support.controlplane import AdminClient, pod, pod_path
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 MIRROR = pods.ANNOTATION_CONFIG_MIRROR
 

@@ -1,6 +1,6 @@
 """Node registration, node status and the Lease of cluster mode alone (no containers) on the
-real kube-apiserver, through the fault proxy (tests/faultproxy.py); kubeconfig errors and the
-machine facts the Node reports."""
+real kube-apiserver, through the fault proxy (tests/support/faultproxy.py); kubeconfig errors
+and the machine facts the Node reports."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from clusterfixtures import Runtime
-from controlplane import AdminClient, host_address, node_path
-from faultproxy import FaultProxy
 from nodelet.adapters import checkpoint, host, kubeconfig
-from nodelet.services import cluster, recording, statuses
-from polling import eventually
+from nodelet.services.cluster import cluster, nodestatus
+from nodelet.services.status import recording, statuses
+from support.clusterfixtures import Runtime
+from support.controlplane import AdminClient, host_address, node_path
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
@@ -100,11 +101,12 @@ async def test_unreachable_api_server_fails_start_with_a_clear_error(tmp_path: P
     try:
         mode = cluster.ClusterMode(
             settings=cluster.ClusterSettings(kubeconfig=config, start_timeout=1.0),
-            node_name="n1", host_ip="192.0.2.10", pod_cidrs=(),
+            node=cluster.NodeIdentity(name="n1", host_ip="192.0.2.10"),
             statuses=statuses.StatusManager(checkpoint=store, clock=clock),
             recorder=recording.EventRecorder(checkpoint=store, node_name="n1", clock=clock,
                                              max_events=10),
-            runtime=Runtime(), on_pods=lambda desired: None, clock=clock)
+            views=nodestatus.NodeViews(runtime=Runtime()),
+            listeners=cluster.Listeners(on_pods=lambda desired: None), clock=clock)
         with pytest.raises(cluster.ClusterError, match="cannot join the cluster"):
             await mode.start()
         await mode.stop()

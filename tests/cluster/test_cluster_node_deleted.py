@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane import AdminClient, node_path
-from faultproxy import FaultProxy
-from polling import eventually
+from support.controlplane import AdminClient, node_path
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 

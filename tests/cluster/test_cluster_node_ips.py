@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from conftest import Instance
-from controlplane import AdminClient, ControlPlane, host_address, node_path, pod, pod_path
-from harness import Harness
-from nodelet.services import preflight
-from polling import eventually
+from nodelet.services.serving import preflight
+from support.controlplane import AdminClient, ControlPlane, host_address, node_path, pod, pod_path
+from support.harness import Harness
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

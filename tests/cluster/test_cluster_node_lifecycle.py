@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from conftest import Instance
-from controlplane import AdminClient, conditions, node_path, pod, pod_path
 from nodelet.model.core import runtime as rt
-from polling import eventually
+from support.controlplane import AdminClient, conditions, node_path, pod, pod_path
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from controlplane import AdminClient, node_path
 from nodelet.adapters import host
 from nodelet.model.core import nodes
 from nodelet.model.core import runtime as rt
-from polling import eventually
+from support.controlplane import AdminClient, node_path
+from support.polling import eventually
 
 
 class Images:

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest_asyncio
 
-from clusterfixtures import Rig
-from controlplane import AdminClient, node_path, pod, pod_path
-from faultproxy import FaultProxy
 from nodelet.model.core.pods import PodUID
-from polling import eventually
+from support.clusterfixtures import Rig
+from support.controlplane import AdminClient, node_path, pod, pod_path
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 NAMES = ["conf", "other", "later", *(f"cm{n}" for n in range(150))]
 

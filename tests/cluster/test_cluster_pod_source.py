@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusterfixtures import Rig
-from controlplane import AdminClient, pod, pod_path
 from nodelet.model.core import pods
 from nodelet.model.core import status as st
-from polling import eventually
+from support.clusterfixtures import Rig
+from support.controlplane import AdminClient, pod, pod_path
+from support.polling import eventually
 
 STRATEGIC = "application/strategic-merge-patch+json"
 

@@ -1,6 +1,6 @@
 """KEP-3085's PullImage-delay case (test/e2e_node/pod_conditions_criproxy_linux_test.go) on
-the real control plane: nodelet joined through the CRI fault proxy (tests/criproxy.py), which
-holds the answer of PullImage. While the pull is held, PodReadyToStartContainers turns True
+the real control plane: nodelet joined through the CRI fault proxy (tests/support/criproxy.py),
+which holds the answer of PullImage. While the pull is held, PodReadyToStartContainers turns True
 — within the 10 s the node e2e test allows — and Ready does not; released, the pod becomes
 Ready, its condition's transition before Ready's.
 
@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from conftest import Instance
-from controlplane import AdminClient, conditions, pod, pod_path
-from criproxy import CriProxy
-from polling import eventually
-from registry import Registry
+from support.controlplane import AdminClient, conditions, pod, pod_path
+from support.criproxy import CriProxy
+from support.polling import eventually
+from support.registry import Registry
 
 pytestmark = pytest.mark.runtime
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from controlplane import AdminClient, ControlPlane, conditions, node_path, pod, pod_path
 from nodelet.model.core import quantities
-from polling import eventually
+from support.controlplane import AdminClient, ControlPlane, conditions, node_path, pod, pod_path
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from conftest import Instance
-from controlplane import SERVICE_IP, AdminClient, ControlPlane, pod, pod_path
-from faultproxy import FaultProxy
-from harness import Harness, all_ready, exec_in
 from nodelet.model.core import servicelinks
 from nodelet.model.core import status as st
-from polling import eventually
+from support.controlplane import SERVICE_IP, AdminClient, ControlPlane, pod, pod_path
+from support.faultproxy import FaultProxy
+from support.harness import Harness, all_ready, exec_in
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from clusterfixtures import Rig
-from controlplane import AdminClient, pod, pod_path
-from faultproxy import FaultProxy
 from nodelet.model.core import pods
 from nodelet.model.core import status as st
-from polling import eventually
+from support.clusterfixtures import Rig
+from support.controlplane import AdminClient, pod, pod_path
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 OWN = (st.POD_SCHEDULED, st.POD_READY_TO_START_CONTAINERS, st.INITIALIZED,
        st.CONTAINERS_READY, st.READY)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from controlplane import AdminClient, ControlPlane, node_requests, pod, pod_path
-from polling import eventually
+from support.controlplane import AdminClient, ControlPlane, node_requests, pod, pod_path
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

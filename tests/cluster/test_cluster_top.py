@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from controlplane import (
+from support.controlplane import (
     AdminClient,
     Component,
     ControlPlane,
@@ -27,7 +27,7 @@ from controlplane import (
     pod_path,
     tool,
 )
-from polling import eventually
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from conftest import InstanceFactory
-from controlplane import BUSYBOX, AdminClient, ControlPlane, conditions, pod_path
-from polling import eventually
+from support.controlplane import BUSYBOX, AdminClient, ControlPlane, conditions, pod_path
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

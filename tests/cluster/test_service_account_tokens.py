@@ -18,7 +18,11 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from controlplane import (
+from nodelet.adapters import kube, kubeconfig
+from nodelet.helpers import tasks
+from nodelet.model.core import pods, tokens
+from nodelet.services.cluster import tokens as token_service
+from support.controlplane import (
     CACHE_LAG,
     AdminClient,
     Authority,
@@ -28,14 +32,10 @@ from controlplane import (
     pod,
     pod_path,
 )
-from faultproxy import FaultProxy
-from nodelet.adapters import kube, kubeconfig
-from nodelet.helpers import tasks
-from nodelet.model.core import pods, tokens
-from nodelet.services import tokens as token_service
-from polling import eventually
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
-# kube-apiserver's default audience: its --service-account-issuer (tests/controlplane.py).
+# kube-apiserver's default audience: its --service-account-issuer (tests/support/controlplane.py).
 API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
 VAULT = {"name": "vault", "projected": {"sources": [
     {"serviceAccountToken": {"audience": "vault", "path": "token"}}]}}

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from controlplane import AdminClient, ControlPlane, Pair, kubeconfig_text
-from faultproxy import FaultProxy
 from nodelet.adapters import kube, kubeconfig
 from nodelet.helpers import tasks
 from nodelet.model.parsing import serviceobjects
-from nodelet.services import servicewatch
-from polling import eventually
+from nodelet.services.sources import servicewatch
+from support.controlplane import AdminClient, ControlPlane, Pair, kubeconfig_text
+from support.faultproxy import FaultProxy
+from support.polling import eventually
 
 COUNT = 1100  # three pages of 500 (with the Services already there)
 
@@ -100,7 +100,7 @@ async def test_services_are_listed_in_pages_and_updated_one_by_one(
 async def test_the_service_watch_and_token_refresh_are_started_again_after_a_crash(
         make_rig: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Supervised, not merely spawned: a crash is logged and the loop runs again."""
-    from nodelet.services import tokens
+    from nodelet.services.cluster import tokens
 
     runs: dict[str, int] = {"service-watch": 0, "token-refresh": 0}
     watch_run, token_run = servicewatch.ServiceWatch.run, tokens.TokenManager.run

@@ -5,9 +5,9 @@
                              [--no-parallel] [--node-focus RE] [--out DIR] [--doc FILE]
 
 1. The e2e test images (images/e2e.py) are built and pushed to a local registry (Debian's
-   docker-registry, tests/registry.py) under the paths of a KUBE_TEST_REPO_LIST file, so the
+   docker-registry, tests/support/registry.py) under the paths of a KUBE_TEST_REPO_LIST file, so the
    suite pulls them by name as on a real cluster; nothing is pre-loaded into containerd.
-2. The real control plane (tests/controlplane.py) starts, and `nodelet run` (its embedded
+2. The real control plane (tests/support/controlplane.py) starts, and `nodelet run` (its embedded
    containerd, its own data dir and cgroup root) joins it by TLS bootstrap as its only node.
 3. `ginkgo --procs=N e2e.test -- --provider=local` runs the parallel-safe tests (focus
    `\\[NodeConformance\\]`, skip `\\[Serial\\]|\\[Disruptive\\]|\\[Flaky\\]`), then the `[Serial]`
@@ -45,8 +45,8 @@ sys.path[:0] = [str(HERE.parent), str(REPO / "images"), str(HERE)]
 import e2e as e2e_images  # noqa: E402  (images/e2e.py)
 import report  # noqa: E402  (tests/conformance/report.py)
 
-import controlplane  # noqa: E402  (tests/controlplane.py)
-import registry as registry_  # noqa: E402  (tests/registry.py)
+from support import controlplane  # noqa: E402  (tests/support/controlplane.py)
+from support import registry as registry_  # noqa: E402  (tests/support/registry.py)
 
 NODE = "nodelet-conformance"
 FOCUS = r"\[NodeConformance\]"

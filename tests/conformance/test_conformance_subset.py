@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE))
 import report  # noqa: E402  (tests/conformance/report.py)
 import run  # noqa: E402  (tests/conformance/run.py)
 
-import controlplane  # noqa: E402
+from support import controlplane  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 

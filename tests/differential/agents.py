@@ -20,10 +20,10 @@ from typing import Any
 import aiohttp
 import twin as twin_  # tests/differential/twin.py
 
-import kubeletpeer  # tests/kubeletpeer.py
 from conftest import Instance
-from harness import Harness
 from nodelet import settings
+from support import kubeletpeer  # tests/support/kubeletpeer.py
+from support.harness import Harness
 
 NODE = "twin"
 

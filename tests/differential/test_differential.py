@@ -21,9 +21,9 @@ import pytest_asyncio
 import scenarios
 import twin
 
-import kubeletpeer
 from conftest import Instance, start_instance, stop_instance
-from polling import eventually
+from support import kubeletpeer
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -117,7 +117,7 @@ async def test_nodelet_and_the_kubelet_show_the_same(twin_runtime: Instance,
 
 async def test_the_kubelet_peer_runs_a_pod_and_leaves_nothing(twin_runtime: Instance,
                                                              tmp_path: Path) -> None:
-    """The peer itself (tests/kubeletpeer.py): the kubelet runs a static pod, serves it on
+    """The peer itself (tests/support/kubeletpeer.py): the kubelet runs a static pod, serves it on
     its read-only `/pods`, logs its events, and after `stop` nothing of it is left — no
     process, sandbox, cgroup, mount or directory."""
     manifests = tmp_path / "peer-manifests"

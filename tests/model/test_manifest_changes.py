@@ -18,7 +18,7 @@ LONGEST = 0.5
     ("web.json", False),
     ("web", False),
     (".web.yaml", True),          # hidden: the kubelet skips these
-    (".web.yaml.tmp", True),      # tests/harness.py's atomic write
+    (".web.yaml.tmp", True),      # tests/support/harness.py's atomic write
     (".web.yaml.swp", True),      # vim swap files
     (".web.yaml.swx", True),
     ("web.yaml~", True),          # backups

@@ -15,7 +15,7 @@ from nodelet.model.core import pods, terminations
 from nodelet.model.core import status as st
 from nodelet.model.reports import analysis, analysis_report
 from nodelet.model.reports import timeline as tl
-from nodelet.services import metrics
+from nodelet.services.serving import metrics
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 250000, tzinfo=UTC)
 NOW = T0 + timedelta(seconds=60)

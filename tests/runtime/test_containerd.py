@@ -18,8 +18,8 @@ from nodelet import settings as settings_
 from nodelet.adapters import cni, containerd
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
-from nodelet.services import preflight
-from polling import eventually
+from nodelet.services.serving import preflight
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

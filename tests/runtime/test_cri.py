@@ -14,7 +14,7 @@ from nodelet.adapters import cni
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model.core import runtime as rt
-from polling import eventually
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 

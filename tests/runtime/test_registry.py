@@ -1,4 +1,4 @@
-"""Pulls from a real local registry (tests/registry.py) into the session containerd."""
+"""Pulls from a real local registry (tests/support/registry.py) into the session containerd."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from conftest import Instance
 from nodelet.adapters.cri import errors as cri_errors
-from registry import BLOB_GETS_PER_PULL, Registry
+from support.registry import BLOB_GETS_PER_PULL, Registry
 
 pytestmark = pytest.mark.runtime
 

@@ -16,7 +16,8 @@ from nodelet import settings as settings_
 from nodelet.adapters import cni, mounts
 from nodelet.model.core import pods, qoscgroups
 from nodelet.model.core import runtime as rt
-from nodelet.services import resetting, volumes
+from nodelet.services.nodehealth import resetting
+from nodelet.services.podwork import volumes
 
 pytestmark = pytest.mark.runtime
 

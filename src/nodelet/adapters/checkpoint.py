@@ -8,7 +8,7 @@ through `prune_events`).
 The database is `<data-dir>/checkpoint.db` (stdlib `sqlite3`, WAL journal, `synchronous=NORMAL`).
 Each call is a small synchronous transaction, but it waits up to `busy_timeout` seconds for a
 lock held by another connection, and a full disk makes it fail: the agent calls it from its own
-writer thread (`services.checkpointing`), never from the event loop. One `Checkpoint` is used
+writer thread (`services.status.checkpointing`), never from the event loop. One `Checkpoint` is used
 from one thread (the thread that opened it), as sqlite3 requires.
 
 Writes are values (`SavePod`, `ForgetPod`, `SaveEvent`, `PruneEvents`); `apply` writes several

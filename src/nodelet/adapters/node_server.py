@@ -82,7 +82,7 @@ class NodeServerError(Exception):
 
 
 class NodeBackend(Protocol):
-    """What the node server serves; implemented by `services.nodeserving`."""
+    """What the node server serves; implemented by `services.serving.nodeserving`."""
 
     def pods(self) -> list[tuple[podmodel.Pod, st.PodStatus | None]]: ...
 

@@ -1,7 +1,7 @@
 """CRI's container event stream (`GetContainerEvents`) as model values.
 
 `CriEventsClient.events()` has the signature of the containerd event client
-(`adapters.events.client.EventsClient.events`), so `services.runtimeevents` takes either: it
+(`adapters.events.client.EventsClient.events`), so `services.pleg.runtimeevents` takes either: it
 streams `RuntimeService/GetContainerEvents` and yields `runtimeevents.RuntimeEvent`s
 (`runtimeevents.from_cri` decides what each CRI event means) until the stream breaks.
 `namespace` and `topics` are containerd's notions and not used: CRI sends every container

@@ -16,7 +16,7 @@ The kubelet's container garbage collector (kuberuntime_gc.go) removes, in this o
   inactive ones go, oldest first;
 - the log directories (`<namespace>_<name>_<uid>`) of pods whose content should be removed.
 
-The service (`services/containergc.py`) lists the runtime, asks these functions and only
+The service (`services/nodehealth/containergc.py`) lists the runtime, asks these functions and only
 executes the answer; a pod's worker applies `pod_policy` to its own pod after each sync.
 Times: `now` is POSIX seconds; `created_at` is CRI's nanoseconds.
 """

@@ -3,7 +3,7 @@ the kubelet decides it (`pkg/kubelet/pod/mirror_client.go`, the static-pod part 
 `deleteOrphanedMirrorPods`).
 
 Pure functions over plain values (static pods as `pods.Pod`, mirror pods as the API's dicts);
-`services.mirrors` carries out what `plan` returns.
+`services.status.mirrors` carries out what `plan` returns.
 
 A mirror pod is the static pod as written (name `<name>-<node>`, namespace, labels, annotations,
 spec) plus the annotation `kubernetes.io/config.mirror` = the static pod's config hash, and the

@@ -2,8 +2,8 @@
 
 Pure functions over plain values: the facts about the machine (`MachineFacts`, read by the host
 adapter), what nodelet says about its node (`NodeSpec`), and the runtime's answers (CRI Version
-and Status, as model values). `services.nodestatus` does the API and CRI calls and sends what
-these functions return.
+and Status, as model values). `services.cluster.nodestatus` does the API and CRI calls and
+sends what these functions return.
 
 Rules:
 - capacity (cpu, memory, pods, ephemeral-storage, hugepages) comes from the machine; allocatable

@@ -4,7 +4,7 @@ The kubelet keeps one watch per object a pod reads (`pkg/kubelet/util/manager/
 watch_based_manager.go`): it is started when the first pod referencing the object is registered
 and stopped when the last one goes (a reference count per object), and it is stopped for good
 once the object is seen `immutable: true` — an immutable object cannot change, so its cached
-copy stays valid. `services.objectwatches` carries these decisions out.
+copy stays valid. `services.sources.objectwatches` carries these decisions out.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Sandbox error classes: a small closed set of causes a failed pod start is counted under.
 
-The metrics (`services.metrics`) label `nodelet_sandbox_failures_total` with these classes, so
-the set is bounded: a class never carries a pod name or the runtime's message.
+The metrics (`services.serving.metrics`) label `nodelet_sandbox_failures_total` with these
+classes, so the set is bounded: a class never carries a pod name or the runtime's message.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The pod status PATCH: what nodelet sends to turn the API's copy of a pod status into its own.
 
 Pure functions over v1 PodStatus objects (plain dicts, as `status.to_api` makes and the API
-returns); the status sync (`services.statussync`) only sends what `status_patch` returns.
+returns); the status sync (`services.status.statussync`) only sends what `status_patch` returns.
 
 Rules, as the kubelet's status manager follows them (`pkg/kubelet/status/status_manager.go`):
 - **only what changed**: a strategic merge patch of the fields that differ, None when none does;

@@ -16,6 +16,8 @@ from datetime import datetime, timedelta
 
 from nodelet.model.core import pods, status
 
+# The kubelet's minimumGracePeriodInSeconds for stopping a container.
+MIN_GRACE_SECONDS = 2
 SANDBOX_TYPES = (status.POD_READY_TO_START_CONTAINERS, status.POD_HAS_NETWORK)
 
 

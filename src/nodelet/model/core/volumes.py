@@ -4,7 +4,7 @@ modes, and which paths a pod may mount. No I/O.
 
 Everything here follows the kubelet's volume plugins, message for message where the kubelet has
 one (`configmap "X" not found`, `configmap references non-existent config key: K`); the
-service (`services.volumes`) writes the files and turns `SourceError` into a FailedMount.
+service (`services.podwork.volumes`) writes the files and turns `SourceError` into a FailedMount.
 
 Exceptions::
 

@@ -1,0 +1,9 @@
+"""Pod work: one worker per pod (`workers`) runs `syncing.PodSyncer.sync`, which executes the
+pure decisions of `model.core` through the runtime: the sandbox (`poddns`, `hostsfiles`,
+`userns`), volumes, containers (`containers`, `images`, `hooks`, `serviceenv`), probes and
+in-place resize (`resizing`).
+
+Owns: the pods' runtime objects and everything a sync creates. May import: `pleg` (the
+runtime's state), `status` (it publishes through the status manager and the recorder),
+`nodehealth` (the QoS cgroups and the per-pod GC rule a sync applies), `serving.logs`.
+"""

@@ -1,0 +1,319 @@
+"""Starting and stopping one container, with everything the kubelet does around it.
+
+Start: the image (policy, pull, back-off), the environment (env, envFrom, `$(VAR)` in command,
+args and subPathExpr; a missing ConfigMap or Secret is a CreateContainerConfigError), the
+termination-message file mounted at `terminationMessagePath`, CreateContainer + StartContainer
+with the kubelet's events, the postStart hook (a failed hook kills the container), and removal
+of instances older than the previous one. Stop: the preStop hook within the grace period, then
+StopContainer with what is left of it (SIGTERM, then SIGKILL). And the terminated container's
+message: the file's contents, or with `FallbackToLogsOnError` the end of its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn, cast
+
+from nodelet.adapters import hostdirs
+from nodelet.adapters.cri import client as cri
+from nodelet.model.core import (
+    crilogs,
+    downward,
+    envvars,
+    podactions,
+    pods,
+    runtime,
+    sandboxes,
+    security,
+    specs,
+    terminations,
+)
+from nodelet.model.core import events as ev
+from nodelet.model.core import volumes as vol
+from nodelet.services.podwork import hooks, images, serviceenv, volumes
+from nodelet.services.status import recording
+
+log = logging.getLogger(__name__)
+
+# The kubelet's limits on termination messages: 4 KiB from the file, 80 lines / 2 KiB of logs.
+MAX_MESSAGE_BYTES = 4096
+FALLBACK_LOG_LINES = 80
+FALLBACK_LOG_BYTES = 2048
+
+
+class ContainerError(Exception):
+    """Creating or starting a container failed; the message is the runtime's words."""
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    """What a container start needs to know of the node: where per-pod state lives, the
+    security defaults, the node as the downward API shows it, and its memory (bytes; the
+    containers' OOM score)."""
+
+    pods_root: Path
+    security: security.Options
+    downward: downward.Node
+    memory_capacity: int = 0
+
+
+class ContainerRunner:
+    def __init__(
+        self,
+        *,
+        client: cri.RuntimeClient,
+        recorder: recording.EventRecorder,
+        puller: images.ImagePuller,
+        hooks: hooks.HookRunner,
+        lookup: vol.Lookup,
+        node: NodeContext,
+        services: Callable[[], serviceenv.ServiceSource | None] = lambda: None,
+    ) -> None:
+        """`services()`: the cluster's Services for service links (None: standalone)."""
+        self._memory_capacity = node.memory_capacity
+        self._services = services
+        self._security = node.security
+        # Env vars read ConfigMaps and Secrets through the volume manager's lookup.
+        self._lookup = lookup
+        self._node = node.downward
+        self._client = client
+        self._recorder = recorder
+        self._puller = puller
+        self._hooks = hooks
+        self._pods_root = node.pods_root
+
+    def message_file(self, uid: str, name: str, attempt: int) -> Path:
+        return self._pods_root / uid / "containers" / name / str(attempt)
+
+    async def start(
+        self,
+        pod: pods.Pod,
+        sandbox: runtime.SandboxInfo,
+        sandbox_config: runtime.SandboxConfig,
+        container: pods.Container,
+        *,
+        attempt: int,
+        kind: str,
+        mounts: tuple[runtime.Mount, ...],
+        waiting: MutableMapping[str, tuple[str, str]],
+        pod_ip: str,
+        state: runtime.PodRuntime | None = None,
+    ) -> float | None:
+        """Start one instance; None when started, else seconds until an image retry.
+        `state`: the pod's runtime state, where an ephemeral container finds its target."""
+        image = await self._puller.ensure(pod, container, waiting)
+        if isinstance(image, int | float):  # not there yet: seconds until a retry
+            return float(image)
+        pulled = await self._image_volumes(pod, container, mounts, waiting)
+        if isinstance(pulled, float):
+            return pulled
+        mounts = pulled
+        # The security check first: it has no side effects, the subPath bind mounts do.
+        context = self._security_context(pod, container, image, waiting,
+                                         sandbox_config.security.namespaces.user)
+        if container.target_container_name and state is not None:
+            try:
+                context = dataclasses.replace(context, namespaces=podactions.target_namespaces(
+                    context.namespaces, container, state))
+            except LookupError as exc:
+                self.config_error(pod, container, str(exc), waiting)
+        envs, mounts = await self._environment(pod, sandbox, container, mounts, waiting)
+        message_file = self.message_file(pod.uid, container.name, attempt)
+        await asyncio.to_thread(_touch, self._pods_root, pod.uid, message_file)
+        mounts = (*mounts, runtime.Mount(container.termination_message_path, str(message_file)))
+        config = specs.container_config(pod, container, attempt=attempt, kind=kind, mounts=mounts,
+                                        security=context, envs=envs,
+                                        memory_capacity=self._memory_capacity)
+        container_id = await self._create_and_start(pod, container, sandbox, sandbox_config,
+                                                    config, waiting)
+        failure = await self._hooks.run(container, container_id, "postStart", pod_ip=pod_ip,
+                                        budget=float(pod.spec.termination_grace_period_seconds
+                                                     or 30))
+        if failure is not None:
+            # The kubelet's words: the hook's output stays out of the event (it may hold
+            # secrets, and events are readable more widely than the pod); it is logged.
+            log.warning("postStart hook of %s in %s failed: %s", container.name,
+                        pod.full_name, failure)
+            self._recorder.record(pod, "Warning", "FailedPostStartHook", "PostStartHook failed")
+            # The kubelet's kill of it says why in its Killing event.
+            self._recorder.record(pod, "Normal", ev.KILLING, "FailedPostStartHook")
+            await self._client.stop_container(container_id, 0)
+        return None
+
+    async def _environment(
+        self,
+        pod: pods.Pod,
+        sandbox: runtime.SandboxInfo,
+        container: pods.Container,
+        mounts: tuple[runtime.Mount, ...],
+        waiting: MutableMapping[str, tuple[str, str]],
+    ) -> tuple[tuple[tuple[str, str], ...], tuple[runtime.Mount, ...]]:
+        """The container's variables, and its mounts with each subPath safely bind-mounted
+        (a subPathExpr expanded from the variables first: `volumes.expand_sub_paths`). A
+        missing ConfigMap, Secret or key (not optional) is a CreateContainerConfigError, as in
+        the kubelet's generateContainerConfig, and so is a subPath that cannot be mounted;
+        envFrom keys that are no variable names are skipped with a Warning event."""
+        facts = downward.pod_facts(pod, self._node, sandboxes.sandbox_ips(sandbox))
+        try:
+            environment = envvars.resolve(
+                container, lookup=self._lookup, facts=facts,
+                service_env=await serviceenv.service_env(pod, self._services()))
+            if any(m.sub_path or m.sub_path_expr for m in container.volume_mounts):
+                mounts = await asyncio.to_thread(volumes.expand_sub_paths, container, mounts,
+                                                 environment.mapping,
+                                                 pod_dir=self._pods_root / pod.uid)
+        except envvars.ConfigError as exc:
+            self.config_error(pod, container, exc.message, waiting)
+        for skipped in environment.skipped:
+            self._recorder.record(pod, "Warning", envvars.INVALID_NAMES_REASON, skipped.message)
+        return environment.variables, mounts
+
+    def _security_context(
+        self,
+        pod: pods.Pod,
+        container: pods.Container,
+        image: runtime.ImageInfo | None,
+        waiting: MutableMapping[str, tuple[str, str]],
+        user: runtime.UserNamespace | None,
+    ) -> runtime.ContainerSecurity:
+        """The container's CRI security context, in the sandbox's user namespace (`user`);
+        runAsNonRoot is checked against the image's user first, as the kubelet does
+        (CreateContainerConfigError when it fails)."""
+        image_user = security.image_user(image)
+        problem = security.run_as_non_root_error(pod, container, image_user)
+        if problem is not None:
+            self.config_error(pod, container, problem, waiting)
+        return security.container_security(pod, container, image_user, self._security, user)
+
+    async def _image_volumes(
+        self, pod: pods.Pod, container: pods.Container, mounts: tuple[runtime.Mount, ...],
+        waiting: MutableMapping[str, tuple[str, str]],
+    ) -> tuple[runtime.Mount, ...] | float:
+        """The images of the container's image volumes made present as their pull policies
+        say (the same pulls, events and back-offs as a container image's, reported on this
+        container), each mount naming its image by ID as the kubelet's do; or seconds until
+        a retry."""
+        out = []
+        for mount in mounts:
+            if not mount.image:
+                out.append(mount)
+                continue
+            as_image = dataclasses.replace(
+                container, image=mount.image,
+                image_pull_policy=cast(pods.PullPolicy, mount.image_pull_policy))
+            found = await self._puller.ensure(pod, as_image, waiting)
+            if isinstance(found, int | float):
+                return float(found)
+            if found is None:
+                self.config_error(pod, container, f"image volume {mount.volume!r}: image "
+                                  f"{mount.image} pulled but not found", waiting)
+            out.append(dataclasses.replace(mount, image=found.id))
+        return tuple(out)
+
+    def config_error(
+        self,
+        pod: pods.Pod,
+        container: pods.Container,
+        message: str,
+        waiting: MutableMapping[str, tuple[str, str]],
+    ) -> NoReturn:
+        """The container cannot be configured as its spec says: it waits with the kubelet's
+        CreateContainerConfigError and a Failed event, and is retried on the next sync."""
+        waiting[container.name] = ("CreateContainerConfigError", message)
+        self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {message}")
+        raise ContainerError(f"configure container {container.name}: {message}")
+
+    async def _create_and_start(
+        self,
+        pod: pods.Pod,
+        container: pods.Container,
+        sandbox: runtime.SandboxInfo,
+        sandbox_config: runtime.SandboxConfig,
+        config: runtime.ContainerConfig,
+        waiting: MutableMapping[str, tuple[str, str]],
+    ) -> runtime.ContainerID:
+        try:
+            container_id = await self._client.create_container(sandbox.id, config, sandbox_config)
+        except cri.CriError as exc:
+            waiting[container.name] = ("CreateContainerError", exc.detail)
+            self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {exc.detail}")
+            raise ContainerError(f"create container {container.name}: {exc.detail}") from exc
+        self._recorder.record(pod, "Normal", ev.CREATED, f"Created container {container.name}")
+        try:
+            await self._client.start_container(container_id)
+        except cri.CriError as exc:
+            waiting[container.name] = ("RunContainerError", exc.detail)
+            self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {exc.detail}")
+            raise ContainerError(f"start container {container.name}: {exc.detail}") from exc
+        waiting.pop(container.name, None)
+        self._recorder.record(pod, "Normal", ev.STARTED, f"Started container {container.name}")
+        return container_id
+
+    async def stop(
+        self,
+        pod: pods.Pod,
+        spec: pods.Container | None,
+        info: runtime.ContainerInfo,
+        *,
+        grace: float,
+        pod_ip: str,
+        turn: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
+        """preStop within the grace period, then (`turn(seconds left)`: a sidecar waits for
+        the containers it must outlive) SIGTERM, and SIGKILL after what is left."""
+        started = time.monotonic()
+        if spec is not None and grace > 0:
+            failure = await self._hooks.run(spec, info.id, "preStop", pod_ip=pod_ip,
+                                            budget=grace)
+            if failure is not None:
+                self._recorder.record(pod, "Warning", "FailedPreStopHook",
+                                      f"PreStopHook failed: {failure}")
+        if turn is not None and grace - (time.monotonic() - started) > 0:
+            await turn(grace - (time.monotonic() - started))
+        left = grace - (time.monotonic() - started)
+        # Whole seconds, rounded up, and at least the kubelet's minimum of 2 s: a timeout of 0
+        # would make containerd send SIGKILL without any SIGTERM.
+        await self._client.stop_container(
+            info.id, max(math.ceil(left), terminations.MIN_GRACE_SECONDS))
+
+    def with_message(self, pod: pods.Pod, info: runtime.ContainerInfo) -> runtime.ContainerInfo:
+        """The exited container with its termination message (file, or logs on error)."""
+        if info.state is not runtime.ContainerState.EXITED or info.message:
+            return info
+        message = _read_tail(self.message_file(pod.uid, info.name, info.attempt),
+                             MAX_MESSAGE_BYTES).decode(errors="replace")
+        spec = next((c for c in (*pod.spec.init_containers, *pod.spec.containers)
+                     if c.name == info.name), None)
+        fallback = spec is not None and spec.termination_message_policy == "FallbackToLogsOnError"
+        if not message and fallback and info.exit_code != 0 and info.log_path:
+            raw = _read_tail(Path(info.log_path), 64 * 1024)
+            message = crilogs.last_lines(raw, FALLBACK_LOG_LINES, FALLBACK_LOG_BYTES)
+        if not message:
+            return info
+        return runtime.ContainerInfo(**{**info.__dict__, "message": message})
+
+
+def _touch(pods_root: Path, uid: str, path: Path) -> None:
+    hostdirs.pod_dir(pods_root, uid)  # 0750: other host users never reach the file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    # Writable by the container's user, whoever it is (the kubelet chmods it 0666 too).
+    path.chmod(0o666)
+
+
+def _read_tail(path: Path, limit: int) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(size - limit, 0))
+            return handle.read()
+    except OSError:
+        return b""

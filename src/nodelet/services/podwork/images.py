@@ -1,0 +1,235 @@
+"""Image pulls with the kubelet's policies, credentials, events and back-off (ErrImagePull →
+ImagePullBackOff).
+
+`ImagePuller.ensure` is called before a container is created. It returns None when the image is
+there (pulled now if the policy says so), or the seconds until another attempt makes sense; in
+that case the container's waiting reason is set: `ErrImagePull` right after a failed pull,
+`ImagePullBackOff` while the back-off (10 s doubling to 300 s per pod and image) runs,
+`ErrImageNeverPull` for a missing image with policy Never, `InvalidImageName` (and no pull)
+for a reference the kubelet cannot parse (`model.core.imagerefs`).
+
+Credentials (`model.core.credentials`) come from the pod's `imagePullSecrets`, read through the
+volume manager's `lookup` (so in cluster mode they are fetched from the API like volume
+Secrets), then from the node's docker config file. As the kubelet does, every credential that
+matches the image is tried in order until a pull succeeds, and the image is pulled anonymously
+only when none matches; the error of a pull that failed with several is the kubelet's
+aggregate (`[e1, e2]`). A pull secret that does not exist gives a
+`FailedToRetrieveImagePullSecret` warning and the pull goes on; one whose docker config is
+broken fails the pull (as in the kubelet); one of another type is skipped with an
+`InvalidImagePullSecret` warning. Beyond the kubelet: new credentials for an image (a pull
+secret that appeared or changed) end its back-off at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodelet import settings as settings_mod
+from nodelet.adapters.cri import client as cri
+from nodelet.helpers import backoff
+from nodelet.model.core import credentials, imagerefs, pods
+from nodelet.model.core import events as ev
+from nodelet.model.core import runtime as rt
+from nodelet.model.core import volumes as vol
+from nodelet.services.status import recording
+
+log = logging.getLogger(__name__)
+
+Waiting = MutableMapping[str, tuple[str, str]]
+# What a pull was tried with: the credentials in order (empty: anonymous), or the error that
+# kept it from being tried (a broken pull secret).
+Tried = tuple[credentials.Credential, ...] | str
+
+
+@dataclass
+class _Failure:
+    backoff: backoff.Backoff
+    not_before: float  # monotonic time before which the same pull is not tried again
+    tried: Tried
+    error: str = ""  # the last pull's error, which the back-off's message repeats
+
+
+class ImagePuller:
+    def __init__(
+        self,
+        *,
+        client: cri.RuntimeClient,
+        recorder: recording.EventRecorder,
+        sync: settings_mod.SyncSettings,
+        lookup: vol.Lookup | None = None,
+        node_config: Path | None = None,
+    ) -> None:
+        self._client = client
+        self._recorder = recorder
+        self._sync = sync
+        self._lookup = lookup or vol.no_objects
+        self._node_config = node_config
+        # (pod uid, image) -> the back-off of its failed pulls.
+        self._failures: dict[tuple[str, str], _Failure] = {}
+
+    def check_pull_secrets(self, pod: pods.Pod) -> None:
+        """Look the pod's pull secrets up in every sync, as the kubelet does: a missing one is
+        reported even when no pull is needed, so a typo shows at once."""
+        _, missing = credentials.pull_secrets(pod, self._lookup)
+        if missing:
+            self._recorder.record(pod, "Warning", credentials.FAILED_TO_RETRIEVE,
+                                  credentials.missing_message(missing))
+
+    async def ensure(
+        self, pod: pods.Pod, container: pods.Container, waiting: Waiting
+    ) -> float | rt.ImageInfo | None:
+        """Make the container's image present as its pull policy says: the image (what the
+        runtime says of it, which the caller reads instead of asking again), or seconds to
+        wait before trying again. None: pulled, but the runtime does not show it."""
+        image = container.image
+        problem = imagerefs.invalid(image)
+        if problem is not None:  # the kubelet's first check: no status asked, no pull tried
+            message = f'Failed to apply default image tag "{image}": {problem}'
+            waiting[container.name] = ("InvalidImageName", message)
+            self._recorder.record(pod, "Warning", "InspectFailed", message)
+            self._start_failed(pod, "InvalidImageName")
+            return self._sync.image_backoff
+        policy = container.image_pull_policy
+        present = await self._client.image_status(image) if policy != "Always" else None
+        if present is not None:
+            self._recorder.record(pod, "Normal", ev.PULLED,
+                                  f'Container image "{image}" already present on machine')
+            return present
+        if policy == "Never":
+            message = f'Container image "{image}" is not present with pull policy of Never'
+            waiting[container.name] = ("ErrImageNeverPull", message)
+            self._recorder.record(pod, "Warning", "ErrImageNeverPull", message)
+            self._start_failed(pod, "ErrImageNeverPull")
+            return self._sync.image_backoff  # look again soon: the image may be imported
+        key = (str(pod.uid), image)
+        tried = await self._credentials(pod, image)
+        left = self._backoff_left(key, tried)
+        if left > 0:
+            message = f'Back-off pulling image "{image}"'
+            self._recorder.record(pod, "Normal", ev.BACK_OFF, message)
+            # As the kubelet's: the Waiting message repeats the last pull's error.
+            failure = self._failures.get(key)
+            if failure is not None and failure.error:
+                message = f"{message}: ErrImagePull: {failure.error}"
+            waiting[container.name] = ("ImagePullBackOff", message)
+            self._start_failed(pod, "ImagePullBackOff")
+            return left
+        wait = await self._pull(pod, container, key, waiting, tried)
+        return wait if wait is not None else await self._client.image_status(image)
+
+    def _backoff_left(self, key: tuple[str, str], tried: Tried) -> float:
+        failure = self._failures.get(key)
+        if failure is None or failure.tried != tried:
+            return 0.0
+        return failure.not_before - time.monotonic()
+
+    async def _credentials(self, pod: pods.Pod, image: str) -> Tried:
+        """The credentials to try for `image`, with the events about the pod's pull secrets."""
+        secrets, _ = credentials.pull_secrets(pod, self._lookup)
+        try:
+            ring, unusable = credentials.secrets_keyring(secrets)
+        except credentials.CredentialsError as exc:
+            return exc.message
+        for message in unusable:
+            self._recorder.record(pod, "Warning", credentials.INVALID_PULL_SECRET, message)
+        node = await asyncio.to_thread(self._node_keyring)
+        return credentials.credentials_for(image, (ring, node))
+
+    def _node_keyring(self) -> credentials.Keyring:
+        """The node's docker config file, read at each pull; missing or broken: no credentials
+        (the kubelet logs a broken one and goes on)."""
+        path = self._node_config
+        if path is None:
+            return credentials.Keyring()
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return credentials.Keyring()
+        except OSError as exc:
+            log.warning("cannot read the node's registry credentials %s: %s", path, exc)
+            return credentials.Keyring()
+        try:
+            return credentials.keyring(
+                credentials.parse_config(data, wrapped=True, source=f"registry config {path}"))
+        except credentials.CredentialsError as exc:
+            log.warning("ignoring the node's registry credentials: %s", exc.message)
+            return credentials.Keyring()
+
+    async def _pull(
+        self,
+        pod: pods.Pod,
+        container: pods.Container,
+        key: tuple[str, str],
+        waiting: Waiting,
+        tried: Tried,
+    ) -> float | None:
+        image = container.image
+        self._recorder.record(pod, "Normal", ev.PULLING, f'Pulling image "{image}"')
+        started = time.monotonic()
+        error = await self._pull_with(image, tried)
+        if error is not None:
+            return self._failed(pod, container, key, waiting, error, tried)
+        self._failures.pop(key, None)
+        took = time.monotonic() - started
+        self._recorder.record(
+            pod, "Normal", ev.PULLED, f'Successfully pulled image "{image}" in {took:.3f}s'
+        )
+        return None
+
+    async def _pull_with(self, image: str, tried: Tried) -> str | None:
+        """Pull with each credential in turn until one works (anonymously when there are
+        none); the runtime's words when no pull worked."""
+        if isinstance(tried, str):
+            return tried
+        errors: list[str] = []
+        for credential in tried or (None,):
+            try:
+                await self._client.pull_image(image, credential.auth if credential else None)
+            except cri.CriError as exc:
+                errors.append(exc.detail)
+            else:
+                if credential is not None:
+                    log.info("pulled %s with credentials of %s", image, credential.source)
+                return None
+        return _aggregate(errors)
+
+    def _failed(
+        self,
+        pod: pods.Pod,
+        container: pods.Container,
+        key: tuple[str, str],
+        waiting: Waiting,
+        error: str,
+        tried: Tried,
+    ) -> float:
+        waiting[container.name] = ("ErrImagePull", error)
+        self._recorder.record(
+            pod, "Warning", ev.FAILED, f'Failed to pull image "{container.image}": {error}'
+        )
+        self._start_failed(pod, "ErrImagePull")
+        failure = self._failures.get(key)
+        delays = failure.backoff if failure else backoff.Backoff(
+            self._sync.image_backoff, self._sync.image_backoff_max)
+        delay = delays.next_delay()
+        self._failures[key] = _Failure(delays, time.monotonic() + delay, tried, error)
+        return delay
+
+    def _start_failed(self, pod: pods.Pod, reason: str) -> None:
+        """The kubelet's `Failed` event of a container start that stopped at its image
+        (kuberuntime startContainer: `Error: <reason>`)."""
+        self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {reason}")
+
+    def forget_pod(self, uid: pods.PodUID) -> None:
+        for key in [k for k in self._failures if k[0] == uid]:
+            del self._failures[key]
+
+
+def _aggregate(errors: list[str]) -> str:
+    """One error as it is, several as `[e1, e2]` (each once): the kubelet's aggregate error."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else f"[{', '.join(unique)}]"

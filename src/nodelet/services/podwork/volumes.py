@@ -1,0 +1,414 @@
+"""The volume manager: sets up a pod's volumes on the host and says what each container mounts.
+
+`VolumeManager.prepare` runs on every sync of a pod, before its sandbox is created: it makes
+each volume's directory (emptyDir, tmpfs for `medium: Memory` and for secrets and projected
+volumes, as the kubelet keeps secrets off the disk), checks hostPaths, and (re)writes the
+files of configMap, secret, downwardAPI and projected volumes (service account tokens from
+the token source, `services.cluster.tokens` in cluster mode) with the kubelet's atomic
+`..data` swap, so updates and rotated tokens reach mounted files and a reader never sees a
+half-written set.
+
+subPath and subPathExpr mounts are made when the container is created (`expand_sub_paths`,
+the kubelet's makeMounts): the path is opened inside the volume without following symlinks
+and what was opened is bind-mounted by descriptor onto a path of nodelet's own, which is what
+the runtime gets. A container can turn a directory of its volume into a symlink at any time,
+so a checked path handed on as a string could lead out of the volume (CVE-2017-1002101,
+CVE-2021-25741). Like the kubelet's, a subPath mount keeps the file it was made from: it does
+not follow later updates of a configMap.
+
+`share_root` makes the root a shared mount at start-up (the kubelet's MakeRShared of its root
+directory): containerd accepts HostToContainer and Bidirectional propagation only for sources
+on a shared (or slave) mount.
+
+Layout (the kubelet's): `<root>/<pod uid>/volumes/kubernetes.io~<plugin>/<volume name>`, and
+the subPath binds `<root>/<pod uid>/volume-subpaths/<volume>/<container>/<mount index>`.
+
+Exceptions::
+
+    VolumeError     a volume could not be set up (or torn down); `.volume` names it,
+                    `.message` is the kubelet's error text, `.event_message` the FailedMount
+                    event message
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+
+from nodelet.adapters import hostdirs, mounts
+from nodelet.helpers import errors
+from nodelet.model.core import envvars, pods, runtime, tokens
+from nodelet.model.core import volumes as vol
+
+log = logging.getLogger(__name__)
+
+# Under a pod's directory: the subPath bind mounts given to the runtime (the kubelet's name).
+SUB_PATHS_DIR = "volume-subpaths"
+
+# Service account tokens for projected volumes (cluster mode: `services.cluster.tokens`); raises a
+# `helpers.errors.MessageError` whose message is the FailedMount text.
+TokenSource = Callable[[tokens.TokenRequest], Awaitable[tokens.Token]]
+
+# Volume types the kubelet backs with tmpfs even without `medium: Memory` (secret data must
+# not reach the node's disk).
+_TMPFS_TYPES = frozenset({"secret", "projected"})
+
+
+class VolumeError(Exception):
+    """A volume that could not be set up; `message` is the text of the FailedMount event."""
+
+    def __init__(self, volume: str, message: str) -> None:
+        super().__init__(f'volume "{volume}": {message}')
+        self.volume = volume
+        self.message = message
+
+    @property
+    def event_message(self) -> str:
+        """The kubelet's FailedMount event message."""
+        return f'MountVolume.SetUp failed for volume "{self.volume}" : {self.message}'
+
+
+class VolumeManager:
+    """Volumes of the pods of one node. Only a pod's worker calls it for that pod.
+
+    `lookup(kind, namespace, name)` returns the ConfigMap or Secret (kind "ConfigMap" or
+    "Secret") or None; `synced(kind, namespace, name)` whether None from `lookup` means the
+    API said the object does not exist (False: it was not read yet, and a missing object is
+    reported as the kubelet's "failed to sync configmap cache", never as "not found").
+    `tokens(request)` fetches the service account tokens of projected volumes (None: there is
+    no API server to ask). `on_refresh_error` hears about volumes that were set up before but
+    cannot be refreshed now (the object or key went away, a token could not be renewed): their
+    files are kept, and the pod goes on, as under the kubelet; by default this is only logged.
+    """
+
+    def __init__(
+        self,
+        *,
+        root: Path,
+        lookup: vol.Lookup,
+        node_name: str,
+        command_timeout: float = 10.0,
+        on_refresh_error: Callable[[pods.Pod, VolumeError], None] | None = None,
+        synced: Callable[[str, str, str], bool] | None = None,
+        tokens: TokenSource | None = None,
+    ) -> None:
+        self._root = root
+        self._lookup = lookup
+        self._synced = synced or (lambda kind, namespace, name: True)
+        self._tokens = tokens
+        self._node_name = node_name
+        self._timeout = command_timeout
+        self._on_refresh_error = on_refresh_error or _log_refresh_error
+
+    def volumes_dir(self, uid: pods.PodUID) -> Path:
+        return self._root / uid / "volumes"
+
+    async def share_root(self) -> None:
+        """Put the root on a shared mount (bound onto itself when needed; `nodelet reset`
+        unmounts it). On failure pods still run; a mount with propagation then fails with
+        containerd's error, so this only logs."""
+        try:
+            await asyncio.to_thread(self._root.mkdir, parents=True, exist_ok=True)
+            bound = await asyncio.to_thread(mounts.make_rshared, self._root)
+        except (mounts.MountError, OSError) as exc:
+            detail = exc.message if isinstance(exc, mounts.MountError) else str(exc)
+            log.warning("pods dir %s is not a shared mount, so mountPropagation "
+                        "HostToContainer and Bidirectional will fail: %s", self._root, detail)
+            return
+        if bound:
+            log.info("bound %s onto itself as a shared mount", self._root)
+
+    def referenced_objects(self, pod: pods.Pod) -> set[tuple[str, str, str]]:
+        """(kind, namespace, name) of the ConfigMaps and Secrets the pod's volumes read."""
+        return vol.referenced_objects(pod)
+
+    # -- set up ---------------------------------------------------------------------------
+
+    async def prepare(
+        self, pod: pods.Pod, *, pod_ip: str = "", host_ip: str = ""
+    ) -> Mapping[str, tuple[runtime.Mount, ...]]:
+        """Set up every volume of the pod (idempotent) and return each container's mounts
+        (init and regular containers, by name). Raises VolumeError for the first volume, in
+        spec order, that cannot be set up."""
+        # 0750, as the kubelet's: no host user but root reaches the pod's files.
+        await asyncio.to_thread(hostdirs.pod_dir, self._root, pod.uid)
+        facts = vol.PodFacts(
+            pod=pod, node_name=self._node_name, pod_ip=pod_ip, host_ip=host_ip,
+            node_cpu_milli=(os.cpu_count() or 1) * 1000, node_memory=_node_memory(),
+        )
+        paths: dict[str, Path] = {}
+        for volume in pod.spec.volumes:
+            try:
+                paths[volume.name] = await self._set_up(pod, volume, facts)
+            except (vol.SourceError, mounts.MountError) as exc:
+                raise VolumeError(volume.name, exc.message) from exc
+            except OSError as exc:
+                raise VolumeError(volume.name, str(exc)) from exc
+        return self._container_mounts(pod, paths)
+
+    async def _set_up(self, pod: pods.Pod, volume: pods.Volume, facts: vol.PodFacts) -> Path:
+        if volume.source_type == "image":  # the runtime mounts the image itself
+            return Path()
+        if volume.source_type == "hostPath":
+            path, type_ = vol.host_path(volume.source)
+            await asyncio.to_thread(mounts.check_host_path, path, type_)
+            return Path(path)
+        plugin = vol.PLUGIN_DIRS.get(volume.source_type)
+        if plugin is None:
+            raise vol.SourceError(f'volume type "{volume.source_type}" is not supported')
+        directory = self.volumes_dir(pod.uid) / plugin / volume.name
+        if volume.source_type == "emptyDir":
+            medium = vol.empty_dir_medium(volume.source)
+            # emptyDir is world-writable so that containers running as any user can use it.
+            # On tmpfs the kubelet passes no mode, so the root has tmpfs's default 1777
+            # (sticky; a subPath made in it inherits that, which [NodeConformance] checks).
+            memory = medium == "Memory"
+            created = await self._make_dir(directory, tmpfs=memory,
+                                           size=vol.tmpfs_size(volume.source),
+                                           mode=0o1777 if memory else 0o777)
+            if created:  # later files are the containers': the setgid bit keeps their group
+                await self._set_ownership(pod, directory, read_only=False)
+            return directory
+        await self._make_dir(directory, tmpfs=volume.source_type in _TMPFS_TYPES, size=None,
+                             mode=0o755)
+        if await self._write_contents(pod, volume, facts, directory):
+            await self._set_ownership(pod, directory, read_only=True)
+        return directory
+
+    async def _set_ownership(self, pod: pods.Pod, directory: Path, *, read_only: bool) -> None:
+        """fsGroup: the volume's files belong to the group and are group-readable (writable
+        for emptyDir), directories setgid, as the kubelet's SetVolumeOwnership. It runs when an
+        emptyDir is made (so fsGroupChangePolicy OnRootMismatch and Always agree) and after
+        each write of a content volume (always recursively: the kubelet ignores the policy
+        for them, and new files must be the group's)."""
+        fs_group = pod.spec.security_context.fs_group
+        if fs_group is not None:
+            await asyncio.to_thread(_set_ownership, directory, fs_group, read_only)
+
+    async def _make_dir(
+        self, directory: Path, *, tmpfs: bool, size: int | None, mode: int
+    ) -> bool:
+        """Make the volume's directory (tmpfs-backed if asked); True when it is new."""
+        created = await asyncio.to_thread(_make_dir, directory)
+        if tmpfs and not await asyncio.to_thread(mounts.is_tmpfs, directory):
+            await mounts.mount_tmpfs(directory, size=size, mode=mode, limit=self._timeout)
+            return True
+        if created:
+            await asyncio.to_thread(directory.chmod, mode)
+        return created
+
+    async def _write_contents(
+        self, pod: pods.Pod, volume: pods.Volume, facts: vol.PodFacts, directory: Path
+    ) -> bool:
+        """(Re)write the volume's files; True when they changed."""
+        try:
+            files = await self._token_files(pod, volume)
+            payload = vol.content_payload(volume, self._lookup, facts, files)
+        except vol.SourceError as exc:
+            error = self._unsynced(pod, volume) or exc
+            if mounts.current_data_dir(directory) is None:
+                if error is exc:
+                    raise
+                raise error from exc
+            # Set up before: keep the files the containers already see (the kubelet does too).
+            self._on_refresh_error(pod, VolumeError(volume.name, error.message))
+            return False
+        if not await asyncio.to_thread(mounts.write_atomically, directory, payload):
+            return False
+        log.info("wrote volume %s of pod %s (%d files)", volume.name, pod.full_name,
+                 len(payload))
+        return True
+
+    def _unsynced(self, pod: pods.Pod, volume: pods.Volume) -> vol.SourceError | None:
+        """The kubelet's error for an object of the volume not read from the API yet (its
+        watch's first list did not answer in time): not "not found", which only the API's
+        answer may say."""
+        for kind, namespace, name in sorted(vol.volume_objects(volume, pod.namespace)):
+            if not self._synced(kind, namespace, name):
+                return vol.SourceError(f"failed to sync {kind.lower()} cache: timed out "
+                                       "waiting for the condition")
+        return None
+
+    async def _token_files(self, pod: pods.Pod, volume: pods.Volume) -> dict[str, bytes]:
+        """The service account tokens of a projected volume's token sources, by path."""
+        requests = tokens.requests(pod, volume)
+        if not requests:
+            return {}
+        if self._tokens is None:
+            raise vol.SourceError("cannot fetch a service account token: nodelet has no API "
+                                  "server to ask (run it with --kubeconfig)")
+        out = {}
+        for path, request in requests.items():
+            try:
+                out[path] = (await self._tokens(request)).token.encode()
+            except errors.MessageError as exc:
+                raise vol.SourceError(exc.message) from exc
+        return out
+
+    # -- mounts ---------------------------------------------------------------------------
+
+    def _container_mounts(
+        self, pod: pods.Pod, paths: Mapping[str, Path]
+    ) -> dict[str, tuple[runtime.Mount, ...]]:
+        by_name = {v.name: v for v in pod.spec.volumes}
+        out: dict[str, tuple[runtime.Mount, ...]] = {}
+        for container in (*pod.spec.init_containers, *pod.spec.containers):
+            out[container.name] = tuple(
+                self._image_mount(m, by_name[m.name]) if by_name[m.name].source_type == "image"
+                else self._mount(m, paths[m.name], by_name[m.name].source_type)
+                for m in container.volume_mounts
+            )
+        return out
+
+    def _image_mount(self, mount: pods.VolumeMount, volume: pods.Volume) -> runtime.Mount:
+        """An image volume: always read-only (the kubelet's), its subPath mounted by the
+        runtime from inside the image."""
+        reference, policy = vol.image_volume(volume.source)
+        if mount.sub_path:
+            try:
+                vol.check_sub_path(mount.sub_path)
+            except vol.SourceError as exc:
+                raise VolumeError(mount.name, exc.message) from exc
+        return runtime.Mount(container_path=mount.mount_path, host_path="", readonly=True,
+                             volume=mount.name, image=reference, image_pull_policy=policy,
+                             image_sub_path=mount.sub_path)
+
+    def _mount(self, mount: pods.VolumeMount, base: Path, source_type: str) -> runtime.Mount:
+        """The whole volume; a subPath mount too, until `expand_sub_paths` binds the path
+        when the container is created."""
+        # The kubelet always mounts the volumes whose files it writes read-only.
+        read_only = mount.read_only or source_type in vol.CONTENT_TYPES
+        if mount.sub_path:
+            try:
+                vol.check_sub_path(mount.sub_path)
+            except vol.SourceError as exc:
+                raise VolumeError(mount.name, exc.message) from exc
+        return runtime.Mount(container_path=mount.mount_path, host_path=str(base),
+                             readonly=read_only,
+                             propagation=vol.mount_propagation(mount.mount_propagation),
+                             volume=mount.name, recursive_request=mount.recursive_read_only)
+
+    # -- tear down ------------------------------------------------------------------------
+
+    async def cleanup(self, pod_uid: pods.PodUID) -> None:
+        """Unmount and remove the pod's subPath binds, then every volume directory of the pod;
+        idempotent. Call it once the pod's containers and sandbox are gone (hostPath contents
+        are never touched)."""
+        for directory in (self._root / pod_uid / SUB_PATHS_DIR, self.volumes_dir(pod_uid)):
+            if await asyncio.to_thread(directory.exists):
+                await self._unmount_all(directory)
+                # rmtree does not follow symlinks, so `..data` links and hostPaths are safe.
+                await asyncio.to_thread(shutil.rmtree, directory)
+        try:
+            await asyncio.to_thread((self._root / pod_uid).rmdir)  # when nothing else is there
+        except OSError:
+            pass
+
+    async def _unmount_all(self, directory: Path) -> None:
+        """Unmount everything below `directory` (mounts stacked on one path too); raises
+        VolumeError unless nothing is left mounted."""
+        for _ in range(mounts.UNMOUNT_PASSES):
+            points = await asyncio.to_thread(mounts.mount_points, directory)
+            if not points:
+                return
+            for point, fstype in points:
+                try:
+                    await mounts.unmount(point, limit=self._timeout, fstype=fstype)
+                except mounts.MountError as exc:
+                    raise VolumeError(point.name, exc.message) from exc
+        left = await asyncio.to_thread(mounts.mount_points, directory)
+        if left:
+            # Never delete through a mount point: the data would belong to someone else.
+            paths = ", ".join(str(p) for p, _ in left)
+            raise VolumeError(left[0][0].name, f"still mounted, not removed: {paths}")
+
+
+def _log_refresh_error(pod: pods.Pod, error: VolumeError) -> None:
+    log.warning("pod %s: keeping the old files: %s", pod.full_name, error.event_message)
+
+
+def _set_ownership(directory: Path, fs_group: int, read_only: bool) -> None:
+    for root, dirs, files in os.walk(directory):
+        for name in (root, *(os.path.join(root, n) for n in (*dirs, *files))):
+            info = os.lstat(name)
+            os.lchown(name, -1, fs_group)
+            if stat.S_ISLNK(info.st_mode):
+                continue  # the `..data` links: chmod would follow them
+            os.chmod(name, vol.owned_mode(info.st_mode & 0o7777, is_dir=stat.S_ISDIR(info.st_mode),
+                                          read_only=read_only))
+
+
+def _make_dir(directory: Path) -> bool:
+    """Create the directory (and its parents); True when it did not exist."""
+    if directory.is_dir():
+        return False
+    directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+    return True
+
+
+def expand_sub_paths(
+    container: pods.Container,
+    mounts_: Sequence[runtime.Mount],
+    variables: Mapping[str, str],
+    *,
+    pod_dir: Path,
+) -> tuple[runtime.Mount, ...]:
+    """The container's mounts (from `prepare`, where a subPath or subPathExpr mount is the
+    whole volume) with each subPath (a `subPathExpr` expanded from the container's environment
+    first) created when missing, opened safely and bind-mounted onto
+    `<pod_dir>/volume-subpaths/<volume>/<container>/<mount index>`, the path the runtime gets
+    instead (a bind made before, for an earlier instance of the container, is reused).
+    Blocking (file system, mounts): run it in a thread. Raises `envvars.ConfigError` with the
+    kubelet's words (CreateContainerConfigError): it happens when the container is created."""
+    specs = {m.mount_path: (index, m) for index, m in enumerate(container.volume_mounts)
+             if m.sub_path or m.sub_path_expr}
+    out = []
+    for mount in mounts_:
+        index, spec = specs.get(mount.container_path, (0, None))
+        sub_path = envvars.sub_path(spec, variables) if spec is not None else ""
+        if spec is None or not sub_path or mount.image:  # an image's subPath is the runtime's
+            out.append(mount)
+            continue
+        target = pod_dir / SUB_PATHS_DIR / spec.name / container.name / str(index)
+        try:
+            _bind_sub_path(Path(mount.host_path), sub_path, target)
+        except (vol.SourceError, mounts.MountError, OSError) as exc:
+            detail = str(exc) if isinstance(exc, OSError) else exc.message
+            raise envvars.ConfigError(
+                f'failed to prepare subPath for volumeMount "{spec.name}" of container '
+                f'"{container.name}": {detail}'
+            ) from exc
+        out.append(dataclasses.replace(mount, host_path=str(target)))
+    return tuple(out)
+
+
+def _bind_sub_path(base: Path, sub_path: str, target: Path) -> None:
+    """Bind `base/sub_path` onto `target`, as the kubelet's makeMounts and doBindSubPath: a
+    missing path is made as directories with the volume root's mode and group; symlinks are
+    resolved once and must stay inside the volume; the resolved path is then opened without
+    following any symlink (one swapped in meanwhile is refused) and bound by descriptor."""
+    vol.check_sub_path(sub_path)
+    top = os.path.realpath(base)
+    if not os.path.lexists(os.path.join(top, sub_path)):
+        root = os.stat(top)
+        mounts.make_dirs_beneath(top, sub_path, mode=stat.S_IMODE(root.st_mode),
+                                 gid=root.st_gid)
+    resolved = os.path.realpath(os.path.join(top, sub_path))
+    if resolved != top and not resolved.startswith(top.rstrip("/") + "/"):
+        raise vol.SourceError(f'subPath "{sub_path}" resolves outside the volume: {resolved}')
+    fd = mounts.open_beneath(top, os.path.relpath(resolved, top))
+    try:
+        mounts.bind_descriptor(fd, target)
+    finally:
+        os.close(fd)
+
+
+def _node_memory() -> int:
+    """The node's memory in bytes (what an unset memory limit means to the downward API)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
