@@ -242,7 +242,7 @@ def registry() -> Any:
     `.host` ("127.0.0.1:PORT"), `.push(repo, tag)` → a pullable reference to a fresh busybox
     variant, `async with .slow_proxy(delay_s) as proxy:` → `proxy.host` holds blob GETs.
     """
-    import registry as registry_  # tests/support/registry.py
+    from support import registry as registry_  # tests/support/registry.py
 
     with registry_.Registry.started() as running:
         yield running

@@ -44,6 +44,9 @@ SUBSET = [
     r"Container Lifecycle Hook when create a pod with lifecycle hook should execute "
     r"poststart exec hook properly",
     r"Pods should support retrieving logs from the container over websockets",
+    # In-place resize of pod-level resources: status, the pod cgroup and the containers' own.
+    r"PLR Pod InPlace Resize .*burstable pods - pod-level resources pod-level resize with "
+    r"limits add",
 ]
 PROGRAMS = ("e2e.test", "ginkgo", "agnhost", "nnp", "kube-apiserver", "etcd")
 
