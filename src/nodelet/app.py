@@ -168,6 +168,7 @@ class Agent:
                 services=lambda: self.cluster.services if self.cluster is not None else None),
             health=syncing.NodeHealth(qos=self.qos, pressure=self._pressure),
             node=syncing.NodeFacts(host_ip=self._host_ip, host_ips=self._host_ips,
+                                   memory_capacity=self.node_spec.machine.memory_bytes,
                                    logs_root=s.data_dir / "logs",
                                    pods_root=s.data_dir / "pods",
                                    admission=self._admission_facts(

@@ -208,9 +208,10 @@ def pod_resources(
     _check_hugepages({*limits, *written_requests}, path)
     written = _written(res, written_requests)
     requests = dict(written_requests)
+    # What the containers ask together: it defaults the pod's requests and bounds them.
+    totals = {"cpu": sum(c.resources.cpu_request_milli for c in containers),
+              "memory": sum(c.resources.memory_request for c in containers)}
     if limits:  # defaultPodRequests: only when pod-level limits are set
-        totals = {"cpu": sum(c.resources.cpu_request_milli for c in containers),
-                  "memory": sum(c.resources.memory_request for c in containers)}
         for name, limit in limits.items():
             if name in requests:
                 continue
@@ -223,8 +224,7 @@ def pod_resources(
                 shown = written["limits"][name]
             written.setdefault("requests", {})[name] = shown
     out = _converted(requests, limits, written)
-    for name, total in (("cpu", sum(c.resources.cpu_request_milli for c in containers)),
-                        ("memory", sum(c.resources.memory_request for c in containers))):
+    for name, total in totals.items():
         own = out.cpu_request_milli if name == "cpu" else out.memory_request
         if name in requests and total > own:
             raise fields.InvalidValueError(

@@ -152,6 +152,8 @@ class NodeFacts:
         default_factory=lambda: runtime.RuntimeStatus(conditions=()))
     # Every node IP, the primary first (a dual-stack node's InternalIPs); empty: `host_ip`.
     host_ips: tuple[str, ...] = ()
+    # The machine's memory in bytes (the containers' OOM score; 0: unknown).
+    memory_capacity: int = 0
 
     @property
     def all_ips(self) -> tuple[str, ...]:
@@ -257,7 +259,7 @@ class PodSyncer:
             node=containers.NodeContext(
                 pods_root=node.pods_root, security=node.security,
                 downward=_downward_node(settings.node_name, node),
-                memory_capacity=host.machine_facts().memory_bytes),
+                memory_capacity=node.memory_capacity),
         )
 
     # -- status ---------------------------------------------------------------------------
