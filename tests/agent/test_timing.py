@@ -11,13 +11,14 @@ import time
 from datetime import datetime
 
 import pytest
+from test_images import image_pod
 from test_logs import logs
 
 from conftest import AgentFactory
 from nodelet import settings
 from nodelet.model.core import events as ev
 from nodelet.model.core import status as st
-from support.harness import Harness, cond, pod_manifest
+from support.harness import Harness, cond, pod_manifest, waiting_reason
 from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -163,6 +164,27 @@ async def test_crash_loop_back_off_ends_on_time(make_agent: AgentFactory) -> Non
     await agent.wait_status("crash", lambda s: bool(s.container_statuses)
                             and s.container_statuses[0].restart_count >= 3, within=30,
                             what="three restarts")
+
+
+async def test_an_image_back_off_shows_in_the_status_during_its_window(
+    make_agent: AgentFactory,
+) -> None:
+    """A pull back-off of a minute: the pod is synced again as a failed sync is (10 s, up to
+    15), inside the window, so the status says ImagePullBackOff long before the next pull —
+    not only for the instant before it (the differential harness's image-unreachable case)."""
+    agent = await make_agent(sync_settings={"resync_period": DEFAULTS.resync_period,
+                                            "retry_period": DEFAULTS.retry_period,
+                                            "image_backoff": 60.0, "image_backoff_max": 60.0})
+    agent.write("unreachable.yaml", image_pod("unreachable", "127.0.0.1:9/nodelet/absent:1",
+                                              "IfNotPresent"))
+    await agent.wait_status("unreachable", lambda s: waiting_reason(s) == "ErrImagePull",
+                            within=30, what="ErrImagePull after the first pull")
+    failed_at = time.monotonic()
+    await agent.wait_status("unreachable", lambda s: waiting_reason(s) == "ImagePullBackOff",
+                            within=DEFAULTS.retry_period * (1 + DEFAULTS.retry_jitter) + 5,
+                            what="ImagePullBackOff within a failed sync's retry")
+    pulls = [e for e in agent.events_of("unreachable") if e.reason == ev.PULLING]
+    assert sum(e.count for e in pulls) == 1, (pulls, time.monotonic() - failed_at)
 
 
 # -- a finished pod -------------------------------------------------------------------------

@@ -2,11 +2,14 @@
 ImagePullBackOff).
 
 `ImagePuller.ensure` is called before a container is created. It returns None when the image is
-there (pulled now if the policy says so), or the seconds until another attempt makes sense; in
-that case the container's waiting reason is set: `ErrImagePull` right after a failed pull,
+there (pulled now if the policy says so), or the seconds until the pod should be synced again;
+in that case the container's waiting reason is set: `ErrImagePull` right after a failed pull,
 `ImagePullBackOff` while the back-off (10 s doubling to 300 s per pod and image) runs,
 `ErrImageNeverPull` for a missing image with policy Never, `InvalidImageName` (and no pull)
-for a reference the kubelet cannot parse (`model.core.imagerefs`).
+for a reference the kubelet cannot parse (`model.core.imagerefs`). The pod is synced again as
+the kubelet re-queues a failed sync (`sync.retry_period`, 10 s stretched by up to 50 %), or at
+the back-off's end if that comes first: so `ImagePullBackOff` shows in the status during the
+back-off, as the kubelet's does, and the pull is retried the moment the back-off ends.
 
 Credentials (`model.core.credentials`) come from the pod's `imagePullSecrets`, read through the
 volume manager's `lookup` (so in cluster mode they are fetched from the API like volume
@@ -93,7 +96,7 @@ class ImagePuller:
             waiting[container.name] = ("InvalidImageName", message)
             self._recorder.record(pod, "Warning", "InspectFailed", message)
             self._start_failed(pod, "InvalidImageName")
-            return self._sync.image_backoff
+            return self._requeue()
         policy = container.image_pull_policy
         present = await self._client.image_status(image) if policy != "Always" else None
         if present is not None:
@@ -105,7 +108,7 @@ class ImagePuller:
             waiting[container.name] = ("ErrImageNeverPull", message)
             self._recorder.record(pod, "Warning", "ErrImageNeverPull", message)
             self._start_failed(pod, "ErrImageNeverPull")
-            return self._sync.image_backoff  # look again soon: the image may be imported
+            return self._requeue()  # look again: the image may be imported meanwhile
         key = (str(pod.uid), image)
         tried = await self._credentials(pod, image)
         left = self._backoff_left(key, tried)
@@ -118,9 +121,15 @@ class ImagePuller:
                 message = f"{message}: ErrImagePull: {failure.error}"
             waiting[container.name] = ("ImagePullBackOff", message)
             self._start_failed(pod, "ImagePullBackOff")
-            return left
+            return self._requeue(left)
         wait = await self._pull(pod, container, key, waiting, tried)
         return wait if wait is not None else await self._client.image_status(image)
+
+    def _requeue(self, backoff_left: float | None = None) -> float:
+        """Seconds until the pod's next sync after its image step failed: the kubelet's retry
+        of a failed sync, or the back-off's end if sooner."""
+        retry = backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
+        return retry if backoff_left is None else min(retry, backoff_left)
 
     def _backoff_left(self, key: tuple[str, str], tried: Tried) -> float:
         failure = self._failures.get(key)
@@ -217,7 +226,7 @@ class ImagePuller:
             self._sync.image_backoff, self._sync.image_backoff_max)
         delay = delays.next_delay()
         self._failures[key] = _Failure(delays, time.monotonic() + delay, tried, error)
-        return delay
+        return self._requeue(delay)
 
     def _start_failed(self, pod: pods.Pod, reason: str) -> None:
         """The kubelet's `Failed` event of a container start that stopped at its image

@@ -675,8 +675,11 @@ class PodSyncer:
                 action = await self._replace(run, action, facts)
             delay = await self._execute(run, action)
             if delay is not None:
+                # A back-off's wait counts from the facts it was decided on; a start's (an
+                # image's back-off) from its return, after a pull that may have taken long.
+                since = facts.now if isinstance(action, podactions.BackOff) else self._now()
                 work.wake_at(f"{type(action).__name__}:{action.container.name}",
-                             facts.now + delay)
+                             since + delay)
         return run.errors, tried
 
     def _container_facts(self, pod: pods.Pod, sandbox: runtime.SandboxInfo,
