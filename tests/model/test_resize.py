@@ -14,9 +14,9 @@ from nodelet.model.parsing import manifests
 Mi = 2**20
 
 
-def _pod(containers: list[dict[str, Any]], pod_resources: dict[str, Any] | None = None
-         ) -> pods.Pod:
-    spec: dict[str, Any] = {"containers": containers}
+def _pod(containers: list[dict[str, Any]], pod_resources: dict[str, Any] | None = None,
+         init: list[dict[str, Any]] | None = None) -> pods.Pod:
+    spec: dict[str, Any] = {"containers": containers, **({"initContainers": init} if init else {})}
     if pod_resources is not None:
         spec["resources"] = pod_resources
     return manifests.pod_from_object({"apiVersion": "v1", "kind": "Pod",
@@ -46,12 +46,29 @@ def test_pod_level_resources_are_parsed_defaulted_and_decide_the_qos_class() -> 
     assert resources.qos_class(_pod([_ctr("a")], {"limits": {"memory": "35Mi"}})) == "Burstable"
 
 
+def test_pod_level_requests_count_init_containers_and_sidecars_as_the_api_server_does() -> None:
+    """AggregateContainerRequests: max(app + sidecars, each init container + the sidecars
+    before it); here the init container's 300m is the peak, the sidecar's 100m runs along."""
+    init = [_ctr("side", {"requests": {"cpu": "100m", "memory": "16Mi"}}, restartPolicy="Always"),
+            _ctr("setup", {"requests": {"cpu": "300m"}})]
+    pod = _pod([_ctr("a", {"requests": {"cpu": "50m", "memory": "32Mi"}})],
+               {"limits": {"cpu": "1", "memory": "128Mi"}}, init=init)
+    assert pod.spec.resources is not None
+    assert (pod.spec.resources.cpu_request_milli, pod.spec.resources.memory_request) == (
+        400, 48 * Mi)
+    assert pod.spec.resources.written["requests"] == {"cpu": "400m", "memory": "48Mi"}
+    with pytest.raises(fields.ManifestError,
+                       match="aggregate container requests of 400m"):
+        _pod([_ctr("a", {"requests": {"cpu": "50m"}})], {"requests": {"cpu": "200m"}},
+             init=init)
+
+
 @pytest.mark.parametrize("pod_resources, containers, message", [
     ({"limits": {"ephemeral-storage": "1Gi"}}, [_ctr("a")], 'Unsupported value: "ephemeral'),
     ({"requests": {"cpu": "100m"}}, [_ctr("a", {"requests": {"cpu": "150m"}})],
      "must be greater than or equal to aggregate container requests of 150m"),
     ({"limits": {"memory": "64Mi"}}, [_ctr("a", {"limits": {"memory": "128Mi"}})],
-     "must be less than or equal to pod limits"),
+     "must be less than or equal to pod limits of 64Mi"),
 ])
 def test_pod_level_resources_the_api_server_would_refuse_are_refused(
         pod_resources: dict[str, Any], containers: list[dict[str, Any]], message: str) -> None:

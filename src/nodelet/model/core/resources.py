@@ -98,12 +98,21 @@ def pod_amounts(
 ) -> dict[str, int]:
     """The pod's total of a per-container amount (requests, limits), as the kubelet's
     PodRequests/PodLimits add them up with init containers and sidecars."""
+    return aggregate(pod.spec.containers, pod.spec.init_containers, of)
+
+
+def aggregate(
+    containers: Iterable[pods.Container], init_containers: Iterable[pods.Container],
+    of: Callable[[pods.Container], Amounts],
+) -> dict[str, int]:
+    """AggregateContainerRequests/Limits: max(app containers + sidecars, each init container
+    + the sidecars started before it)."""
     running: dict[str, int] = {}
-    for container in pod.spec.containers:
+    for container in containers:
         running = _add(running, of(container))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for container in pod.spec.init_containers:
+    for container in init_containers:
         own = of(container)
         if container.restart_policy == "Always":
             sidecars = _add(sidecars, own)

@@ -377,10 +377,12 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
     override = _hostname_override(spec)
     _token_needs_account(spec, _names(spec))
     _scheduling(spec, strict)
+    init_containers = containerspecs.containers(spec, "initContainers", strict=strict)
     out = pods.PodSpec(
         containers=containers,
-        resources=resourcespecs.pod_resources(spec, containers, strict=strict),
-        init_containers=containerspecs.containers(spec, "initContainers", strict=strict),
+        resources=resourcespecs.pod_resources(spec, containers, init_containers,
+                                              strict=strict),
+        init_containers=init_containers,
         ephemeral_containers=_ephemeral_containers(spec, strict),
         volumes=fields.items(
             spec, "volumes", "spec", lambda v, p: volumespecs.volume(v, p, strict=strict)

@@ -19,6 +19,7 @@ from decimal import Decimal, localcontext
 from typing import Any
 
 from nodelet.model.core import fields, names, pods, quantities
+from nodelet.model.core import resources as podresources
 from nodelet.model.parsing import apifields, podfields
 
 INT64_MAX = 2**63 - 1
@@ -183,13 +184,15 @@ def _written(res: Mapping[str, Any], requests: Mapping[str, Decimal]) -> dict[st
 
 
 def pod_resources(
-    spec: Mapping[str, Any], containers: Sequence[pods.Container], *, strict: bool,
+    spec: Mapping[str, Any], containers: Sequence[pods.Container],
+    init_containers: Sequence[pods.Container], *, strict: bool,
 ) -> pods.Resources | None:
     """`spec.resources`, the pod-level requests and limits (PodLevelResources), checked as the
     API server checks them (cpu, memory and hugepages only; requests at least what the
-    containers ask together; no container limit above the pod's) and defaulted as it defaults
-    them: a missing request is the containers' total request, or else the pod's limit.
-    None: not set."""
+    containers ask together, init containers and sidecars counted as the scheduler counts
+    them; no app container's limit above the pod's) and defaulted as it defaults them: once
+    pod-level limits are set, a missing cpu or memory request is the containers' aggregate
+    request, or else the pod's limit. None: not set."""
     if spec.get("resources") is None:
         return None
     path = "spec.resources"
@@ -200,7 +203,7 @@ def pod_resources(
     written_requests = _quantities(res, "requests", path)
     for key, amounts in (("limits", limits), ("requests", written_requests)):
         for name in amounts:
-            if name not in ("cpu", "memory") and not name.startswith(HUGEPAGES_PREFIX):
+            if not _pod_level(name):
                 raise fields.InvalidValueError(
                     f'Unsupported value: "{name}": supported values: "cpu", "hugepages-*", '
                     '"memory"', path=f"{path}.{key}[{name}]")
@@ -208,38 +211,57 @@ def pod_resources(
     _check_hugepages({*limits, *written_requests}, path)
     written = _written(res, written_requests)
     requests = dict(written_requests)
-    # What the containers ask together: it defaults the pod's requests and bounds them.
-    totals = {"cpu": sum(c.resources.cpu_request_milli for c in containers),
-              "memory": sum(c.resources.memory_request for c in containers)}
+    # What the containers ask together (AggregateContainerRequests): it defaults the pod's
+    # requests and bounds them.
+    totals = {name: total for name, total in podresources.aggregate(
+        containers, init_containers, podresources.container_requests).items()
+        if _pod_level(name)}
     if limits:  # defaultPodRequests: only when pod-level limits are set
+        for name in ("cpu", "memory"):  # the overcommittable ones, from the containers
+            if name not in requests and totals.get(name):
+                requests[name] = _decimal(name, totals[name])
+                written.setdefault("requests", {})[name] = _as_quantity(name, totals[name])
         for name, limit in limits.items():
-            if name in requests:
-                continue
-            total = totals.get(name, 0)
-            if total:
-                requests[name] = Decimal(total) / 1000 if name == "cpu" else Decimal(total)
-                shown = f"{total}m" if name == "cpu" else str(total)
-            else:
+            if name not in requests:
                 requests[name] = limit
-                shown = written["limits"][name]
-            written.setdefault("requests", {})[name] = shown
+                written.setdefault("requests", {})[name] = written["limits"][name]
     out = _converted(requests, limits, written)
     for name, total in totals.items():
-        own = out.cpu_request_milli if name == "cpu" else out.memory_request
-        if name in requests and total > own:
+        if name in requests and _decimal(name, total) > requests[name]:
             raise fields.InvalidValueError(
-                f"must be greater than or equal to aggregate container requests of {total}"
-                f"{'m' if name == 'cpu' else ''}", path=f"{path}.requests[{name}]")
-    for i, container in enumerate(containers):
-        for name, theirs, own in (("cpu", container.resources.cpu_limit_milli,
-                                   out.cpu_limit_milli),
-                                  ("memory", container.resources.memory_limit,
-                                   out.memory_limit)):
-            if name in limits and theirs > own:
-                raise fields.InvalidValueError(
-                    "must be less than or equal to pod limits",
-                    path=f"spec.containers[{i}].resources.limits[{name}]")
+                "must be greater than or equal to aggregate container requests of "
+                f"{_as_quantity(name, total)}", path=f"{path}.requests[{name}]")
+    _check_container_limits(containers, limits, written, path)
     return out
+
+
+def _pod_level(name: str) -> bool:
+    return name in ("cpu", "memory") or name.startswith(HUGEPAGES_PREFIX)
+
+
+def _decimal(name: str, amount: int) -> Decimal:
+    """An amount in `resources.Amounts` units (cpu in millicores) as a quantity."""
+    return Decimal(amount) / 1000 if name == "cpu" else Decimal(amount)
+
+
+def _as_quantity(name: str, amount: int) -> str:
+    """An amount as Quantity.String writes the sum of the containers' quantities."""
+    if name == "cpu":
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    return quantities.format_binary(amount)
+
+
+def _check_container_limits(containers: Sequence[pods.Container],
+                            limits: Mapping[str, Decimal],
+                            written: Mapping[str, Mapping[str, str]], path: str) -> None:
+    """No app container's limit above the pod's (the API server's path and words)."""
+    for i, container in enumerate(containers):
+        for name, theirs in (("cpu", _decimal("cpu", container.resources.cpu_limit_milli)),
+                             ("memory", Decimal(container.resources.memory_limit))):
+            if name in limits and theirs > limits[name]:
+                raise fields.InvalidValueError(
+                    f"must be less than or equal to pod limits of {written['limits'][name]}",
+                    path=f"{path}.containers[{i}][{name}].limits")
 
 
 def _converted(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal],
