@@ -205,6 +205,15 @@ BEST_EFFORT_OOM_SCORE_ADJ = 1000
 _NODE_CRITICAL_PRIORITY = 2_000_001_000
 
 
+def cri_resources(resources_: pods.Resources, oom_score: int) -> runtime.LinuxResources:
+    """A container's cgroup limits and OOM score as CRI carries them, at creation and at each
+    resize (the kubelet's generateLinuxContainerResources): the minimum CPU shares when it
+    has no resources."""
+    return dataclasses.replace(
+        linux_resources(resources_) or runtime.LinuxResources(cpu_shares=MIN_CPU_SHARES),
+        oom_score_adj=oom_score)
+
+
 def oom_score_adj(pod: pods.Pod, container: pods.Container, memory_capacity: int) -> int:
     """GetContainerOOMScoreAdjust: -997 for Guaranteed (and node-critical) pods, 1000 for
     BestEffort, and for Burstable 1000 - 1000 * request / capacity (the pod-level request
@@ -287,10 +296,8 @@ def container_config(
         mounts=mounts,
         labels=labels,
         annotations=annotations,
-        resources=dataclasses.replace(
-            linux_resources(effective_resources(pod, container))
-            or runtime.LinuxResources(cpu_shares=MIN_CPU_SHARES),
-            oom_score_adj=oom_score_adj(pod, container, memory_capacity)),
+        resources=cri_resources(effective_resources(pod, container),
+                                oom_score_adj(pod, container, memory_capacity)),
         security=security,
         stdin=container.stdin,
         stdin_once=container.stdin_once,

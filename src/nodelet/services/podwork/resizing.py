@@ -51,10 +51,12 @@ class ResizeWork:
 
 class Resizer:
     def __init__(self, *, client: cri.RuntimeClient, recorder: recording.EventRecorder,
-                 node: Callable[[], admission.Node], cgroup_parent: Callable[[pods.Pod], str]
-                 ) -> None:
-        """`node()`: what admission knows of this node; `cgroup_parent(pod)`: the pod cgroup."""
+                 node: Callable[[], admission.Node], cgroup_parent: Callable[[pods.Pod], str],
+                 memory_capacity: int) -> None:
+        """`node()`: what admission knows of this node; `cgroup_parent(pod)`: the pod cgroup;
+        `memory_capacity`: the node's memory in bytes, which Burstable OOM scores weigh."""
         self._client = client
+        self._memory_capacity = memory_capacity
         self._recorder = recorder
         self._node = node
         self._cgroup_parent = cgroup_parent
@@ -179,7 +181,7 @@ class Resizer:
 
     async def _write(self, pod: pods.Pod, work: ResizeWork, steps: list[resize.Step],
                      parent: str) -> None:
-        own = {c.name: c.resources for c in (*pod.spec.init_containers, *pod.spec.containers)}
+        everything = {c.name: c for c in (*pod.spec.init_containers, *pod.spec.containers)}
         for step in steps:
             if isinstance(step, resize.PodWrite):
                 limits = qoscgroups.pod_limits(step.cgroup)
@@ -190,10 +192,13 @@ class Resizer:
                 await asyncio.to_thread(cgroups.apply, parent, part)
                 work.pod_cgroup = _merged(work.pod_cgroup, step)
                 continue
+            container = everything[step.name]
+            # With its OOM score, as the kubelet sends it: a Burstable score follows the
+            # memory request.
             await self._client.update_container_resources(
-                step.container_id, specs.linux_resources(step.resources)
-                or runtime.LinuxResources(cpu_shares=specs.MIN_CPU_SHARES))
-            work.actuated[step.container_id] = (own[step.name], step.resources)
+                step.container_id, specs.cri_resources(step.resources, specs.oom_score_adj(
+                    pod, container, self._memory_capacity)))
+            work.actuated[step.container_id] = (container.resources, step.resources)
 
     def view(self, pod: pods.Pod, state: runtime.PodRuntime,
              work: ResizeWork) -> resize.View:

@@ -251,7 +251,8 @@ class PodSyncer:
         self._resizer = resizing.Resizer(
             client=client, recorder=recorder, node=lambda: self._node.admission,
             cgroup_parent=lambda pod: specs.pod_cgroup_parent(
-                pod, self._settings.node.cgroup_root))
+                pod, self._settings.node.cgroup_root),
+            memory_capacity=node.memory_capacity)
         self._containers = containers.ContainerRunner(
             client=client, recorder=recorder, puller=self._puller,
             hooks=hooks.HookRunner(client=client), lookup=lookup or vol.no_objects,
