@@ -16,7 +16,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from nodelet import settings as settings_mod
@@ -25,17 +24,16 @@ from nodelet.adapters import containerd, host, hostdirs, http_server, node_serve
 from nodelet.adapters.cri import client as cri
 from nodelet.adapters.cri import events as cri_events
 from nodelet.adapters.events import client as events_client
-from nodelet.helpers import backoff, tasks
+from nodelet.helpers import backoff, clocks, tasks
 from nodelet.model.core import (
     admission,
-    credentials,
-    envvars,
     eviction,
     health,
     nodeips,
     nodes,
     pods,
     qoscgroups,
+    reads,
     resources,
     runtime,
     security,
@@ -64,10 +62,6 @@ if TYPE_CHECKING:
     from nodelet.services.serving import progress
 
 log = logging.getLogger(__name__)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class Agent:
@@ -130,10 +124,10 @@ class Agent:
             observer=self.metrics.observe_checkpoint_write)
         await asyncio.to_thread(self._secure_checkpoint)
         self._checkpoint.start(self._group)
-        self.statuses = statuses.StatusManager(checkpoint=self._checkpoint, clock=utc_now)
+        self.statuses = statuses.StatusManager(checkpoint=self._checkpoint, clock=clocks.utc_now)
         self.statuses.restore()
         self.recorder = recording.EventRecorder(
-            checkpoint=self._checkpoint, node_name=s.node_name, clock=utc_now,
+            checkpoint=self._checkpoint, node_name=s.node_name, clock=clocks.utc_now,
             max_events=s.max_events,
         )
         self.recorder.restore()
@@ -143,6 +137,8 @@ class Agent:
         self._client = await self._connect_runtime()
         self._host_ip = self._host_ips[0]
         self.node_spec = self._node_spec()
+        # The kubelet's active pods: the syncer keeps them, the QoS levels and eviction follow.
+        self.admitted = admission.Admitted()
         self.qos = self._qos_cgroups()
         self.relister = relisting.Relister(client=self._client, on_change=self._runtime_changed)
         self.metrics.watch_runtime(self.relister.pod)
@@ -157,16 +153,19 @@ class Agent:
             on_attempt=self.probe_metrics.observe,
         )
         runtime_status = await self._client.status()
+        # Before the syncer, whose admission weighs its pressure; it runs once pods can be
+        # evicted (below).
+        self.eviction = self._eviction_manager()
         self.syncer = syncing.PodSyncer(
             runtime=syncing.Runtime(client=self._client, relister=self.relister,
                                     events_live=self._events_live),
             managers=syncing.Managers(statuses=self.statuses, volumes=self.volumes,
                                       probes=self.probes, recorder=self.recorder),
-            settings=s, clock=utc_now, observer=self.metrics,
+            settings=s, clock=clocks.utc_now, observer=self.metrics,
             cluster=syncing.ClusterLinks(
-                lookup=self._lookup_object, objects_ready=self._objects_ready,
-                services=lambda: self.cluster.services if self.cluster is not None else None),
-            health=syncing.NodeHealth(qos=self.qos, pressure=self._pressure),
+                lookup=self._lookup_object),
+            health=syncing.NodeHealth(qos=self.qos, pressure=self.eviction.conditions,
+                                      admitted=self.admitted),
             node=syncing.NodeFacts(host_ip=self._host_ip, host_ips=self._host_ips,
                                    memory_capacity=self.node_spec.machine.memory_bytes,
                                    logs_root=s.data_dir / "logs",
@@ -181,7 +180,7 @@ class Agent:
         await self.qos.start(self._group)
         self.workers = workers.PodWorkers(
             syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,
-            deletion_clock=utc_now if s.gates.pod_termination_sli else None,
+            deletion_clock=clocks.utc_now if s.gates.pod_termination_sli else None,
         )
         await self.relister.relist()  # before any worker starts: existing sandboxes are adopted
         await self._start_source()
@@ -194,14 +193,13 @@ class Agent:
         self._group.spawn("relist", self.relister.run(self._relist_period))
         self.log_rotator = logrotation.LogRotator(
             client=self._client, settings=s.logs, running=self._running_containers,
-            clock=utc_now)
+            clock=clocks.utc_now)
         self._group.spawn("log-rotation", self.log_rotator.run())
         # Never removes the sandbox image nodelet's embedded containerd runs pods with.
         self.image_gc = imagegc.ImageGC(
             client=self._client, recorder=self.recorder, settings=s.gc,
-            protected=(settings_mod.PAUSE_IMAGE,), clock=utc_now)
+            protected=(settings_mod.PAUSE_IMAGE,), clock=clocks.utc_now)
         self._group.spawn("image-gc", self.image_gc.run())
-        self.eviction = self._eviction_manager()
         self._group.spawn("eviction", self.eviction.run())
         await self._start_server()
         log.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
@@ -280,14 +278,14 @@ class Agent:
         return dataclasses.replace(spec, reserved=held)
 
     def _qos_cgroups(self) -> qos_service.QosCgroups:
-        """kubepods with node allocatable, its QoS levels following the syncer's admitted
-        pods (started once the syncer exists, before any pod cgroup is made)."""
+        """kubepods with node allocatable, its QoS levels following the admitted pods
+        (started before any pod cgroup is made)."""
         node = self.settings.node
         return qos_service.QosCgroups(
             cgroup_root=node.cgroup_root, period=node.qos_update_period,
             node=qoscgroups.node_allocatable(nodes.capacity(self.node_spec),
                                              (*node.system_reserved, *node.kube_reserved)),
-            active=lambda: self.syncer.admitted_pods())
+            active=self.admitted.all)
 
     def _running_containers(self) -> list[runtime.ContainerInfo]:
         return [c for uid in self.relister.uids() for c in self.relister.pod(uid).containers
@@ -340,14 +338,16 @@ class Agent:
         )
 
         self.cluster = cluster.ClusterMode(
-            settings=s.cluster, statuses=self.statuses, recorder=self.recorder, clock=utc_now,
+            settings=s.cluster, statuses=self.statuses, recorder=self.recorder,
+            clock=clocks.utc_now,
             node=cluster.NodeIdentity(name=s.node_name, host_ip=self._host_ip,
                                       pod_cidrs=s.runtime.pod_cidrs, spec=self.node_spec),
-            views=nodestatus.NodeViews(runtime=self._client, pressure=self._pressure,
+            views=nodestatus.NodeViews(runtime=self._client, pressure=self.eviction.conditions,
                                        images=self._client.list_images),
             listeners=cluster.Listeners(on_pods=self._on_api_pods, on_objects=self._wake_readers,
                                         on_token_due=lambda uid: self.workers.wake(uid)),
         )
+        self.syncer.join_cluster(self.cluster)
         self.cluster.set_static_pods(self._static_pods)  # read before: their mirror pods
         self._track_readers()  # and the objects they read
         await self.cluster.start()  # lists the pods once (→ on_pods) before returning
@@ -358,7 +358,7 @@ class Agent:
             return
         source = self._source = sources.ManifestSource(
             directory=s.manifests_dir, node_name=s.node_name, on_update=self._on_source,
-            clock=utc_now, limits=s.manifest_limits,
+            clock=clocks.utc_now, limits=s.manifest_limits,
         )
         await source.scan()
         watcher = manifestwatching.ManifestWatcher(
@@ -396,18 +396,13 @@ class Agent:
                 paths=evicting.Paths(data_dir=s.data_dir, logs_root=s.data_dir / "logs",
                                      volumes_dir=self.volumes.volumes_dir)),
             control=evicting.PodControl(
-                active=self.syncer.admitted_pods,
+                active=self.admitted.all,
                 evict=lambda pod, message, grace: self.workers.fail(
                     pod.uid, eviction.REASON, message, grace=grace)),
             recorder=self.recorder,
             reclaimers=evicting.Reclaimers(
                 containers=lambda: self.container_gc.collect(evict_terminated=True),
-                images=self.image_gc.delete_unused))
-
-    def _pressure(self) -> frozenset[str]:
-        """The node's pressure conditions (none before the eviction manager started)."""
-        manager: evicting.EvictionManager | None = getattr(self, "eviction", None)
-        return manager.conditions() if manager is not None else frozenset()
+                images=lambda: self.image_gc.delete_unused()))
 
     def _container_gc(self) -> containergc.ContainerGC:
         assert self._client is not None
@@ -430,7 +425,7 @@ class Agent:
 
             self._progress = progress.ProgressService(
                 statuses=self.statuses, recorder=self.recorder, console=self._console,
-                clock=utc_now)
+                clock=clocks.utc_now)
             self._progress.start(self._group)
 
     async def _start_server(self) -> None:
@@ -564,14 +559,14 @@ class Agent:
         if self.cluster is None:
             return
         held = {uid: self.workers.pod(uid) for uid in self.workers.uids()}
-        reads = {}
+        reading = {}
         for uid, pod in (held | self._static_pods | self._api_pods).items():
             cached = self._reads.get(uid)
             if pod is not None:
-                reads[uid] = cached if cached is not None and cached[0] is pod else (
-                    pod, frozenset(self._referenced(pod)))
-        self._reads = reads
-        self.cluster.set_readers({uid: keys for uid, (_, keys) in reads.items()})
+                reading[uid] = cached if cached is not None and cached[0] is pod else (
+                    pod, frozenset(reads.referenced_objects(pod)))
+        self._reads = reading
+        self.cluster.set_readers({uid: keys for uid, (_, keys) in reading.items()})
 
     def _wake_readers(self, changed: set[tuple[str, str, str]]) -> None:
         """Pods waiting for a ConfigMap or Secret (of a volume, env vars, or a pull secret) go on
@@ -581,17 +576,8 @@ class Agent:
             return
         for uid in self.workers.uids():
             pod = self.workers.pod(uid)
-            if pod is not None and self._referenced(pod) & changed:
+            if pod is not None and reads.referenced_objects(pod) & changed:
                 self.workers.wake(uid)
-
-    def _referenced(self, pod: pods.Pod) -> set[tuple[str, str, str]]:
-        """The ConfigMaps and Secrets a pod reads: volumes, env vars, pull secrets."""
-        return (self.volumes.referenced_objects(pod) | credentials.referenced_secrets(pod)
-                | envvars.referenced_objects(pod))
-
-    async def _objects_ready(self, pod: pods.Pod) -> None:
-        if self.cluster is not None:
-            await self.cluster.objects_fetched(self._referenced(pod))
 
     def _object_listed(self, kind: str, namespace: str, name: str) -> bool:
         return self.cluster is None or self.cluster.object_listed(kind, namespace, name)

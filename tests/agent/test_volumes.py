@@ -676,13 +676,6 @@ async def test_cleanup_leaves_nothing(env: Env, tmp_path: Path) -> None:
     await env.manager.cleanup(pods.PodUID("never-seen"))
 
 
-def test_referenced_objects(env: Env) -> None:
-    pod = make_pod(config_volume(), ("s", "secret", {"secretName": "creds"}))
-    assert env.manager.referenced_objects(pod) == {
-        ("ConfigMap", "default", "cfg"), ("Secret", "default", "creds"),
-    }
-
-
 # -- end to end: a busybox container on the real runtime sees the files --------------------
 
 

@@ -276,3 +276,32 @@ def admit(pod: pods.Pod, node: Node, others: Sequence[pods.Pod] = ()) -> Rejecti
         if rejection is not None:
             return rejection
     return None
+
+
+class Admitted:
+    """The pods admitted and not yet terminated: the kubelet's active pods. Admission weighs a
+    new pod (and a resize) against them; the QoS levels and the eviction manager follow them.
+
+    Written only by the pod syncer, as pods are admitted, resized and terminated; read by the
+    node's health jobs, which therefore need no way back into pod work.
+    """
+
+    def __init__(self) -> None:
+        self._pods: dict[pods.PodUID, pods.Pod] = {}
+
+    def all(self) -> list[pods.Pod]:
+        return list(self._pods.values())
+
+    def others(self, uid: pods.PodUID) -> list[pods.Pod]:
+        """Every admitted pod but `uid`."""
+        return [p for u, p in self._pods.items() if u != uid]
+
+    def get(self, uid: pods.PodUID) -> pods.Pod | None:
+        return self._pods.get(uid)
+
+    def put(self, pod: pods.Pod) -> None:
+        self._pods[pod.uid] = pod
+
+    def remove(self, uid: pods.PodUID) -> bool:
+        """Forget `uid`; whether it was admitted (its resources are free again)."""
+        return self._pods.pop(uid, None) is not None

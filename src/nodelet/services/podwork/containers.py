@@ -37,7 +37,7 @@ from nodelet.model.core import (
 )
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
-from nodelet.services.podwork import hooks, images, serviceenv, volumes
+from nodelet.services.podwork import hooks, images, names, volumes
 from nodelet.services.status import recording
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class ContainerRunner:
         hooks: hooks.HookRunner,
         lookup: vol.Lookup,
         node: NodeContext,
-        services: Callable[[], serviceenv.ServiceSource | None] = lambda: None,
+        services: Callable[[], names.ServiceSource | None] = lambda: None,
     ) -> None:
         """`services()`: the cluster's Services for service links (None: standalone)."""
         self._memory_capacity = node.memory_capacity
@@ -164,7 +164,7 @@ class ContainerRunner:
         try:
             environment = envvars.resolve(
                 container, lookup=self._lookup, facts=facts,
-                service_env=await serviceenv.service_env(pod, self._services()))
+                service_env=await names.service_env(pod, self._services()))
             if any(m.sub_path or m.sub_path_expr for m in container.volume_mounts):
                 mounts = await asyncio.to_thread(volumes.expand_sub_paths, container, mounts,
                                                  environment.mapping,

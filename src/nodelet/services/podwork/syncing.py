@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 from nodelet import settings as settings_mod
 from nodelet.adapters import cgroups, host
@@ -36,6 +37,7 @@ from nodelet.model.core import (
     observers,
     podactions,
     pods,
+    reads,
     resize,
     restartall,
     runtime,
@@ -50,12 +52,10 @@ from nodelet.services.pleg import relisting
 from nodelet.services.podwork import (
     containers,
     hooks,
-    hostsfiles,
     images,
-    poddns,
+    names,
     probing,
     resizing,
-    serviceenv,
     userns,
     volumes,
 )
@@ -183,23 +183,32 @@ class Managers:
 
 @dataclass(frozen=True)
 class ClusterLinks:
-    """What cluster mode supplies (standalone: nothing): `lookup` finds ConfigMaps and Secrets
-    (volumes, env, pull secrets); `objects_ready(pod)` returns once those the pod names can be
-    looked up (once read from the API), so "absent" is never "not fetched yet"; `services()`
-    the Services for service links."""
+    """Where a sync finds API objects: `lookup` finds ConfigMaps and Secrets (volumes, env,
+    pull secrets) among the cluster's and the standalone ones."""
 
     lookup: vol.Lookup | None = None
-    objects_ready: Callable[[pods.Pod], Awaitable[None]] | None = None
-    services: Callable[[], serviceenv.ServiceSource | None] = lambda: None
+
+
+class ClusterView(Protocol):
+    """What a joined cluster gives a pod's sync (`services.cluster.cluster.ClusterMode`)."""
+
+    async def objects_fetched(self, keys: set[reads.ObjectKey]) -> None:
+        """Return once the objects of `keys` were listed once (or the wait timed out)."""
+
+    @property
+    def services(self) -> names.ServiceSource | None:
+        """The Services for service links (None until cluster mode started)."""
 
 
 @dataclass(frozen=True)
 class NodeHealth:
-    """The node's own jobs a sync weighs: the QoS cgroup levels (None: not managed) and the
-    pressure conditions that are True (MemoryPressure...), which admission weighs."""
+    """The node's own jobs a sync works with: the QoS cgroup levels (None: not managed), the
+    pressure conditions that are True (MemoryPressure...), which admission weighs, and the
+    admitted pods, which the sync keeps and those jobs follow."""
 
     qos: qoscgroups.QosCgroups | None = None
     pressure: Callable[[], frozenset[str]] = frozenset
+    admitted: admission.Admitted = field(default_factory=admission.Admitted)
 
 
 class PodSyncer:
@@ -216,7 +225,8 @@ class PodSyncer:
         health: NodeHealth = NodeHealth(),
     ) -> None:
         client, recorder, lookup = runtime.client, managers.recorder, cluster.lookup
-        self._objects_ready = cluster.objects_ready or _nothing_to_wait_for
+        # The cluster this node joined (standalone: none), told by `join_cluster`.
+        self._cluster: ClusterView | None = None
         self._pressure = health.pressure
         self._events_live = runtime.events_live
         self._static_pods_critical = settings.eviction.static_pods_critical
@@ -233,13 +243,13 @@ class PodSyncer:
         # The IP families the node serves (its pod CIDRs), for the per-family conditions.
         self._families = extraconditions.served_families(settings.runtime.pod_cidrs)
         # Pods admitted and not yet terminated, which admission weighs a new pod against.
-        self._admitted: dict[pods.PodUID, pods.Pod] = {}
+        self._admitted = health.admitted
         # The QoS levels' shares follow `_admitted` (None: no QoS cgroups are managed).
         self._qos = health.qos
         # The runtime, not the agent, sets the pace: sandboxes created all at once each take
         # several times longer (measured: 0.26 s at 4 in flight, 2 s at 30 on 2 cores).
         self._sandbox_slots = asyncio.Semaphore(settings.sync.max_parallel_sandboxes)
-        self._dns = poddns.PodDNS(settings=settings.dns, recorder=recorder,
+        self._dns = names.PodDNS(settings=settings.dns, recorder=recorder,
                                   node_ips=node.all_ips)
         self._userns = userns.UserNamespaces(node.pods_root)
         # Pull secrets come from `lookup`, the volume manager's ConfigMap/Secret lookup.
@@ -256,7 +266,7 @@ class PodSyncer:
         self._containers = containers.ContainerRunner(
             client=client, recorder=recorder, puller=self._puller,
             hooks=hooks.HookRunner(client=client), lookup=lookup or vol.no_objects,
-            services=cluster.services,
+            services=self._services,
             node=containers.NodeContext(
                 pods_root=node.pods_root, security=node.security,
                 downward=_downward_node(settings.node_name, node),
@@ -378,9 +388,16 @@ class PodSyncer:
                                   f"Failed to create pod sandbox: user namespace: {exc}")
             raise SyncError(f"user namespace of {pod.full_name}: {exc}") from exc
 
-    def admitted_pods(self) -> list[pods.Pod]:
-        """The pods admitted and not yet terminated (the kubelet's active pods)."""
-        return list(self._admitted.values())
+    def join_cluster(self, view: ClusterView) -> None:
+        """From now on pods wait for the API objects they read, and get service links."""
+        self._cluster = view
+
+    async def _objects_ready(self, pod: pods.Pod) -> None:
+        if self._cluster is not None:
+            await self._cluster.objects_fetched(reads.referenced_objects(pod))
+
+    def _services(self) -> names.ServiceSource | None:
+        return self._cluster.services if self._cluster is not None else None
 
     def _terminal(self, pod: pods.Pod) -> bool:
         """In a terminal phase: by its status here, or (after a restart) by the API's."""
@@ -400,7 +417,7 @@ class PodSyncer:
         old = self._statuses.last_known(pod.uid)
         rejection = None
         if old is None or old.phase == "Pending":  # a Failed pod stays so, with its reason
-            others = [p for uid, p in self._admitted.items() if uid != pod.uid]
+            others = self._admitted.others(pod.uid)
             # The eviction manager's handler comes first, as in the kubelet.
             rejection = eviction.admission_rejection(
                 pod, self._pressure(), static_pods_critical=self._static_pods_critical,
@@ -408,7 +425,7 @@ class PodSyncer:
         if rejection is None:
             work.admitted = True
             if old is None or old.phase not in ("Succeeded", "Failed"):
-                self._admitted[pod.uid] = pod
+                self._admitted.put(pod)
                 self._qos_changed()
             return
         work.failure = (rejection.reason, rejection.status_message)
@@ -422,10 +439,9 @@ class PodSyncer:
         admitted = self._admitted.get(pod.uid)
         if admitted is None or self._terminal(pod):
             return pod
-        others = [p for uid, p in self._admitted.items() if uid != pod.uid]
-        pod = self._resizer.allocate(pod, work.resize, others)
+        pod = self._resizer.allocate(pod, work.resize, self._admitted.others(pod.uid))
         if resize.allocation(admitted) != resize.allocation(pod):
-            self._admitted[pod.uid] = pod
+            self._admitted.put(pod)
             self._qos_changed()
         return pod
 
@@ -466,7 +482,7 @@ class PodSyncer:
         """A pod in a terminal phase keeps nothing running: its sandboxes are stopped too, so
         the condition turns False and the pod's IP is released (as the kubelet does). A sandbox
         whose pause process died is NOTREADY but keeps its network until it is stopped."""
-        if self._admitted.pop(pod.uid, None) is not None:  # its resources are free again
+        if self._admitted.remove(pod.uid):  # its resources are free again
             self._qos_changed()
         if podactions.something_runs(state, stopped=work.stopped_sandboxes):
             self._probes.forget_pod(pod.uid)
@@ -598,7 +614,7 @@ class PodSyncer:
 
     async def _new_sandbox_config(self, pod: pods.Pod, attempt: int,
                                   work: PodWork) -> runtime.SandboxConfig:
-        """RunPodSandbox's config, with the pod's DNS (`poddns`) and its FQDN hostname. An
+        """RunPodSandbox's config, with the pod's DNS (`names`) and its FQDN hostname. An
         unreadable node resolv.conf or a too long FQDN fails the sandbox, as the kubelet's
         generatePodSandboxConfig does."""
         try:
@@ -607,7 +623,7 @@ class PodSyncer:
                 dns=await self._dns.config(pod),
                 cgroup_parent=specs.pod_cgroup_parent(pod, self._settings.node.cgroup_root),
                 cluster_domain=self._settings.dns.cluster_domain, user=work.userns)
-        except (poddns.DNSError, specs.SandboxConfigError) as exc:
+        except (names.DNSError, specs.SandboxConfigError) as exc:
             work.last_sandbox_error = f"failed to create pod sandbox: {exc.message}"
             self._recorder.record(pod, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
                                   f"Failed to create pod sandbox: {exc.message}")
@@ -796,7 +812,7 @@ class PodSyncer:
         ips = generation.pod_ips(pod, state.sandboxes, self._node.host_ip,
                                    self._node.all_ips)
         try:
-            hosts = await hostsfiles.hosts_mount(
+            hosts = await names.hosts_mount(
                 self._node.pods_root, pod, ips,
                 cluster_domain=self._settings.dns.cluster_domain)
         except OSError as exc:
@@ -839,7 +855,7 @@ class PodSyncer:
         """Stop containers (grace period), stop and remove the sandbox; publish the last status."""
         # No liveness kill or Unhealthy event while the pod shuts down.
         self._probes.forget_pod(pod.uid)
-        if self._admitted.pop(pod.uid, None) is not None:
+        if self._admitted.remove(pod.uid):
             self._qos_changed()
         state = await self._relister.refresh_pod(pod.uid)
         try:
@@ -939,10 +955,6 @@ def _logged_attempts(directory: Path) -> list[int]:
         return logs.attempts(directory)
     except crilogs.LogsError:
         return []
-
-
-async def _nothing_to_wait_for(pod: pods.Pod) -> None:
-    return None
 
 
 def _downward_node(name: str, node: NodeFacts) -> downward.Node:

@@ -124,10 +124,6 @@ class VolumeManager:
         if bound:
             log.info("bound %s onto itself as a shared mount", self._root)
 
-    def referenced_objects(self, pod: pods.Pod) -> set[tuple[str, str, str]]:
-        """(kind, namespace, name) of the ConfigMaps and Secrets the pod's volumes read."""
-        return vol.referenced_objects(pod)
-
     # -- set up ---------------------------------------------------------------------------
 
     async def prepare(

@@ -5,7 +5,7 @@ namespace with a cluster IP (`fieldSelector=spec.clusterIP!=None`, as the kubele
 kubernetes#122394: headless Services never give variables), through a `kube.Reflector`
 (bookmarks, relist on 410 Gone, reconnect back-off), listed in pages of `PAGE_SIZE`. A watch
 event updates only the Service it names (`Reflector.changed`); only a (re)list reads them all.
-It is the `serviceenv.ServiceSource` that container starts read, in cluster mode only:
+It is the `podwork.names.ServiceSource` that container starts read, in cluster mode only:
 standalone there is no watch and no Service, and containers get no service variables.
 
 Exceptions: list and watch errors are logged and retried by the Reflector.
