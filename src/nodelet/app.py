@@ -162,8 +162,7 @@ class Agent:
             managers=syncing.Managers(statuses=self.statuses, volumes=self.volumes,
                                       probes=self.probes, recorder=self.recorder),
             settings=s, clock=clocks.utc_now, observer=self.metrics,
-            cluster=syncing.ClusterLinks(
-                lookup=self._lookup_object),
+            cluster=syncing.ClusterLinks(lookup=self._lookup_object),
             health=syncing.NodeHealth(qos=self.qos, pressure=self.eviction.conditions,
                                       admitted=self.admitted),
             node=syncing.NodeFacts(host_ip=self._host_ip, host_ips=self._host_ips,
