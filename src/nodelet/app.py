@@ -111,13 +111,42 @@ class Agent:
             raise
 
     async def _start(self) -> None:
+        """The jobs in the order they need each other: status before pod work (which
+        publishes), pod work before the sources (which feed it), the node server before the
+        cluster (the Node advertises its port), node health after orphans are judged."""
         s = self.settings
-        self._checked = preflight.check(s)
+        await self._prepare_host()
+        await self._start_status()
+        self._start_progress()
+        self._client = await self._connect_runtime()
+        self._host_ip = self._host_ips[0]
+        self.node_spec = self._node_spec()
+        await self._start_pod_work()
+        await self._start_source()
+        await self._start_node_server()  # before joining: the Node advertises its port
+        await self._join_cluster()
+        self._terminate_orphans()
+        self._start_node_health()  # after the orphans: the container GC judges "gone" too
+        self._start_runtime_events()  # after the orphans: its wakes may judge orphans
+        self._group.spawn("relist", self.relister.run(self._relist_period))
+        await self._start_server()
+        log.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
+                 self.runtime_endpoint, len(self.workers.uids()))
+
+    async def _prepare_host(self) -> None:
+        """Settings that cannot work stop the start here (preflight.StartupError); then the
+        node's IPs, the open-file limit, and the data dir made root's only."""
+        self._checked = preflight.check(self.settings)
         self._host_ips = await asyncio.to_thread(self._node_ips)
         before, limit = host.raise_open_file_limit()
         if limit != before:
             log.info("open-file limit raised from %d to %d (the hard limit)", before, limit)
         await asyncio.to_thread(self._secure_places)
+
+    async def _start_status(self) -> None:
+        """The status job: the checkpoint, the status manager and the event recorder, restored
+        from it, and the metrics that read both."""
+        s = self.settings
         # Written on its own thread, retried until written; a corrupt file is replaced.
         self._checkpoint = await checkpointing.CheckpointWriter.open(
             s.data_dir / checkpoint_mod.FILENAME, settings=s.checkpoint,
@@ -133,10 +162,14 @@ class Agent:
         self.recorder.restore()
         self.statuses.subscribe(self.metrics.observe_status)
         self.recorder.subscribe(self.metrics.observe_event)
-        self._start_progress()
-        self._client = await self._connect_runtime()
-        self._host_ip = self._host_ips[0]
-        self.node_spec = self._node_spec()
+
+    async def _start_pod_work(self) -> None:
+        """Pod work and what a sync works with: the relister, volumes, probes, the admitted
+        pods with their QoS levels and eviction's pressure, the syncer and its workers; the
+        runtime's pods are relisted before any worker starts, so existing sandboxes are
+        adopted."""
+        assert self._client is not None
+        s = self.settings
         # The kubelet's active pods: the syncer keeps them, the QoS levels and eviction follow.
         self.admitted = admission.Admitted()
         self.qos = self._qos_cgroups()
@@ -152,9 +185,8 @@ class Agent:
             client=self._client, group=self._group, recorder=self.recorder, on_change=self._wake,
             on_attempt=self.probe_metrics.observe,
         )
-        runtime_status = await self._client.status()
-        # Before the syncer, whose admission weighs its pressure; it runs once pods can be
-        # evicted (below).
+        # Built before the syncer, whose admission weighs its pressure; it runs with the
+        # node's other health jobs (`_start_node_health`).
         self.eviction = self._eviction_manager()
         self.syncer = syncing.PodSyncer(
             runtime=syncing.Runtime(client=self._client, relister=self.relister,
@@ -165,31 +197,35 @@ class Agent:
             cluster=syncing.ClusterLinks(lookup=self._lookup_object),
             health=syncing.NodeHealth(qos=self.qos, pressure=self.eviction.conditions,
                                       admitted=self.admitted),
-            node=syncing.NodeFacts(host_ip=self._host_ip, host_ips=self._host_ips,
-                                   memory_capacity=self.node_spec.machine.memory_bytes,
-                                   logs_root=s.data_dir / "logs",
-                                   pods_root=s.data_dir / "pods",
-                                   admission=self._admission_facts(
-                                       runtime_status, await self._client.version()),
-                                   runtime=runtime_status,
-                                   security=security.Options(
-                                       seccomp_default=s.security.seccomp_default,
-                                       seccomp_profile_root=s.seccomp_profile_root)),
+            node=await self._node_facts(),
         )
         await self.qos.start(self._group)
         self.workers = workers.PodWorkers(
             syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,
             deletion_clock=clocks.utc_now if s.gates.pod_termination_sli else None,
         )
-        await self.relister.relist()  # before any worker starts: existing sandboxes are adopted
-        await self._start_source()
-        await self._start_node_server()  # before joining: the Node advertises its port
-        await self._join_cluster()
-        self._terminate_orphans()
-        self.container_gc = self._container_gc()  # after the orphans: it judges "gone" too
+        await self.relister.relist()
+
+    async def _node_facts(self) -> syncing.NodeFacts:
+        """What a pod's sync knows of this node, the runtime's status and version included."""
+        assert self._client is not None
+        s = self.settings
+        runtime_status = await self._client.status()
+        return syncing.NodeFacts(
+            host_ip=self._host_ip, host_ips=self._host_ips,
+            memory_capacity=self.node_spec.machine.memory_bytes,
+            logs_root=s.data_dir / "logs", pods_root=s.data_dir / "pods",
+            admission=self._admission_facts(runtime_status, await self._client.version()),
+            runtime=runtime_status,
+            security=security.Options(seccomp_default=s.security.seccomp_default,
+                                      seccomp_profile_root=s.seccomp_profile_root))
+
+    def _start_node_health(self) -> None:
+        """The node's own upkeep: the container GC, log rotation, the image GC and eviction."""
+        assert self._client is not None
+        s = self.settings
+        self.container_gc = self._container_gc()
         self._group.spawn("container-gc", self.container_gc.run())
-        self._start_runtime_events()  # after the orphans: its wakes may judge orphans
-        self._group.spawn("relist", self.relister.run(self._relist_period))
         self.log_rotator = logrotation.LogRotator(
             client=self._client, settings=s.logs, running=self._running_containers,
             clock=clocks.utc_now)
@@ -200,9 +236,6 @@ class Agent:
             protected=(settings_mod.PAUSE_IMAGE,), clock=clocks.utc_now)
         self._group.spawn("image-gc", self.image_gc.run())
         self._group.spawn("eviction", self.eviction.run())
-        await self._start_server()
-        log.info("nodelet ready: node %s, runtime %s, %d pods", s.node_name,
-                 self.runtime_endpoint, len(self.workers.uids()))
 
     def _secure_places(self) -> None:
         """The data dir and its pods, logs and keys: root's only (adapters.hostdirs), fixed
