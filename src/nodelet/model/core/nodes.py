@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import nodelet
-from nodelet.model.core import apijson, nodeips, resources
+from nodelet.model.core import apijson, nodeips, quantities, resources
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import status as st
 
@@ -225,7 +225,7 @@ def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
     out = {}
     for name, value in amounts.items():
         if name == "cpu":
-            out[name] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
+            out[name] = quantities.format_millis(value)
         elif name == "memory" and value % 1024 == 0:
             out[name] = f"{value // 1024}Ki"
         else:

@@ -98,6 +98,12 @@ def memory_bytes(value: Any, *, path: str = "") -> int:
     return ceil(parse_quantity(value, path=path))
 
 
+def format_millis(value: int) -> str:
+    """Millicores as Quantity.String writes a cpu quantity: whole cores, else millicores
+    ("2", "250m")."""
+    return str(value // 1000) if value % 1000 == 0 else f"{value}m"
+
+
 def format_binary(value: int) -> str:
     """An amount of bytes as Quantity.String writes a binary-SI quantity: the largest of Ki,
     Mi, Gi, Ti, Pi, Ei that divides it exactly, else the plain number ("100Mi", "1234")."""

@@ -5,12 +5,10 @@ API's word and never "not fetched yet"."""
 
 from __future__ import annotations
 
-from nodelet.model.core import credentials, envvars, pods
+from nodelet.model.core import credentials, envvars, objectrefs, pods
 from nodelet.model.core import volumes as vol
 
-ObjectKey = tuple[str, str, str]  # (kind, namespace, name)
 
-
-def referenced_objects(pod: pods.Pod) -> set[ObjectKey]:
+def referenced_objects(pod: pods.Pod) -> set[objectrefs.ObjectKey]:
     return (vol.referenced_objects(pod) | credentials.referenced_secrets(pod)
             | envvars.referenced_objects(pod))

@@ -246,9 +246,8 @@ def _decimal(name: str, amount: int) -> Decimal:
 
 def _as_quantity(name: str, amount: int) -> str:
     """An amount as Quantity.String writes the sum of the containers' quantities."""
-    if name == "cpu":
-        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
-    return quantities.format_binary(amount)
+    return quantities.format_millis(amount) if name == "cpu" \
+        else quantities.format_binary(amount)
 
 
 def _check_container_limits(containers: Sequence[pods.Container],

@@ -34,6 +34,7 @@ from nodelet.model.core import (
     eviction,
     extraconditions,
     generation,
+    objectrefs,
     observers,
     podactions,
     pods,
@@ -192,7 +193,7 @@ class ClusterLinks:
 class ClusterView(Protocol):
     """What a joined cluster gives a pod's sync (`services.cluster.cluster.ClusterMode`)."""
 
-    async def objects_fetched(self, keys: set[reads.ObjectKey]) -> None:
+    async def objects_fetched(self, keys: set[objectrefs.ObjectKey]) -> None:
         """Return once the objects of `keys` were listed once (or the wait timed out)."""
 
     @property
