@@ -1,4 +1,4 @@
-"""Pod admission (pure): whether this node can run a pod as its spec says, before anything of
+"""Pod admission: whether this node can run a pod as its spec says, before anything of
 it is created — the kubelet's admit handlers (pkg/kubelet/lifecycle, pkg/kubelet/sysctl,
 pkg/kubelet/kubelet.go canAdmitPod).
 
@@ -6,6 +6,9 @@ A refused pod is `Failed` with the handler's reason and the message "Pod was rej
 a Warning event with the same reason, as the kubelet reports it. Where the kubelet would
 silently run a pod without a setting this node cannot honour (SELinux, AppArmor on a host
 without them), nodelet refuses instead: an ignored security setting is a security defect.
+
+The decisions are pure functions. `Admitted` holds the pods they weigh a new one against:
+state without I/O, written by the pod syncer and read by the node's health jobs.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (pure, no I/O).
 
 `Histogram` is what the charts draw (`histogram_svg`) and what the web UI summarises (mean,
-estimated quantiles). The agent's `services.metrics.Metrics` turns its Prometheus histograms
+estimated quantiles). The agent's `services.serving.metrics.Metrics` turns its Prometheus histograms
 into these (`from_cumulative`), with the sandbox failure counters, as one `SandboxMetrics`;
 `nodelet analyze` bins its latency samples (`from_samples`).
 

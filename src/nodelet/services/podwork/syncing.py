@@ -16,7 +16,7 @@ import contextlib
 import logging
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -54,6 +54,7 @@ from nodelet.services.podwork import (
     containers,
     hooks,
     images,
+    killing,
     names,
     probing,
     resizing,
@@ -273,6 +274,9 @@ class PodSyncer:
                 downward=_downward_node(settings.node_name, node),
                 memory_capacity=node.memory_capacity),
         )
+        self._killer = killing.PodKiller(client=client, recorder=recorder,
+                                         runner=self._containers, host_ip=node.host_ip,
+                                         host_ips=node.all_ips)
 
     # -- status ---------------------------------------------------------------------------
 
@@ -489,7 +493,8 @@ class PodSyncer:
             self._probes.forget_pod(pod.uid)
             grace = work.grace_override if work.grace_override is not None \
                 else podactions.grace_period(pod)
-            await self._kill(pod, state, grace=grace, work=work)
+            await self._killer.kill(pod, state, grace=grace,
+                                     stopped=work.stopped_sandboxes)
             self.publish(pod, await self._relister.refresh_pod(pod.uid), work)
             # As the kubelet tears down a terminated pod's volumes: an emptyDir's space is
             # given back (an evicted pod's above all) while the pod object stays.
@@ -531,7 +536,8 @@ class PodSyncer:
                 "Pod sandbox changed, it will be killed and re-created.",
             )
         if state.sandboxes:
-            await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
+            await self._killer.kill(pod, state, grace=podactions.grace_period(pod),
+                                     stopped=work.stopped_sandboxes)
             work.restarts.clear()
             work.waiting.clear()
         fresh_pod = not state.sandboxes and not state.containers
@@ -681,7 +687,8 @@ class PodSyncer:
         if podactions.completed_with_sidecars(actions):
             # The pod is done but for its sidecars: stop them (and the sandbox) as the
             # kubelet's KillPod does; the phase then follows from the exited containers.
-            await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
+            await self._killer.kill(pod, state, grace=podactions.grace_period(pod),
+                                     stopped=work.stopped_sandboxes)
             return run.errors, {a.container.name for a in actions if a.kind == "init"}
         for action in actions:
             if isinstance(action, podactions.KillUnhealthy | podactions.Replace |
@@ -860,7 +867,8 @@ class PodSyncer:
             self._qos_changed()
         state = await self._relister.refresh_pod(pod.uid)
         try:
-            await self._kill(pod, state, grace=podactions.grace_period(pod), work=work)
+            await self._killer.kill(pod, state, grace=podactions.grace_period(pod),
+                                     stopped=work.stopped_sandboxes)
             state = await self._relister.refresh_pod(pod.uid)
             # The last status: containers terminated, sandbox stopped, the condition False,
             # and (API pods) a terminal phase, which the final delete waits for.
@@ -883,63 +891,6 @@ class PodSyncer:
             self._recorder.record(pod, "Warning", ev.FAILED_KILL_POD, f"error killing pod: {exc}")
             raise SyncError(f"kill pod {pod.full_name}: {exc}") from exc
         self._puller.forget_pod(pod.uid)
-
-    async def _kill(
-        self, pod: pods.Pod, state: runtime.PodRuntime, *, grace: float, work: PodWork
-    ) -> None:
-        """Stop every container (preStop, SIGTERM, SIGKILL after the grace period), in
-        parallel, then every sandbox of the pod — a NOTREADY one too: containerd keeps a dead
-        sandbox's network namespace and IP until it is stopped."""
-        running = [c for c in state.containers if c.state is not runtime.ContainerState.EXITED]
-        specs_by_name = {c.name: c for c in (*pod.spec.init_containers, *pod.spec.containers,
-                                             *pod.spec.ephemeral_containers)}
-        ips = generation.pod_ips(pod, state.sandboxes, self._node.host_ip,
-                                   self._node.all_ips)
-        order = _TerminationOrder(pod, running)
-        for container in running:
-            self._recorder.record(pod, "Normal", ev.KILLING, f"Stopping container {container.name}")
-        results = await asyncio.gather(*(
-            order.stopped_after(c.name, self._containers.stop(
-                pod, specs_by_name.get(c.name), c, grace=grace, pod_ip=ips[0] if ips else "",
-                turn=order.turn(c.name)))
-            for c in running
-        ), return_exceptions=True)
-        failed = [r for r in results if isinstance(r, BaseException)]
-        if failed:
-            raise failed[0]
-        for sandbox in state.sandboxes:
-            if sandbox.id not in work.stopped_sandboxes:
-                await self._client.stop_pod_sandbox(sandbox.id)
-                work.stopped_sandboxes.add(sandbox.id)
-
-
-class _TerminationOrder:
-    """One pod stop's ordering (`podactions.termination_prerequisites`): an event per running
-    container, set once it has stopped; a sidecar's turn waits for its prerequisites' events,
-    at most for the grace it has left."""
-
-    def __init__(self, pod: pods.Pod, running: list[runtime.ContainerInfo]) -> None:
-        names = {c.name for c in running}
-        self._waits = podactions.termination_prerequisites(pod, names)
-        self._stopped = {name: asyncio.Event() for name in names}
-
-    def turn(self, name: str) -> Callable[[float], Awaitable[None]] | None:
-        prerequisites = [self._stopped[n] for n in self._waits.get(name, ())]
-        if not prerequisites:
-            return None
-
-        async def wait(within: float) -> None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(within):
-                    for event in prerequisites:
-                        await event.wait()
-        return wait
-
-    async def stopped_after(self, name: str, stop: Awaitable[None]) -> None:
-        try:
-            await stop
-        finally:
-            self._stopped[name].set()
 
 
 def _current_restarts(pod: pods.Pod, work: PodWork) -> dict[str, podactions.RestartState]:
