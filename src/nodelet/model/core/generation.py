@@ -104,23 +104,8 @@ def generate_status(
     `extra`: what the alpha conditions beyond KEP-3085 read (`extraconditions.Facts`);
     `resized`: the allocation and what runs (`resize.View`; None: the pod's spec as it is)."""
     view = resized or resize.View(allocated=pod)
-    init_statuses, container_statuses = phases.container_statuses(
-        pod, containers, ready=ready, waiting=waiting, started=started
-    )
-    init_statuses = tuple(resize.container_status(s, view) for s in init_statuses)
-    container_statuses = tuple(resize.container_status(s, view) for s in container_statuses)
-    if not gates.container_stop_signals:  # the kubelet shows them only with its gate
-        init_statuses = _without_stop_signals(init_statuses)
-        container_statuses = _without_stop_signals(container_statuses)
-    if old is not None and restartall.could_restart_all(pod):
-        cleaned = restartall.just_cleaned(pod, containers, old)
-        init_statuses = restartall.reset_statuses(
-            init_statuses, old.init_container_statuses, just_cleaned=cleaned)
-        container_statuses = restartall.reset_statuses(
-            container_statuses, old.container_statuses, just_cleaned=cleaned)
-    elif old is not None:
-        init_statuses = _keep_terminated(init_statuses, old.init_container_statuses)
-        container_statuses = _keep_terminated(container_statuses, old.container_statuses)
+    init_statuses, container_statuses = _container_statuses(
+        pod, containers, old, view, gates=gates, ready=ready, waiting=waiting, started=started)
     phase = phases.pod_phase(
         pod, init_statuses, container_statuses, old_phase=old.phase if old else None,
         terminal=terminal,
@@ -146,16 +131,8 @@ def generate_status(
         restarting=restartall.condition(pod, containers, old, phase),
         resizing=() if terminal else resize.conditions(view),
     )
-    if _rejected(failure):
-        # The kubelet's rejectPod writes phase, reason and message only: none of its own
-        # conditions (found by tests/differential); others' (readiness gates) stay.
-        pod_conditions = tuple(c for c in with_api_conditions(pod, old.conditions if old else ())
-                               if c.type not in transitions.KUBELET_OWNED)
-    if _evicted(failure) and all(c.type != status.DISRUPTION_TARGET for c in pod_conditions):
-        assert failure is not None
-        pod_conditions = (*pod_conditions, status.PodCondition(
-            type=status.DISRUPTION_TARGET, status="True", reason=eviction.DISRUPTION_REASON,
-            message=failure[1]))
+    if failure is not None:
+        pod_conditions = _failed_conditions(pod, pod_conditions, old, failure)
     return status.PodStatus(
         phase=phase,
         reason=reason,
@@ -177,6 +154,60 @@ def generate_status(
         resources=resize.pod_resources(view.allocated, view.pod_actuated),
     )
 
+
+
+def _container_statuses(
+    pod: pods.Pod,
+    containers: Sequence[runtime.ContainerInfo],
+    old: status.PodStatus | None,
+    view: resize.View,
+    *,
+    gates: settings.FeatureGates,
+    ready: Mapping[str, bool] | None,
+    waiting: Mapping[str, tuple[str, str]],
+    started: Mapping[str, bool] | None,
+) -> tuple[tuple[status.ContainerStatus, ...], tuple[status.ContainerStatus, ...]]:
+    """The init and app containers' statuses: as the runtime shows them, with their resources
+    as allocated, and what the old status keeps (terminated states the runtime lost, or the
+    statuses of a restart of all containers)."""
+    init_statuses, container_statuses = phases.container_statuses(
+        pod, containers, ready=ready, waiting=waiting, started=started
+    )
+    init_statuses = tuple(resize.container_status(s, view) for s in init_statuses)
+    container_statuses = tuple(resize.container_status(s, view) for s in container_statuses)
+    if not gates.container_stop_signals:  # the kubelet shows them only with its gate
+        init_statuses = _without_stop_signals(init_statuses)
+        container_statuses = _without_stop_signals(container_statuses)
+    if old is not None and restartall.could_restart_all(pod):
+        cleaned = restartall.just_cleaned(pod, containers, old)
+        return (restartall.reset_statuses(init_statuses, old.init_container_statuses,
+                                          just_cleaned=cleaned),
+                restartall.reset_statuses(container_statuses, old.container_statuses,
+                                          just_cleaned=cleaned))
+    if old is not None:
+        return (_keep_terminated(init_statuses, old.init_container_statuses),
+                _keep_terminated(container_statuses, old.container_statuses))
+    return init_statuses, container_statuses
+
+
+def _failed_conditions(
+    pod: pods.Pod,
+    pod_conditions: tuple[status.PodCondition, ...],
+    old: status.PodStatus | None,
+    failure: tuple[str, str],
+) -> tuple[status.PodCondition, ...]:
+    """The conditions of a pod that failed for good: a rejected one has none of the kubelet's
+    own, an evicted one is a DisruptionTarget."""
+    if _rejected(failure):
+        # The kubelet's rejectPod writes phase, reason and message only: none of its own
+        # conditions (found by tests/differential); others' (readiness gates) stay.
+        return tuple(c for c in with_api_conditions(pod, old.conditions if old else ())
+                     if c.type not in transitions.KUBELET_OWNED)
+    if _evicted(failure) and all(c.type != status.DISRUPTION_TARGET for c in pod_conditions):
+        return (*pod_conditions, status.PodCondition(
+            type=status.DISRUPTION_TARGET, status="True", reason=eviction.DISRUPTION_REASON,
+            message=failure[1]))
+    return pod_conditions
 
 # What the kubelet writes for a container of a terminated pod that the runtime does not show
 # as exited (status_manager.go TerminatePod).
