@@ -37,6 +37,15 @@ build_e2e() {  # the e2e suites are test binaries: go test -c
   mv "$out/$1.tmp" "$out/$1"
 }
 
+build_kubelet_cover() {  # the kubelet counting which of its own functions ran (bench/walk.py)
+  [ -x "$out/kubelet-cover" ] && return 0
+  echo "building kubelet-cover $KUBE_VERSION"
+  (cd "$here/kubernetes" && go build -cover -ldflags "$(kube_ldflags)" \
+     -coverpkg=k8s.io/kubernetes/cmd/kubelet,k8s.io/kubernetes/pkg/kubelet/...,k8s.io/cri-client/... \
+     -o "$out/kubelet-cover.tmp" k8s.io/kubernetes/cmd/kubelet)
+  mv "$out/kubelet-cover.tmp" "$out/kubelet-cover"
+}
+
 runtime_out="$here/../build/runtime/$CONTAINERD_VERSION"
 
 build_containerd() {  # build_containerd NAME: containerd's own version ldflags
@@ -85,6 +94,7 @@ for p in "${programs[@]}"; do
     metrics-server) build_metrics_server ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubectl|kubelet)
       build_kube "$p" "k8s.io/kubernetes/cmd/$p" ;;
+    kubelet-cover) build_kubelet_cover ;;
     e2e.test) build_e2e e2e.test k8s.io/kubernetes/test/e2e ;;
     e2e_node.test) build_e2e e2e_node.test k8s.io/kubernetes/test/e2e_node ;;
     containerd|containerd-shim-runc-v2|ctr) build_containerd "$p" ;;

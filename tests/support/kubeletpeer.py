@@ -179,11 +179,13 @@ class KubeletPeer:
     @classmethod
     async def start(cls, *, endpoint: str, manifests: Path, node_name: str = "peer",
                     client: cri_client.RuntimeClient | None = None,
-                    config: Mapping[str, Any] | None = None) -> KubeletPeer:
+                    config: Mapping[str, Any] | None = None, binary: Path | None = None,
+                    env: Mapping[str, str] | None = None) -> KubeletPeer:
         """The kubelet on containerd at `endpoint` (unix://...), reading `manifests`; its
         static pods are named `<name>-<node_name>`. With `client` (a CRI client of the same
         runtime) `stop` also removes its sandboxes. `config`: fields over the generated
-        KubeletConfiguration."""
+        KubeletConfiguration; `binary`: another build of it (default: `kubelet_binary()`);
+        `env`: variables over this process's environment for it."""
         root = Path(tempfile.mkdtemp(prefix="kubelet-peer-", dir="/tmp"))
         cgroup_root = f"/{root.name}"
         _make_cgroup_root(cgroup_root)  # the kubelet wants its cgroup root to exist
@@ -192,7 +194,7 @@ class KubeletPeer:
                                read_only_port=ro, port=free_port(), healthz_port=free_port())
         log = root / "kubelet.log"
         process = await _spawn(root, cgroup_root, generated | dict(config or {}),
-                               endpoint=endpoint, node_name=node_name)
+                               endpoint=endpoint, node_name=node_name, binary=binary, env=env)
         peer = cls(root, manifests, process, ro, log, cgroup_root, node_name, client)
         try:
             await peer._wait_serving(60.0)
@@ -454,18 +456,20 @@ def events_in(log: str) -> list[dict[str, str]]:
 
 
 async def _spawn(root: Path, cgroup_root: str, config: Mapping[str, Any], *, endpoint: str,
-                 node_name: str, extra: tuple[str, ...] = ()) -> asyncio.subprocess.Process:
+                 node_name: str, extra: tuple[str, ...] = (), binary: Path | None = None,
+                 env: Mapping[str, str] | None = None) -> asyncio.subprocess.Process:
     """The kubelet with `config` (written to `<root>/config.yaml`), its state, certificates and
     log (`kubelet.log`) under `root`; on failure its root and cgroup root are removed."""
     (root / "config.yaml").write_text(json.dumps(config, indent=1))
     try:
         with (root / "kubelet.log").open("wb") as out:
             return await asyncio.create_subprocess_exec(
-                str(kubelet_binary()), f"--config={root / 'config.yaml'}",
+                str(binary or kubelet_binary()), f"--config={root / 'config.yaml'}",
                 f"--root-dir={root / 'root'}", f"--cert-dir={root / 'pki'}",
                 f"--container-runtime-endpoint={endpoint}",
                 f"--hostname-override={node_name}", *extra,
-                stdout=out, stderr=out, start_new_session=True)
+                stdout=out, stderr=out, start_new_session=True,
+                env={**os.environ, **env} if env else None)
     except BaseException:
         _remove_cgroup_root(cgroup_root)
         shutil.rmtree(root, ignore_errors=True)
