@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -205,35 +206,57 @@ async def test_pull_secret_is_read_from_the_api_for_a_private_image(
 async def test_api_pods_nodelet_cannot_run_are_refused_with_a_reason(
         join: Any, admin: AdminClient, namespace: str) -> None:
     async with join(NODE):
-        # kube-apiserver lets spec.overhead in only from a RuntimeClass (admission).
+        unsafe = pod("unsafe", node=NODE)
+        unsafe["spec"]["securityContext"] = {
+            "sysctls": [{"name": "kernel.msgmax", "value": "1024"}]}
+        await admin.create(pod_path(namespace), unsafe)
+
+        async def failed(name: str) -> dict[str, Any] | None:
+            status = (await admin.get(pod_path(namespace, name)) or {}).get("status", {})
+            return status if status.get("phase") == "Failed" else None
+
+        status = await eventually(lambda: failed("unsafe"), within=30,
+                                  what="unsafe sysctl pod refused")
+        assert (status["reason"], status["message"]) == (
+            "SysctlForbidden",
+            'Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted')
+        events = await admin.items(f"/api/v1/namespaces/{namespace}/events")
+        assert "SysctlForbidden" in {e["reason"] for e in events}
+
+
+async def test_a_runtime_class_overhead_is_in_the_pod_cgroup(
+        join: Any, admin: AdminClient, namespace: str) -> None:
+    """kube-apiserver's RuntimeClass admission copies the class's overhead into the pod;
+    nodelet adds it to the pod cgroup's limits and shares, as the kubelet's
+    ResourceConfigForPod does (500m + 250m of cpu, 64Mi + 32Mi of memory)."""
+    async with join(NODE) as harness:
         await admin.create("/apis/node.k8s.io/v1/runtimeclasses", {
             "metadata": {"name": f"overhead-{namespace}"}, "handler": "runc",
-            "overhead": {"podFixed": {"cpu": "250m"}}})
+            "overhead": {"podFixed": {"cpu": "250m", "memory": "32Mi"}}})
         try:
-            await admin.create(pod_path(namespace), pod(
-                "overhead", node=NODE, runtimeClassName=f"overhead-{namespace}"))
-            unsafe = pod("unsafe", node=NODE)
-            unsafe["spec"]["securityContext"] = {
-                "sysctls": [{"name": "kernel.msgmax", "value": "1024"}]}
-            await admin.create(pod_path(namespace), unsafe)
-
-            async def failed(name: str) -> dict[str, Any] | None:
-                status = (await admin.get(pod_path(namespace, name)) or {}).get("status", {})
-                return status if status.get("phase") == "Failed" else None
-
-            status = await eventually(lambda: failed("overhead"), within=30,
-                                      what="overhead pod refused")
-            assert status["reason"] == "UnsupportedPodSpec", status
-            assert "spec.overhead: pod overhead" in status["message"], status
-            status = await eventually(lambda: failed("unsafe"), within=30,
-                                      what="unsafe sysctl pod refused")
-            assert (status["reason"], status["message"]) == (
-                "SysctlForbidden",
-                'Pod was rejected: forbidden sysctl: "kernel.msgmax" not allowlisted')
-            events = await admin.items(f"/api/v1/namespaces/{namespace}/events")
-            assert {"UnsupportedPodSpec", "SysctlForbidden"} <= {e["reason"] for e in events}
+            spec = pod("overhead", node=NODE, runtimeClassName=f"overhead-{namespace}")
+            spec["spec"]["containers"][0]["resources"] = {
+                "limits": {"cpu": "500m", "memory": "64Mi"}}
+            created = await admin.create(pod_path(namespace), spec)
+            assert created["spec"]["overhead"] == {"cpu": "250m", "memory": "32Mi"}
+            await eventually(lambda: _conditions(admin, namespace, "overhead"), within=60,
+                             until=lambda c: c.get("Ready", {}).get("status") == "True",
+                             what="the overhead pod Ready")
+            cgroup = (f"{harness.settings.node.cgroup_root}/kubepods"
+                      f"/pod{created['metadata']['uid']}")
+            assert _cgroup_file("memory", cgroup, "memory.limit_in_bytes") == str(96 * 2**20)
+            assert _cgroup_file("cpu", cgroup, "cpu.cfs_quota_us") == "75000"
+            assert _cgroup_file("cpu", cgroup, "cpu.shares") == "768"
         finally:
+            await admin.delete(pod_path(namespace, "overhead"))
+            await eventually(lambda: _gone(admin, namespace, "overhead"), within=60,
+                             what="the overhead pod gone")
             await admin.delete(f"/apis/node.k8s.io/v1/runtimeclasses/overhead-{namespace}")
+
+
+def _cgroup_file(controller: str, cgroup: str, name: str) -> str:
+    """A cgroup v1 file (these machines mount v1 only)."""
+    return (Path("/sys/fs/cgroup") / controller / cgroup.lstrip("/") / name).read_text().strip()
 
 
 def _volume_file(harness: Harness, uid: str, plugin: str, volume: str, key: str) -> str | None:

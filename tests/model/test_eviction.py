@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from nodelet import settings
@@ -221,3 +223,19 @@ def test_admission_under_pressure() -> None:
 def test_tolerations_of_the_memory_pressure_taint(toleration: pods.Toleration,
                                                   tolerates: bool) -> None:
     assert toleration.tolerates(ev.MEMORY_PRESSURE_TAINT, "NoSchedule") is tolerates
+
+
+def test_memory_ranking_adds_the_overhead_only_to_a_request() -> None:
+    """GetResourceRequestQuantity: a pod's overhead raises its request, but gives no request
+    to a pod without one."""
+    def with_overhead(p: pods.Pod) -> pods.Pod:
+        return dataclasses.replace(p, spec=dataclasses.replace(p.spec,
+                                                               overhead={"memory": 50 * MI}))
+    # Both use 100Mi over 40Mi of request; the overhead makes one of them within its request.
+    covered = _usage(with_overhead(pod("covered", memory_request=60 * MI)), memory=100 * MI)
+    over = _usage(pod("over", memory_request=60 * MI), memory=100 * MI)
+    assert [u.pod.name for u in ev.rank("memory", [covered, over])] == ["over", "covered"]
+    # No request: the overhead is not one, so both are over it by all they use.
+    bare = _usage(with_overhead(pod("bare")), memory=30 * MI)
+    heavier = _usage(pod("heavier"), memory=40 * MI)
+    assert [u.pod.name for u in ev.rank("memory", [bare, heavier])] == ["heavier", "bare"]

@@ -109,16 +109,17 @@ def test_recursive_read_only(mount: dict[str, Any], error: str | None) -> None:
 
 
 def test_an_api_pod_with_refused_fields_is_kept_for_admission_to_refuse() -> None:
-    obj = pod({"overhead": {"cpu": "1"}}, {"volumeDevices": [{"name": "d", "devicePath": "/x"}]},
+    obj = pod({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]},
+              {"volumeDevices": [{"name": "d", "devicePath": "/x"}]},
               {"claims": [{"name": "gpu"}]})
     obj["metadata"]["uid"] = "u-1"
     parsed = manifests.pod_from_object(obj, node_name="n", source="api", strict=False)
     assert [path for path, _ in parsed.refused] == [
-        "spec.overhead", "spec.containers[0].volumeDevices",
+        "spec.resourceClaims", "spec.containers[0].volumeDevices",
         "spec.containers[0].resources.claims"]
     rejection = admission.admit(parsed, admission.Node(labels={}))
     assert rejection is not None and rejection.reason == "UnsupportedPodSpec"
-    assert rejection.message.startswith("spec.overhead: pod overhead")
+    assert rejection.message.startswith("spec.resourceClaims: dynamic resource allocation")
     clean = dict(obj, spec={"containers": [{"name": "c", "image": "busybox"}]})
     parsed = manifests.pod_from_object(clean, node_name="n", source="api", strict=False)
     assert parsed.refused == () and admission.admit(parsed, admission.Node(labels={})) is None

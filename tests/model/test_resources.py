@@ -4,6 +4,7 @@ allocatable = capacity - reservations - hard eviction thresholds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -174,3 +175,44 @@ def test_qos_class(containers: tuple[pods.Container, ...], expected: str) -> Non
 ])
 def test_pod_cgroup_limits(the_pod: pods.Pod, expected: specs.PodCgroup) -> None:
     assert specs.pod_cgroup(the_pod) == expected
+
+
+def _limited(cpu: int, memory: int) -> pods.Container:
+    return pods.Container(name="a", image="busybox", resources=pods.Resources(
+        cpu_request_milli=cpu, cpu_limit_milli=cpu, memory_request=memory, memory_limit=memory))
+
+
+def _with_overhead(the_pod: pods.Pod, **overhead: int) -> pods.Pod:
+    return replace(the_pod, spec=replace(the_pod.spec, overhead=overhead))
+
+
+# spec.overhead (a RuntimeClass's): added to the requests always, to the limits that are set
+# (PodRequests, PodLimits); the QoS class and a BestEffort pod's cgroup ignore it
+# (GetPodQOS, ResourceConfigForPod).
+@pytest.mark.parametrize(("the_pod", "requests", "limits", "cgroup"), [
+    (_with_overhead(pod(_limited(500, 64 * MI)), cpu=250, memory=32 * MI),
+     {"cpu": 750, "memory": 96 * MI}, {"cpu": 750, "memory": 96 * MI},
+     specs.PodCgroup(cpu_shares=768, cpu_quota_us=75_000, memory_limit=96 * MI)),
+    # Requests without limits: the overhead adds to the shares, no limit appears.
+    (_with_overhead(pod(ctr("a", 100)), cpu=250, memory=32 * MI),
+     {"cpu": 350, "memory": 32 * MI}, {}, specs.PodCgroup(cpu_shares=358)),
+    (_with_overhead(pod(ctr("a")), cpu=250), {"cpu": 250}, {},
+     specs.PodCgroup(cpu_shares=specs.MIN_CPU_SHARES)),
+])
+def test_overhead_in_requests_limits_and_the_pod_cgroup(
+        the_pod: pods.Pod, requests: dict[str, int], limits: dict[str, int],
+        cgroup: specs.PodCgroup) -> None:
+    assert resources.pod_requests(the_pod) == requests
+    assert resources.pod_limits(the_pod) == limits
+    assert specs.pod_cgroup(the_pod) == cgroup
+    assert resources.qos_class(the_pod) == resources.qos_class(
+        replace(the_pod, spec=replace(the_pod.spec, overhead={})))
+    assert resources.pod_requests(the_pod, overhead=False) == resources.pod_requests(
+        replace(the_pod, spec=replace(the_pod.spec, overhead={})))
+
+
+def test_overhead_counts_in_admission() -> None:
+    fits = pod(ctr("a", 1500))
+    assert resources.misfit(fits, [], NODE) is None
+    too_much = resources.misfit(_with_overhead(fits, cpu=600), [], NODE)
+    assert too_much is not None and (too_much.resource, too_much.requested) == ("cpu", 2100)

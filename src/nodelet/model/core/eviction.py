@@ -264,7 +264,9 @@ class PodUsage:
 
 
 def _request(pod: pods.Pod, resource: str) -> int:
-    return resources.pod_requests(pod).get(resource, 0)
+    """GetResourceRequestQuantity: the overhead counts only on top of a request."""
+    own = resources.pod_requests(pod, overhead=False).get(resource, 0)
+    return own + pod.spec.overhead.get(resource, 0) if own else 0
 
 
 def rank(resource: str, usages: Iterable[PodUsage]) -> list[PodUsage]:

@@ -248,6 +248,10 @@ class PodSpec:
     # spec.resources (PodLevelResources): the pod's own cpu/memory/hugepages requests and
     # limits, which size the pod cgroup and cap containers without limits of their own.
     resources: Resources | None = None
+    # spec.overhead (the RuntimeClass admission copies it from the pod's RuntimeClass): what
+    # running the pod costs beyond its containers, in `resources.Amounts` units. Added to the
+    # pod's requests and to its non-zero limits: admission, the pod cgroup, QoS shares.
+    overhead: Mapping[str, int] = field(default_factory=dict)
     init_containers: tuple[Container, ...] = ()
     # Added to a running API pod (`kubectl debug`, the ephemeralcontainers subresource):
     # started once each, never restarted, no probes, ports or resources.

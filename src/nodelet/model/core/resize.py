@@ -280,8 +280,10 @@ def pod_allocated(pod: pods.Pod) -> dict[str, str]:
     """status.allocatedResources: the pod's requests (PodRequests), the pod-level ones as
     written."""
     out = {name: _quantity(name, value) for name, value in resources.pod_requests(pod).items()}
-    if pod.spec.resources is not None:
-        out.update(pod.spec.resources.written.get("requests", {}))
+    if pod.spec.resources is not None:  # as written, unless the overhead was added to it
+        out.update((name, text) for name, text in
+                   pod.spec.resources.written.get("requests", {}).items()
+                   if name not in pod.spec.overhead)
     return dict(sorted(out.items()))
 
 

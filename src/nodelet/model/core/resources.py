@@ -63,19 +63,25 @@ def _max(a: Amounts, b: Amounts) -> dict[str, int]:
     return {name: max(a.get(name, 0), b.get(name, 0)) for name in {*a, *b}}
 
 
-def pod_requests(pod: pods.Pod) -> dict[str, int]:
+def pod_requests(pod: pods.Pod, *, overhead: bool = True) -> dict[str, int]:
     """What the pod asks of the node: max(app containers + sidecars, each init container +
     the sidecars started before it), with the pod-level requests (spec.resources) in place of
-    the containers' for cpu, memory and hugepages (PodRequests with PodLevelResources)."""
-    return _pod_level(pod_amounts(pod, container_requests), pod.spec.resources, requests=True)
+    the containers' for cpu, memory and hugepages, plus the pod's overhead unless `overhead`
+    is False (PodRequests with PodLevelResources, ExcludeOverhead)."""
+    totals = _pod_level(pod_amounts(pod, container_requests), pod.spec.resources, requests=True)
+    if not overhead:
+        return totals
+    return {k: v for k, v in _add(totals, pod.spec.overhead).items() if v}
 
 
 def pod_limits(pod: pods.Pod) -> dict[str, int]:
     """The containers' cpu and memory limits added up as `pod_requests` adds requests, the
-    pod-level limits in their place where set (PodLimits)."""
-    return _pod_level(pod_amounts(pod, lambda c: {"cpu": c.resources.cpu_limit_milli,
-                                                  "memory": c.resources.memory_limit}),
-                      pod.spec.resources, requests=False)
+    pod-level limits in their place where set, and the pod's overhead added to each limit
+    that is not 0 (PodLimits)."""
+    limits = _pod_level(pod_amounts(pod, lambda c: {"cpu": c.resources.cpu_limit_milli,
+                                                    "memory": c.resources.memory_limit}),
+                        pod.spec.resources, requests=False)
+    return {name: value + pod.spec.overhead.get(name, 0) for name, value in limits.items()}
 
 
 def _pod_level(totals: dict[str, int], level: pods.Resources | None, *,

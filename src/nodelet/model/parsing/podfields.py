@@ -130,8 +130,9 @@ TABLE: tuple[Field, ...] = (
     _h(SPEC + "enableServiceLinks", "in cluster mode the namespace's Services with a cluster "
        "IP become `<NAME>_SERVICE_HOST`/`_PORT` and Docker link variables (the `kubernetes` "
        "Service of `default` always); standalone there are no Services, so no variables"),
-    _refused(SPEC + "overhead", "spec", "pod overhead (from a RuntimeClass) is not supported: "
-             "nodelet does not size pod cgroups from it"),
+    _h(SPEC + "overhead", "pod overhead (set from the pod's RuntimeClass): added to the pod's "
+       "requests (admission, QoS shares, eviction ranking when the request is not 0) and to "
+       "its non-zero limits (the pod cgroup's quota and memory limit), as the kubelet does"),
     _refused(SPEC + "resourceClaims", "spec", "dynamic resource allocation is not supported"),
     _h(SPEC + "resources", "pod-level requests and limits (PodLevelResources): the pod "
        "cgroup's shares, quota and memory limit, the QoS class, admission, and the limits of "

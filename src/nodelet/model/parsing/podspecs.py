@@ -382,6 +382,7 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
         containers=containers,
         resources=resourcespecs.pod_resources(spec, containers, init_containers,
                                               strict=strict),
+        overhead=resourcespecs.overhead(spec),
         init_containers=init_containers,
         ephemeral_containers=_ephemeral_containers(spec, strict),
         volumes=fields.items(

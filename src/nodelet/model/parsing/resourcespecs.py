@@ -170,6 +170,15 @@ def resources(obj: Mapping[str, Any], path: str, *, strict: bool) -> pods.Resour
     return _converted(requests, limits, _written(res, requests))
 
 
+def overhead(spec: Mapping[str, Any]) -> dict[str, int]:
+    """`spec.overhead`, checked as the API server checks it (validateOverhead: as a
+    container's limits), in `resources.Amounts` units (cpu in millicores)."""
+    amounts = _quantities(spec, "overhead", "spec")
+    _check_hugepages(set(amounts), "spec.overhead")
+    return {name: _milli(value) if name == "cpu" else quantities.ceil(value)
+            for name, value in amounts.items()}
+
+
 def _written(res: Mapping[str, Any], requests: Mapping[str, Decimal]) -> dict[str, dict[str, str]]:
     """The requirements as written, quantities as strings, requests defaulted from limits."""
     limits = {name: str(raw) for name, raw in fields.mapping(res, "limits", "").items()}
