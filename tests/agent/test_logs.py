@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import AgentFactory
 from nodelet.model.core import status as st
 from nodelet.services.serving import logs as container_logs
 from support.harness import Harness, pod_manifest
@@ -184,6 +185,25 @@ async def test_previous_after_a_restart_and_follow_across_it(agent: Harness) -> 
     await agent.wait_status("r", restarted, what="a restart")
     previous = await logs(agent, "r", "--previous")
     assert (previous.code, previous.out, previous.err) == (0, "run\n", ""), previous
+
+
+@pytest.mark.runtime
+async def test_previous_while_backing_off_is_the_run_that_exited(
+        make_agent: AgentFactory) -> None:
+    """In CrashLoopBackOff `--previous` reads the run that just exited, as the kubelet reads
+    lastState.terminated (there is no older run on the first back-off)."""
+    agent = await make_agent(sync_settings={"restart_backoff": 60.0})
+    agent.write("c.yaml", pod_manifest("c", command="echo crashed; exit 3"))
+
+    def backing_off(pod_status: st.PodStatus) -> bool:
+        return any(isinstance(c.state, st.ContainerStateWaiting)
+                   and c.state.reason == "CrashLoopBackOff" for c in pod_status.container_statuses)
+
+    await agent.wait_status("c", backing_off, what="CrashLoopBackOff")
+    previous = await logs(agent, "c", "--previous")
+    assert (previous.code, previous.out, previous.err) == (0, "crashed\n", ""), previous
+    current = await logs(agent, "c")
+    assert (current.code, current.out) == (0, "crashed\n"), current
 
 
 @pytest.mark.runtime

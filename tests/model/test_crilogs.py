@@ -154,6 +154,20 @@ def test_choose_attempt(restarts: dict[str, int], present: list[int], previous: 
         assert str(err.value) == result
 
 
+def test_previous_while_backing_off_is_the_run_that_exited() -> None:
+    """CrashLoopBackOff: the kubelet's --previous is lastState.terminated, the newest run
+    (the collector keeps one dead run, so the one before it may be gone)."""
+    the_pod = pod(["main"], restarts={"main": 3})
+    the_pod["status"]["containerStatuses"][0].update(
+        state={"waiting": {"reason": "CrashLoopBackOff"}},
+        lastState={"terminated": {"exitCode": 3}})
+    assert crilogs.choose_attempt(the_pod, "main", [3], previous=True) == 3
+    assert crilogs.choose_attempt(the_pod, "main", [2, 3], previous=True) == 3
+    assert crilogs.choose_attempt(the_pod, "main", [3], previous=False) == 3
+    # The next run started before the status said so: still the run that exited.
+    assert crilogs.choose_attempt(the_pod, "main", [3, 4], previous=True) == 3
+
+
 def test_log_path() -> None:
     assert crilogs.log_path(Path("/data"), pod(["main"]), "main", 3) == \
         Path("/data/logs/prod_web-node_u-1/main/3.log")

@@ -151,13 +151,31 @@ def restart_count(pod: JSON, container: str) -> int | None:
     return None
 
 
+def _waiting_after_exit(pod: JSON, container: str) -> bool:
+    """The container waits to run again (CrashLoopBackOff) after a run that exited: its status
+    shows that run as `lastState.terminated` and no newer one."""
+    status = apijson.obj(pod.get("status"))
+    for entry in apijson.objs(status.get("containerStatuses")) + \
+            apijson.objs(status.get("initContainerStatuses")):
+        if entry.get("name") == container:
+            return "waiting" in apijson.obj(entry.get("state")) and \
+                "terminated" in apijson.obj(entry.get("lastState"))
+    return False
+
+
 def choose_attempt(pod: JSON, container: str, present: Sequence[int], *, previous: bool) -> int:
     """The attempt whose file to read: the newest run (the restart count, or a newer file the
-    status does not show yet), or with `previous` the newest run before it."""
+    status does not show yet), or with `previous` the run the status shows as
+    `lastState.terminated`, as the kubelet reads it: the newest run before the current one, or
+    while the container waits to run again (CrashLoopBackOff) the run that just exited."""
     counted = restart_count(pod, container)
     current = max([*present, *([counted] if counted is not None else [])], default=0)
     if not previous:
         return current
+    if counted is not None and _waiting_after_exit(pod, container):
+        exited = [a for a in present if a <= counted]
+        if exited:
+            return max(exited)
     earlier = [a for a in present if a < current]
     if not earlier:
         pod_name = apijson.obj(pod.get("metadata")).get("name", "")
