@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nodelet.model.core import status as st
-from support.harness import Harness, all_ready, cond, pod_manifest
+from support.harness import Harness, all_ready, cond, is_true, pod_manifest
 from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -182,3 +182,32 @@ async def test_sidecars_stop_after_the_app_in_reverse_order(agent: Harness) -> N
 
     assert at("main-exited") <= at("second-term"), "second sidecar stopped before the app"
     assert at("second-exited") <= at("first-term"), "first sidecar stopped before the second"
+
+
+async def test_an_edited_static_pod_starts_after_the_old_one_terminated(agent: Harness) -> None:
+    """An edited manifest is a new pod (a new UID): as the kubelet's pod workers allow a
+    static pod to start (allowStaticPodStart), it starts only once the old pod of the same
+    name has terminated — its `sleep` ignores SIGTERM, so that takes the grace period."""
+    full = f"edit-{agent.settings.node_name}"
+    agent.write("edit.yaml", pod_manifest("edit", grace=3))
+    await agent.wait_status("edit", all_ready, what="the first version Ready")
+    found = agent.find("edit")
+    assert found is not None
+    old = found[0].uid
+    agent.write("edit.yaml", pod_manifest("edit", grace=3,
+                                          container_extra="env: [{name: V, value: '2'}]"))
+    nodelet = agent.agent_or_fail()
+    overlaps: list[str] = []
+
+    def new_ready() -> bool:
+        """Both versions' states at this instant; True once the new one is Ready."""
+        versions = {uid: (pod, nodelet.statuses.get(uid)) for uid in nodelet.workers.uids()
+                    if (pod := nodelet.workers.pod(uid)) is not None and pod.name == full}
+        new = [s for uid, (_, s) in versions.items() if uid != old]
+        started = [s for s in new if is_true(s, st.POD_READY_TO_START_CONTAINERS)]
+        if started and old in versions:
+            overlaps.append(f"the new version's sandbox is up while {old} is still there")
+        return any(s is not None and all_ready(s) for s in started)
+
+    await eventually(new_ready, within=60, every=0.05, what="the new version Ready")
+    assert not overlaps, overlaps[0]

@@ -5,6 +5,11 @@ result changed, one of the pod's own timers expired — `PodWork.timers`, see do
 then runs one sync — so the syncs of one pod never overlap, while different pods
 sync concurrently. When the pod leaves the desired set the worker terminates it (grace period,
 sandbox removal, final status) and then ends; the pod is dropped from the status manager.
+
+Static pods of one full name run one at a time, as the kubelet's pod workers allow them
+(allowStaticPodStart): an edited manifest is a new pod (a new UID), which starts only once the
+old one has terminated, so the two never hold the same host ports or names at once; several
+waiting start in the order they came.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class _Worker:
     # pod does not wait for a long image pull or sandbox creation to finish.
     sync_task: asyncio.Task[float | None] | None = None
     last_sync: float = 0.0
+    # Allowed to start (a static pod waits for the one of its full name before it).
+    started: bool = False
 
 
 class PodWorkers:
@@ -58,6 +65,9 @@ class PodWorkers:
         self._on_gone = on_gone
         self._workers: dict[pods.PodUID, _Worker] = {}
         self._desired: dict[pods.PodUID, pods.Pod] = {}
+        # Static pods by full name: the one started, and the ones waiting in arrival order.
+        self._started_static: dict[str, pods.PodUID] = {}
+        self._waiting_static: dict[str, list[pods.PodUID]] = {}
 
     # -- what the sources say ----------------------------------------------------------------
 
@@ -117,6 +127,8 @@ class PodWorkers:
     def _start(self, pod: pods.Pod) -> _Worker:
         worker = _Worker(pod=pod)
         self._workers[pod.uid] = worker
+        if pod.is_static:
+            self._waiting_static.setdefault(pod.full_name, []).append(pod.uid)
         worker.task = self._group.spawn(f"pod-worker:{pod.full_name}:{pod.uid[:8]}",
                                         self._run(worker))
         worker.wake.set()
@@ -141,17 +153,58 @@ class PodWorkers:
                     break
                 delay = backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
                 continue
+            if not self._may_start(worker):
+                delay = None  # woken when the pod of its full name has terminated
+                continue
             delay = await self._attempt_sync(worker)
             # The pod's own wake-ups (a deadline, a back-off's end) hold after a failed sync
             # too: its retry must not postpone them.
             own = self._syncer.wake_in(worker.work)
             delay = delay if own is None else min(delay, own)
         self._workers.pop(worker.pod.uid, None)
+        self._static_gone(worker.pod)
         self._on_gone(worker.pod.uid)
         # The same pod may have come back while we terminated it.
         again = self._desired.get(worker.pod.uid)
         if again is not None:
             self._start(again)
+
+    def _may_start(self, worker: _Worker) -> bool:
+        """allowStaticPodStart: a static pod starts when no other pod of its full name has
+        started (and not yet terminated), and it is the first of its name still waiting."""
+        if worker.started or not worker.pod.is_static:
+            worker.started = True
+            return True
+        name, uid = worker.pod.full_name, worker.pod.uid
+        started = self._started_static.get(name)
+        if started is None:
+            waiting = [u for u in self._waiting_static.get(name, ())
+                       if (w := self._workers.get(u)) is not None and not w.terminating]
+            self._waiting_static[name] = waiting
+            if waiting and waiting[0] == uid:
+                waiting.pop(0)
+                self._started_static[name] = started = uid
+        if started != uid:
+            log.info("static pod %s (%s) waits until the pod of the same name (%s) has "
+                     "terminated", name, uid, started or "queued before it")
+            return False
+        worker.started = True
+        return True
+
+    def _static_gone(self, pod: pods.Pod) -> None:
+        """The worker of a static pod ended: the next pod of its full name may start."""
+        if not pod.is_static:
+            return
+        name = pod.full_name
+        if self._started_static.get(name) == pod.uid:
+            del self._started_static[name]
+        waiting = [u for u in self._waiting_static.get(name, ()) if u != pod.uid]
+        if waiting:
+            self._waiting_static[name] = waiting
+            for uid in waiting:
+                self.wake(uid)
+        else:
+            self._waiting_static.pop(name, None)
 
     async def _attempt_sync(self, worker: _Worker) -> float:
         pod = worker.pod
