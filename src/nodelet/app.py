@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodelet import settings as settings_mod
 from nodelet.adapters import checkpoint as checkpoint_mod
-from nodelet.adapters import containerd, host, hostdirs, http_server, node_server
+from nodelet.adapters import containerd, host, hostdirs, http_server, instancelock, node_server
 from nodelet.adapters.cri import client as cri
 from nodelet.adapters.cri import events as cri_events
 from nodelet.adapters.events import client as events_client
@@ -95,6 +95,7 @@ class Agent:
         self._sources_synced = False
         self._orphan_checks: set[pods.PodUID] = set()
         self._checked = preflight.Checked(token=None)
+        self._lock: instancelock.InstanceLock | None = None
         self.metrics = metrics.Metrics(termination_sli=settings.gates.pod_termination_sli)
 
     # -- life cycle -------------------------------------------------------------------------
@@ -134,14 +135,19 @@ class Agent:
                  self.runtime_endpoint, len(self.workers.uids()))
 
     async def _prepare_host(self) -> None:
-        """Settings that cannot work stop the start here (preflight.StartupError); then the
-        node's IPs, the open-file limit, and the data dir made root's only."""
+        """Settings that cannot work stop the start here (preflight.StartupError, and the
+        node's IPs); then the data dir made root's only and locked to this agent
+        (adapters.instancelock: one agent per data dir), and the open-file limit."""
         self._checked = preflight.check(self.settings)
         self._host_ips = await asyncio.to_thread(self._node_ips)
+        await asyncio.to_thread(self._secure_places)
+        try:  # before anything acts on the data dir's containerd, sandboxes or checkpoint
+            self._lock = instancelock.InstanceLock.acquire(self.settings.data_dir)
+        except instancelock.LockHeld as exc:
+            raise preflight.StartupError(str(exc)) from exc
         before, limit = host.raise_open_file_limit()
         if limit != before:
             log.info("open-file limit raised from %d to %d (the hard limit)", before, limit)
-        await asyncio.to_thread(self._secure_places)
 
     async def _start_status(self) -> None:
         """The status job: the checkpoint, the status manager and the event recorder, restored
@@ -343,15 +349,25 @@ class Agent:
         )
 
     async def _connect_runtime(self) -> cri.RuntimeClient:
+        """The runtime's client: the embedded containerd started (or adopted), or the one at
+        --runtime-endpoint; one that cannot be started or reached stops the start with
+        preflight.StartupError (the runtime's own words)."""
         runtime = self.settings.runtime
-        if runtime.endpoint is None:
-            self._containerd = containerd.EmbeddedContainerd(self.settings.data_dir, runtime)
-            await self._containerd.start()
-            endpoint = self._containerd.endpoint
-        else:
-            endpoint = runtime.endpoint
-        client = await cri.RuntimeClient.connect(
-            endpoint, timeouts=runtime.timeouts, observer=self.metrics.observe_operation)
+        try:
+            if runtime.endpoint is None:
+                self._containerd = containerd.EmbeddedContainerd(self.settings.data_dir,
+                                                                 runtime)
+                await self._containerd.start()
+                endpoint = self._containerd.endpoint
+            else:
+                endpoint = runtime.endpoint
+            client = await cri.RuntimeClient.connect(
+                endpoint, timeouts=runtime.timeouts, observer=self.metrics.observe_operation)
+        except containerd.ContainerdError as exc:
+            raise preflight.StartupError(f"the embedded containerd: {exc}") from exc
+        except cri.CriError as exc:
+            flag = "--runtime-endpoint" if runtime.endpoint is not None else "the runtime"
+            raise preflight.StartupError(f"{flag}: {exc}") from exc
         if self._containerd is not None:
             await self._containerd.wait_ready(client)
         await _check_cgroup_driver(client, endpoint)
@@ -530,6 +546,8 @@ class Agent:
             await self._containerd.detach()
         if self._checkpoint is not None:  # after the loops: flushes what they wrote last
             await self._checkpoint.close()
+        if self._lock is not None:  # last: the next agent or a reset may act from here on
+            self._lock.release()
 
     @property
     def server_port(self) -> int:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import nodelet
 from nodelet import app, nodecommands, serverflags, settings
+from nodelet.adapters import instancelock
 from nodelet.model.core import admission, nodeflags, nodeips, resources
 from nodelet.model.parsing import kubeletconfig
 from nodelet.services.nodehealth import resetting
@@ -41,6 +42,8 @@ def _parse_listen(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
         raise argparse.ArgumentTypeError(f"--listen wants HOST:PORT, got {value!r}")
+    if int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"--listen {value}: the port must be 0 to 65535")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
@@ -606,7 +609,11 @@ def _cmd_reset(args: argparse.Namespace) -> int:
                                              runtime_bin_dir=_runtime_bin_dir(args,
                                                                               config.runtime)),
                      node=replace(config.node, cgroup_root=args.cgroup_root))
-    report = asyncio.run(resetting.reset(config))
+    try:
+        report = asyncio.run(resetting.reset(config))
+    except instancelock.LockHeld as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
     print(report.summary(config.data_dir))
     return 1 if report.errors else 0
 

@@ -4,6 +4,9 @@ for slow clients (real sockets; real `nodelet run` processes for the CLI)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
+import re
 import socket
 import subprocess
 import sys
@@ -12,16 +15,19 @@ from pathlib import Path
 import pytest
 from test_http_server import FakeView
 
-from nodelet import settings
+from conftest import AgentFactory
+from nodelet import app, settings
 from nodelet.adapters import http_server
 from nodelet.services.serving import preflight
+from support.harness import all_ready, pod_manifest
 from support.polling import eventually
 
 
 def config(tmp_path: Path, **server: object) -> settings.Settings:
     base = settings.Settings(data_dir=tmp_path / "data")
     return settings.Settings(data_dir=base.data_dir,
-                             server=settings.ServerSettings(**{"port": 0, **server}))  # type: ignore[arg-type]
+                             server=settings.ServerSettings(**{"port": 0, **server}),  # type: ignore[arg-type]
+                             node_server=settings.NodeServerSettings(port=0))
 
 
 def test_empty_or_unreadable_token_files_are_refused(tmp_path: Path) -> None:
@@ -49,6 +55,35 @@ def test_a_port_in_use_is_reported_before_start(tmp_path: Path) -> None:
             preflight.check(config(tmp_path, port=port))
 
 
+def test_the_node_servers_port_in_use_is_reported_before_start(tmp_path: Path) -> None:
+    """Port 10250 held by another agent (a kubelet, a second nodelet) stops the start before
+    containerd or any pod does."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        taken = dataclasses.replace(config(tmp_path), node_server=settings.NodeServerSettings(
+            address="127.0.0.1", port=port))
+        with pytest.raises(preflight.StartupError,
+                           match=rf"--address/--port \(the node server\) 127.0.0.1:{port}: "
+                                 "cannot listen there"):
+            preflight.check(taken)
+
+
+def test_pod_cidrs_and_the_runtimes_programs_are_checked(tmp_path: Path) -> None:
+    base = config(tmp_path)
+    for cidr in ("10.0.0.0/33", "banana"):
+        bad = dataclasses.replace(base, runtime=dataclasses.replace(base.runtime,
+                                                                    pod_cidrs=(cidr,)))
+        with pytest.raises(preflight.StartupError, match=rf"--pod-cidr {cidr}: not a network"):
+            preflight.check(bad)
+    missing = dataclasses.replace(base, runtime=dataclasses.replace(
+        base.runtime, runtime_bin_dir=tmp_path / "nowhere"))
+    with pytest.raises(preflight.StartupError, match=r"--runtime-bin-dir: .*nowhere/containerd "
+                                                     "is missing"):
+        preflight.check(missing)
+
+
 def test_a_broken_kubeconfig_is_reported_before_start(tmp_path: Path) -> None:
     broken = tmp_path / "kubeconfig"
     broken.write_text("apiVersion: v1\nkind: Config\n")
@@ -73,16 +108,27 @@ def test_a_broken_kubeconfig_is_reported_before_start(tmp_path: Path) -> None:
     ["--minimum-container-ttl-duration", "ten"],
     ["--maximum-dead-containers", "-2"],
     ["--maximum-dead-containers-per-container", "-2"],
+    ["--listen", "127.0.0.1:99999"],
+    ["--pod-cidr", "10.0.0.0/33"],
+    ["--runtime-bin-dir", "/nonexistent"],
+    ["--port", "0", "--address", "127.0.0.1", "--listen", "127.0.0.1:BUSY"],
 ])
 def test_nodelet_run_refuses_before_starting_anything(tmp_path: Path, flags: list[str]) -> None:
     (tmp_path / "empty").write_text("")
     flags = [str(tmp_path / "empty") if f == "EMPTY" else f for f in flags]
     data = tmp_path / "data"
-    done = subprocess.run(
-        [sys.executable, "-m", "nodelet.cli", "run", "--data-dir", str(data), *flags],
-        capture_output=True, text=True, timeout=60, check=False)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        flags = [f.replace("BUSY", str(busy.getsockname()[1])) for f in flags]
+        done = subprocess.run(
+            [sys.executable, "-m", "nodelet.cli", "run", "--data-dir", str(data),
+             "--port", "0", *flags],
+            capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done
-    assert done.stderr.startswith("Error: --"), done.stderr
+    # Ours, or argparse's for a flag's own type (--listen HOST:PORT).
+    assert done.stderr.startswith("Error: --") or "error: argument --" in done.stderr, \
+        done.stderr
     assert "Traceback" not in done.stderr
     assert not data.exists()  # no containerd, no checkpoint, nothing
 
@@ -136,3 +182,26 @@ async def test_kept_alive_connections_get_a_fresh_header_deadline() -> None:
         writer.close()
     finally:
         await server.stop()
+
+
+@pytest.mark.runtime
+async def test_one_agent_per_data_dir_and_no_reset_under_a_running_one(
+        make_agent: AgentFactory) -> None:
+    """The data dir's lock (adapters.instancelock): a second agent on it, or `nodelet reset`,
+    is refused with the running agent's PID, and the running agent's pod is left alone."""
+    agent = await make_agent()
+    agent.write("keep.yaml", pod_manifest("keep"))
+    await agent.wait_status("keep", all_ready, what="keep Ready")
+    holder = f"a nodelet (pid {os.getpid()}) is running with --data-dir {agent.settings.data_dir}"
+    second = app.Agent(agent.settings)
+    with pytest.raises(preflight.StartupError, match=re.escape(holder)):
+        await second.start()
+    done = subprocess.run(
+        [sys.executable, "-m", "nodelet.cli", "reset", "--data-dir", str(agent.settings.data_dir)],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (2, ""), done
+    assert done.stderr == f"Error: {holder}: stop it first (Ctrl-C or SIGTERM), or choose " \
+        "another --data-dir\n"
+    found = agent.find("keep")
+    assert found is not None and found[1] is not None and all_ready(found[1])
+    assert agent.settings.data_dir.is_dir()

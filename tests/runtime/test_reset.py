@@ -13,9 +13,10 @@ import pytest
 
 from conftest import Instance, InstanceFactory, leftovers, sandbox_config
 from nodelet import settings as settings_
-from nodelet.adapters import cni, mounts
-from nodelet.model.core import pods, qoscgroups
+from nodelet.adapters import cgroups, checkpoint, cni, mounts
+from nodelet.model.core import pods, qoscgroups, specs
 from nodelet.model.core import runtime as rt
+from nodelet.model.core import status as st
 from nodelet.services.nodehealth import resetting
 from nodelet.services.podwork import volumes
 
@@ -145,3 +146,28 @@ def _hierarchies() -> list[Path]:
     if (base / "cgroup.controllers").exists():
         return [base]
     return [p for p in base.iterdir() if p.is_dir() and not p.is_symlink()]
+
+
+async def test_reset_removes_the_pod_cgroup_of_a_pod_that_never_got_a_sandbox(
+        tmp_path: Path) -> None:
+    """The pod cgroup is made before RunPodSandbox: a pod whose sandbox never came (a missing
+    runtime handler) has one, and only the checkpoint knows the pod."""
+    data_dir, uid = tmp_path / "data", f"uid-never-{os.getpid()}"
+    data_dir.mkdir()
+    root = f"/nodelet-reset-{tmp_path.name}"
+    store = checkpoint.Checkpoint.open(data_dir / checkpoint.FILENAME)
+    store.save_pod_status(pods.PodUID(uid), "never", "default", st.PodStatus(phase="Pending"))
+    store.close()
+    parent = f"{qoscgroups.qos_parent('BestEffort', root)}/pod{uid}"
+    cgroups.apply_pod_cgroup(parent, specs.PodCgroup(cpu_shares=2))
+    made = [h / parent.lstrip("/") for h in _hierarchies() if (h / parent.lstrip("/")).is_dir()]
+    assert made, f"no cgroup {parent} was made"
+
+    report = await resetting.reset(settings_.Settings(
+        data_dir=data_dir, node=settings_.NodeSettings(cgroup_root=root)))
+
+    assert not report.errors, report.errors
+    assert not [path for path in made if path.exists()]
+    for hierarchy in _hierarchies():
+        with contextlib.suppress(OSError):
+            (hierarchy / root.lstrip("/")).rmdir()

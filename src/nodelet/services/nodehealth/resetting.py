@@ -5,15 +5,18 @@
    with the embedded runtime, containerd is adopted or started for this;
 2. the embedded containerd itself (stopped), and whatever it left running (shims, runc
    containers) when CRI removal could not run;
-3. network leftovers: the sandboxes' network namespaces (recorded before removal, plus any
+3. the pod cgroups of every sandbox removed and of every pod the checkpoint knows (a pod
+   whose sandbox never came has one: it is made before RunPodSandbox);
+4. network leftovers: the sandboxes' network namespaces (recorded before removal, plus any
    found attached to the instance's bridge), the bridge's veths and the bridge;
-4. mounts under the data dir, deepest first (volume tmpfs, the subPath bind mounts under
+5. mounts under the data dir, deepest first (volume tmpfs, the subPath bind mounts under
    `pods/<uid>/volume-subpaths`, the shared bind of `pods` itself, the runtime's own), then the
    data dir itself (runtime state, CNI config and IPAM allocations, checkpoint: nothing is
    kept).
 
 It is idempotent and works when containerd is dead or was never started. Problems that do not
-stop the reset are collected in `ResetReport.errors` rather than raised.
+stop the reset are collected in `ResetReport.errors` rather than raised. A running agent of
+the data dir stops it before anything is touched: `instancelock.LockHeld` (its PID).
 
 With an external runtime (`settings.runtime.endpoint`), step 1 removes the sandboxes that carry
 the kubelet's pod UID label (all Kubernetes pods of that runtime: it is meant to be dedicated
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from nodelet import settings as settings_
-from nodelet.adapters import cgroups, cni, containerd, mounts
+from nodelet.adapters import cgroups, checkpoint, cni, containerd, instancelock, mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model.core import runtime as rt
@@ -70,19 +73,30 @@ class ResetReport:
 
 
 async def reset(settings: settings_.Settings) -> ResetReport:
-    """Remove every pod, sandbox, network attachment and runtime state of the instance."""
+    """Remove every pod, sandbox, network attachment and runtime state of the instance;
+    raises instancelock.LockHeld, having done nothing, while an agent runs on the data dir."""
     report = ResetReport()
     data_dir = settings.data_dir
     cgroup_root = settings.node.cgroup_root
-    if settings.runtime.endpoint is not None:
-        await _reset_external(settings.runtime, cgroup_root, report)
-    else:
-        await _reset_embedded(data_dir, settings.runtime, cgroup_root, report)
-    if cgroup_root != "/":
-        # An instance with a cgroup root of its own owns kubepods under it too.
-        report.errors += [f"QoS cgroup left behind: {path}"
-                          for path in cgroups.remove_qos_cgroups(cgroup_root)]
-    await _remove_data_dir(data_dir, report)
+    # Held until the data dir (and the lock file with it) is gone: no agent starts meanwhile.
+    lock = instancelock.InstanceLock.acquire(data_dir) if data_dir.is_dir() else None
+    try:
+        if settings.runtime.endpoint is not None:
+            await _reset_external(settings.runtime, cgroup_root, report)
+        else:
+            await _reset_embedded(data_dir, settings.runtime, cgroup_root, report)
+        # A pod that never got a sandbox has its pod cgroup all the same (made before
+        # RunPodSandbox): the checkpoint knows every pod the instance ran.
+        for uid in await asyncio.to_thread(_checkpointed_pods, data_dir):
+            await _remove_pod_cgroups(uid, cgroup_root, report)
+        if cgroup_root != "/":
+            # An instance with a cgroup root of its own owns kubepods under it too.
+            report.errors += [f"QoS cgroup left behind: {path}"
+                              for path in cgroups.remove_qos_cgroups(cgroup_root)]
+        await _remove_data_dir(data_dir, report)
+    finally:
+        if lock is not None:
+            lock.release()
     return report
 
 
@@ -168,6 +182,23 @@ async def _remove_pods(
         uid = s.labels.get(rt.LABEL_POD_UID)
         if uid:
             await _remove_pod_cgroups(uid, cgroup_root, report)
+
+
+def _checkpointed_pods(data_dir: Path) -> list[str]:
+    """The UIDs of the pods whose status the checkpoint keeps (none when it is unreadable)."""
+    path = data_dir / checkpoint.FILENAME
+    if not path.exists():
+        return []
+    try:
+        store = checkpoint.Checkpoint.open(path)
+    except checkpoint.CheckpointError:
+        return []
+    try:
+        return sorted(store.load_pod_statuses())
+    except checkpoint.CheckpointError:
+        return []
+    finally:
+        store.close()
 
 
 async def _remove_pod_cgroups(

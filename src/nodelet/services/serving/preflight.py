@@ -4,18 +4,23 @@ or file behind.
 
 Exceptions::
 
-    StartupError    a setting that cannot work (token file, listen address, kubeconfig,
-                    eviction thresholds, the node server's webhooks without cluster mode)
+    StartupError    a setting that cannot work (token file, the embedded runtime's programs,
+                    pod CIDRs, kubeconfig, eviction thresholds, the node server's webhooks
+                    without cluster mode, the HTTP API's and the node server's addresses)
+
+The addresses are checked last: they depend on what else runs on the machine, and a flag that
+can never work is reported first.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from nodelet import settings as settings_mod
-from nodelet.adapters import http_server, kubeconfig
+from nodelet.adapters import containerd, http_server, kubeconfig
 from nodelet.model.core import eviction
 
 
@@ -39,15 +44,38 @@ def check(settings: settings_mod.Settings) -> Checked:
         raise StartupError(
             f"--listen {host}:{port} is not a loopback address: the API shows every pod and "
             "event, so it needs --auth-token-file (or listen on 127.0.0.1)")
-    if settings.server.enabled:
-        _check_port(host, port)
+    if settings.runtime.endpoint is None:
+        _embedded_runtime(settings.runtime)
+    _pod_cidrs(settings.runtime.pod_cidrs)
     if settings.cluster is not None:
         _kubeconfig(settings.cluster)
     node_auth(settings)
     if settings.manifests_dir is not None and settings.manifests_dir.exists() \
             and not settings.manifests_dir.is_dir():
         raise StartupError(f"--manifests {settings.manifests_dir} is not a directory")
-    return Checked(token=token, thresholds=_thresholds(settings.eviction))
+    checked = Checked(token=token, thresholds=_thresholds(settings.eviction))
+    if settings.server.enabled:
+        _check_port("--listen", host, port)
+    node = settings.node_server
+    _check_port("--address/--port (the node server)", node.address, node.port)
+    return checked
+
+
+def _embedded_runtime(runtime: settings_mod.RuntimeSettings) -> None:
+    """The containerd and runc nodelet would start are there and new enough."""
+    try:
+        containerd.find_programs(runtime)
+    except containerd.ContainerdError as exc:
+        raise StartupError(f"--runtime-bin-dir: {exc}") from exc
+
+
+def _pod_cidrs(cidrs: tuple[str, ...]) -> None:
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError as exc:
+            raise StartupError(f"--pod-cidr {cidr}: not a network in CIDR notation "
+                               f"(e.g. 10.88.0.0/24): {exc}") from exc
 
 
 def _kubeconfig(cluster: settings_mod.ClusterSettings) -> None:
@@ -113,20 +141,23 @@ def _token(path: Path | None) -> str | None:
     return token
 
 
-def _check_port(host: str, port: int) -> None:
+def _check_port(flag: str, host: str, port: int) -> None:
     """The address can be bound now (port 0 always can); another process on the port is
     reported before containerd is started rather than after."""
+    if not 0 <= port <= 65535:
+        raise StartupError(f"{flag} {host}:{port}: the port must be 0 to 65535")
     if port == 0:
         return
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise StartupError(f"--listen {host}:{port}: cannot resolve {host}: {exc}") from exc
+        raise StartupError(f"{flag} {host}:{port}: cannot resolve {host}: {exc}") from exc
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(address)
         except OSError as exc:
-            raise StartupError(f"--listen {host}:{port}: cannot listen there: "
-                               f"{exc.strerror}") from exc
+            raise StartupError(f"{flag} {host}:{port}: cannot listen there: "
+                               f"{exc.strerror} (another nodelet or a kubelet on this "
+                               "machine?)") from exc
