@@ -711,6 +711,10 @@ async def run(
         await stop.wait()
     finally:
         await agent.stop()
+    kept = "containerd and the pods keep running" if settings.runtime.endpoint is None \
+        else "the pods keep running"
+    log.info("nodelet stopped; %s: the next `nodelet run` adopts them, `nodelet reset "
+             "--data-dir %s` removes them", kept, settings.data_dir)
 
 
 async def _check_cgroup_driver(client: cri.RuntimeClient, endpoint: str) -> None:

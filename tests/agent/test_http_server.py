@@ -288,6 +288,13 @@ async def test_port_in_use_is_a_server_error() -> None:
 # --- the CLI's urllib client against the same real server
 
 
+async def test_api_client_takes_a_server_without_a_scheme(running: Running) -> None:
+    """`--server 127.0.0.1:PORT`, as kubectl takes it: plain HTTP."""
+    bare = running.url.removeprefix("http://")
+    pod_list = await asyncio.to_thread(api_client.ApiClient(bare).pods)
+    assert [p["metadata"]["name"] for p in pod_list["items"]] == ["web", "db"]
+
+
 async def test_api_client_reads_every_route(running: Running) -> None:
     client = api_client.ApiClient(running.url)
     pod_list = await asyncio.to_thread(client.pods, precise=True)

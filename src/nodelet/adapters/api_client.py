@@ -31,7 +31,8 @@ class ApiClient:
     def __init__(
         self, base_url: str = DEFAULT_URL, *, token: str | None = None, timeout: float = 10.0
     ) -> None:
-        self._base_url = base_url.rstrip("/")
+        # `localhost:10255` as kubectl's --server takes it: plain HTTP when no scheme is given.
+        self._base_url = (base_url if "://" in base_url else f"http://{base_url}").rstrip("/")
         self._token = token
         self._timeout = timeout
 
