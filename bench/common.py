@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from nodelet import settings as settings_
 from nodelet.adapters import cni, containerd, mounts
 from nodelet.adapters.cri import client as cri
@@ -122,6 +124,33 @@ async def start_runtime(*, prefix: str, pod_cidr: str | None = None,
         raise
     return Runtime(data_dir, settings, runner, client,
                    f"{version.runtime_name} {version.runtime_version}")
+
+
+def agent_settings(runtime: Runtime, dirs: list[Path], *, prefix: str,
+                   node_name: str) -> settings_.Settings:
+    """An in-process agent's settings on `runtime`, its defaults otherwise: fresh manifest and
+    data dirs under /tmp (added to `dirs`, which the teardown removes), the HTTP API and the
+    node server on free loopback ports (`Agent.server_port` once started)."""
+    manifests = Path(tempfile.mkdtemp(prefix=f"{prefix}-m-", dir="/tmp"))
+    data = Path(tempfile.mkdtemp(prefix=f"{prefix}-d-", dir="/tmp"))
+    dirs += [manifests, data]
+    base = settings_.Settings(data_dir=data, manifests_dir=manifests, node_name=node_name)
+    return dataclasses.replace(
+        base,
+        runtime=dataclasses.replace(runtime.settings.runtime, endpoint=runtime.runner.endpoint),
+        server=dataclasses.replace(base.server, port=0),
+        node_server=dataclasses.replace(base.node_server, address="127.0.0.1", port=0))
+
+
+def pods_reader(port: int) -> Callable[[], Coroutine[Any, Any, list[dict[str, Any]]]]:
+    """Reads the items of an agent's `/pods` on `port`."""
+    url = f"http://127.0.0.1:{port}/pods"
+
+    async def pods() -> list[dict[str, Any]]:
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            items: list[dict[str, Any]] = (await response.json()).get("items") or []
+            return items
+    return pods
 
 
 async def teardown_runtime(runtime: Runtime, extra_dirs: Sequence[Path] = ()) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import statistics
 import sys
 import tempfile
@@ -40,7 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # bench/common.py: the runtime, its leak check, main
 from nodelet import app
-from nodelet import settings as settings_
 from nodelet.model.core import runtime as rt
 from support import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
 
@@ -192,25 +190,12 @@ async def run_rounds(agent: str, pods: Pods, manifests: Path, rounds: int,
 
 async def nodelet_rounds(runtime: common.Runtime, rounds: int,
                          dirs: list[Path]) -> dict[str, list[float]]:
-    manifests = Path(tempfile.mkdtemp(prefix="lc-m-", dir="/tmp"))
-    data = Path(tempfile.mkdtemp(prefix="lc-d-", dir="/tmp"))
-    dirs += [manifests, data]
-    s = dataclasses.replace(
-        settings_.Settings(data_dir=data, manifests_dir=manifests, node_name="bench"),
-        runtime=dataclasses.replace(runtime.settings.runtime,
-                                    endpoint=runtime.runner.endpoint),
-        server=dataclasses.replace(settings_.Settings().server, port=kubeletpeer.free_port()),
-        node_server=dataclasses.replace(settings_.Settings().node_server, address="127.0.0.1",
-                                        port=0))
+    s = common.agent_settings(runtime, dirs, prefix="lc", node_name="bench")
+    assert s.manifests_dir is not None
+    manifests = s.manifests_dir
     agent = app.Agent(s)
     await agent.start()
-    url = f"http://127.0.0.1:{agent.server_port}/pods"
-
-    async def pods() -> list[dict[str, Any]]:
-        async with aiohttp.ClientSession() as session, session.get(url) as response:
-            items: list[dict[str, Any]] = (await response.json()).get("items") or []
-            return items
-
+    pods = common.pods_reader(agent.server_port)
     try:
         return await run_rounds("nodelet", pods, manifests, rounds, runtime)
     finally:

@@ -39,13 +39,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import common  # bench/common.py: the runtime, its leak check, main
 from nodelet import app
-from nodelet import settings as settings_
 from support import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
 from support.harness import pod_manifest  # tests/support/harness.py
 
@@ -115,16 +112,9 @@ class Calls:
 
 async def nodelet_run(runtime: common.Runtime, dirs: list[Path],
                       hold: float | None) -> tuple[set[Function], float]:
-    manifests = Path(tempfile.mkdtemp(prefix="wk-m-", dir="/tmp"))
-    data = Path(tempfile.mkdtemp(prefix="wk-d-", dir="/tmp"))
-    dirs += [manifests, data]
-    s = dataclasses.replace(
-        settings_.Settings(data_dir=data, manifests_dir=manifests, node_name="walk"),
-        runtime=dataclasses.replace(runtime.settings.runtime,
-                                    endpoint=runtime.runner.endpoint),
-        server=dataclasses.replace(settings_.Settings().server, port=kubeletpeer.free_port()),
-        node_server=dataclasses.replace(settings_.Settings().node_server, address="127.0.0.1",
-                                        port=0))
+    s = common.agent_settings(runtime, dirs, prefix="wk", node_name="walk")
+    assert s.manifests_dir is not None
+    manifests = s.manifests_dir
     calls = Calls()
     # A fresh executor: its threads start after the profiler, so `threading.setprofile` has them.
     asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor())
@@ -133,14 +123,7 @@ async def nodelet_run(runtime: common.Runtime, dirs: list[Path],
     agent = app.Agent(s)
     try:
         await agent.start()
-        url = f"http://127.0.0.1:{agent.server_port}/pods"
-
-        async def pods() -> list[dict[str, Any]]:
-            async with aiohttp.ClientSession() as session, session.get(url) as response:
-                items: list[dict[str, Any]] = (await response.json()).get("items") or []
-                return items
-
-        took = await exercise(pods, manifests, hold)
+        took = await exercise(common.pods_reader(agent.server_port), manifests, hold)
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
