@@ -9,8 +9,18 @@ is found in the server's `/pods` by name (a static pod also by its manifest name
 server accepts from loopback. The server's certificate is checked against
 `--certificate-authority`, by default the self-signed one in `<data-dir>/pki/nodelet.crt`.
 
-exec and attach use the WebSocket channel protocol. With `-t` the local terminal is put in raw
-mode (restored on exit) and its size is sent at the start and on every SIGWINCH, as kubectl does.
+exec and attach speak SPDY/3.1 with remote-command v4, as kubectl does to a kubelet
+(`node_client.RemoteCommand`): stdin is sent as it is read (a pipe, a terminal, or a regular
+file or /dev/null, which the event loop cannot watch), and its end closes the command's stdin,
+so `echo hi | nodelet exec -i POD -- cat` ends with cat's exit code. With `-t` the local
+terminal is put in raw mode (restored on exit) and its size is sent as the session opens,
+before the runtime starts the command, and on every SIGWINCH, as kubectl does. containerd
+applies a size only to a process it has started (CRI's Exec has no size), so a command that
+asks at once (`sh -c 'stty size'`) may still see none — as with kubectl. A command that cannot
+run (not on the PATH) prints the runtime's reason and exits 1; a refused session prints the
+server's (`unable to upgrade connection: container not found ("main")`). As kubectl, the pod
+is checked first: a container it does not have, or a completed pod, is refused before any
+session.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ import signal
 import sys
 import termios
 import tty
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +47,11 @@ DEFAULT_NODE_SERVER = "https://127.0.0.1:10250"
 # `nodelet top`: a CPU rate needs two samples; the second is taken this long after the first
 # when the server had none to compare with yet.
 RATE_WINDOW = 1.0
+# Bytes of stdin read and sent at a time.
+STDIN_CHUNK = 32 * 1024
+# kubectl's words for a session into a pod that has ended.
+_COMPLETED = {"exec": "cannot exec into a container in a completed pod; current phase is {}",
+              "attach": "cannot attach a container in a completed pod; current phase is {}"}
 
 
 class CommandError(Exception):
@@ -114,21 +129,39 @@ async def _pod(client: nc.NodeClient, args: argparse.Namespace) -> tuple[str, st
     return namespace, name
 
 
-async def _find(client: nc.NodeClient, args: argparse.Namespace) -> tuple[str, str, str]:
+async def _find(client: nc.NodeClient, args: argparse.Namespace,
+                kind: str = "") -> tuple[str, str, str]:
     """The pod's namespace and name, and the container to use: the one named, else (as
-    kubectl) the first, saying so when there are several."""
+    kubectl) the first, saying so when there are others. For an exec or attach (`kind`),
+    kubectl's checks first: a completed pod, or a container the pod does not have, is a
+    CommandError in kubectl's words."""
     pod = presenting.find_pod(await client.get_json("/pods"), args.pod, args.namespace)
     if pod is None:
         raise CommandError(f'pods "{args.pod}" not found')
-    meta = pod["metadata"]
+    meta, spec = pod["metadata"], pod.get("spec", {})
+    phase = pod.get("status", {}).get("phase")
+    if kind in _COMPLETED and phase in ("Succeeded", "Failed"):
+        raise CommandError(_COMPLETED[kind].format(phase))
     container = getattr(args, "container", "")
-    names = [str(c.get("name")) for c in pod.get("spec", {}).get("containers", [])]
+    names = [str(c.get("name")) for c in spec.get("containers", [])]
+    others = [str(c.get("name")) for c in
+              [*spec.get("ephemeralContainers", []), *spec.get("initContainers", [])]]
+    if container and kind and container not in names + others:
+        raise CommandError(f"container {container} is not valid for pod {meta['name']} out "
+                           f"of: {_all_containers(spec)}")
     if not container and names:
         container = names[0]
-        if len(names) > 1:
-            print(f'Defaulted container "{container}" out of: {", ".join(names)}',
+        if len(names) > 1 or others:
+            print(f'Defaulted container "{container}" out of: {_all_containers(spec)}',
                   file=sys.stderr)
     return str(meta.get("namespace", "default")), str(meta["name"]), container
+
+
+def _all_containers(spec: dict[str, Any]) -> str:
+    """kubectl's list of a pod's containers: `main, debugger (ephem), setup (init)`."""
+    return ", ".join([str(c.get("name")) for c in spec.get("containers", [])]
+                     + [f"{c.get('name')} (ephem)" for c in spec.get("ephemeralContainers", [])]
+                     + [f"{c.get('name')} (init)" for c in spec.get("initContainers", [])])
 
 
 # -- exec / attach --------------------------------------------------------------------------------
@@ -147,15 +180,17 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 async def _stream(args: argparse.Namespace, kind: str, command: list[str]) -> int:
     use_tty = args.tty and sys.stdin.isatty()
-    query = [("command", c) for c in command] + [("output", "1")]
-    query += [("input", "1")] if args.stdin else []
-    query += [("tty", "1")] if use_tty else [("error", "1")]
     async with nc.NodeClient(args.node_server, _credentials(args)) as client:
-        namespace, name, container = await _find(client, args)
+        namespace, name, container = await _find(client, args, kind)
+        options = nc.CommandOptions(command=tuple(command), stdin=args.stdin, tty=use_tty,
+                                    size=_terminal_size() if use_tty else None)
         path = nc.pod_path(kind, namespace, name, container)
-        async with client.channels(path, query) as session:
+        async with client.remote_command(path, options, _write) as session:
             with _raw_terminal(use_tty):
-                return await _interact(session, stdin=args.stdin, use_tty=use_tty)
+                result = await _interact(session, stdin=args.stdin, use_tty=use_tty)
+    if result.message:  # the command did not run, or failed without an exit code
+        print(f"Error: {result.message}", file=sys.stderr)
+    return result.code
 
 
 def _write(channel: int, data: bytes) -> None:
@@ -164,41 +199,86 @@ def _write(channel: int, data: bytes) -> None:
     out.flush()
 
 
-async def _interact(session: nc.Session, *, stdin: bool, use_tty: bool) -> int:
-    loop = asyncio.get_running_loop()
-    pending: set[asyncio.Task[None]] = set()
+def _terminal_size() -> tuple[int, int] | None:
+    """The local terminal's (columns, rows); None when stdin is no terminal."""
+    try:
+        size = os.get_terminal_size(sys.stdin.fileno())
+    except OSError:
+        return None
+    return size.columns, size.lines
 
-    def later(coro: Any) -> None:
-        task = loop.create_task(coro, name="exec-send")
-        pending.add(task)
-        task.add_done_callback(pending.discard)
+
+async def _interact(session: nc.RemoteCommand, *, stdin: bool, use_tty: bool) -> nc.Exit:
+    """stdin (with `stdin`) and the terminal's new sizes (with `use_tty`) to the session
+    until it ends; how the command ended."""
+    loop = asyncio.get_running_loop()
+    tasks: set[asyncio.Task[None]] = set()
+
+    def start(coro: Any, name: str) -> None:
+        task = loop.create_task(coro, name=name)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
     def resize() -> None:
-        with contextlib.suppress(OSError):
-            size = os.get_terminal_size(sys.stdin.fileno())
-            later(session.resize(size.columns, size.lines))
-
-    def read_stdin() -> None:
-        data = os.read(sys.stdin.fileno(), 4096)
-        if not data:
-            loop.remove_reader(sys.stdin.fileno())
-            return
-        later(session.send_stdin(data))
+        size = _terminal_size()
+        if size is not None:
+            start(session.resize(*size), "exec-resize")
 
     if use_tty:
-        resize()
         loop.add_signal_handler(signal.SIGWINCH, resize)
     if stdin:
-        loop.add_reader(sys.stdin.fileno(), read_stdin)
+        start(_send_stdin(session), "exec-stdin")
     try:
-        return await session.run(_write)
+        return await session.run()
     finally:
-        if stdin:
-            loop.remove_reader(sys.stdin.fileno())
         if use_tty:
             loop.remove_signal_handler(signal.SIGWINCH)
-        for task in pending:
+        for task in tasks:
             task.cancel()
+        # The senders swallow a closed connection; a cancelled one has nothing to report.
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _send_stdin(session: nc.RemoteCommand) -> None:
+    """stdin to the command, then its end (kubectl closes the remote stdin once its copy
+    ends). An unreadable stdin (a terminal hung up: EIO) ends as well."""
+    with contextlib.suppress(OSError):
+        async for chunk in _stdin_chunks(sys.stdin.fileno()):
+            await session.send_stdin(chunk)
+    await session.close_stdin()
+
+
+async def _stdin_chunks(fd: int) -> AsyncIterator[bytes]:
+    """What `fd` gives, as it comes, until its end. A pipe or terminal is read when the event
+    loop sees it readable; a regular file or /dev/null, which epoll refuses (EPERM) and whose
+    reads never wait, is read straight on."""
+    loop = asyncio.get_running_loop()
+    watched = True
+    while True:
+        if watched:
+            try:
+                await _readable(loop, fd)
+            except PermissionError:
+                watched = False
+        if not (data := os.read(fd, STDIN_CHUNK)):
+            return
+        yield data
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    """Once `fd` can be read without waiting (one read at a time: a command that reads
+    slower than stdin comes holds stdin back rather than the memory growing)."""
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
 
 
 @contextlib.contextmanager

@@ -116,6 +116,9 @@ class NodeServing:
                     f"a container name must be specified for pod {pod.name}, choose one of: "
                     f"[{' '.join(names)}]")
             name = names[0]
+        if name not in _container_names(pod):
+            # The pod has no such container: kube-apiserver's words, as `/containerLogs` says it.
+            raise nr.NotFoundError(f"container {name} is not valid for pod {pod.name}")
 
         def running(state: runtime.PodRuntime) -> bool:
             return any(c.name == name and c.state is runtime.ContainerState.RUNNING
@@ -125,8 +128,8 @@ class NodeServing:
         found = [c for c in state.containers
                  if c.name == name and c.state is runtime.ContainerState.RUNNING]
         if not found:
-            raise nr.NotFoundError(
-                f'container "{name}" in pod "{pod.name}" is not running')
+            # The kubelet's words (GetExec, RunInContainer), which kubectl shows.
+            raise nr.NotFoundError(f'container not found ("{name}")')
         return max(found, key=lambda c: c.attempt).id
 
     async def _ready_sandbox(self, ref: nr.PodRef) -> runtime.SandboxID:
@@ -270,6 +273,13 @@ class NodeServing:
     async def _sandbox_stats(self, sandbox: runtime.SandboxID) -> sm.PodUsage:
         async with self._stats_calls:  # the call itself has the CRI client's deadline
             return await self._client.pod_sandbox_stats(sandbox)
+
+
+def _container_names(pod: podmodel.Pod) -> set[str]:
+    """Every container a session may name: the app, init (sidecars) and ephemeral ones."""
+    spec = pod.spec
+    return {c.name for c in (*spec.containers, *spec.init_containers,
+                             *spec.ephemeral_containers)}
 
 
 class _Unavailable(nr.NodeRequestError):
