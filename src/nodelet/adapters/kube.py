@@ -366,6 +366,13 @@ class KubeClient:
         return await self.request("PATCH", _path("/api/v1", "nodes", "", name, "status"),
                                   body=patch, content_type=STRATEGIC)
 
+    # -- runtime classes --------------------------------------------------------------------------
+
+    async def get_runtime_class(self, name: str) -> apijson.Obj:
+        """A node.k8s.io/v1 RuntimeClass (NotFound when there is none of that name)."""
+        return await self.request("GET", _path("/apis/node.k8s.io/v1", "runtimeclasses", "",
+                                               name))
+
     # -- leases ---------------------------------------------------------------------------------
 
     async def get_lease(self, namespace: str, name: str) -> apijson.Obj:

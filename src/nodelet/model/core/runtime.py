@@ -117,6 +117,11 @@ class HandlerFeatures:
     user_namespaces: bool = False
 
 
+class RuntimeClassError(Exception):
+    """A pod's RuntimeClass cannot be read: there is none of that name, or the API is out of
+    reach (the message is the API's)."""
+
+
 @dataclass(frozen=True)
 class RuntimeStatus:
     """CRI Status: RuntimeReady and NetworkReady plus anything else the runtime reports."""

@@ -107,8 +107,10 @@ TABLE: tuple[Field, ...] = (
        "characters fails the sandbox (`FailedCreatePodSandBox`)"),
     _h(SPEC + "hostAliases", "appended to the pod's managed /etc/hosts"),
     _h(SPEC + "readinessGates", "the pod is Ready only when every gate's condition is True"),
-    _h(SPEC + "runtimeClassName", "the CRI runtime handler (standalone there are no "
-       "RuntimeClass objects: the name is the handler)"),
+    _h(SPEC + "runtimeClassName", "in a cluster, the RuntimeClass's CRI handler (read from "
+       "the API when the sandbox is made, as the kubelet's LookupRuntimeHandler; one that "
+       "cannot be read fails the sandbox with the API's words); standalone, where there are "
+       "no RuntimeClass objects, the name is the handler"),
     _h(SPEC + "os", "admission: `linux` runs, anything else fails with `PodOSNotSupported`"),
     _nd(SPEC + "hostUsers", "`false`: a user namespace with 65536 IDs of its own, as the "
         "kubelet allocates them (kept in the pod's directory); where the runtime handler "

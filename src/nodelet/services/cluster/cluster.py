@@ -48,7 +48,7 @@ from typing import Any
 from nodelet import settings as settings_mod
 from nodelet.adapters import host, kube, kubeconfig
 from nodelet.helpers import backoff, ratelimit, tasks
-from nodelet.model.core import apijson, configs, health, nodes, pods, statuspatch
+from nodelet.model.core import apijson, configs, health, nodes, pods, runtime, statuspatch
 from nodelet.services.cluster import certificates, leases, nodestatus, tokens
 from nodelet.services.sources import apisource, objectwatches, servicewatch
 from nodelet.services.status import eventposting, mirrors, recording, statuses, statussync
@@ -346,6 +346,16 @@ class ClusterMode:
     async def _fetch_token(self, request: tokens.Request) -> apijson.Obj:
         return await self.client.create_token(request.namespace, request.service_account,
                                               request.body())
+
+    async def runtime_handler(self, runtime_class: str) -> str:
+        """The CRI handler of the RuntimeClass named `runtime_class` (the kubelet's
+        LookupRuntimeHandler); raises runtime.RuntimeClassError with the API's words (none of
+        that name, or the API out of reach)."""
+        try:
+            found = await self.client.get_runtime_class(runtime_class)
+        except kube.KubeError as exc:
+            raise runtime.RuntimeClassError(str(exc)) from exc
+        return str(found.get("handler") or "")
 
     async def objects_fetched(self, keys: set[tuple[str, str, str]]) -> None:
         """Until the watched ConfigMaps and Secrets of `keys` were listed once (bounded by

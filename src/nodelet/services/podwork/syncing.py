@@ -121,6 +121,9 @@ class PodWork:
     timers: dict[str, float] = field(default_factory=dict)
     # The resources allocated to the pod and what its cgroups have (in-place resize).
     resize: resizing.ResizeWork = field(default_factory=resizing.ResizeWork)
+    # The CRI runtime handler of the pod's RuntimeClass, once looked up (immutable both in
+    # the pod and in the class).
+    runtime_handler: str | None = None
 
     def wake_at(self, rule: str, at: float) -> None:
         """Sync the pod again at `at` for `rule` (the earlier of two times for one rule)."""
@@ -200,6 +203,10 @@ class ClusterView(Protocol):
     @property
     def services(self) -> names.ServiceSource | None:
         """The Services for service links (None until cluster mode started)."""
+
+    async def runtime_handler(self, runtime_class: str) -> str:
+        """The CRI handler of the RuntimeClass `runtime_class`; raises
+        runtime.RuntimeClassError with the API's words."""
 
 
 @dataclass(frozen=True)
@@ -401,6 +408,16 @@ class PodSyncer:
         if self._cluster is not None:
             await self._cluster.objects_fetched(reads.referenced_objects(pod))
 
+    async def _handler(self, pod: pods.Pod, work: PodWork) -> str:
+        """The CRI runtime handler of the pod's RuntimeClass, looked up once per pod: in a
+        cluster the class's `handler` (the kubelet's LookupRuntimeHandler); standalone, where
+        there are no RuntimeClass objects, the name itself. Raises runtime.RuntimeClassError."""
+        if work.runtime_handler is None:
+            name = pod.spec.runtime_class_name
+            work.runtime_handler = await self._cluster.runtime_handler(name) \
+                if name and self._cluster is not None else name
+        return work.runtime_handler
+
     def _services(self) -> names.ServiceSource | None:
         return self._cluster.services if self._cluster is not None else None
 
@@ -575,8 +592,7 @@ class PodSyncer:
         started = time.monotonic()
         try:
             sandbox_id = await self._client.run_pod_sandbox(
-                config, runtime_handler=pod.spec.runtime_class_name
-            )
+                config, runtime_handler=await self._handler(pod, work))
         except cri.CriError as exc:
             self._observer.sandbox_failed(pod, str(exc), exc.code, time.monotonic() - started)
             work.last_sandbox_error = f"failed to create pod sandbox: {exc.detail}"
@@ -622,20 +638,22 @@ class PodSyncer:
     async def _new_sandbox_config(self, pod: pods.Pod, attempt: int,
                                   work: PodWork) -> runtime.SandboxConfig:
         """RunPodSandbox's config, with the pod's DNS (`names`) and its FQDN hostname. An
-        unreadable node resolv.conf or a too long FQDN fails the sandbox, as the kubelet's
-        generatePodSandboxConfig does."""
+        unreadable node resolv.conf, a too long FQDN or a RuntimeClass that cannot be read
+        fails the sandbox, as the kubelet's generatePodSandboxConfig and createPodSandbox do."""
         try:
+            await self._handler(pod, work)  # looked up before anything is made for it
             return specs.sandbox_config(
                 pod, attempt=attempt, logs_root=self._node.logs_root,
                 dns=await self._dns.config(pod),
                 cgroup_parent=specs.pod_cgroup_parent(pod, self._settings.node.cgroup_root),
                 cluster_domain=self._settings.dns.cluster_domain, user=work.userns)
-        except (names.DNSError, specs.SandboxConfigError) as exc:
-            work.last_sandbox_error = f"failed to create pod sandbox: {exc.message}"
+        except (names.DNSError, specs.SandboxConfigError, runtime.RuntimeClassError) as exc:
+            message = str(exc)
+            work.last_sandbox_error = f"failed to create pod sandbox: {message}"
             self._recorder.record(pod, "Warning", ev.FAILED_CREATE_POD_SANDBOX,
-                                  f"Failed to create pod sandbox: {exc.message}")
+                                  f"Failed to create pod sandbox: {message}")
             self.publish(pod, await self._relister.refresh_pod(pod.uid), work)
-            raise SyncError(f"sandbox config of {pod.full_name}: {exc.message}") from exc
+            raise SyncError(f"sandbox config of {pod.full_name}: {message}") from exc
 
     async def _collect_dead(self, pod: pods.Pod, state: runtime.PodRuntime) -> bool:
         """The container GC's per-pod rule on this pod, in each sync before containers are
@@ -808,8 +826,12 @@ class PodSyncer:
         """The container's volumes (recursiveReadOnly resolved for the pod's runtime handler),
         then the pod's managed /etc/hosts (the kubelet's makeMounts); raises ContainerError
         when a mount cannot be made as asked or the hosts file cannot be written."""
-        supported = self._node.runtime.handler(
-            pod.spec.runtime_class_name or "").recursive_read_only_mounts
+        try:
+            handler = await self._handler(pod, work)
+        except runtime.RuntimeClassError as exc:
+            raise containers.ContainerError(
+                f"runtime class of pod {pod.full_name}: {exc}") from exc
+        supported = self._node.runtime.handler(handler).recursive_read_only_mounts
         try:
             own = tuple(vol.recursive_read_only(m, supported)
                         for m in mounts.get(container.name, ()))
