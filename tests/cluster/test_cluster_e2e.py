@@ -254,6 +254,33 @@ async def test_a_runtime_class_overhead_is_in_the_pod_cgroup(
             await admin.delete(f"/apis/node.k8s.io/v1/runtimeclasses/overhead-{namespace}")
 
 
+async def test_a_runtime_class_gone_before_the_sandbox_fails_it_with_the_apis_words(
+        join: Any, admin: AdminClient, namespace: str) -> None:
+    """kube-apiserver admits only pods of a RuntimeClass that exists; one deleted before the
+    node made the pod's sandbox (here: before the node started) fails the sandbox with the
+    API's words, as the kubelet's LookupRuntimeHandler fails it."""
+    gone = f"gone-{namespace}"
+    async with join(NODE, start=False) as harness:
+        await admin.create("/apis/node.k8s.io/v1/runtimeclasses", {
+            "metadata": {"name": gone}, "handler": "runc"})
+        await admin.create(pod_path(namespace), pod("orphaned", node=NODE, scheduler=False,
+                                                    runtimeClassName=gone))
+        await admin.delete(f"/apis/node.k8s.io/v1/runtimeclasses/{gone}")
+        await harness.start()
+        conds = await eventually(
+            lambda: _conditions(admin, namespace, "orphaned"), within=60,
+            until=lambda c: f'"{gone}" not found' in c.get(
+                "PodReadyToStartContainers", {}).get("message", ""),
+            what="the sandbox failed for want of the RuntimeClass")
+        assert conds["PodReadyToStartContainers"]["status"] == "False", conds
+        events = await admin.items(f"/api/v1/namespaces/{namespace}/events")
+        assert any(e["reason"] == "FailedCreatePodSandBox" and f'"{gone}" not found'
+                   in e["message"] for e in events), [e["message"] for e in events]
+        await admin.delete(pod_path(namespace, "orphaned"))
+        await eventually(lambda: _gone(admin, namespace, "orphaned"), within=60,
+                         what="the pod gone")
+
+
 def _cgroup_file(controller: str, cgroup: str, name: str) -> str:
     """A cgroup v1 file (these machines mount v1 only)."""
     return (Path("/sys/fs/cgroup") / controller / cgroup.lstrip("/") / name).read_text().strip()
