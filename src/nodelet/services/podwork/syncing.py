@@ -121,8 +121,8 @@ class PodWork:
     timers: dict[str, float] = field(default_factory=dict)
     # The resources allocated to the pod and what its cgroups have (in-place resize).
     resize: resizing.ResizeWork = field(default_factory=resizing.ResizeWork)
-    # The CRI runtime handler of the pod's RuntimeClass, once looked up (immutable both in
-    # the pod and in the class).
+    # The CRI runtime handler of the pod's RuntimeClass, once looked up in the cluster's API
+    # (immutable both in the pod and in the class).
     runtime_handler: str | None = None
 
     def wake_at(self, rule: str, at: float) -> None:
@@ -412,10 +412,11 @@ class PodSyncer:
         """The CRI runtime handler of the pod's RuntimeClass, looked up once per pod: in a
         cluster the class's `handler` (the kubelet's LookupRuntimeHandler); standalone, where
         there are no RuntimeClass objects, the name itself. Raises runtime.RuntimeClassError."""
+        name = pod.spec.runtime_class_name
+        if not name or self._cluster is None:
+            return name
         if work.runtime_handler is None:
-            name = pod.spec.runtime_class_name
-            work.runtime_handler = await self._cluster.runtime_handler(name) \
-                if name and self._cluster is not None else name
+            work.runtime_handler = await self._cluster.runtime_handler(name)
         return work.runtime_handler
 
     def _services(self) -> names.ServiceSource | None:
