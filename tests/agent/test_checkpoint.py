@@ -219,14 +219,24 @@ def test_given_first_ready_times_are_kept_over_the_status(db: Path) -> None:
         checkpoint.close()
 
 
-# The pods table as older versions wrote it (the other tables are unchanged).
+# The pods table as older versions wrote it (conditions are unchanged; events below).
 _OLD_PODS = {
     1: "uid TEXT PRIMARY KEY, name TEXT NOT NULL, namespace TEXT NOT NULL, start_time TEXT, "
        "first_ready_to_start TEXT, first_ready TEXT",
     2: "uid TEXT PRIMARY KEY, name TEXT NOT NULL, namespace TEXT NOT NULL, start_time TEXT, "
        "first_ready_to_start TEXT, first_ready TEXT, phase TEXT NOT NULL DEFAULT 'Pending', "
        "reason TEXT NOT NULL DEFAULT '', message TEXT NOT NULL DEFAULT ''",
+    3: "uid TEXT PRIMARY KEY, name TEXT NOT NULL, namespace TEXT NOT NULL, start_time TEXT, "
+       "first_ready_to_start TEXT, first_ready TEXT, phase TEXT NOT NULL DEFAULT 'Pending', "
+       "reason TEXT NOT NULL DEFAULT '', message TEXT NOT NULL DEFAULT '', "
+       "pod_ips TEXT NOT NULL DEFAULT ''",
 }
+# The events table before version 4 (no field path).
+_OLD_EVENTS = (
+    "key TEXT PRIMARY KEY, name TEXT NOT NULL, namespace TEXT NOT NULL, pod_name TEXT NOT NULL, "
+    "pod_uid TEXT NOT NULL, type TEXT NOT NULL, reason TEXT NOT NULL, message TEXT NOT NULL, "
+    "count INTEGER NOT NULL, first_timestamp TEXT NOT NULL, last_timestamp TEXT NOT NULL, "
+    "host TEXT NOT NULL, component TEXT NOT NULL")
 
 
 def test_a_finished_pods_ips_are_remembered(db: Path) -> None:
@@ -244,15 +254,23 @@ def test_a_finished_pods_ips_are_remembered(db: Path) -> None:
 
 @pytest.mark.parametrize("version", sorted(_OLD_PODS))
 def test_an_older_checkpoint_is_migrated_not_moved_aside(db: Path, version: int) -> None:
-    """Version 1 predates the pods' phase, reason and message columns, 2 their pod IPs."""
+    """Version 1 predates the pods' phase, reason and message columns, 2 their pod IPs, 3
+    the events' field path."""
     db.parent.mkdir(parents=True)
-    others = cp._SCHEMA[cp._SCHEMA.index("CREATE TABLE IF NOT EXISTS conditions"):]
+    schema = cp._SCHEMA
+    conditions = schema[schema.index("CREATE TABLE IF NOT EXISTS conditions"):
+                        schema.index("CREATE TABLE IF NOT EXISTS events")]
     with closing(sqlite3.connect(db)) as conn, conn:
-        conn.executescript(f"CREATE TABLE pods ({_OLD_PODS[version]});\n{others}")
+        conn.executescript(f"CREATE TABLE pods ({_OLD_PODS[version]});\n{conditions}"
+                           f"CREATE TABLE events ({_OLD_EVENTS});")
         conn.execute("INSERT INTO pods (uid, name, namespace) VALUES ('u1', 'web', 'default')")
+        conn.execute("INSERT INTO events VALUES ('k', 'web.1', 'default', 'web', 'u1', "
+                     "'Normal', 'Pulled', 'm', 1, '2026-01-01T00:00:00.000000Z', "
+                     "'2026-01-01T00:00:00.000000Z', 'n', 'nodelet')")
         conn.execute(f"PRAGMA user_version = {version}")
     checkpoint, contents = cp.open_or_replace(db)
     checkpoint.close()
     assert corrupt_files(db.parent) == []
     restored = contents.pod_statuses[pods.PodUID("u1")]
     assert (restored.phase, restored.pod_ips) == ("Pending", ())
+    assert [(e.reason, e.field_path) for e in contents.events] == [("Pulled", "")]

@@ -190,3 +190,35 @@ async def test_network_not_ready_holds_sandboxes_until_cni_is_configured(
         (conf / name).write_bytes(data)
     await agent.wait_status("waiting", all_ready, within=40,
                             what="pod Ready once the CNI config is back")
+
+
+@pytest.mark.parametrize("command", ["/no-such-file", "/etc/hosts"],
+                         ids=["missing", "not executable"])
+async def test_a_command_that_cannot_start_fails_the_pod_and_stops_its_sandbox(
+    agent: Harness, command: str,
+) -> None:
+    """As the kubelet 1.37 shows it (restartPolicy Never): the pod Failed with its sandbox
+    stopped (PodReadyToStartContainers False, `pod sandbox is not ready`), the container
+    terminated with the runtime's StartError (exit code 128) and no last state, and a Failed
+    event on the container with the runtime's description, without gRPC's prefix."""
+    manifest = pod_manifest("nostart", restart_policy="Never").replace(
+        f'command: ["sh", "-c", {"sleep 1000000"!r}]', f"command: [{command}]")
+    agent.write("nostart.yaml", manifest)
+
+    def stopped(s: st.PodStatus) -> bool:
+        ready = cond(s, st.POD_READY_TO_START_CONTAINERS)
+        return s.phase == "Failed" and ready is not None and ready.status == "False"
+
+    pod_status = await agent.wait_status("nostart", stopped, within=60,
+                                         what="Failed with the sandbox stopped")
+    ready = cond(pod_status, st.POD_READY_TO_START_CONTAINERS)
+    assert ready is not None
+    assert (ready.reason, ready.message) == ("PodSandboxNotReady", "pod sandbox is not ready")
+    (container,) = pod_status.container_statuses
+    assert isinstance(container.state, st.ContainerStateTerminated), container
+    assert (container.state.reason, container.state.exit_code) == ("StartError", 128)
+    assert container.last_state is None
+    failed = [e for e in agent.events_of("nostart") if e.reason == "Failed"]
+    assert failed and failed[0].field_path == "spec.containers{main}"
+    assert failed[0].message.startswith("Error: ") and "rpc error" not in failed[0].message
+    assert command in failed[0].message

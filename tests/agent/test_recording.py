@@ -96,7 +96,7 @@ def test_event_fields(checkpoint: cp.Checkpoint, clock: FakeClock) -> None:
     event = recorder.record(make_pod(), "Normal", ev.PULLING, 'Pulling image "busybox"')
     assert event.name.startswith("web.")
     assert (event.namespace, event.pod_name, event.pod_uid) == ("default", "web", "uid-1")
-    assert (event.host, event.component) == ("node-a", "nodelet")
+    assert (event.host, event.component) == ("node-a", "kubelet")
 
 
 def test_filter_by_pod_and_namespace(checkpoint: cp.Checkpoint, clock: FakeClock) -> None:
@@ -188,7 +188,7 @@ def test_event_to_api_shape(checkpoint: cp.Checkpoint, clock: FakeClock) -> None
         "2024-05-01T12:00:20Z",
     )
     assert (body["count"], body["type"], body["reason"]) == (2, "Warning", "FailedCreatePodSandBox")
-    assert body["source"] == {"component": "nodelet", "host": "node-a"}
+    assert body["source"] == {"component": "kubelet", "host": "node-a"}
 
 
 def test_similar_events_with_different_messages_are_combined_after_ten() -> None:
@@ -216,3 +216,31 @@ def test_similar_events_with_different_messages_are_combined_after_ten() -> None
     assert len(combined) == 1
     assert combined[0].count == 4
     assert combined[0].message == rec.COMBINED_PREFIX + "sandbox 13 failed"
+
+
+def test_container_events_name_their_container(checkpoint: cp.Checkpoint,
+                                               clock: FakeClock) -> None:
+    """As the kubelet's container references: involvedObject.fieldPath says which container
+    (spec.containers{app}, spec.initContainers{init}, spec.ephemeralContainers{debug}), the
+    same words about two containers are two events, and the field path survives a restart."""
+    recorder = recorder_for(checkpoint, clock)
+    base = make_pod()
+    pod = pods.Pod(uid=base.uid, name=base.name, namespace=base.namespace, spec=pods.PodSpec(
+        containers=base.spec.containers,
+        init_containers=(pods.Container(name="init", image="busybox"),),
+        ephemeral_containers=(pods.Container(name="debug", image="busybox"),)))
+    for name in ("app", "init", "debug", "app"):
+        recorder.record(pod, "Normal", ev.CREATED, "Container created", container=name)
+        clock.advance(1)
+    recorder.record(pod, "Normal", ev.SANDBOX_CHANGED, "changed")
+    events = recorder.events()
+    assert [(e.field_path, e.count) for e in events] == [
+        ("spec.containers{app}", 2), ("spec.initContainers{init}", 1),
+        ("spec.ephemeralContainers{debug}", 1), ("", 1)]
+    api = ev.event_to_api(events[0])
+    assert api["involvedObject"]["fieldPath"] == "spec.containers{app}"
+    assert "fieldPath" not in ev.event_to_api(events[-1])["involvedObject"]
+    assert (api["source"], api["reportingComponent"], api["reportingInstance"]) == (
+        {"component": "kubelet", "host": "node-a"}, "kubelet", "node-a")
+    restored = recorder_for(checkpoint, clock).events()
+    assert [e.field_path for e in restored] == [e.field_path for e in events]

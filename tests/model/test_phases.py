@@ -279,6 +279,71 @@ def test_waiting_override_ignored_while_running() -> None:
     assert isinstance(got.state, status.ContainerStateRunning)
 
 
+@pytest.mark.parametrize(
+    ("policy", "inits", "waiting_shown"),
+    [
+        pytest.param("Never", (), False, id="never: stays terminated"),
+        pytest.param("OnFailure", (), True, id="on failure: restarted, waits"),
+        pytest.param("Always", (), True, id="always: restarted, waits"),
+        pytest.param("Never", ("app",), False, id="init, never: stays terminated"),
+        pytest.param("OnFailure", ("app",), True, id="init, on failure: waits"),
+    ],
+)
+def test_a_start_error_waits_only_when_restarted(
+    policy: pods.RestartPolicy, inits: tuple[str, ...], waiting_shown: bool
+) -> None:
+    """The kubelet shows why a start failed (RunContainerError) only for a container it will
+    start again; otherwise the runtime's StartError (exit code 128) stays, with no last state."""
+    pod = make_pod(containers=() if inits else ("app",), inits=inits, policy=policy)
+    failed = info("app", 0, EXITED, exit_code=128, reason="StartError")
+    init_statuses, regular = phases.container_statuses(
+        pod, [failed], waiting={"app": ("RunContainerError", "exec: no such file")})
+    (got,) = init_statuses or regular
+    if waiting_shown:
+        assert got.state == status.ContainerStateWaiting("RunContainerError",
+                                                         "exec: no such file")
+        assert isinstance(got.last_state, status.ContainerStateTerminated)
+    else:
+        assert isinstance(got.state, status.ContainerStateTerminated)
+        assert (got.state.reason, got.state.exit_code) == ("StartError", 128)
+        assert got.last_state is None
+
+
+@pytest.mark.parametrize(
+    ("mount", "supported", "expected"),
+    [
+        pytest.param(pods.VolumeMount("v", "/v"), True, ("", False), id="writable"),
+        pytest.param(pods.VolumeMount("v", "/v", read_only=True), True, ("Disabled", True),
+                     id="read-only"),
+        pytest.param(pods.VolumeMount("v", "/v", read_only=True,
+                                      recursive_read_only="IfPossible"), True,
+                     ("Enabled", True), id="if possible, supported"),
+        pytest.param(pods.VolumeMount("v", "/v", read_only=True,
+                                      recursive_read_only="IfPossible"), False,
+                     ("Disabled", True), id="if possible, not supported"),
+        pytest.param(pods.VolumeMount("v", "/v", read_only=True,
+                                      recursive_read_only="Enabled"), False,
+                     ("Disabled", True), id="enabled, not supported: cannot resolve"),
+        pytest.param(pods.VolumeMount("v", "/v", read_only=True,
+                                      recursive_read_only="Enabled",
+                                      mount_propagation="HostToContainer"), True,
+                     ("Disabled", True), id="enabled with propagation: cannot resolve"),
+    ],
+)
+def test_volume_mount_statuses(mount: pods.VolumeMount, supported: bool,
+                               expected: tuple[str, bool]) -> None:
+    """containerStatuses[].volumeMounts as the kubelet 1.37 writes them."""
+    container = pods.Container(name="app", image="busybox", volume_mounts=(mount,))
+    (got,) = phases.volume_mount_statuses(container, rro_supported=supported)
+    assert (got.name, got.mount_path) == ("v", "/v")
+    assert (got.recursive_read_only, got.read_only) == expected
+    shown = status._container_status_to_api(status.ContainerStatus(
+        name="app", image="busybox", state=RUNNING, volume_mounts=(got,)))["volumeMounts"]
+    assert shown == [{"name": "v", "mountPath": "/v",
+                      **({"readOnly": True, "recursiveReadOnly": expected[0]}
+                         if expected[1] else {})}]
+
+
 @pytest.mark.parametrize(("exit_code", "ready"), [(0, True), (1, False)])
 def test_init_container_ready_when_completed(exit_code: int, ready: bool) -> None:
     (got,), _ = phases.container_statuses(

@@ -368,8 +368,8 @@ def test_describe_pod() -> None:
         "Events:\n"
         "  Type     Reason                  Age                 From     Message\n"
         "  ----     ------                  ----                ----     -------\n"
-        "  Normal   Started                 20s                 nodelet  Started container app\n"
-        "  Warning  FailedCreatePodSandBox  3s (x3 over 3m20s)  nodelet  "
+        "  Normal   Started                 20s                 kubelet  Started container app\n"
+        "  Warning  FailedCreatePodSandBox  3s (x3 over 3m20s)  kubelet  "
         "Failed to create pod sandbox: no IP\n"
     )
     assert "not mine" not in text

@@ -53,12 +53,15 @@ DEFAULT_BUSY_TIMEOUT = settings_.CheckpointSettings.busy_timeout
 # 2: pods remember their phase, reason and message (a terminal phase such as
 # DeadlineExceeded cannot be derived from the runtime again after a restart).
 # 3: and their pod IPs (a finished pod's sandbox is stopped, so the runtime has them no more).
-_SCHEMA_VERSION = 3
-# The columns each older version lacks, added by the upgrade.
+# 4: events remember the container they are about (involvedObject.fieldPath).
+_SCHEMA_VERSION = 4
+# The columns each older version lacks, added by the upgrade: (table, column definition).
 _ADDED_COLUMNS = {
-    2: ("phase TEXT NOT NULL DEFAULT 'Pending'", "reason TEXT NOT NULL DEFAULT ''",
-        "message TEXT NOT NULL DEFAULT ''"),
-    3: ("pod_ips TEXT NOT NULL DEFAULT ''",),
+    2: (("pods", "phase TEXT NOT NULL DEFAULT 'Pending'"),
+        ("pods", "reason TEXT NOT NULL DEFAULT ''"),
+        ("pods", "message TEXT NOT NULL DEFAULT ''")),
+    3: (("pods", "pod_ips TEXT NOT NULL DEFAULT ''"),),
+    4: (("events", "field_path TEXT NOT NULL DEFAULT ''"),),
 }
 
 _SCHEMA = """
@@ -94,7 +97,8 @@ CREATE TABLE IF NOT EXISTS events (
     first_timestamp TEXT NOT NULL,
     last_timestamp TEXT NOT NULL,
     host TEXT NOT NULL,
-    component TEXT NOT NULL
+    component TEXT NOT NULL,
+    field_path TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS events_by_last ON events (last_timestamp);
 """
@@ -106,7 +110,7 @@ _COLUMNS = {
              "phase", "reason", "message", "pod_ips"),
     "conditions": ("uid", "type", "status", "last_transition_time"),
     "events": ("key", "name", "namespace", "pod_name", "pod_uid", "type", "reason", "message",
-               "count", "first_timestamp", "last_timestamp", "host", "component"),
+               "count", "first_timestamp", "last_timestamp", "host", "component", "field_path"),
 }
 # SQLite's primary result codes that mean the file itself is damaged or foreign.
 _CORRUPT_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
@@ -412,7 +416,7 @@ def _apply(conn: sqlite3.Connection, write: Write) -> None:
             conn.execute("DELETE FROM conditions WHERE uid = ?", (str(uid),))
             conn.execute("DELETE FROM pods WHERE uid = ?", (str(uid),))
         case SaveEvent(event=event):
-            conn.execute(f"INSERT OR REPLACE INTO events VALUES ({', '.join('?' * 13)})",
+            conn.execute(f"INSERT OR REPLACE INTO events VALUES ({', '.join('?' * 14)})",
                          _event_row(event))
         case PruneEvents(max_events=max_events):
             conn.execute(
@@ -460,6 +464,7 @@ def _event_row(event: ev.Event) -> tuple[object, ...]:
         st.format_precise(event.last_timestamp),
         event.host,
         event.component,
+        event.field_path,
     )
 
 
@@ -510,8 +515,9 @@ def _check_known(found: dict[str, tuple[str, ...]], version: int) -> None:
     """Raise `_Corrupt` if a table exists with columns no version of nodelet wrote."""
     for table, columns in found.items():
         expected = _COLUMNS[table]
-        if version and table == "pods":  # without the columns later versions added
-            later = sum(len(c) for v, c in _ADDED_COLUMNS.items() if v > version)
+        if version:  # without the columns later versions added
+            later = sum(1 for v, added in _ADDED_COLUMNS.items() if v > version
+                        for t, _ in added if t == table)
             expected = expected[:len(expected) - later]
         if columns and columns != expected:
             raise _Corrupt(f"unexpected columns in table {table}: {', '.join(columns)}")
@@ -522,8 +528,8 @@ def _create_schema(conn: sqlite3.Connection, version: int) -> None:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.executescript(_SCHEMA)
     for added in (v for v in sorted(_ADDED_COLUMNS) if version and v > version):
-        for column in _ADDED_COLUMNS[added]:  # the pods table predates these columns
-            conn.execute(f"ALTER TABLE pods ADD COLUMN {column}")
+        for table, column in _ADDED_COLUMNS[added]:  # the table predates these columns
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
     conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
     conn.commit()
 
@@ -569,4 +575,5 @@ def _event(row: sqlite3.Row) -> ev.Event:
         last_timestamp=last_timestamp,
         host=row["host"],
         component=row["component"],
+        field_path=row["field_path"],
     )

@@ -21,15 +21,26 @@ class CriError(Exception):
     """A CRI call failed. `operation` is the RPC name, `endpoint` the runtime's address."""
 
     def __init__(
-        self, message: str, *, operation: str, endpoint: str, code: str = "", detail: str = ""
+        self, message: str, *, operation: str, endpoint: str, code: str = "", detail: str = "",
+        description: str = "",
     ) -> None:
         super().__init__(message)
         self.operation = operation
         self.endpoint = endpoint
         self.code = code
-        # The runtime's own words (gRPC details), as the kubelet puts them into events and
-        # condition messages; the whole message when there were none.
+        # The runtime's own words with gRPC's code (`rpc error: code = Unknown desc = …`),
+        # as the kubelet prints a CRI error (FailedCreatePodSandBox); the whole message
+        # when there were none.
         self.detail = detail or message
+        # The description alone, as the kubelet shows it where it reads grpc status'
+        # Message(): a container's create and start errors, in its status and events.
+        self.description = description or self.detail
+
+    @property
+    def pull_words(self) -> str:
+        """How the kubelet's CRI client words a failed PullImage: an Unknown code's
+        description alone (it strips the code, which adds nothing), any other code kept."""
+        return self.description if self.code == "UNKNOWN" else self.detail
 
 
 class RuntimeUnavailable(CriError):
@@ -90,4 +101,5 @@ def from_rpc_error(
         endpoint=endpoint,
         code=code.name,
         detail=detail,
+        description=error.details() or "",
     )

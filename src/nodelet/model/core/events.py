@@ -22,8 +22,10 @@ EventType = Literal["Normal", "Warning"]
 # What an event is about (its involvedObject's kind).
 InvolvedKind = Literal["Pod", "Node"]
 
-# The reporting component, as `source.component` ("kubelet" for the real thing).
-COMPONENT = "nodelet"
+# The reporting component, as `source.component` and `reportingComponent`: the kubelet's
+# name, as tools that read a node agent's events select them by it (`kubectl get events
+# --field-selector source=kubelet`, `describe`'s From column); the node's name is the host.
+COMPONENT = "kubelet"
 
 # Reasons the kubelet uses (pkg/kubelet/events/event.go); DESIGN.md §3 gives the messages.
 FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"
@@ -46,7 +48,7 @@ FAILED = "Failed"
 # for a kernel OOM kill, the Warning operators know from clusters that run it.
 OOM_KILLING = "OOMKilling"
 
-EventKey = tuple[str, str, str, str]
+EventKey = tuple[str, str, str, str, str]
 
 # Where events about the node go (client-go: cluster-scoped objects' events go to "default").
 NODE_EVENT_NAMESPACE = "default"
@@ -75,20 +77,37 @@ class Event:
     host: str
     component: str = COMPONENT
     kind: InvolvedKind = "Pod"
+    # The container it is about, as the kubelet's container references say it
+    # (`spec.containers{main}`: `container_field_path`); "": the pod itself.
+    field_path: str = ""
 
     @property
     def key(self) -> EventKey:
-        """What identical events share: pod UID, type, reason, message."""
-        return event_key(self.pod_uid, self.type, self.reason, self.message)
+        """What identical events share: pod UID, type, reason, message, field path."""
+        return event_key(self.pod_uid, self.type, self.reason, self.message, self.field_path)
 
     def repeated(self, at: datetime) -> Event:
         """This event seen once more at `at`: count + 1, last timestamp moved."""
         return dataclasses.replace(self, count=self.count + 1, last_timestamp=at)
 
 
-def event_key(uid: pods.PodUID, type_: EventType, reason: str, message: str) -> EventKey:
-    """The aggregation key of an event."""
-    return (str(uid), type_, reason, message)
+def event_key(uid: pods.PodUID, type_: EventType, reason: str, message: str,
+              field_path: str = "") -> EventKey:
+    """The aggregation key of an event (client-go's correlator keys on the involved object's
+    field path too: the same words about two containers are two events)."""
+    return (str(uid), type_, reason, message, field_path)
+
+
+def container_field_path(pod: pods.Pod, name: str) -> str:
+    """Where `name` sits in the pod's spec, as the kubelet's GenerateContainerRef writes it:
+    `spec.containers{main}`, `spec.initContainers{init}`, `spec.ephemeralContainers{debug}`;
+    a name the spec lacks is an implicit container (`implicitly required container main`)."""
+    for field, listed in (("containers", pod.spec.containers),
+                          ("initContainers", pod.spec.init_containers),
+                          ("ephemeralContainers", pod.spec.ephemeral_containers)):
+        if any(c.name == name for c in listed):
+            return f"spec.{field}{{{name}}}"
+    return f"implicitly required container {name}"
 
 
 def event_name(pod_name: str, at: datetime) -> str:
@@ -98,9 +117,11 @@ def event_name(pod_name: str, at: datetime) -> str:
 
 
 def new_event(
-    pod: pods.Pod, type_: EventType, reason: str, message: str, *, at: datetime, host: str
+    pod: pods.Pod, type_: EventType, reason: str, message: str, *, at: datetime, host: str,
+    field_path: str = "",
 ) -> Event:
-    """A first occurrence (count 1) of an event about `pod`."""
+    """A first occurrence (count 1) of an event about `pod` (`field_path`: one of its
+    containers, `container_field_path`)."""
     return Event(
         name=event_name(pod.name, at),
         namespace=pod.namespace,
@@ -113,6 +134,7 @@ def new_event(
         first_timestamp=at,
         last_timestamp=at,
         host=host,
+        field_path=field_path,
     )
 
 
@@ -140,8 +162,11 @@ def involved_object(event: Event) -> dict[str, Any]:
     """The v1 ObjectReference of what the event is about (a Node has no namespace)."""
     if event.kind == "Node":
         return {"kind": "Node", "name": event.pod_name, "uid": event.pod_uid, "apiVersion": "v1"}
-    return {"kind": "Pod", "namespace": event.namespace, "name": event.pod_name,
-            "uid": event.pod_uid, "apiVersion": "v1"}
+    ref = {"kind": "Pod", "namespace": event.namespace, "name": event.pod_name,
+           "uid": event.pod_uid, "apiVersion": "v1"}
+    if event.field_path:
+        ref["fieldPath"] = event.field_path
+    return ref
 
 
 def event_to_api(event: Event, *, precise: bool = False) -> dict[str, Any]:

@@ -96,16 +96,19 @@ def generate_status(
     terminal: bool = False,
     extra: extraconditions.Facts | None = None,
     resized: resize.View | None = None,
+    rro_supported: bool = False,
 ) -> status.PodStatus:
     """`ready`/`started`: readiness and startup probe results by container name;
     `failure`: (reason, message) of a pod that failed for good (activeDeadlineSeconds passed,
     refused at admission); `terminal`: the last status of a pod being terminated, its
     containers stopped — a pod from the API then gets a terminal phase (`terminal_status`);
     `extra`: what the alpha conditions beyond KEP-3085 read (`extraconditions.Facts`);
-    `resized`: the allocation and what runs (`resize.View`; None: the pod's spec as it is)."""
+    `resized`: the allocation and what runs (`resize.View`; None: the pod's spec as it is);
+    `rro_supported`: the pod's runtime handler makes mounts recursively read-only."""
     view = resized or resize.View(allocated=pod)
     init_statuses, container_statuses = _container_statuses(
-        pod, containers, old, view, gates=gates, ready=ready, waiting=waiting, started=started)
+        pod, containers, old, view, gates=gates, ready=ready, waiting=waiting, started=started,
+        rro_supported=rro_supported)
     phase = phases.pod_phase(
         pod, init_statuses, container_statuses, old_phase=old.phase if old else None,
         terminal=terminal,
@@ -147,7 +150,8 @@ def generate_status(
         container_statuses=() if _rejected(failure) else container_statuses,
         init_container_statuses=() if _rejected(failure) else init_statuses,
         ephemeral_container_statuses=() if _rejected(failure) else _keep_terminated(
-            phases.ephemeral_container_statuses(pod, containers, waiting=waiting),
+            phases.ephemeral_container_statuses(pod, containers, waiting=waiting,
+                                                rro_supported=rro_supported),
             old.ephemeral_container_statuses if old else ()),
         qos_class=resources.qos_class(pod),
         allocated_resources=resize.pod_allocated(view.allocated),
@@ -166,13 +170,14 @@ def _container_statuses(
     ready: Mapping[str, bool] | None,
     waiting: Mapping[str, tuple[str, str]],
     started: Mapping[str, bool] | None,
+    rro_supported: bool,
 ) -> tuple[tuple[status.ContainerStatus, ...], tuple[status.ContainerStatus, ...]]:
     """The init and app containers' statuses: as the runtime shows them, with their resources
     as allocated, and what the old status keeps (terminated states the runtime lost, or the
     statuses of a restart of all containers)."""
     init_statuses, container_statuses = phases.container_statuses(
-        pod, containers, ready=ready, waiting=waiting, started=started
-    )
+        pod, containers, ready=ready, waiting=waiting, started=started,
+        rro_supported=rro_supported)
     init_statuses = tuple(resize.container_status(s, view) for s in init_statuses)
     container_statuses = tuple(resize.container_status(s, view) for s in container_statuses)
     if not gates.container_stop_signals:  # the kubelet shows them only with its gate

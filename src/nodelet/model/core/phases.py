@@ -195,11 +195,14 @@ def _state(info: runtime.ContainerInfo, runtime_name: str) -> status.ContainerSt
 
 @dataclass(frozen=True)
 class _Inputs:
+    restart_policy: pods.RestartPolicy
     runtime_name: str
     ready: Mapping[str, bool]
     started: Mapping[str, bool]
     waiting: Mapping[str, tuple[str, str]]
     default_reason: str
+    # Whether the pod's runtime handler makes mounts recursively read-only.
+    rro_supported: bool = False
 
 
 def _one_status(
@@ -211,19 +214,22 @@ def _one_status(
 ) -> status.ContainerStatus:
     override = inputs.waiting.get(container.name)
     waiting = status.ContainerStateWaiting(*override) if override else None
+    mounts = volume_mount_statuses(container, rro_supported=inputs.rro_supported)
     if not attempts:
         return status.ContainerStatus(
             name=container.name,
             image=container.image,
             state=waiting or status.ContainerStateWaiting(reason=inputs.default_reason),
             started=False,
+            volume_mounts=mounts,
         )
     newest = attempts[0]
     state = _state(newest, inputs.runtime_name)
     last: status.ContainerStateValue | None = None
     if len(attempts) > 1 and attempts[1].state is runtime.ContainerState.EXITED:
         last = _terminated(attempts[1], inputs.runtime_name)
-    if waiting is not None and not isinstance(state, status.ContainerStateRunning):
+    if waiting is not None and not isinstance(state, status.ContainerStateRunning) \
+            and _to_restart(container, newest, inputs.restart_policy, is_init=is_init):
         # A failed start (back-off, pull error): the exited attempt becomes the last state.
         if isinstance(state, status.ContainerStateTerminated):
             last = state
@@ -246,7 +252,42 @@ def _one_status(
         last_state=last,
         user=newest.user,
         stop_signal=newest.stop_signal,
+        volume_mounts=mounts,
     )
+
+
+def volume_mount_statuses(container: pods.Container, *,
+                          rro_supported: bool) -> tuple[status.VolumeMountStatus, ...]:
+    """The container's volume mounts as the kubelet's status lists them (RecursiveReadOnly
+    Mounts, GA): every mount in spec order; a read-only one says whether it is recursively
+    read-only, as the kubelet's resolveRecursiveReadOnly decides for the runtime handler (a
+    request it cannot grant reads as Disabled)."""
+    return tuple(
+        status.VolumeMountStatus(
+            name=m.name, mount_path=m.mount_path, read_only=m.read_only,
+            recursive_read_only=("Enabled" if _recursive(m, rro_supported) else "Disabled")
+            if m.read_only else "")
+        for m in container.volume_mounts)
+
+
+def _recursive(mount: pods.VolumeMount, supported: bool) -> bool:
+    return (mount.recursive_read_only in ("IfPossible", "Enabled") and supported
+            and mount.mount_propagation in ("", "None"))
+
+
+def _to_restart(container: pods.Container, newest: runtime.ContainerInfo,
+                policy: pods.RestartPolicy, *, is_init: bool) -> bool:
+    """Whether a container is to run again, so that why its last start failed shows as its
+    waiting state (the kubelet's convertToAPIContainerStatuses, ShouldContainerBeRestarted):
+    one that exited for good — a start error under `restartPolicy: Never`, an init container
+    that succeeded — stays terminated with the runtime's reason (StartError, exit code 128)."""
+    if newest.state is not runtime.ContainerState.EXITED:
+        return True
+    if is_init and container.restart_policy == "Always":
+        return True
+    if is_init and newest.exit_code == 0:
+        return False
+    return restarts.should_restart(policy, container, newest.exit_code)
 
 
 def container_statuses(
@@ -257,6 +298,7 @@ def container_statuses(
     waiting: Mapping[str, tuple[str, str]] | None = None,
     started: Mapping[str, bool] | None = None,
     runtime_name: str = "containerd",
+    rro_supported: bool = False,
 ) -> tuple[tuple[status.ContainerStatus, ...], tuple[status.ContainerStatus, ...]]:
     """(init container statuses, regular container statuses), each in spec order.
 
@@ -266,17 +308,20 @@ def container_statuses(
     probe and ready unless it has a readiness probe. `waiting`: (reason, message) of containers
     that failed to start, e.g. ("CrashLoopBackOff", "back-off 10s restarting failed ...");
     containers the runtime lacks are otherwise waiting with ContainerCreating (PodInitializing
-    in pods with init containers).
+    in pods with init containers). `rro_supported`: the pod's runtime handler makes mounts
+    recursively read-only (their `volumeMounts` statuses say so).
     """
     by_name: dict[str, list[runtime.ContainerInfo]] = {}
     for info in sorted(containers, key=lambda c: (c.created_at, c.attempt), reverse=True):
         by_name.setdefault(info.name, []).append(info)
     inputs = _Inputs(
+        restart_policy=pod.spec.restart_policy,
         runtime_name=runtime_name,
         ready=ready or {},
         started=started or {},
         waiting=waiting or {},
         default_reason=POD_INITIALIZING if pod.spec.init_containers else CONTAINER_CREATING,
+        rro_supported=rro_supported,
     )
     inits = tuple(
         _one_status(c, by_name.get(c.name, ()), inputs, is_init=True)
@@ -294,6 +339,7 @@ def ephemeral_container_statuses(
     *,
     waiting: Mapping[str, tuple[str, str]] | None = None,
     runtime_name: str = "containerd",
+    rro_supported: bool = False,
 ) -> tuple[status.ContainerStatus, ...]:
     """The ephemeral containers' statuses, in spec order, as `container_statuses` builds the
     others; never ready and without `started`: no prober looks at them (the kubelet's
@@ -301,9 +347,11 @@ def ephemeral_container_statuses(
     by_name: dict[str, list[runtime.ContainerInfo]] = {}
     for info in sorted(containers, key=lambda c: (c.created_at, c.attempt), reverse=True):
         by_name.setdefault(info.name, []).append(info)
-    inputs = _Inputs(runtime_name=runtime_name, ready={}, started={}, waiting=waiting or {},
+    # The pod's policy, as the kubelet's status reads it for ephemeral containers too.
+    inputs = _Inputs(restart_policy=pod.spec.restart_policy, runtime_name=runtime_name,
+                     ready={}, started={}, waiting=waiting or {},
                      default_reason=POD_INITIALIZING if pod.spec.init_containers
-                     else CONTAINER_CREATING)
+                     else CONTAINER_CREATING, rro_supported=rro_supported)
     return tuple(
         dataclasses.replace(_one_status(c, by_name.get(c.name, ()), inputs, is_init=False),
                             ready=False, started=None)

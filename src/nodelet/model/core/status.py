@@ -79,6 +79,18 @@ ContainerStateValue = ContainerStateWaiting | ContainerStateRunning | ContainerS
 
 
 @dataclass(frozen=True)
+class VolumeMountStatus:
+    """One of a container's volume mounts as its status shows it (containerStatuses[].
+    volumeMounts): `recursive_read_only` is "Enabled" or "Disabled" for a read-only mount,
+    "" for a writable one."""
+
+    name: str
+    mount_path: str
+    read_only: bool = False
+    recursive_read_only: str = ""
+
+
+@dataclass(frozen=True)
 class ContainerStatus:
     name: str
     image: str
@@ -97,6 +109,7 @@ class ContainerStatus:
     # requests and limits its cgroup has; None: not reported), quantities as written.
     allocated_resources: Mapping[str, str] | None = None
     resources: Mapping[str, Mapping[str, str]] | None = None
+    volume_mounts: tuple[VolumeMountStatus, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,6 +210,17 @@ def _container_status_to_api(status: ContainerStatus) -> dict[str, Any]:
         out["allocatedResources"] = dict(status.allocated_resources)
     if status.resources is not None:
         out["resources"] = {k: dict(v) for k, v in status.resources.items()}
+    if status.volume_mounts:
+        out["volumeMounts"] = [_volume_mount_to_api(m) for m in status.volume_mounts]
+    return out
+
+
+def _volume_mount_to_api(mount: VolumeMountStatus) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": mount.name, "mountPath": mount.mount_path}
+    if mount.read_only:
+        out["readOnly"] = True
+    if mount.recursive_read_only:
+        out["recursiveReadOnly"] = mount.recursive_read_only
     return out
 
 

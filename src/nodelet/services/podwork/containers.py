@@ -141,9 +141,11 @@ class ContainerRunner:
             # secrets, and events are readable more widely than the pod); it is logged.
             log.warning("postStart hook of %s in %s failed: %s", container.name,
                         pod.full_name, failure)
-            self._recorder.record(pod, "Warning", "FailedPostStartHook", "PostStartHook failed")
+            self._recorder.record(pod, "Warning", "FailedPostStartHook", "PostStartHook failed",
+                                  container=container.name)
             # The kubelet's kill of it says why in its Killing event.
-            self._recorder.record(pod, "Normal", ev.KILLING, "FailedPostStartHook")
+            self._recorder.record(pod, "Normal", ev.KILLING, "FailedPostStartHook",
+                                  container=container.name)
             await self._client.stop_container(container_id, 0)
         return None
 
@@ -227,7 +229,8 @@ class ContainerRunner:
         """The container cannot be configured as its spec says: it waits with the kubelet's
         CreateContainerConfigError and a Failed event, and is retried on the next sync."""
         waiting[container.name] = ("CreateContainerConfigError", message)
-        self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {message}")
+        self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {message}",
+                              container=container.name)
         raise ContainerError(f"configure container {container.name}: {message}")
 
     async def _create_and_start(
@@ -239,21 +242,29 @@ class ContainerRunner:
         config: runtime.ContainerConfig,
         waiting: MutableMapping[str, tuple[str, str]],
     ) -> runtime.ContainerID:
+        # The kubelet's words: the runtime's description without gRPC's `rpc error: code =
+        # … desc =` (its startContainer reads grpc status' Message()), in the container's
+        # waiting state and its Failed event alike.
+        name = container.name
         try:
             container_id = await self._client.create_container(sandbox.id, config, sandbox_config)
         except cri.CriError as exc:
-            waiting[container.name] = ("CreateContainerError", exc.detail)
-            self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {exc.detail}")
-            raise ContainerError(f"create container {container.name}: {exc.detail}") from exc
-        self._recorder.record(pod, "Normal", ev.CREATED, f"Created container {container.name}")
+            waiting[name] = ("CreateContainerError", exc.description)
+            self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {exc.description}",
+                                  container=name)
+            raise ContainerError(f"create container {name}: {exc.detail}") from exc
+        self._recorder.record(pod, "Normal", ev.CREATED, "Container created", container=name)
         try:
             await self._client.start_container(container_id)
         except cri.CriError as exc:
-            waiting[container.name] = ("RunContainerError", exc.detail)
-            self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {exc.detail}")
-            raise ContainerError(f"start container {container.name}: {exc.detail}") from exc
-        waiting.pop(container.name, None)
-        self._recorder.record(pod, "Normal", ev.STARTED, f"Started container {container.name}")
+            # Shown only while the container is to be restarted: one that is not stays
+            # terminated with the runtime's StartError (phases.container_statuses).
+            waiting[name] = ("RunContainerError", exc.description)
+            self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {exc.description}",
+                                  container=name)
+            raise ContainerError(f"start container {name}: {exc.detail}") from exc
+        waiting.pop(name, None)
+        self._recorder.record(pod, "Normal", ev.STARTED, "Container started", container=name)
         return container_id
 
     async def stop(
@@ -273,8 +284,12 @@ class ContainerRunner:
             failure = await self._hooks.run(spec, info.id, "preStop", pod_ip=pod_ip,
                                             budget=grace)
             if failure is not None:
-                self._recorder.record(pod, "Warning", "FailedPreStopHook",
-                                      f"PreStopHook failed: {failure}")
+                # The kubelet's words: the hook's output stays out of the event (it may hold
+                # secrets); it is logged.
+                log.warning("preStop hook of %s in %s failed: %s", spec.name, pod.full_name,
+                            failure)
+                self._recorder.record(pod, "Warning", "FailedPreStopHook", "PreStopHook failed",
+                                      container=spec.name)
         if turn is not None and grace - (time.monotonic() - started) > 0:
             await turn(grace - (time.monotonic() - started))
         left = grace - (time.monotonic() - started)

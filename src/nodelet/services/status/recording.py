@@ -77,10 +77,15 @@ class EventRecorder:
             self._keep(event.key, event)
         self._evict()
 
-    def record(self, pod: pods.Pod, type_: ev.EventType, reason: str, message: str) -> ev.Event:
-        """Record one occurrence of an event about `pod`; return the (aggregated) event."""
+    def record(self, pod: pods.Pod, type_: ev.EventType, reason: str, message: str, *,
+               container: str = "") -> ev.Event:
+        """Record one occurrence of an event about `pod`, or about its container named
+        `container` (the event's involvedObject.fieldPath says which, as the kubelet's
+        container events do); return the (aggregated) event."""
+        path = ev.container_field_path(pod, container) if container else ""
         event = self._occur(str(pod.uid), type_, reason, message, lambda text, at: ev.new_event(
-            pod, type_, reason, text, at=at, host=self._node_name))
+            pod, type_, reason, text, at=at, host=self._node_name, field_path=path),
+            field_path=path)
         _log_event(event, {"pod": pod.full_name, "pod_uid": str(pod.uid)})
         self._persist(event, evicted=self._evict())
         self._notify(event)
@@ -98,11 +103,11 @@ class EventRecorder:
         return event
 
     def _occur(self, uid: str, type_: ev.EventType, reason: str, message: str,
-               new: Callable[[str, datetime], ev.Event]) -> ev.Event:
+               new: Callable[[str, datetime], ev.Event], *, field_path: str = "") -> ev.Event:
         """Aggregate one occurrence into the history: a repeat of a known event, or `new`
         (message, time) with a unique name."""
         now = self._clock()
-        message, key = self._aggregate(uid, type_, reason, message, now)
+        message, key = self._aggregate(uid, type_, reason, message, now, field_path)
         previous = self._drop(key)
         if previous is not None:
             event = dataclasses.replace(previous.repeated(now), message=message)
@@ -125,9 +130,11 @@ class EventRecorder:
         return event
 
     def _aggregate(
-        self, uid: str, type_: ev.EventType, reason: str, message: str, now: datetime
+        self, uid: str, type_: ev.EventType, reason: str, message: str, now: datetime,
+        field_path: str,
     ) -> tuple[str, ev.EventKey]:
-        """The message to record and the key to aggregate under (combining similar events)."""
+        """The message to record and the key to aggregate under (combining similar events:
+        client-go's aggregator leaves the field path out of what makes events similar)."""
         similar_key = (uid, type_, reason)
         similar = self._similar.get(similar_key)
         if similar is None or now - similar.last > SIMILAR_WINDOW:
@@ -135,8 +142,8 @@ class EventRecorder:
         similar.last = now
         if message in similar.messages or len(similar.messages) < SIMILAR_MAX:
             similar.messages.add(message)
-            return message, ev.event_key(pods.PodUID(uid), type_, reason, message)
-        combined = ev.event_key(pods.PodUID(uid), type_, reason, COMBINED_PREFIX)
+            return message, ev.event_key(pods.PodUID(uid), type_, reason, message, field_path)
+        combined = ev.event_key(pods.PodUID(uid), type_, reason, COMBINED_PREFIX, field_path)
         return COMBINED_PREFIX + message, combined
 
     def _unique_name(self, event: ev.Event) -> ev.Event:
