@@ -18,7 +18,7 @@
 - `checkpoint` / `db`: a real SQLite checkpoint, or the path an agent would keep it at.
 
 Every instance is torn down with `nodelet reset`, and the teardown fails the run when the
-instance left a network namespace, veth, bridge, mount or data dir behind.
+instance left a network namespace, veth, bridge, mount, data dir or runtime state dir behind.
 """
 
 from __future__ import annotations
@@ -136,12 +136,14 @@ async def leftovers(instance: Instance) -> dict[str, object]:
     """What of the instance still exists on the host (all empty/False when clean)."""
     netns = _existing(instance.netns_seen)
     netns += await cni.instance_netns(instance.data_dir)
+    state = instance.containerd.paths.state  # outside the data dir (/run/nodelet/<hash>)
     return {
         "netns": netns,
         "veths": await cni.bridge_ports(instance.data_dir),
         "bridge": await cni.bridge_exists(instance.data_dir),
-        "mounts": mounts.mounts_under(instance.data_dir),
+        "mounts": mounts.mounts_under(instance.data_dir) + mounts.mounts_under(state),
         "data_dir": instance.data_dir.exists(),
+        "state_dir": state.exists(),
     }
 
 

@@ -32,7 +32,7 @@ def test_a_new_data_dir_gets_the_kubelet_modes(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert {p: mode(data / p) for p in ("", "pods", "logs", "pki")} == {
-        "": 0o751, "pods": 0o750, "logs": 0o750, "pki": 0o700}
+        "": 0o750, "pods": 0o750, "logs": 0o750, "pki": 0o700}
     assert owner(data) == owner(data / "pods") == hostdirs.owner()
 
 
@@ -47,9 +47,9 @@ def test_an_existing_data_dir_is_fixed_at_every_start(tmp_path: Path) -> None:
     os.chown(data, NOBODY, NOBODY)
     changes = hostdirs.secure_data_dir(data)
     assert {(c.path, c.mode, c.uid, c.made) for c in changes} == {
-        (data, 0o777, NOBODY, 0o751), (data / "pods", 0o755, 0, 0o750),
+        (data, 0o777, NOBODY, 0o750), (data / "pods", 0o755, 0, 0o750),
         (data / "pods" / "uid-1", 0o755, 0, 0o750), (data / "logs", 0o755, 0, 0o750)}
-    assert owner(data) == hostdirs.owner() and mode(data) == 0o751
+    assert owner(data) == hostdirs.owner() and mode(data) == 0o750
     assert mode(data / "pods" / "uid-1") == 0o750
     assert hostdirs.secure_data_dir(data) == []  # and then it stays so
 

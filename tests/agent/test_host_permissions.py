@@ -4,10 +4,9 @@ ConfigMap or service account token and cannot forge its termination message, whi
 own non-root container reads its volumes and writes its message.
 
 The files keep the kubelet's modes (0644 by defaultMode, 0666 for the termination message):
-`pods/` and `logs/` (0750, root's) keep other users out, in a data dir they may traverse
-but not list (0751). The data dir starts as an older
-nodelet left it (0755) and is closed at start. The agent is a node of the real control plane,
-whose ServiceAccount admission gives the pod a projected token.
+the data dir, `pods/` and `logs/` (0750, root's) keep other users out. The data dir starts as
+an older nodelet left it (0755) and is closed at start. The agent is a node of the real
+control plane, whose ServiceAccount admission gives the pod a projected token.
 """
 
 from __future__ import annotations
@@ -84,8 +83,7 @@ async def _check(admin: AdminClient, namespace: str, harness: Harness, data: Pat
     await admin.create(f"/api/v1/namespaces/{namespace}/configmaps",
                        {"metadata": {"name": "cfg"}, "data": {"dsn": DSN}})
     await harness.start()
-    # The data dir may be traversed (user namespaces reach their rootfs in it), not listed.
-    assert (mode(data), mode(data / "pods"), mode(data / "logs")) == (0o751, 0o750, 0o750)
+    assert (mode(data), mode(data / "pods"), mode(data / "logs")) == (0o750, 0o750, 0o750)
     assert os.stat(data).st_uid == 0
     app = pod("app", node=NODE, command=APP, dnsPolicy="Default",
               securityContext={"runAsUser": 1000, "runAsGroup": 1000},

@@ -4,16 +4,26 @@ On containerd 2.x the pod's root is an unprivileged host ID (its range starts at
 65536 above the host's first 65536 IDs, as the kubelet allocates it), volumes still work inside
 it, and two pods never share a range; the range is kept in the pod's directory across an agent
 restart. On containerd 1.6 (no user namespaces in CRI) the pod is refused at admission.
+With the embedded containerd the pod runs wherever the data dir is, also under a directory
+the pod's host user cannot traverse (runc, as that user, reaches the rootfs under the runtime's
+state, which is kept under /run, not in the data dir).
 """
 
 from __future__ import annotations
 
+import os
+import stat
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
-from conftest import runtime_programs_for_tests
+from conftest import runtime_bin_dir_for_tests, runtime_programs_for_tests
+from nodelet.adapters import cni, containerd, mounts
 from nodelet.model.core import userns
+from nodelet.services.nodehealth import resetting
 from support.harness import Harness, pod_manifest
 from support.polling import eventually
 
@@ -84,3 +94,51 @@ async def test_pods_get_user_namespaces_of_their_own(agent: Harness) -> None:
     await agent.stop(terminate_pods=False)
     await agent.start()
     assert userns.from_json(kept.read_bytes()).host_id == maps["userns"]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def closed_agent() -> AsyncIterator[Harness]:
+    """An agent on its own embedded containerd, its data dir under a directory only root may
+    enter (as under /root, or `mktemp -d`); reset at the end, and checked to leave nothing."""
+    harness = Harness(endpoint="unused")
+    harness.root.chmod(0o700)
+    harness.settings = replace(harness.settings, runtime=replace(
+        harness.settings.runtime, endpoint=None, runtime_bin_dir=runtime_bin_dir_for_tests(),
+        ready_timeout=30.0))
+    try:
+        await harness.start()
+        yield harness
+    finally:
+        try:
+            await harness.stop()
+            await _reset_and_check(harness)
+        finally:
+            harness.cleanup()
+
+
+async def _reset_and_check(harness: Harness) -> None:
+    data_dir = harness.settings.data_dir
+    state = containerd.ContainerdPaths.of(data_dir).state
+    report = await resetting.reset(harness.settings)
+    assert not report.errors, report.errors
+    left = {"netns": await cni.instance_netns(data_dir),
+            "veths": await cni.bridge_ports(data_dir),
+            "bridge": await cni.bridge_exists(data_dir),
+            "mounts": mounts.mounts_under(data_dir) + mounts.mounts_under(state),
+            "data dir": data_dir.exists(), "state": state.exists()}
+    assert not any(left.values()), f"{data_dir} leaked: {left}"
+
+
+async def test_a_pod_runs_with_the_data_dir_under_a_closed_directory(
+        closed_agent: Harness) -> None:
+    if not runtime_has_userns():
+        pytest.skip("containerd 1.6 refuses hostUsers: false (the other test covers it)")
+    parent = closed_agent.settings.data_dir.parent
+    assert stat.S_IMODE(os.stat(parent).st_mode) == 0o700
+    closed_agent.write("closed.yaml", pod_manifest("closed", command=COMMAND, extra_spec=SPEC,
+                                                   container_extra=MOUNT))
+    await closed_agent.wait_status("closed", lambda s: s.phase == "Running", within=60,
+                                   what="running in a user namespace")
+    lines = await printed(closed_agent, "closed")
+    assert int(lines[0].split()[1]) >= userns.FIRST_HOST_ID, lines
+    assert lines[1:3] == ["0", "EMPTYDIR-WRITABLE"], lines

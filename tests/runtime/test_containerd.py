@@ -33,6 +33,22 @@ def test_instances_get_distinct_bridges_and_ranges() -> None:
     assert network.prefixlen == 24 and 100 <= network.network_address.packed[1] <= 199
 
 
+def test_each_data_dir_has_its_own_short_state_dir_under_run(tmp_path: Path) -> None:
+    """Outside the data dir, so a pod in a user namespace reaches its rootfs wherever the data
+    dir is; named by the resolved path, so a relative or symlinked name finds the same one."""
+    data, link = tmp_path / "data", tmp_path / "link"
+    data.mkdir()
+    link.symlink_to(data)
+    state = containerd.state_dir(data)
+    assert state.parent == containerd.RUN_ROOT and len(state.name) == 16
+    assert containerd.state_dir(link) == state
+    assert containerd.state_dir(Path(os.path.relpath(data))) == state
+    assert containerd.state_dir(tmp_path / "other") != state
+    text = containerd.render_config(data, settings_.RuntimeSettings(), "overlayfs", programs(2))
+    assert tomllib.loads(text)["state"] == str(state)
+    assert f'Root = "{state}/runc"' in text
+
+
 def programs(major: int) -> containerd.Programs:
     return containerd.Programs(containerd="/bin/containerd", shim="/bin/shim", ctr="/bin/ctr",
                                runc="/bin/runc", version=(major, 0, 0))

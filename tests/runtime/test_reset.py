@@ -53,7 +53,8 @@ async def test_reset_leaves_nothing(instances: InstanceFactory) -> None:
     instance = await instances()
     await _run_pod(instance, "one")
     await _run_pod(instance, "two")
-    assert mounts.mounts_under(instance.data_dir)  # rootfs and shm mounts exist
+    state = instance.containerd.paths.state
+    assert mounts.mounts_under(state)  # rootfs and shm mounts exist, outside the data dir
     await instance.client.close()
     await instance.containerd.detach()
 
@@ -61,7 +62,7 @@ async def test_reset_leaves_nothing(instances: InstanceFactory) -> None:
 
     assert not report.errors, report.errors
     assert len(report.sandboxes) == 2 and len(report.containers) == 2
-    assert report.removed_data_dir
+    assert report.removed_data_dir and not state.exists()
     await _assert_clean(instance, report)
 
 

@@ -1,8 +1,13 @@
 """The embedded containerd: one private containerd per nodelet data dir, supervised.
 
-Layout under `<data-dir>/containerd/`: `config.toml`, `root/`, `state/`, `containerd.sock`
-(CRI and containerd API), `containerd.pid`, `containerd.log`. The CNI config comes from
-`nodelet.adapters.cni`.
+Layout under `<data-dir>/containerd/`: `config.toml`, `root/` (images, snapshots, metadata),
+`containerd.sock` (CRI and containerd API), `containerd.pid`, `containerd.log`. The state
+(task bundles with their rootfs mounts, runc's state, sandboxes' shm) is not in the data dir
+but in `/run/nodelet/<16 hex digits of a hash of the resolved data dir>/`, 0711 as
+containerd's own `/run/containerd`: runc sets up a pod in a user namespace (hostUsers: false)
+as the pod's root, an unprivileged host user, which must traverse every directory on the way
+to the rootfs, and a data dir may be anywhere (under /root, 0700, or `mktemp -d`). The CNI
+config comes from `nodelet.adapters.cni`.
 
 Lifecycle:
 - `start()` adopts a live containerd named by the pid file whose socket answers, or spawns
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import os
@@ -60,6 +66,10 @@ _DISABLED_PLUGINS = (
     # instances would fight over; nodelet uses no NRI plugin.
     "io.containerd.nri.v1.nri",
 )
+
+
+# Where each instance's runtime state lives (see the module docstring).
+RUN_ROOT = Path("/run/nodelet")
 
 
 class ContainerdError(Exception):
@@ -129,15 +139,23 @@ def find_programs(settings: settings_.RuntimeSettings) -> Programs:
                     version=version)
 
 
+def state_dir(data_dir: Path) -> Path:
+    """The instance's runtime state dir: one per data dir, so that instances never share it,
+    and a short name whatever the data dir's length."""
+    key = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    return RUN_ROOT / key
+
+
 @dataclass(frozen=True)
 class ContainerdPaths:
     """Where one instance's containerd keeps everything."""
 
     base: Path
+    state: Path
 
     @classmethod
     def of(cls, data_dir: Path) -> ContainerdPaths:
-        return cls(base=data_dir / "containerd")
+        return cls(base=data_dir / "containerd", state=state_dir(data_dir))
 
     @property
     def config(self) -> Path:
@@ -148,7 +166,8 @@ class ContainerdPaths:
         return self.base / "root"
 
     @property
-    def state(self) -> Path:
+    def legacy_state(self) -> Path:
+        """Where nodelet kept the state before it moved under RUN_ROOT (reset removes it)."""
         return self.base / "state"
 
     @property
@@ -178,7 +197,8 @@ def render_config(data_dir: Path, settings: settings_.RuntimeSettings, snapshott
     CRI streaming server (exec, attach, port-forward; the node server proxies to it) listens on
     loopback, plain HTTP, on a port the kernel picks (its default 10010 would collide between
     instances; containerd puts the bound port into the URLs it hands out, measured on 1.6.20).
-    The shim and runc are the ones `programs` names, runc's state under the instance's state.
+    The shim and runc are the ones `programs` names, runc's state under the instance's state
+    (`ContainerdPaths.state`, outside the data dir).
     """
     parts = _ConfigParts(data_dir, settings, snapshotter, programs)
     return parts.head() + (parts.v3() if programs.major >= 2 else parts.v2())
@@ -464,19 +484,33 @@ class EmbeddedContainerd:
         )
 
     async def _write_config(self) -> None:
-        _make_dirs(self._paths.base, self._paths.root, self._paths.state)
-        # A pod in a user namespace (hostUsers: false) is set up by runc as its own root, an
-        # unprivileged host user, which must reach its rootfs under the state dir: the way
-        # there is traversable but not listable, as containerd's own /run/containerd is.
-        hostdirs.secure_dir(self._data_dir, hostdirs.DATA_DIR_MODE)
-        for directory in (self._paths.base, self._paths.state):
-            hostdirs.secure_dir(directory, hostdirs.RUNTIME_DIR_MODE)
+        _make_dirs(self._paths.base, self._paths.root)
+        for directory in (self._data_dir, self._paths.base):
+            hostdirs.secure_dir(directory, hostdirs.DATA_MODE)
+        self._make_state_dir()
         cni.write_conflist(self._data_dir, self._settings.pod_cidrs)
         snapshotter = await self._choose_snapshotter()
         text = render_config(self._data_dir, self._settings, snapshotter, self.programs)
         tmp = self._paths.config.with_suffix(".tmp")
         tmp.write_text(text)
         os.replace(tmp, self._paths.config)
+
+    def _make_state_dir(self) -> None:
+        """RUN_ROOT and the instance's state dir in it, root's and 0711: a pod in a user
+        namespace (hostUsers: false) is set up by runc as its own root, an unprivileged host
+        user, which must reach its rootfs there; traversable, not listable, as containerd's
+        own /run/containerd."""
+        state = self._paths.state
+        try:
+            for directory in (RUN_ROOT, state):
+                hostdirs.secure_dir(directory, hostdirs.RUNTIME_DIR_MODE)
+        except (hostdirs.HostDirError, OSError) as exc:
+            raise ContainerdError(f"cannot make the runtime's state dir {state}: {exc}") from exc
+        log.info("runtime state of %s: %s", self._data_dir, state)
+        if self._paths.legacy_state.exists():
+            log.warning("%s is the runtime state of an older nodelet, no longer used: "
+                        "`nodelet reset` removes it and what still runs from it",
+                        self._paths.legacy_state)
 
     async def _choose_snapshotter(self) -> str:
         # overlayfs is much faster than copying (native), but not every file system takes it.
@@ -690,12 +724,23 @@ async def kill_leftovers(data_dir: Path, settings: settings_.RuntimeSettings) ->
     """
     paths = ContainerdPaths.of(data_dir)
     removed: list[str] = []
-    runc_root = paths.state / "runc" / "k8s.io"
     try:
         runc = _program("runc", settings.runtime_bin_dir)
     except ContainerdError as exc:
         log.warning("reset: %s", exc)
         return removed
+    for state in (paths.state, paths.legacy_state):
+        if (state / "runc" / "k8s.io").is_dir():
+            removed += await _force_delete(runc, state / "runc" / "k8s.io")
+    for pid in _shim_pids(paths.socket):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return removed
+
+
+async def _force_delete(runc: str, runc_root: Path) -> list[str]:
+    """Force-delete every container runc knows under `runc_root`; the IDs deleted."""
+    removed = []
     status, out = await commands.run([runc, "--root", str(runc_root), "list", "-q"], limit=30)
     for container_id in out.split() if status == 0 else []:
         status, _ = await commands.run(
@@ -703,7 +748,4 @@ async def kill_leftovers(data_dir: Path, settings: settings_.RuntimeSettings) ->
         )
         if status == 0:
             removed.append(container_id)
-    for pid in _shim_pids(paths.socket):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
     return removed

@@ -3,23 +3,24 @@ makePodDataDirs): only root reaches pod content, keys and checkpoints.
 
 | path                              | mode | owner      | the kubelet                          |
 |-----------------------------------|------|------------|--------------------------------------|
-| `<data dir>`                      | 0751 | root:root  | `--root-dir` 0750                    |
-| `<data dir>/containerd`, `state/` | 0711 | root:root  | containerd's `/run/containerd` 0711  |
+| `<data dir>`                      | 0750 | root:root  | `--root-dir` 0750                    |
+| `<data dir>/containerd`           | 0750 | root:root  | - (it starts no runtime)             |
+| `/run/nodelet`, `/run/nodelet/<h>`| 0711 | root:root  | containerd's `/run/containerd` 0711  |
 | `<data dir>/pods`                 | 0750 | root:root  | `pods/` 0750                         |
 | `<data dir>/pods/<uid>`           | 0750 | root:root  | `pods/<uid>` 0750                    |
 | `<data dir>/logs`                 | 0750 | root:root  | `/var/log/pods` 0755, files 0640     |
 | `<data dir>/pki`, `--cert-dir`    | 0700 | root:root  | `pki/` (keys 0600)                   |
 | `<data dir>/checkpoint.db` (+WAL) | 0600 | root:root  | `checkpoints/` 0700                  |
 
-The data dir may be traversed (not listed) by others, unlike the kubelet's root dir: the
-embedded containerd keeps its state in it, and a pod in a user namespace is set up by runc as
-an unprivileged host user that must reach its rootfs there; everything else in it is closed
-by its own mode. The files below keep the kubelet's modes (secrets and ConfigMaps by
+`/run/nodelet/<h>` is the embedded containerd's state (adapters.containerd): a pod in a user
+namespace is set up by runc as an unprivileged host user that must reach its rootfs there, so
+the way there is traversable, not listable; nothing in the data dir needs that, wherever the
+data dir is. The files below keep the kubelet's modes (secrets and ConfigMaps by
 `defaultMode`, 0644, and fsGroup; termination-message files 0666, so the container's user may
 write them): the directories are what keeps other host users out. `secure_dir` fixes an
 existing directory at every start (mode and owner), not only a new one, so a data dir made by
-an older nodelet with the umask's 0755 is closed too. Container logs are kept under the data
-dir, 0750: a log may print what a pod read from a Secret, and the kubelet's 0755
+an older nodelet with the umask's 0755 (or 0751) is closed too. Container logs are kept under
+the data dir, 0750: a log may print what a pod read from a Secret, and the kubelet's 0755
 `/var/log/pods` relies on the runtime's 0640 files alone.
 
 `exposed_ancestors(path)` names the directories above `path` that another user could rename
@@ -41,8 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DATA_MODE = 0o750
-DATA_DIR_MODE = 0o751  # the data dir itself (see the module docstring)
-RUNTIME_DIR_MODE = 0o711
+RUNTIME_DIR_MODE = 0o711  # the runtime's state under /run (see the module docstring)
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 
@@ -90,7 +90,7 @@ def secure_file(path: Path, mode: int = PRIVATE_FILE_MODE) -> Change | None:
 def secure_data_dir(data_dir: Path) -> list[Change]:
     """The data dir's own places of the table above made, or fixed when they exist: the data
     dir, `pods` and each pod's directory in it, `logs`, `pki`. What was changed."""
-    changes = [secure_dir(data_dir, DATA_DIR_MODE), secure_dir(data_dir / "pods"),
+    changes = [secure_dir(data_dir), secure_dir(data_dir / "pods"),
                secure_dir(data_dir / "logs"), secure_dir(data_dir / "pki", PRIVATE_DIR_MODE)]
     for entry in os.scandir(data_dir / "pods"):
         if entry.is_dir(follow_symlinks=False):

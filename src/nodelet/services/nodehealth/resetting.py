@@ -3,8 +3,9 @@
 `reset(settings)` removes, for the instance owning `settings.data_dir`:
 1. every container and sandbox, through CRI (which also runs the CNI DEL of each sandbox);
    with the embedded runtime, containerd is adopted or started for this;
-2. the embedded containerd itself (stopped), and whatever it left running (shims, runc
-   containers) when CRI removal could not run;
+2. the embedded containerd itself (stopped), whatever it left running (shims, runc
+   containers) when CRI removal could not run, and its state dir outside the data dir
+   (`/run/nodelet/<hash>`: unmounted, then deleted);
 3. the pod cgroups of every sandbox removed and of every pod the checkpoint knows (a pod
    whose sandbox never came has one: it is made before RunPodSandbox);
 4. network leftovers: the sandboxes' network namespaces (recorded before removal, plus any
@@ -129,6 +130,8 @@ async def _reset_embedded(
         finally:
             await runner.stop()
         report.killed += await containerd.kill_leftovers(data_dir, runtime)
+    # Before the data dir: the rootfs overlays mounted here sit on snapshots in it.
+    await _remove_tree(paths.state, report)
     await _remove_network(data_dir, netns, report)
 
 
@@ -245,23 +248,29 @@ async def _remove_network(data_dir: Path, recorded: set[str], report: ResetRepor
 
 
 async def _remove_data_dir(data_dir: Path, report: ResetReport) -> None:
-    """Unmount what is left under the data dir, then delete it (never `/` or a top dir)."""
-    report.mounts += [str(p) for p in await mounts.unmount_all(data_dir)]
-    left = mounts.mounts_under(data_dir)
+    report.removed_data_dir = await _remove_tree(data_dir, report)
+
+
+async def _remove_tree(top: Path, report: ResetReport) -> bool:
+    """Unmount what is left under `top`, then delete it (never `/` or a top dir); False when
+    it was not there or could not be deleted (said in the report)."""
+    report.mounts += [str(p) for p in await mounts.unmount_all(top)]
+    left = mounts.mounts_under(top)
     if left:
-        report.errors.append(f"still mounted, {data_dir} kept: {', '.join(map(str, left))}")
-        return
-    try:
-        report.removed_data_dir = await asyncio.to_thread(_delete_tree, data_dir)
-    except OSError as e:
-        report.errors.append(f"cannot delete {data_dir}: {e}")
-
-
-def _delete_tree(data_dir: Path) -> bool:
-    """Delete the data dir; False when there was none. Refuses `/` and top-level dirs."""
-    if len(data_dir.resolve().parts) < 3:
-        raise OSError(f"refusing to delete {data_dir}: too close to /")
-    if not data_dir.exists():
+        report.errors.append(f"still mounted, {top} kept: {', '.join(map(str, left))}")
         return False
-    shutil.rmtree(data_dir)
+    try:
+        return await asyncio.to_thread(_delete_tree, top)
+    except OSError as e:
+        report.errors.append(f"cannot delete {top}: {e}")
+        return False
+
+
+def _delete_tree(top: Path) -> bool:
+    """Delete `top`; False when there was none. Refuses `/` and top-level dirs."""
+    if len(top.resolve().parts) < 3:
+        raise OSError(f"refusing to delete {top}: too close to /")
+    if not top.exists():
+        return False
+    shutil.rmtree(top)
     return True
