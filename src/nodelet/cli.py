@@ -444,7 +444,22 @@ def _run_settings(args: argparse.Namespace, argv: list[str]) -> settings.Setting
     config = settings_from_args(args)
     for path, value in overrides.settings.items():
         config = _with_setting(config, path.split("."), value)
+    _check_image_credentials_gate(config, overrides)
     return config
+
+
+def _check_image_credentials_gate(config: settings.Settings,
+                                  overrides: kubeletconfig.Overrides) -> None:
+    """The kubelet refuses the image credential fields when their feature gate is off."""
+    if config.gates.kubelet_ensure_secret_pulled_images:
+        return
+    for field_name, path in (
+            ("imagePullCredentialsVerificationPolicy", "image_credentials.verification_policy"),
+            ("preloadedImagesVerificationAllowlist", "image_credentials.preloaded_allowlist")):
+        if overrides.settings.get(path):
+            raise settings.SettingsError(
+                f"--config: invalid configuration: `{field_name}` must not be set if "
+                "KubeletEnsureSecretPulledImages feature gate is not enabled")
 
 
 def _read_config(path: Path) -> kubeletconfig.Overrides:

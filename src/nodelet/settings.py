@@ -102,6 +102,10 @@ class FeatureGates:
     # lifecycle.stopSignal is honoured and containerStatuses[].stopSignal shown; off, a pod
     # that sets it is refused at admission (it is never silently dropped).
     container_stop_signals: bool = False
+    # Kubernetes' KubeletEnsureSecretPulledImages (beta, on by default since 1.35): a pod may
+    # use an image already on the node only with the credentials that pulled it, as
+    # `ImageCredentialSettings` says; off: any pod uses any present image.
+    kubelet_ensure_secret_pulled_images: bool = True
 
 
 @dataclass(frozen=True)
@@ -478,6 +482,20 @@ class DNSSettings:
 
 
 @dataclass(frozen=True)
+class ImageCredentialSettings:
+    """Who may use an image that is already on the node (with the KubeletEnsureSecretPulledImages
+    gate on; `model/core/pullrecords.py` has the rules). Config file only, as in the kubelet."""
+
+    # imagePullCredentialsVerificationPolicy: NeverVerify, NeverVerifyPreloadedImages (the
+    # default: images the node did not pull itself are not verified), NeverVerifyAllowlistedImages
+    # or AlwaysVerify.
+    verification_policy: str = "NeverVerifyPreloadedImages"
+    # preloadedImagesVerificationAllowlist: image names (no tag or digest), or prefixes ending
+    # in `/*`, never verified; only with NeverVerifyAllowlistedImages.
+    preloaded_allowlist: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = DEFAULT_DATA_DIR
     # Directory of static pod manifests; None runs no static pods.
@@ -499,6 +517,7 @@ class Settings:
     gc: GCSettings = field(default_factory=GCSettings)
     eviction: EvictionSettings = field(default_factory=EvictionSettings)
     dns: DNSSettings = field(default_factory=DNSSettings)
+    image_credentials: ImageCredentialSettings = field(default_factory=ImageCredentialSettings)
     # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
     cluster: ClusterSettings | None = None
     # Watch the manifest directory with inotify (services/sources/manifestwatching.py);
@@ -550,6 +569,7 @@ _GATES = {
     "PodInitializedAfterSandbox": "pod_initialized_after_sandbox",
     "PodTerminationSLI": "pod_termination_sli",
     "ContainerStopSignals": "container_stop_signals",
+    "KubeletEnsureSecretPulledImages": "kubelet_ensure_secret_pulled_images",
 }
 
 

@@ -77,8 +77,10 @@ async def test_if_not_present_policy_uses_the_present_image_without_pulling(
     await agent.wait_status("present", all_ready, what="pod of a present image Ready")
     events = [(e.reason, e.message) for e in agent.events_of("present")]
     assert ev.PULLING not in dict(events), events
-    # As the kubelet says it: no pull, the image was there.
-    assert (ev.PULLED, f'Container image "{ref}" already present on machine') in events
+    # As the kubelet 1.35+ says it: no pull, the image was there, and (pulled outside the
+    # agent: preloaded, not verified by default) the pod may use it.
+    assert (ev.PULLED, f'Container image "{ref}" already present on machine and can be '
+            "accessed by the pod") in events
 
 
 async def test_never_policy_with_a_missing_image_waits_with_err_image_never_pull(

@@ -110,6 +110,13 @@ def test_fields_become_flag_values(fields: dict[str, Any], flags: dict[str, Any]
          {"cluster.event_qps": 5.0, "cluster.event_burst": 10}),
         ({"runtimeRequestTimeout": "2m"}, {"runtime.timeouts.default": 120.0}),
         ({"serializeImagePulls": False}, {}),
+        ({"imagePullCredentialsVerificationPolicy": "AlwaysVerify"},
+         {"image_credentials.verification_policy": "AlwaysVerify"}),
+        ({"imagePullCredentialsVerificationPolicy": ""}, {}),  # the kubelet's default
+        ({"imagePullCredentialsVerificationPolicy": "NeverVerifyAllowlistedImages",
+          "preloadedImagesVerificationAllowlist": ["registry.test/*", "r.test/app"]},
+         {"image_credentials.verification_policy": "NeverVerifyAllowlistedImages",
+          "image_credentials.preloaded_allowlist": ("registry.test/*", "r.test/app")}),
     ],
 )
 def test_fields_without_a_flag_become_settings(fields: dict[str, Any],
@@ -150,6 +157,16 @@ def test_fields_without_a_flag_become_settings(fields: dict[str, Any],
         ({"registerWithTaints": [{"key": "a", "effect": "NoSchedule", "color": "red"}]},
          "registerWithTaints[0]: unknown field 'color'"),
         ({"serializeImagePulls": True}, "serializeImagePulls: true is not supported"),
+        ({"imagePullCredentialsVerificationPolicy": "Sometimes"},
+         'invalid configuration: option "Sometimes" specified for '
+         "imagePullCredentialsVerificationPolicy"),
+        # The allowlist only with its policy (and the default is not it).
+        ({"preloadedImagesVerificationAllowlist": ["registry.test/*"]},
+         "invalid configuration: can't set `preloadedImagesVerificationAllowlist`"),
+        ({"imagePullCredentialsVerificationPolicy": "NeverVerifyAllowlistedImages",
+          "preloadedImagesVerificationAllowlist": ["registry.test/app:v1"]},
+         "invalid configuration: invalid image pattern in "
+         "`preloadedImagesVerificationAllowlist`: neither tag nor digest"),
         ({"readOnlyPort": 65536}, "readOnlyPort: 65536 is not a port (0-65535)"),
         ({"readOnlyPort": "10255"}, "readOnlyPort: must be an integer"),
     ],

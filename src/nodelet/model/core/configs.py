@@ -27,6 +27,9 @@ class Secret:
     data: Mapping[str, bytes] = field(default_factory=dict)
     immutable: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
+    # metadata.uid: the API's; "" for a Secret from the manifest directory that names none.
+    # Pulled-image records name a pull Secret by it (`model.core.pullrecords`).
+    uid: str = ""
 
 
 ConfigObject = ConfigMap | Secret

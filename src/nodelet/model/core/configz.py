@@ -121,6 +121,7 @@ def kubelet_configuration(s: settings_.Settings, *, runtime_endpoint: str) -> di
         "containerRuntimeEndpoint": runtime_endpoint, "imageServiceEndpoint": runtime_endpoint,
         "runtimeRequestTimeout": go_duration(s.runtime.timeouts.default),
         "serializeImagePulls": True,
+        "imagePullCredentialsVerificationPolicy": s.image_credentials.verification_policy,
         "imageMinimumGCAge": go_duration(gc.image_minimum_gc_age),
         "imageGCHighThresholdPercent": gc.image_gc_high_percent,
         "imageGCLowThresholdPercent": gc.image_gc_low_percent,
@@ -138,6 +139,9 @@ def kubelet_configuration(s: settings_.Settings, *, runtime_endpoint: str) -> di
         # Not configurable in nodelet; as it behaves: runs with swap and on cgroup v1.
         "failSwapOn": False, "failCgroupV1": False,
     }
+    if s.image_credentials.preloaded_allowlist:  # omitempty, as the kubelet writes it
+        config["preloadedImagesVerificationAllowlist"] = list(
+            s.image_credentials.preloaded_allowlist)
     return config | _cluster_fields(s)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import fnmatch
+import hashlib
 import json
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,16 +56,29 @@ class CredentialsError(errors.MessageError):
 
 @dataclass(frozen=True)
 class Credential:
-    """One username/password pair; `source` says where it came from (for messages)."""
+    """One username/password pair; `source` says where it came from (for messages), `secret`
+    which pull Secret gave it (namespace, name, UID; None: the node's own config)."""
 
     username: str
     password: str = field(repr=False)  # never in logs or tracebacks
     source: str = ""
+    secret: tuple[str, str, str] | None = None
 
     @property
     def auth(self) -> runtime.AuthConfig:
         # As the kubelet: the decoded pair, no server address (the runtime pulls one image).
         return runtime.AuthConfig(username=self.username, password=self.password)
+
+    @property
+    def hash(self) -> str:
+        """SHA-256 of the credential, as the kubelet hashes it for its pulled-image records
+        (Go's JSON of its AuthConfig: username and password, empty ones left out)."""
+        fields = {"username": self.username, "password": self.password}
+        text = json.dumps({k: v for k, v in fields.items() if v}, separators=(",", ":"),
+                          ensure_ascii=False)
+        for char in "<>&\u2028\u2029":  # Go's encoder escapes these
+            text = text.replace(char, f"\\u{ord(char):04x}")
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 # (registry location as written, credential), in the order of the config.
@@ -89,7 +103,8 @@ def _decode_auth(value: str) -> tuple[str, str]:
     return user, password
 
 
-def _entry(location: str, raw: Any, source: str) -> Credential:
+def _entry(location: str, raw: Any, source: str,
+           secret: tuple[str, str, str] | None) -> Credential:
     if not isinstance(raw, Mapping):
         raise ValueError(f'the entry for "{location}" is not an object')
     # Go's encoding/json matches field names case-insensitively.
@@ -102,13 +117,15 @@ def _entry(location: str, raw: Any, source: str) -> Credential:
             user, password = _decode_auth(entry["auth"])
         except ValueError as exc:
             raise ValueError(f'the entry for "{location}": {exc}') from exc
-        return Credential(user, password, source)
-    return Credential(entry.get("username", ""), entry.get("password", ""), source)
+        return Credential(user, password, source, secret)
+    return Credential(entry.get("username", ""), entry.get("password", ""), source, secret)
 
 
-def parse_config(data: bytes, *, wrapped: bool, source: str) -> Entries:
+def parse_config(data: bytes, *, wrapped: bool, source: str,
+                 secret: tuple[str, str, str] | None = None) -> Entries:
     """The entries of a docker config: `{"auths": {...}}` when `wrapped` (config.json,
-    .dockerconfigjson), else the bare map (.dockercfg)."""
+    .dockerconfigjson), else the bare map (.dockercfg); `secret`: the pull Secret's
+    (namespace, name, UID) when it is one."""
     what = "{\"auths\": {REGISTRY: {...}}}" if wrapped else "{REGISTRY: {...}}"
     try:
         doc = json.loads(data)
@@ -118,7 +135,8 @@ def parse_config(data: bytes, *, wrapped: bool, source: str) -> Entries:
             return ()
         if not isinstance(doc, Mapping):
             raise ValueError(f"expected a JSON object {what}")
-        return tuple((str(loc), _entry(str(loc), raw, source)) for loc, raw in doc.items())
+        return tuple((str(loc), _entry(str(loc), raw, source, secret))
+                     for loc, raw in doc.items())
     except (ValueError, RecursionError) as exc:
         raise CredentialsError(
             f"{source} is not a valid docker config ({exc}): write {what}, each entry with "
@@ -246,7 +264,8 @@ def secret_entries(secret: configs.Secret) -> Entries | None:
         data, wrapped = secret.data[KEY_DOCKERCFG], False
     else:
         return None
-    return parse_config(data, wrapped=wrapped, source=describe(secret))
+    return parse_config(data, wrapped=wrapped, source=describe(secret),
+                        secret=(secret.namespace, secret.name, secret.uid))
 
 
 def unusable_message(secret: configs.Secret) -> str:

@@ -69,3 +69,12 @@ def invalid(image: str) -> str | None:
         else:
             problem = _parse_error(f"{domain}/{remainder}")
     return None if problem is None else f'couldn\'t parse image name "{image}": {problem}'
+
+
+def without_tag_or_digest(image: str) -> str | None:
+    """`image` as written, less its `:tag` and `@digest` (the distribution library's `Parse`,
+    not normalised: `busybox:1` gives `busybox`); None when it does not parse."""
+    matched = _REFERENCE.fullmatch(image)
+    if matched is None or len(matched.group(1)) > NAME_MAX:
+        return None
+    return matched.group(1)

@@ -79,7 +79,8 @@ def _secret(obj: Mapping[str, Any], meta: objectmeta.Meta) -> configs.Secret:
     type_ = fields.string(obj, "type", "") or "Opaque"
     _check_type(type_, data, meta)
     immutable = fields.boolean(obj, "immutable", "")
-    return configs.Secret(meta.name, meta.namespace, type_, data, immutable, meta.labels)
+    return configs.Secret(meta.name, meta.namespace, type_, data, immutable, meta.labels,
+                          meta.uid)
 
 
 def _required(key: str, type_: str) -> fields.InvalidValueError:

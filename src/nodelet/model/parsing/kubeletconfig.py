@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodelet.model.core import nodeflags
+from nodelet.model.core import nodeflags, pullrecords
 from nodelet.model.parsing import manifests
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
@@ -276,6 +276,10 @@ SUPPORTED: dict[str, _Flag | _Setting] = {
     "eventRecordQPS": _Setting("cluster.event_qps", _positive_number),
     "eventBurst": _Setting("cluster.event_burst", _positive_int),
     "serializeImagePulls": _Setting("", _serialize_image_pulls),
+    "imagePullCredentialsVerificationPolicy": _Setting(
+        "image_credentials.verification_policy", _string),
+    "preloadedImagesVerificationAllowlist": _Setting(
+        "image_credentials.preloaded_allowlist", lambda n, v: tuple(_string_list(n, v))),
     # The node server (port 10250): as the kubelet's `address` and `port`.
     "address": _Flag("address", _string),
     "port": _Flag("port", lambda n, v: _port(n, v, allow_zero=True)),
@@ -291,6 +295,7 @@ ZERO_IS_DEFAULT = frozenset({
     "nodeStatusReportFrequency", "imageMinimumGCAge", "runtimeRequestTimeout",
     "evictionPressureTransitionPeriod", "nodeLeaseDurationSeconds", "eventBurst", "maxPods",
     "kubeAPIBurst", "port", "address", "containerLogMaxSize", "containerRuntimeEndpoint",
+    "imagePullCredentialsVerificationPolicy",
 })
 
 _DURATIONS = frozenset({
@@ -422,10 +427,21 @@ def _overrides(obj: Mapping[str, Any]) -> Overrides:
         # SetDefaults_KubeletConfiguration: an unset report frequency follows an explicit
         # update frequency (backward compatibility there), 5 min only when both are unset.
         settings[report] = settings[update]
+    _check_image_credentials(settings)
     flags["read_only_port"] = _read_only_port(obj)
     flags.update(_authentication(obj.get("authentication")))
     flags.update(_authorization(obj.get("authorization")))
     return Overrides(flags=flags, settings=settings)
+
+
+def _check_image_credentials(settings: Mapping[str, Any]) -> None:
+    """The kubelet's checks of the two fields together (the policy's default when left out)."""
+    policy = settings.get("image_credentials.verification_policy") or pullrecords.DEFAULT_POLICY
+    try:
+        pullrecords.check_settings(policy,
+                                   settings.get("image_credentials.preloaded_allowlist", ()))
+    except ValueError as exc:
+        raise KubeletConfigError(str(exc)) from exc
 
 
 def _is_zero(name: str, value: Any) -> bool:

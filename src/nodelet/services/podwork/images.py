@@ -21,6 +21,16 @@ aggregate (`[e1, e2]`). A pull secret that does not exist gives a
 broken fails the pull (as in the kubelet); one of another type is skipped with an
 `InvalidImagePullSecret` warning. Beyond the kubelet: new credentials for an image (a pull
 secret that appeared or changed) end its back-off at once.
+
+Images already present (KubeletEnsureSecretPulledImages, on by default): with a `pull_records`
+manager (`pullmanager`), a pod may use a present image under IfNotPresent or Never only when
+the records say so (`model.core.pullrecords`): then the `Pulled` event says the kubelet's
+`... already present on machine and can be accessed by the pod`. Otherwise the image is pulled
+again with the pod's own credentials (IfNotPresent), so a pod without the registry's
+credentials fails as if the image were not there (ErrImagePull, then ImagePullBackOff); under
+Never it is refused with the words of a missing image (ErrImageNeverPull), as the kubelet does
+so as not to tell the pod the image exists. Every pull is recorded with the credential that
+worked (a pull Secret, or none: anonymous or the node's config, which any pod may then use).
 """
 
 from __future__ import annotations
@@ -28,17 +38,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from nodelet import settings as settings_mod
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
-from nodelet.model.core import credentials, imagerefs, pods
+from nodelet.model.core import credentials, imagerefs, pods, pullrecords
 from nodelet.model.core import events as ev
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import volumes as vol
+from nodelet.services.podwork import pullmanager
 from nodelet.services.status import recording
 
 log = logging.getLogger(__name__)
@@ -66,8 +77,12 @@ class ImagePuller:
         sync: settings_mod.SyncSettings,
         lookup: vol.Lookup | None = None,
         node_config: Path | None = None,
+        pull_records: pullmanager.PullManager | None = None,
     ) -> None:
+        """`pull_records`: the node's pulled-image records; None (the feature gate off): any
+        pod uses any image present."""
         self._client = client
+        self._records = pull_records
         self._recorder = recorder
         self._sync = sync
         self._lookup = lookup or vol.no_objects
@@ -99,18 +114,18 @@ class ImagePuller:
             return self._requeue()
         policy = container.image_pull_policy
         present = await self._client.image_status(image) if policy != "Always" else None
-        if present is not None:
-            self._recorder.record(pod, "Normal", ev.PULLED,
-                                  f'Container image "{image}" already present on machine')
+        pod_credentials = _Once(lambda: self._credentials(pod, image))
+        if present is not None and await self._usable(pod, container, present,
+                                                      pod_credentials):
             return present
-        if policy == "Never":
+        if policy == "Never":  # not present, or present but not for this pod
             message = f'Container image "{image}" is not present with pull policy of Never'
             waiting[container.name] = ("ErrImageNeverPull", message)
             self._recorder.record(pod, "Warning", "ErrImageNeverPull", message)
             self._start_failed(pod, "ErrImageNeverPull")
             return self._requeue()  # look again: the image may be imported meanwhile
         key = (str(pod.uid), image)
-        tried = await self._credentials(pod, image)
+        tried = await pod_credentials.get()
         left = self._backoff_left(key, tried)
         if left > 0:
             message = f'Back-off pulling image "{image}"'
@@ -124,6 +139,23 @@ class ImagePuller:
             return self._requeue(left)
         wait = await self._pull(pod, container, key, waiting, tried)
         return wait if wait is not None else await self._client.image_status(image)
+
+    async def _usable(self, pod: pods.Pod, container: pods.Container,
+                      present: rt.ImageInfo, pod_credentials: _Once) -> bool:
+        """Whether the pod may use the present image without pulling it, with its event."""
+        image, message = container.image, f'Container image "{container.image}" already present'
+        if self._records is None:
+            message += " on machine"
+        else:
+            decision = await self._records.must_pull(
+                image, present.id, lambda: _pod_secrets(pod_credentials))
+            if decision.pull:
+                log.info("pod %s: image %s is present but was not pulled with credentials the "
+                         "pod has: pulling it with the pod's own", pod.full_name, image)
+                return False
+            message += " on machine and can be accessed by the pod"
+        self._recorder.record(pod, "Normal", ev.PULLED, message)
+        return True
 
     def _requeue(self, backoff_left: float | None = None) -> float:
         """Seconds until the pod's next sync after its image step failed: the kubelet's retry
@@ -180,9 +212,15 @@ class ImagePuller:
         image = container.image
         self._recorder.record(pod, "Normal", ev.PULLING, f'Pulling image "{image}"')
         started = time.monotonic()
-        error = await self._pull_with(image, tried)
+        if self._records is not None:
+            await self._records.pulling(image)
+        error, used, image_ref = await self._pull_with(image, tried)
         if error is not None:
+            if self._records is not None:
+                await self._records.pull_failed(image)
             return self._failed(pod, container, key, waiting, error, tried)
+        if self._records is not None:
+            await self._records.pulled(image, image_ref, _pull_secret(used))
         self._failures.pop(key, None)
         took = time.monotonic() - started
         self._recorder.record(
@@ -190,22 +228,25 @@ class ImagePuller:
         )
         return None
 
-    async def _pull_with(self, image: str, tried: Tried) -> str | None:
+    async def _pull_with(self, image: str, tried: Tried
+                         ) -> tuple[str | None, credentials.Credential | None, str]:
         """Pull with each credential in turn until one works (anonymously when there are
-        none); the runtime's words when no pull worked."""
+        none): (None, the credential that worked, the image's reference), or the runtime's
+        words when no pull worked."""
         if isinstance(tried, str):
-            return tried
+            return tried, None, ""
         errors: list[str] = []
         for credential in tried or (None,):
             try:
-                await self._client.pull_image(image, credential.auth if credential else None)
+                image_ref = await self._client.pull_image(
+                    image, credential.auth if credential else None)
             except cri.CriError as exc:
                 errors.append(exc.detail)
             else:
                 if credential is not None:
                     log.info("pulled %s with credentials of %s", image, credential.source)
-                return None
-        return _aggregate(errors)
+                return None, credential, image_ref
+        return _aggregate(errors), None, ""
 
     def _failed(
         self,
@@ -242,3 +283,34 @@ def _aggregate(errors: list[str]) -> str:
     """One error as it is, several as `[e1, e2]` (each once): the kubelet's aggregate error."""
     unique = list(dict.fromkeys(errors))
     return unique[0] if len(unique) == 1 else f"[{', '.join(unique)}]"
+
+
+class _Once:
+    """The pod's credentials for an image, looked up at most once per `ensure` (the lookup
+    records events about its pull secrets)."""
+
+    def __init__(self, lookup: Callable[[], Awaitable[Tried]]) -> None:
+        self._lookup = lookup
+        self._found: Tried | None = None
+
+    async def get(self) -> Tried:
+        if self._found is None:
+            self._found = await self._lookup()
+        return self._found
+
+
+def _pull_secret(credential: credentials.Credential | None) -> pullrecords.PullSecret | None:
+    """The pull Secret that gave `credential`; None for the node's own or no credential."""
+    if credential is None or credential.secret is None:
+        return None
+    namespace, name, uid = credential.secret
+    return pullrecords.PullSecret(namespace, name, uid, credential.hash)
+
+
+async def _pod_secrets(pod_credentials: _Once) -> list[pullrecords.PullSecret]:
+    """The pod's pull Secrets that hold a credential for the image (none when one of them
+    cannot be read: the pod then pulls, and that pull reports it)."""
+    tried = await pod_credentials.get()
+    if isinstance(tried, str):
+        return []
+    return [s for s in map(_pull_secret, tried) if s is not None]

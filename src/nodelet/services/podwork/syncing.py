@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nodelet import settings as settings_mod
-from nodelet.adapters import cgroups, host
+from nodelet.adapters import cgroups, host, pullrecordfiles
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
 from nodelet.model.core import (
@@ -38,6 +38,7 @@ from nodelet.model.core import (
     observers,
     podactions,
     pods,
+    pullrecords,
     reads,
     resize,
     restartall,
@@ -57,6 +58,7 @@ from nodelet.services.podwork import (
     killing,
     names,
     probing,
+    pullmanager,
     resizing,
     userns,
     volumes,
@@ -261,11 +263,15 @@ class PodSyncer:
         self._dns = names.PodDNS(settings=settings.dns, recorder=recorder,
                                  node_ips=node.all_ips)
         self._userns = userns.UserNamespaces(node.pods_root)
+        # Which credentials pulled each image (None: the feature gate is off); image GC
+        # tells it what it removed.
+        self.pull_records = _pull_records(settings, client, clock)
         # Pull secrets come from `lookup`, the volume manager's ConfigMap/Secret lookup.
         self._puller = images.ImagePuller(
             client=client, recorder=recorder, sync=settings.sync,
             lookup=lookup,
             node_config=settings.registry_config_file,
+            pull_records=self.pull_records,
         )
         self._resizer = resizing.Resizer(
             client=client, recorder=recorder, node=lambda: self._node.admission,
@@ -943,3 +949,17 @@ def _downward_node(name: str, node: NodeFacts) -> downward.Node:
                          cpu_milli=allocatable.get("cpu", 0),
                          memory=allocatable.get("memory", 0),
                          ephemeral_storage=allocatable.get("ephemeral-storage", 0))
+
+
+def _pull_records(settings: settings_mod.Settings, client: cri.RuntimeClient,
+                  clock: Callable[[], datetime]) -> pullmanager.PullManager | None:
+    """The node's pulled-image records, under the data dir as the kubelet's are under its root
+    dir; None when the KubeletEnsureSecretPulledImages gate is off."""
+    if not settings.gates.kubelet_ensure_secret_pulled_images:
+        return None
+    wanted = settings.image_credentials
+    return pullmanager.PullManager(
+        store=pullrecordfiles.PullRecordFiles(settings.data_dir / pullrecordfiles.DIRECTORY),
+        verification=pullrecords.check_settings(wanted.verification_policy,
+                                                 wanted.preloaded_allowlist),
+        images=client, clock=clock)
