@@ -207,7 +207,8 @@ class Agent:
         )
         await self.qos.start(self._group)
         self.workers = workers.PodWorkers(
-            syncer=self.syncer, group=self._group, sync=s.sync, on_gone=self._gone,
+            syncer=self.syncer, recorder=self.recorder, group=self._group, sync=s.sync,
+            on_gone=self._gone,
             deletion_clock=clocks.utc_now if s.gates.pod_termination_sli else None,
         )
         await self.relister.relist()

@@ -14,6 +14,7 @@ from conftest import AgentFactory, Instance
 from nodelet.model.core import status as st
 from support.criproxy import CriProxy
 from support.harness import all_ready, cond, pod_manifest
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -42,6 +43,28 @@ async def test_unavailable_keeps_the_runtimes_description(make_agent: AgentFacto
         assert failed and failed[0].message.startswith(
             f"Failed to create pod sandbox: {expected}")
         proxy.heal("RunPodSandbox")
+        await agent.wait_status("web", all_ready, within=60, what="Ready once the runtime heals")
+        await agent.stop()
+    socket.parent.rmdir()
+
+
+async def test_a_sync_the_runtime_cannot_answer_is_a_failed_sync_event(
+        make_agent: AgentFactory, runtime: Instance) -> None:
+    """No step of the sync recorded this error (the pod's state could not even be read): the
+    pod waits, and a FailedSync Warning event says why, as the kubelet's pod workers record
+    one when a pod's status cannot be determined."""
+    socket = Path(tempfile.mkdtemp(prefix="nlp-", dir="/tmp")) / "cri.sock"
+    async with CriProxy(upstream=runtime.containerd.endpoint, socket=socket) as proxy:
+        agent = await make_agent(endpoint=proxy.endpoint)
+        proxy.fail("ListPodSandbox", grpc.StatusCode.UNAVAILABLE, WORDS)
+        agent.write("web.yaml", pod_manifest("web"))
+        failed = await eventually(
+            lambda: [e for e in agent.events_of("web") if e.reason == "FailedSync"],
+            within=30, what="a FailedSync event")
+        assert failed[0].type == "Warning"
+        assert failed[0].message.startswith("error syncing pod: ListPodSandbox failed: ")
+        assert f"rpc error: code = Unavailable desc = {WORDS}" in failed[0].message
+        proxy.heal("ListPodSandbox")
         await agent.wait_status("web", all_ready, within=60, what="Ready once the runtime heals")
         await agent.stop()
     socket.parent.rmdir()

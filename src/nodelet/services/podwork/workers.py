@@ -10,6 +10,12 @@ Static pods of one full name run one at a time, as the kubelet's pod workers all
 (allowStaticPodStart): an edited manifest is a new pod (a new UID), which starts only once the
 old one has terminated, so the two never hold the same host ports or names at once; several
 waiting start in the order they came.
+
+A failed sync is retried after `SyncSettings.retry_period` (jittered). The steps of a sync
+record their own events (FailedCreatePodSandBox, FailedMount...); an error no step
+recorded — the runtime could not be read, or a bug in nodelet — is a `FailedSync` Warning
+event, as the kubelet's pod workers record one when a pod's status cannot be determined, so a
+pod that waits says why in the API; each retry repeats it (the recorder counts the repeats).
 """
 
 from __future__ import annotations
@@ -26,8 +32,12 @@ from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff, tasks
 from nodelet.model.core import podactions, pods, terminations
 from nodelet.services.podwork import syncing
+from nodelet.services.status import recording
 
 log = logging.getLogger(__name__)
+
+# The kubelet's events.FailedSync.
+FAILED_SYNC = "FailedSync"
 
 
 @dataclass
@@ -50,6 +60,7 @@ class PodWorkers:
         self,
         *,
         syncer: syncing.PodSyncer,
+        recorder: recording.EventRecorder,
         group: tasks.TaskGroup,
         sync: settings_mod.SyncSettings,
         on_gone: Callable[[pods.PodUID], None],
@@ -60,6 +71,7 @@ class PodWorkers:
         at its time, as the API server marks a graceful deletion."""
         self._deletion_clock = deletion_clock
         self._syncer = syncer
+        self._recorder = recorder
         self._group = group
         self._sync = sync
         self._on_gone = on_gone
@@ -220,20 +232,31 @@ class PodWorkers:
             log.info("sync of pod %s (%s) cancelled: the pod is terminating", pod.full_name,
                      pod.uid)
             return 0.0
-        except syncing.NetworkNotReady as exc:
-            log.warning("pod %s (%s) waits: %s", pod.full_name, pod.uid, exc)
-            return self._sync.network_not_ready_retry
-        except (syncing.SyncError, cri.CriError) as exc:
-            log.warning("error syncing pod %s (%s), will retry: %s", pod.full_name, pod.uid,
-                        exc)
-            return backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
-        except Exception:
-            log.exception("unexpected error syncing pod %s (%s)", pod.full_name, pod.uid)
-            return backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
+        except Exception as exc:
+            return self._sync_failed(pod, exc)
         # The resync is a safety net only: everything that depends on time schedules its
         # own wake-up (PodWork.timers), and changes arrive as events.
         resync = self._sync.resync_period
         return min(wake_in, resync) if wake_in is not None else resync
+
+    def _sync_failed(self, pod: pods.Pod, exc: Exception) -> float:
+        """Seconds until the failed sync of `pod` is tried again; the error is logged, and is
+        a FailedSync event unless the step that failed recorded its own."""
+        retry = backoff.jittered(self._sync.retry_period, self._sync.retry_jitter)
+        if isinstance(exc, syncing.NetworkNotReady):  # recorded as NetworkNotReady
+            log.warning("pod %s (%s) waits: %s", pod.full_name, pod.uid, exc)
+            return self._sync.network_not_ready_retry
+        if isinstance(exc, syncing.SyncError | cri.CriError):
+            log.warning("error syncing pod %s (%s), will retry: %s", pod.full_name, pod.uid,
+                        exc)
+            if isinstance(exc, cri.CriError):  # no step said it
+                self._recorder.record(pod, "Warning", FAILED_SYNC, f"error syncing pod: {exc}")
+            return retry
+        log.error("unexpected error syncing pod %s (%s)", pod.full_name, pod.uid, exc_info=exc)
+        self._recorder.record(pod, "Warning", FAILED_SYNC, (
+            f"error syncing pod: {type(exc).__name__} (a bug in nodelet; the node's log has "
+            "the details)"))
+        return retry
 
     async def _attempt_termination(self, worker: _Worker) -> bool:
         pod = worker.pod
