@@ -21,6 +21,10 @@ from nodelet.model.core import affinity, pods, resources, runtime, security, sys
 
 # pkg/kubelet/sysctl/safe_sysctls.go (1.32): namespaced and isolated, so always allowed.
 REJECTED_PREFIX = "Pod was rejected: "
+# A pod that sets what nodelet cannot run (docs/podspec.md's "refused" fields, a spec nodelet
+# cannot read at all): the kubelet runs every valid pod and has no reason for this, see
+# docs/differential.md.
+UNSUPPORTED_REASON = "UnsupportedPodSpec"
 
 
 @dataclass(frozen=True)
@@ -215,11 +219,12 @@ def _supplemental_groups_policy(pod: pods.Pod, node: Node) -> Rejection | None:
 
 
 def _refused_fields(pod: pods.Pod, node: Node) -> Rejection | None:
-    """A pod from the API that sets fields nodelet cannot run (see docs/podspec.md)."""
+    """A pod from the API that sets fields nodelet cannot run (see docs/podspec.md), or that
+    it cannot read at all (`parsing.apipods`)."""
     if not pod.refused:
         return None
     path, why = pod.refused[0]
-    return Rejection("UnsupportedPodSpec", f"{path}: {why}")
+    return Rejection(UNSUPPORTED_REASON, f"{path}: {why}" if path else why)
 
 
 def _static_tokens(pod: pods.Pod, node: Node) -> Rejection | None:
@@ -230,7 +235,7 @@ def _static_tokens(pod: pods.Pod, node: Node) -> Rejection | None:
     found = tokens.static_pod_tokens(pod)
     if not found:
         return None
-    return Rejection("UnsupportedPodSpec",
+    return Rejection(UNSUPPORTED_REASON,
                      f"{found[0]}: a static pod cannot use a service account token (tokens "
                      "are requested from the API server for the pods it bound to this node); "
                      "create the pod through the API server, or mount a Secret instead")

@@ -288,8 +288,9 @@ def _volume_rows() -> tuple[Field, ...]:
     rows = [_h(VOLUME + t, notes.get(t, "its files written atomically, kept up to date, "
                                         "mounted read-only"))
             for t in apifields.SUPPORTED_VOLUMES]
-    rows += [Field(VOLUME + t, "refused", "refused when the manifest is read: nodelet runs "
-                   "only the volume types above") for t in sorted(apifields.VOLUME_SOURCES)
+    rows += [Field(VOLUME + t, "refused", "refused when the manifest is read, a pod from "
+                   "the API server at admission (`UnsupportedPodSpec`): nodelet runs only the "
+                   "volume types above") for t in sorted(apifields.VOLUME_SOURCES)
              if t not in apifields.SUPPORTED_VOLUMES]
     return tuple(rows)
 
@@ -358,7 +359,11 @@ this file, the table or the manifest parser's field lists disagree.
 - **honoured**: implemented with the kubelet's semantics.
 - **refused**: a static manifest that sets it is rejected with the message shown (in
   `nodelet get manifests` and the log); a pod from the API server that sets it is refused at
-  admission: `Failed`, reason `UnsupportedPodSpec`, and a Warning event with the message.
+  admission: `Failed`, reason `UnsupportedPodSpec`, the message `Pod was rejected: <field>:
+  <why>`, and a Warning event with it (`kubectl describe pod` shows all three). So is a pod
+  from the API server that nodelet cannot read at all (a refused volume type, a value its
+  parser refuses); an update nodelet cannot read of a pod that runs is not applied: the pod
+  runs on as it was, and a Warning event `UnsupportedPodSpec` says why.
 - **node-dependent**: honoured where the node can, otherwise the pod is refused at admission:
   it is `Failed` with the reason named, and a Warning event says why.
 - **not applicable**: a scheduling or cluster-level field that a node does not act on.

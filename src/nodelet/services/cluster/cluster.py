@@ -48,7 +48,16 @@ from typing import Any
 from nodelet import settings as settings_mod
 from nodelet.adapters import host, kube, kubeconfig
 from nodelet.helpers import backoff, ratelimit, tasks
-from nodelet.model.core import apijson, configs, health, nodes, pods, runtime, statuspatch
+from nodelet.model.core import (
+    admission,
+    apijson,
+    configs,
+    health,
+    nodes,
+    pods,
+    runtime,
+    statuspatch,
+)
 from nodelet.services.cluster import certificates, leases, nodestatus, tokens
 from nodelet.services.sources import apisource, objectwatches, servicewatch
 from nodelet.services.status import eventposting, mirrors, recording, statuses, statussync
@@ -234,6 +243,7 @@ class ClusterMode:
         self.source = apisource.ApiPodSource(
             client=self.client, node_name=self._node_name, on_pods=self._on_pods)
         self.source.on_removed = self._removed
+        self.source.on_unreadable_update = self._unreadable_update
         mirror_pods = self.mirrors = mirrors.MirrorPods(
             client=self.client, node_name=self._node_name, node_uid=lambda: self.node.uid,
             on_retarget=lambda uid: self.status_sync.retarget(uid), retry=s.status_retry,
@@ -255,6 +265,12 @@ class ClusterMode:
             retry=s.token_retry, retry_max=s.token_retry_max,
             lag_retry=s.token_lag_retry, lag_retries=s.token_lag_retries)
         self._apply_readers()  # read before start(): static pods'
+
+    def _unreadable_update(self, pod: pods.Pod, problem: str) -> None:
+        """An update of a running pod that nodelet cannot read: the pod runs on as it was
+        read before (`apisource`); the user hears why through a Warning event."""
+        self._recorder.record(pod, "Warning", admission.UNSUPPORTED_REASON,
+                              f"Pod update cannot be run, the pod runs on as before: {problem}")
 
     async def _current_node_uid(self) -> str | None:
         """The Node's UID as the API has it now (None: there is no Node), for its Lease."""

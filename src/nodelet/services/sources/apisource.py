@@ -12,7 +12,13 @@ rejected for a field nodelet does not know). What is desired:
   the same breath left out: pod workers take the updated pod and then terminate it with
   `deletionGracePeriodSeconds` — no change to the workers is needed — and it stays out of the
   desired set until the API removes it. `ClusterMode.pod_gone` then issues the final delete;
-- a pod that cannot be converted is logged once per resourceVersion and left out;
+- a pod that cannot be converted (a volume type nodelet does not run, a value its parser
+  refuses) is not left out, which would leave it `Pending` for ever with the reason only in
+  this log: it is passed as `apipods.unreadable` makes it, a Pod without containers that
+  admission refuses (`Failed`, `UnsupportedPodSpec`, a Warning event), as every pod nodelet
+  cannot run. An update that cannot be converted of a pod read before is not run: the pod
+  keeps the version read last (its containers run on), and `on_unreadable_update` hears why,
+  once per resourceVersion (cluster mode records a Warning event);
 - mirror pods (annotation `kubernetes.io/config.mirror`: the API's copies of this node's
   static pods) are never run; `on_mirrors` hears them, by full name, after every change.
 
@@ -37,7 +43,7 @@ from typing import Any
 
 from nodelet.adapters import kube
 from nodelet.model.core import apijson, conditions, pods
-from nodelet.model.parsing import manifests
+from nodelet.model.parsing import apipods, manifests
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +53,13 @@ _TERMINAL = ("Succeeded", "Failed")
 @dataclass(frozen=True)
 class _Converted:
     """One pod object as converted last: its resourceVersion, what `pod_from_object` read
-    from it, and the result (None: it could not be converted)."""
+    from it, and the result (None: it could not be converted); `stand_in`: the result only
+    stands for a pod that could not be read (`apipods.unreadable`)."""
 
     rv: str
     source: apijson.Obj
     pod: pods.Pod | None
+    stand_in: bool = False
 
 
 class ApiPodSource:
@@ -72,6 +80,8 @@ class ApiPodSource:
         )
         self.on_removed: Callable[[set[pods.PodUID]], None] = lambda uids: None
         self.on_mirrors: Callable[[Mapping[str, apijson.Obj]], None] = lambda mirrors: None
+        # (the pod as read last, why its update cannot be run)
+        self.on_unreadable_update: Callable[[pods.Pod, str], None] = lambda pod, why: None
         self.desired: Mapping[pods.PodUID, pods.Pod] = {}
         self._announced: Mapping[pods.PodUID, pods.Pod] | None = None  # last told `on_pods`
 
@@ -133,28 +143,53 @@ class ApiPodSource:
             # in a Deployment's life). Equal input, equal Pod: the rest is not parsed again
             # (~140 µs for a Deployment's pod; comparing the dicts ~2 µs), and keeping the
             # same object lets every consumer see "unchanged" by identity.
-            pod = cached.pod
-            if pod.api_conditions != api_conditions or pod.terminal_in_api != terminal:
-                pod = dataclasses.replace(pod, api_conditions=api_conditions,
-                                          terminal_in_api=terminal)
+            pod, stand_in = cached.pod, cached.stand_in
         else:
-            pod = self._parse(uid, obj, source, api_conditions, terminal)
-        self._converted[uid] = _Converted(rv, source, pod)
+            read = cached.pod if cached is not None and not cached.stand_in else None
+            pod, stand_in = self._parse(uid, source, read)
+        if pod is not None and (pod.api_conditions != api_conditions
+                                or pod.terminal_in_api != terminal):
+            pod = dataclasses.replace(pod, api_conditions=api_conditions,
+                                      terminal_in_api=terminal)
+        self._converted[uid] = _Converted(rv, source, pod, stand_in)
         return pod
 
-    def _parse(self, uid: pods.PodUID, obj: apijson.Obj, source: apijson.Obj,
-               api_conditions: tuple[apijson.Obj, ...], terminal: bool) -> pods.Pod | None:
-        """`pod_from_object` of `source`; None (logged) when it cannot be converted."""
+    def _parse(self, uid: pods.PodUID, source: apijson.Obj,
+               read: pods.Pod | None) -> tuple[pods.Pod | None, bool]:
+        """(Pod, whether it stands in): `pod_from_object` of `source`. When that cannot be
+        converted: `read` (the version read last, None: none) if there is one, else the Pod
+        that admission refuses."""
         try:
-            return dataclasses.replace(
-                manifests.pod_from_object(source, node_name=self._node_name, source="api",
-                                          strict=False),
-                api_conditions=api_conditions, terminal_in_api=terminal)
+            return manifests.pod_from_object(source, node_name=self._node_name, source="api",
+                                             strict=False), False
         except manifests.ManifestError as exc:
-            meta = obj.get("metadata", {})
-            log.error("cannot run pod %s/%s (%s) from the API: %s", meta.get("namespace"),
-                      meta.get("name"), uid, exc)
-            return None
+            path, why = exc.path, exc.message
+        except Exception:  # a bug in nodelet must not hide the pod from its user
+            log.exception("unexpected error reading pod %s from the API", _name(source, uid))
+            path, why = "", ("nodelet cannot read this pod (a bug in nodelet; the node's log "
+                             "has the details)")
+        return self._instead(uid, source, path, why, read)
+
+    def _instead(self, uid: pods.PodUID, source: apijson.Obj, path: str, why: str,
+                 read: pods.Pod | None) -> tuple[pods.Pod | None, bool]:
+        """What runs instead of `source`, which cannot be read (`apipods.instead`), said."""
+        try:
+            found = apipods.instead(source, path=path, why=why, read=read)
+        except manifests.ManifestError as exc:  # not an object a real API server serves
+            log.error("cannot refuse pod %s from the API: %s", _name(source, uid), exc)
+            return None, True
+        if found.stand_in:
+            log.warning("refusing pod %s from the API: %s", _name(source, uid), found.problem)
+        else:
+            log.warning("cannot run the update of pod %s from the API; it runs on as it was: "
+                        "%s", _name(source, uid), found.problem)
+            self.on_unreadable_update(found.pod, found.problem)
+        return found.pod, found.stand_in
+
+
+def _name(obj: apijson.Obj, uid: pods.PodUID) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')} ({uid})"
 
 
 def _same_pods(new: Mapping[pods.PodUID, pods.Pod], old: Mapping[pods.PodUID, pods.Pod]) -> bool:
