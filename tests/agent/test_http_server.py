@@ -120,7 +120,7 @@ async def test_pods_is_a_kubelet_pod_list(running: Running) -> None:
     assert condition["type"] == "PodReadyToStartContainers"
     assert condition["lastTransitionTime"] == "2024-05-01T12:00:00Z"
     assert db["status"]["phase"] == "Pending"
-    assert db["status"]["conditions"] == []
+    assert "conditions" not in db["status"]  # empty: left out, as the API server does
 
 
 async def test_pods_precise_times(running: Running) -> None:

@@ -1,15 +1,16 @@
 """What of a pod's status and events two agents must agree on, and how two views differ.
 
-`pod_view` keeps, from a v1 Pod as an agent's `/pods` serves it: the phase, reason and
-message; each condition's type, status, reason and message; each container's state (kind,
-reason, message, exit code), last state, restart count, ready and started; the QoS class;
-the IP families. `event_view` keeps each event's type, reason and message, once per distinct
-event in the order they first happened (counts and repeats depend on timing). What must
-differ between agents is scrubbed from every text: UIDs, container and sandbox IDs, IP
-addresses, timestamps, back-off delays. `transition_order` gives the True conditions grouped
-by lastTransitionTime; `orders_agree` accepts two orders unless one has a condition strictly
-before another that the other has strictly after. `differences` lists the paths at which
-two views differ. Pure functions over plain JSON values.
+`pod_view` is the whole `status` of a v1 Pod as an agent's `/pods` serves it, every field
+and list in its order, with only what depends on the run rather than the agent replaced by
+what it is (`_RUN`, below, each with its reason): times by `<time>` (whether one is there is
+compared; the order conditions turned True is compared by `transition_order`), IP
+addresses by their family, container and image IDs and UIDs by a placeholder, back-off
+delays. `event_view` keeps each event's type, reason, message and involved field path (the
+container it is about), once per distinct event in the order they first happened (counts
+and repeats depend on timing), scrubbed likewise. `transition_order` gives the True
+conditions grouped by lastTransitionTime; `orders_agree` accepts two orders unless one has a
+condition strictly before another that the other has strictly after. `differences` lists
+the paths at which two views differ. Pure functions over plain JSON values.
 """
 
 from __future__ import annotations
@@ -36,48 +37,37 @@ def scrub(text: str) -> str:
     return text
 
 
-def _state(state: dict[str, Any] | None) -> dict[str, Any]:
-    if not state:
-        return {}
-    kind, detail = next(iter(state.items()))
-    kept: dict[str, Any] = {"kind": kind}
-    for key in ("reason", "message", "exitCode", "signal"):
-        if key in detail and detail[key] not in ("", None):
-            kept[key] = scrub(str(detail[key])) if isinstance(detail[key], str) else detail[key]
-    return kept
-
-
-def _container(status: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": status.get("name"),
-        "state": _state(status.get("state")),
-        "lastState": _state(status.get("lastState")),
-        "restartCount": status.get("restartCount", 0),
-        "ready": bool(status.get("ready")),
-        "started": status.get("started"),
-    }
+# Fields whose value depends on the run, not on the agent: when something happened (whether it
+# did is kept) and which address the runtime handed out (its family is kept).
+_TIMES = frozenset({"startTime", "lastTransitionTime", "lastProbeTime", "startedAt",
+                    "finishedAt"})
+_ADDRESSES = frozenset({"podIP", "hostIP"})
+_ADDRESS_LISTS = frozenset({"podIPs", "hostIPs"})
 
 
 def _family(ip: str) -> str:
     return f"IPv{ipaddress.ip_address(ip).version}"
 
 
+def _run_free(key: str, value: Any) -> Any:
+    """`value` (of field `key`) with what depends on the run replaced (see `_TIMES`...)."""
+    if key in _TIMES:  # the epoch is the kubelet's "never" for a container's start
+        return value if not value or value.startswith("1970-01-01T") else "<time>"
+    if key in _ADDRESSES and isinstance(value, str) and value:
+        return _family(value)
+    if key in _ADDRESS_LISTS and isinstance(value, list):
+        return [{**i, "ip": _family(i["ip"])} if isinstance(i, dict) and "ip" in i else i
+                for i in value]
+    if isinstance(value, dict):
+        return {k: _run_free(k, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_run_free(key, v) for v in value]
+    return scrub(value) if isinstance(value, str) else value
+
+
 def pod_view(pod: dict[str, Any]) -> dict[str, Any]:
-    status = pod.get("status") or {}
-    conditions = sorted(status.get("conditions") or [], key=lambda c: c["type"])
-    return {
-        "phase": status.get("phase"),
-        "reason": status.get("reason", ""),
-        "message": scrub(status.get("message", "")),
-        "qosClass": status.get("qosClass"),
-        "ipFamilies": [_family(i["ip"]) for i in status.get("podIPs") or []],
-        "conditions": [{"type": c["type"], "status": c["status"],
-                        "reason": c.get("reason", ""), "message": scrub(c.get("message", ""))}
-                       for c in conditions],
-        "initContainerStatuses": [_container(c) for c in
-                                  status.get("initContainerStatuses") or []],
-        "containerStatuses": [_container(c) for c in status.get("containerStatuses") or []],
-    }
+    """The pod's whole status, free of what depends on the run."""
+    return dict(_run_free("status", pod.get("status") or {}))
 
 
 def transition_order(pod: dict[str, Any]) -> list[list[str]]:
@@ -100,30 +90,12 @@ def orders_agree(a: list[list[str]], b: list[list[str]]) -> bool:
                    for x in common for y in common)
 
 
-_FIELD_PATH = re.compile(r"spec\.(?:initContainers|containers|ephemeralContainers)\{(.+)\}")
-# The kubelet's container events name their container in the involved object's fieldPath,
-# nodelet's (which have no fieldPath yet) in the message: one is rewritten into the other,
-# and the fieldPath is not compared (docs/differential.md, "Events").
-_BY_FIELD_PATH = {"Container created": "Created container {}",
-                  "Container started": "Started container {}"}
-# With KubeletEnsureSecretPulledImages (on in 1.37) the kubelet adds this to Pulled; nodelet
-# does not check pull credentials of present images, so it does not say so.
-_ACCESS = " and can be accessed by the pod"
-
-
-def _message(e: dict[str, str]) -> str:
-    message = e.get("message", "")
-    named = _FIELD_PATH.fullmatch(e.get("fieldPath", ""))
-    if named and message in _BY_FIELD_PATH:
-        message = _BY_FIELD_PATH[message].format(named.group(1))
-    return scrub(message.removesuffix(_ACCESS))
-
-
 def event_view(events: list[dict[str, str]]) -> list[dict[str, str]]:
     """Distinct events, in the order they first happened (`events` oldest first)."""
     seen: list[dict[str, str]] = []
     for e in events:
-        kept = {"type": e.get("type", ""), "reason": e.get("reason", ""), "message": _message(e)}
+        kept = {"type": e.get("type", ""), "reason": e.get("reason", ""),
+                "message": scrub(e.get("message", "")), "fieldPath": e.get("fieldPath", "")}
         if kept not in seen:
             seen.append(kept)
     return seen

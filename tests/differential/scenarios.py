@@ -109,6 +109,12 @@ def main(command: str, extra: str = "", *, name: str = "main") -> str:
     return text + textwrap.indent(textwrap.dedent(extra), "  ")
 
 
+def exec_main(path: str, *, name: str = "main") -> str:
+    """A busybox container whose command is `path` alone, run without a shell."""
+    return (f"- name: {name}\n  image: {BUSYBOX}\n  imagePullPolicy: IfNotPresent\n"
+            f"  command: [{path}]\n")
+
+
 def spec(containers: str, extra: str = "", *, restart: str = "Always", init: str = "",
          grace: int = 1) -> str:
     text = f"restartPolicy: {restart}\nterminationGracePeriodSeconds: {grace}\n"
@@ -146,6 +152,12 @@ CATALOGUE: tuple[Scenario, ...] = (
              spec(main("echo from-log; exit 1", "terminationMessagePolicy: "
                        "FallbackToLogsOnError\n"), restart="Never"), phase("Failed")),
     Scenario("killed-by-signal", spec(main("kill -9 $$"), restart="Never"), phase("Failed")),
+    # -- a command that cannot start: the runtime's StartError (exit code 128)
+    Scenario("start-error-never", spec(exec_main("/no-such-file"), restart="Never"),
+             phase("Failed")),
+    Scenario("start-not-executable", spec(exec_main("/etc/hosts"), restart="Never"),
+             phase("Failed")),
+    Scenario("start-error-always", spec(exec_main("/no-such-file")), backing_off()),
     # -- init containers and sidecars
     Scenario("init-ok", spec(main(SLEEP), init=main("true", name="init")),
              all_of(running, ready)),
@@ -223,6 +235,16 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("emptydir-subpath", spec(
         main(SLEEP, "volumeMounts: [{name: e, mountPath: /e, subPath: sub}]\n"),
         "volumes: [{name: e, emptyDir: {}}]\n"), all_of(running, ready)),
+    Scenario("volume-mounts", spec(
+        main(SLEEP, "volumeMounts: [{name: e, mountPath: /e}, {name: r, mountPath: /r, "
+                    "readOnly: true}, {name: r, mountPath: /rr, readOnly: true, "
+                    "recursiveReadOnly: IfPossible}]\n"),
+        "volumes: [{name: e, emptyDir: {}}, {name: r, emptyDir: {}}]\n",
+        init=main("true", "volumeMounts: [{name: r, mountPath: /r, readOnly: true}]\n",
+                  name="init")
+        + main(SLEEP, "restartPolicy: Always\nvolumeMounts: [{name: e, mountPath: /e}]\n",
+               name="side")),
+        all_of(running, ready)),
     Scenario("hostpath-type-missing", spec(
         main(SLEEP, "volumeMounts: [{name: h, mountPath: /h}]\n"),
         "volumes: [{name: h, hostPath: {path: /nonexistent-twin, type: Directory}}]\n"),

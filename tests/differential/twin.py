@@ -117,7 +117,8 @@ def compare(a: Observation, b: Observation) -> list[str]:
 def _event_differences(a: list[dict[str, str]], b: list[dict[str, str]]) -> list[str]:
     """Events only one agent recorded, then a different order of the common ones."""
     def text(e: dict[str, str]) -> str:
-        return f"{e['type']} {e['reason']}: {e['message']}"
+        about = f" ({e['fieldPath']})" if e.get("fieldPath") else ""
+        return f"{e['type']} {e['reason']}{about}: {e['message']}"
     found = [f"events: only the first: {text(e)}" for e in a if e not in b]
     found += [f"events: only the second: {text(e)}" for e in b if e not in a]
     common_a = [text(e) for e in a if e in b]

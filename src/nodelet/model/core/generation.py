@@ -154,8 +154,9 @@ def generate_status(
                                                 rro_supported=rro_supported),
             old.ephemeral_container_statuses if old else ()),
         qos_class=resources.qos_class(pod),
-        allocated_resources=resize.pod_allocated(view.allocated),
-        resources=resize.pod_resources(view.allocated, view.pod_actuated),
+        allocated_resources=None if _rejected(failure) else resize.pod_allocated(view.allocated),
+        resources=None if _rejected(failure) else resize.pod_resources(view.allocated,
+                                                                       view.pod_actuated),
     )
 
 

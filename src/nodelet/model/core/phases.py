@@ -165,6 +165,13 @@ def _time(ns: int) -> datetime | None:
     return datetime.fromtimestamp(ns / 1e9, UTC)
 
 
+def _run_time(ns: int) -> datetime:
+    """A time of a container that has run (or tried to): as the kubelet converts CRI's
+    nanoseconds (time.Unix(0, ns)), 0 is the epoch, which its status shows as
+    1970-01-01T00:00:00Z — the start of a container whose start failed (StartError)."""
+    return datetime.fromtimestamp(max(ns, 0) / 1e9, UTC)
+
+
 def _container_id(info: runtime.ContainerInfo, runtime_name: str) -> str:
     return f"{runtime_name}://{info.id}"
 
@@ -176,8 +183,8 @@ def _terminated(info: runtime.ContainerInfo, runtime_name: str) -> status.Contai
         exit_code=info.exit_code,
         reason=reason,
         message=info.message,
-        started_at=_time(info.started_at),
-        finished_at=_time(info.finished_at),
+        started_at=_run_time(info.started_at),
+        finished_at=_run_time(info.finished_at),
         container_id=_container_id(info, runtime_name),
     )
 

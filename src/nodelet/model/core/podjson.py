@@ -55,7 +55,7 @@ def _status(status: st.PodStatus, *, precise: bool) -> dict[str, Any]:
     out = st.to_api(status)
     if not precise:
         return out
-    for cond_json, cond in zip(out["conditions"], status.conditions, strict=True):
+    for cond_json, cond in zip(out.get("conditions", ()), status.conditions, strict=True):
         cond_json["lastTransitionTime"] = st.format_precise(cond.last_transition_time)
     if status.start_time is not None:
         out["startTime"] = st.format_precise(status.start_time)

@@ -271,9 +271,11 @@ def container_status(s: status.ContainerStatus, view: View) -> status.ContainerS
         return s
     running = isinstance(s.state, status.ContainerStateRunning)
     shown = view.actuated.get(s.name, found.resources) if running else found.resources
+    # `resources` only for a container the runtime has made: the kubelet fills it from the
+    # runtime's status (convertContainerStatusResources), none before.
     return dataclasses.replace(
         s, allocated_resources=dict(found.resources.written.get("requests", {})) or None,
-        resources=_written(shown))
+        resources=_written(shown) if s.container_id else None)
 
 
 def pod_allocated(pod: pods.Pod) -> dict[str, str]:

@@ -272,10 +272,11 @@ def parse_time_lenient(value: Any) -> datetime | None:
 
 def to_api(status: PodStatus) -> dict[str, Any]:
     """The v1 PodStatus object, as the API server would serialise it."""
-    out: dict[str, Any] = {
-        "phase": status.phase,
-        "conditions": [condition_to_api(c) for c in status.conditions],
-    }
+    # Empty lists and maps are left out, as the API server's omitempty leaves them (a pod
+    # refused at admission has no conditions and no container statuses).
+    out: dict[str, Any] = {"phase": status.phase}
+    if status.conditions:
+        out["conditions"] = [condition_to_api(c) for c in status.conditions]
     if status.message:
         out["message"] = status.message
     if status.reason:
@@ -292,7 +293,9 @@ def to_api(status: PodStatus) -> dict[str, Any]:
         out["initContainerStatuses"] = [
             _container_status_to_api(s) for s in status.init_container_statuses
         ]
-    out["containerStatuses"] = [_container_status_to_api(s) for s in status.container_statuses]
+    if status.container_statuses:
+        out["containerStatuses"] = [_container_status_to_api(s)
+                                    for s in status.container_statuses]
     if status.ephemeral_container_statuses:
         out["ephemeralContainerStatuses"] = [
             _container_status_to_api(s) for s in status.ephemeral_container_statuses
@@ -301,8 +304,8 @@ def to_api(status: PodStatus) -> dict[str, Any]:
         out["qosClass"] = status.qos_class
     if status.observed_generation:
         out["observedGeneration"] = status.observed_generation
-    if status.allocated_resources is not None:
+    if status.allocated_resources:  # a map: omitted when empty
         out["allocatedResources"] = dict(status.allocated_resources)
-    if status.resources is not None:
+    if status.resources is not None:  # a struct: `{}` when it has nothing
         out["resources"] = {k: dict(v) for k, v in status.resources.items()}
     return out

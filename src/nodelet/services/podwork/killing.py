@@ -50,7 +50,8 @@ class PodKiller:
         ips = generation.pod_ips(pod, state.sandboxes, self._host_ip, self._host_ips)
         order = _TerminationOrder(pod, running)
         for container in running:
-            self._recorder.record(pod, "Normal", ev.KILLING, f"Stopping container {container.name}")
+            self._recorder.record(pod, "Normal", ev.KILLING, f"Stopping container {container.name}",
+                                  container=container.name)
         results = await asyncio.gather(*(
             order.stopped_after(c.name, self._runner.stop(
                 pod, specs_by_name.get(c.name), c, grace=grace, pod_ip=ips[0] if ips else "",

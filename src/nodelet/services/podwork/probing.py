@@ -211,12 +211,14 @@ class ProbeManager:
             self._on_attempt(instance.pod, instance.container.name, kind, attempt.outcome)
         if attempt.outcome == "warning":
             self._recorder.record(instance.pod, "Warning", ev.PROBE_WARNING,
-                                  probes.warning_message(kind, attempt.output))
+                                  probes.warning_message(kind, attempt.output),
+                                  container=instance.container.name)
         elif attempt.outcome != "success":
             message = probes.failure_message(
                 kind, attempt.output, errored=attempt.outcome == "error"
             )
-            self._recorder.record(instance.pod, "Warning", ev.UNHEALTHY, message)
+            self._recorder.record(instance.pod, "Warning", ev.UNHEALTHY, message,
+                                  container=instance.container.name)
         before = instance.states[kind]
         after = probes.observe(before, attempt.outcome, kind=kind, probe=probe)
         instance.states[kind] = after

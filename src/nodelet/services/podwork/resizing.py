@@ -131,7 +131,8 @@ class Resizer:
         stopped = set()
         for r in restart:
             self._recorder.record(pod, "Normal", "Killing",
-                                  f"Container {r.container.name} resize requires restart")
+                                  f"Container {r.container.name} resize requires restart",
+                                  container=r.container.name)
             await self._client.stop_container(r.container_id, int(podactions.grace_period(pod)))
             work.actuated.pop(r.container_id, None)
             stopped.add(r.container.name)

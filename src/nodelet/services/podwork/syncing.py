@@ -318,8 +318,18 @@ class PodSyncer:
                                         volumes_ready=work.volumes_ready,
                                         volume_error=work.volume_error),
             resized=self._resizer.view(pod, state, work.resize),
+            rro_supported=self._rro_supported(pod, work),
         )
         self._statuses.set_status(pod, status)
+
+    def _rro_supported(self, pod: pods.Pod, work: PodWork) -> bool:
+        """Whether the pod's runtime handler, where known already, makes mounts recursively
+        read-only (a RuntimeClass not yet looked up in the cluster: not known, so no)."""
+        handler = pod.spec.runtime_class_name if self._cluster is None \
+            else work.runtime_handler if pod.spec.runtime_class_name else ""
+        if handler is None:
+            return False
+        return self._node.runtime.handler(handler).recursive_read_only_mounts
 
     # -- sync -----------------------------------------------------------------------------
 
@@ -367,8 +377,10 @@ class PodSyncer:
         # Probes start as soon as the container is seen running — also one this sync
         # started, which no later event reports (the kubelet's probe workers are waiting).
         self._probe_running(pod, state, work)
-        if errors:
+        if errors and not self._terminal(pod):
             raise SyncError("; ".join(errors))
+        if errors:  # a start that failed for good ended the pod: stopped at the next sync
+            log.info("pod %s is done after %s", pod.full_name, "; ".join(errors))
         if self._terminal(pod) or podactions.newly_exited(before, state.containers) \
                 or (acted and self._more_to_start(pod, state, work, tried)):
             # This sync's own refresh saw the change, so the relist will not report it:
@@ -689,7 +701,7 @@ class PodSyncer:
             work.waiting.pop(name, None)
             if removal.stop:
                 self._recorder.record(pod, "Normal", ev.KILLING,
-                                      restartall.KILL_MESSAGE.format(name=name))
+                                      restartall.KILL_MESSAGE.format(name=name), container=name)
                 await self._containers.stop(pod, None, removal.info, pod_ip=pod_ip,
                                             grace=restartall.KILL_GRACE_SECONDS)
             with contextlib.suppress(cri.NotFound):  # the collector may have been first
@@ -793,7 +805,7 @@ class PodSyncer:
             # The kubelet's event at each sync that finds the container backing off.
             self._recorder.record(pod, "Warning", ev.BACK_OFF, (
                 f"Back-off restarting failed container {name} in pod "
-                f"{pod.name}_{pod.namespace}({pod.uid})"))
+                f"{pod.name}_{pod.namespace}({pod.uid})"), container=name)
             return action.wait
         if isinstance(action, podactions.Start):
             return await self._start(run, action)
@@ -867,7 +879,7 @@ class PodSyncer:
         self._recorder.record(
             pod, "Normal", ev.KILLING,
             f"Container {container.name} failed {action.probe} probe{restarted}",
-        )
+            container=container.name)
         self._probes.forget_container(pod.uid, container.name)
         await self._containers.stop(pod, container, action.latest, pod_ip=run.pod_ip,
                                     grace=action.grace)
@@ -880,7 +892,8 @@ class PodSyncer:
         instance within the pod's grace period and start the new one at once."""
         pod, container = run.pod, action.container
         self._recorder.record(pod, "Normal", ev.KILLING,
-                              f"Container {container.name} definition changed, will be restarted")
+                              f"Container {container.name} definition changed, will be restarted",
+                              container=container.name)
         self._probes.forget_container(pod.uid, container.name)
         await self._containers.stop(pod, container, action.latest, pod_ip=run.pod_ip,
                                     grace=action.grace)
