@@ -238,9 +238,11 @@ class Agent:
             clock=clocks.utc_now)
         self._group.spawn("log-rotation", self.log_rotator.run())
         # Never removes the sandbox image nodelet's embedded containerd runs pods with.
+        records = self.syncer.pull_records
         self.image_gc = imagegc.ImageGC(
             client=self._client, recorder=self.recorder, settings=s.gc,
-            protected=(settings_mod.PAUSE_IMAGE,), clock=clocks.utc_now)
+            protected=(settings_mod.PAUSE_IMAGE,), clock=clocks.utc_now,
+            on_removed=records.forget if records is not None else None)
         self._group.spawn("image-gc", self.image_gc.run())
         self._group.spawn("eviction", self.eviction.run())
 

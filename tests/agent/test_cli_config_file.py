@@ -163,3 +163,18 @@ def test_the_sample_config_in_deploy_is_accepted(tmp_path: Path) -> None:
     assert s.node_server.authorization_mode == "Webhook"
     assert s.node_server.authentication_token_webhook is True
     assert (s.server.host, s.server.port) == ("127.0.0.1", 10255)
+
+
+def test_image_credential_verification_is_read_and_needs_its_gate(tmp_path: Path) -> None:
+    head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+    chosen = head + ("imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\n"
+                     "preloadedImagesVerificationAllowlist: [registry.test/team/*]\n")
+    s = settings_for(tmp_path, chosen)
+    assert s.gates.kubelet_ensure_secret_pulled_images  # beta, on by default
+    assert s.image_credentials == settings.ImageCredentialSettings(
+        "NeverVerifyAllowlistedImages", ("registry.test/team/*",))
+    assert settings_for(tmp_path, head).image_credentials == settings.ImageCredentialSettings()
+    with pytest.raises(settings.SettingsError, match="`imagePullCredentialsVerificationPolicy` "
+                       "must not be set if KubeletEnsureSecretPulledImages feature gate is not"):
+        settings_for(tmp_path, chosen, "--feature-gates",
+                     "KubeletEnsureSecretPulledImages=false")

@@ -9,9 +9,10 @@ one; `.tmp` files and files of other names are skipped. Directories and files ar
 root (0700 / 0600): they name the Secrets that pulled each image.
 
 Calls are synchronous and small; the agent runs them in a thread (`services.podwork.
-pullmanager`). Exceptions: `OSError` from writes. `load` reads what it can: a file that cannot
-be read or decoded is logged and its name returned in `Loaded.unreadable`, so one bad file
-hides no other, and the caller can fail safe for its image (the kubelet then verifies it).
+pullmanager`). Exceptions: `OSError` from writes, and from `load` when a directory cannot be
+listed. `load` reads what it can: a file that cannot be read or decoded is logged and its name
+returned in `Loaded.unreadable_*`, so one bad file hides no other, and the caller can fail safe
+for its image (the kubelet then verifies it).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def _read_all(directory: Path, decode: Callable[[bytes], _T]
     """The decoded files of `directory`, and the names of those that could not be."""
     try:
         paths = sorted(directory.iterdir())
-    except FileNotFoundError:
+    except FileNotFoundError:  # nothing written yet
         return [], frozenset()
     found: list[_T] = []
     unreadable: set[str] = set()

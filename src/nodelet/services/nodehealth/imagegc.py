@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -69,9 +69,12 @@ class ImageGC:
         self, *, client: ImageRuntime, recorder: NodeEvents, settings: settings_mod.GCSettings,
         protected: Sequence[str], clock: Callable[[], datetime],
         stats: Callable[[str], usage.FilesystemStats] = host.filesystem_stats,
+        on_removed: Callable[[list[str], datetime], Awaitable[None]] | None = None,
     ) -> None:
         """`protected`: references (tags, digests or IDs) of images never to remove; `stats`:
-        reads a filesystem's size and free space (statvfs)."""
+        reads a filesystem's size and free space (statvfs); `on_removed`: told the IDs of the
+        images a collection removed and when it began (the pulled-image records forget them
+        unless written since, as the kubelet's post-GC hook prunes its records)."""
         self._client = client
         self._recorder = recorder
         self._period = settings.image_gc_period
@@ -80,6 +83,7 @@ class ImageGC:
         self._protected = tuple(protected)
         self._clock = clock
         self._stats = stats
+        self._on_removed = on_removed
         self._records: dict[str, gc.ImageRecord] = {}
         self._looked = False
         self._failed_last = False
@@ -218,6 +222,8 @@ class ImageGC:
                 else:
                     freed += record.size
                     removed.append(record.id)
+        if removed and self._on_removed is not None:
+            await self._on_removed(removed, now)
         return freed, removed, errors
 
     async def _remove(self, record: gc.ImageRecord) -> str:

@@ -213,7 +213,11 @@ class ImagePuller:
         self._recorder.record(pod, "Normal", ev.PULLING, f'Pulling image "{image}"')
         started = time.monotonic()
         if self._records is not None:
-            await self._records.pulling(image)
+            try:
+                await self._records.pulling(image)
+            except OSError as exc:  # the kubelet's words; no pull without the intent
+                message = f'Failed to record image pull intent for container image "{image}": {exc}'
+                return self._failed(pod, container, key, waiting, message, tried)
         error, used, image_ref = await self._pull_with(image, tried)
         if error is not None:
             if self._records is not None:

@@ -8,10 +8,11 @@ restart. At that first use, as the kubelet's `initialize`, each pulling intent l
 earlier run whose image the runtime now has becomes a record without credentials: nobody may
 use that image without pulling it once.
 
-A pull is bracketed: `pulling(image)` before (an intent on disk while any pull of that image
-runs), then `pulled(...)` or `pull_failed(image)`. A file that cannot be written is logged and
-the pull goes on (the kubelet fails the pull instead); what is in memory still holds until the
-agent stops. `forget(image_refs)` drops the records of images the image GC removed.
+A pull is bracketed, as in the kubelet: `pulling(image)` before (an intent on disk while any
+pull of that image runs; OSError when it cannot be written, and then the pull is not tried),
+then `pulled(...)` or `pull_failed(image)`. A record that cannot be written is logged and its
+intent left in place, so that after a restart the image needs a pull once more (fail safe).
+`forget(image_refs)` drops the records of images the image GC removed.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ class PullManager:
         """Whether a pod must pull the present `image` (ID `image_ref`) with its own
         credentials; `pod_secrets` gives its pull Secrets for the image, asked only if the
         record names Secrets."""
-        await self._load()
+        if not await self._load():
+            return pr.MUST_PULL  # as the kubelet when it cannot read its records
         if (pr.file_name(image_ref) in self._files.unreadable_records
                 or pr.file_name(image) in self._files.unreadable_intents):
             return pr.MUST_PULL  # fail safe, as the kubelet on a record it cannot read
@@ -86,24 +88,31 @@ class PullManager:
         return decision
 
     async def pulling(self, image: str) -> None:
+        """Raises OSError when the intent cannot be written."""
         await self._load()
+        async with self._lock:
+            await asyncio.to_thread(self._store.write_intent, image)
         self._pulling[image] += 1
-        await self._write(self._store.write_intent, image)
 
     async def pulled(self, image: str, image_ref: str, secret: pr.PullSecret | None) -> None:
         """A pull succeeded with the credential of `secret` (None: anonymously or with the
         node's own credentials)."""
-        await self._merge(image, image_ref, pr.pulled_with(secret))
-        await self._done(image)
+        if await self._merge(image, image_ref, pr.pulled_with(secret)):
+            await self._done(image)
+        # else, as the kubelet: the intent stays, so the image counts as pulled by the agent
+        # with credentials unknown.
 
     async def pull_failed(self, image: str) -> None:
         await self._done(image)
 
-    async def forget(self, image_refs: Iterable[str]) -> None:
-        """Drop the records of images that are gone from the node."""
+    async def forget(self, image_refs: Iterable[str], before: datetime) -> None:
+        """Drop the records of images that are gone from the node, but those written since
+        `before` (the image was pulled again meanwhile)."""
         await self._load()
         for image_ref in image_refs:
-            if self._records.pop(image_ref, None) is not None:
+            record = self._records.get(image_ref)
+            if record is not None and record.updated < before:
+                del self._records[image_ref]
                 await self._write(self._store.delete_record, image_ref)
 
     # -- internals ---------------------------------------------------------------------------
@@ -116,33 +125,43 @@ class PullManager:
         self._left_over.discard(image)
         await self._write(self._store.delete_intent, image)
 
-    async def _merge(self, image: str, image_ref: str, new: pr.PullCredentials | None) -> None:
+    async def _merge(self, image: str, image_ref: str, new: pr.PullCredentials | None) -> bool:
+        """Record what pulled `image`; False when the record could not be written."""
         await self._load()
         record = pr.merged(self._records.get(image_ref), image_ref, image, new, self._clock())
-        if record is not None:
-            self._records[image_ref] = record
-            await self._write(self._store.write_record, record)
+        if record is None:
+            return True
+        self._records[image_ref] = record
+        return await self._write(self._store.write_record, record)
 
-    async def _write(self, action: Callable[[_T], None], arg: _T) -> None:
+    async def _write(self, action: Callable[[_T], None], arg: _T) -> bool:
         async with self._lock:
             try:
                 await asyncio.to_thread(action, arg)
             except OSError as exc:
                 log.error("cannot write the pulled-image records: %s", exc)
+                return False
+        return True
 
-    async def _load(self) -> None:
+    async def _load(self) -> bool:
+        """Read the files once; False (and again at the next call) when they cannot be."""
         if self._loaded:
-            return
+            return True
         async with self._lock:
             if self._loaded:
-                return
-            loaded = await asyncio.to_thread(self._store.load)
+                return True
+            try:
+                loaded = await asyncio.to_thread(self._store.load)
+            except OSError as exc:
+                log.error("cannot read the pulled-image records: %s", exc)
+                return False
             self._records = {r.image_ref: r for r in loaded.records}
             self._left_over = set(loaded.intents)
             self._files = loaded
             self._loaded = True
         if self._left_over:
             await self._resolve_left_over()
+        return True
 
     async def _resolve_left_over(self) -> None:
         """Intents of an earlier run whose image is here: records without credentials."""
@@ -153,7 +172,7 @@ class PullManager:
             return
         for info in present:
             for image in {*info.repo_tags, *info.repo_digests} & self._left_over:
-                await self._merge(image, info.id, None)
-                self._left_over.discard(image)
-                await self._write(self._store.delete_intent, image)
+                if await self._merge(image, info.id, None):
+                    self._left_over.discard(image)
+                    await self._write(self._store.delete_intent, image)
 
