@@ -99,7 +99,9 @@ TABLE: tuple[Field, ...] = (
        "each container has its own, as under the kubelet"),
     _h(SPEC + "securityContext", "see the pod securityContext fields below"),
     _h(SPEC + "imagePullSecrets", "the Secrets' registry credentials are tried in order, "
-       "then the node's `<data-dir>/config.json`"),
+       "then the node's `<data-dir>/config.json`; an image already on the node is used only "
+       "by pods with the credentials that pulled it (KubeletEnsureSecretPulledImages, README "
+       '"Registry credentials"), else pulled again with the pod\'s own'),
     _h(SPEC + "hostname", "the sandbox's hostname (default: the pod name)"),
     _h(SPEC + "subdomain", "with hostname, the pod's FQDN in its managed /etc/hosts"),
     _h(SPEC + "setHostnameAsFQDN", "as the kubelet: with a subdomain the sandbox's hostname "
