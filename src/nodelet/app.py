@@ -32,6 +32,7 @@ from nodelet.model.core import (
     nodeips,
     nodes,
     pods,
+    preemption,
     qoscgroups,
     reads,
     resources,
@@ -201,8 +202,10 @@ class Agent:
                                       probes=self.probes, recorder=self.recorder),
             settings=s, clock=clocks.utc_now, observer=self.metrics,
             cluster=syncing.ClusterLinks(lookup=self._lookup_object),
-            health=syncing.NodeHealth(qos=self.qos, pressure=self.eviction.conditions,
-                                      admitted=self.admitted),
+            health=syncing.NodeHealth(
+                qos=self.qos, pressure=self.eviction.conditions, admitted=self.admitted,
+                preempt=lambda pod: self.workers.fail(pod.uid, preemption.REASON,
+                                                      preemption.MESSAGE)),
             node=await self._node_facts(),
         )
         await self.qos.start(self._group)
@@ -568,7 +571,8 @@ class Agent:
         container's status gets reason OOMKilled from CRI when it exits)."""
         pod = self.workers.pod(uid)
         if pod is not None:
-            self.recorder.record(pod, "Warning", ev.OOM_KILLING, rev.oom_message(container))
+            self.recorder.record(pod, "Warning", ev.OOM_KILLING, rev.oom_message(container),
+                                 container=container)
 
     def _wake(self, uid: pods.PodUID) -> None:
         """The runtime state of a pod changed: wake its worker; a pod no source wants (its

@@ -16,6 +16,10 @@ from typing import Any
 
 BUSYBOX = "localhost/nodelet/busybox:latest"
 Pod = dict[str, Any]
+# Host directories the scenarios' `hostPath: {type: DirectoryOrCreate}` volumes make: on a
+# private mount of the host's (/tmp here), so HostToContainer propagation is refused.
+PRIVATE_HOST_DIR = "/tmp/nodelet-twin-private"
+HOST_PATHS_MADE = (PRIVATE_HOST_DIR,)
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,12 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("start-not-executable", spec(exec_main("/etc/hosts"), restart="Never"),
              phase("Failed")),
     Scenario("start-error-always", spec(exec_main("/no-such-file")), backing_off()),
+    # A container the runtime cannot create: propagation from a private host mount.
+    Scenario("create-error", spec(
+        main(SLEEP, "volumeMounts: [{name: h, mountPath: /h, mountPropagation: "
+                    "HostToContainer}]\n"),
+        f"volumes: [{{name: h, hostPath: {{path: {PRIVATE_HOST_DIR}, "
+        "type: DirectoryOrCreate}}]\n", restart="Never"), waiting("CreateContainerError")),
     # -- init containers and sidecars
     Scenario("init-ok", spec(main(SLEEP), init=main("true", name="init")),
              all_of(running, ready)),
@@ -208,6 +218,9 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("poststart-fails", spec(main(SLEEP, "lifecycle: {postStart: {exec: {command: "
                                                  "[sh, -c, 'exit 7']}}}\n")),
              all_of(restarted(1), waiting("CrashLoopBackOff"))),
+    Scenario("poststart-fails-never", spec(main(SLEEP, "lifecycle: {postStart: {exec: "
+                                                       "{command: [sh, -c, 'exit 7']}}}\n"),
+                                           restart="Never"), phase("Failed")),
     # -- images
     Scenario("image-missing-never", spec(
         main(SLEEP).replace("imagePullPolicy: IfNotPresent", "imagePullPolicy: Never")

@@ -267,15 +267,19 @@ _SECURITY: tuple[Callable[[pods.Pod, Node], Rejection | None], ...] = (
 )  # fmt: skip
 
 
-def admit(pod: pods.Pod, node: Node, others: Sequence[pods.Pod] = ()) -> Rejection | None:
+def admit(pod: pods.Pod, node: Node, others: Sequence[pods.Pod] = (), *,
+          critical: bool = False) -> Rejection | None:
     """The first handler's refusal, or None when the node can run the pod beside `others`
     (the pods already admitted and not terminated), in the kubelet's order: sysctls and OS,
-    the predicates (resources, node affinity, host ports), then what the runtime cannot do."""
+    the predicates (resources, node affinity, host ports), then what the runtime cannot do.
+    A `critical` pod is not refused for resources: room is made for it (`preemption`)."""
     for handler in _HANDLERS:
         rejection = handler(pod, node)
         if rejection is not None:
             return rejection
     for predicate in _PREDICATES:
+        if critical and predicate is _resources:
+            continue
         rejection = predicate(pod, node, others)
         if rejection is not None:
             return rejection

@@ -19,6 +19,7 @@ from nodelet.model.core import (
     extraconditions,
     phases,
     pods,
+    preemption,
     resize,
     resources,
     restartall,
@@ -210,9 +211,12 @@ def _failed_conditions(
         return tuple(c for c in with_api_conditions(pod, old.conditions if old else ())
                      if c.type not in transitions.KUBELET_OWNED)
     if _evicted(failure) and all(c.type != status.DISRUPTION_TARGET for c in pod_conditions):
+        # Evicted or preempted by the node: TerminationByKubelet, with the kubelet's words.
+        message = preemption.DISRUPTION_MESSAGE if failure[0] == preemption.REASON \
+            else failure[1]
         return (*pod_conditions, status.PodCondition(
             type=status.DISRUPTION_TARGET, status="True", reason=eviction.DISRUPTION_REASON,
-            message=failure[1]))
+            message=message))
     return pod_conditions
 
 # What the kubelet writes for a container of a terminated pod that the runtime does not show
@@ -271,9 +275,11 @@ def _keep_terminated(
 
 
 def _evicted(failure: tuple[str, str] | None) -> bool:
-    """Evicted by the node (not refused at admission under pressure, which has the same
-    reason): the kubelet marks such a pod with DisruptionTarget (TerminationByKubelet)."""
-    return failure is not None and failure[0] == eviction.REASON and not _rejected(failure)
+    """Evicted by the node, or preempted for a critical pod (not refused at admission under
+    pressure, which has the same reason): the kubelet marks such a pod with DisruptionTarget
+    (TerminationByKubelet)."""
+    return failure is not None and failure[0] in (eviction.REASON, preemption.REASON) \
+        and not _rejected(failure)
 
 
 def _rejected(failure: tuple[str, str] | None) -> bool:

@@ -161,13 +161,20 @@ def allocatable(capacity: Amounts, *holds: Amounts) -> dict[str, int]:
 
 def misfit(pod: pods.Pod, others: Sequence[pods.Pod], node: Amounts) -> Misfit | None:
     """The first resource the pod does not fit in beside the `others` already admitted (the
-    kubelet reports only the first): pods, then cpu, memory, ephemeral-storage, then the
+    kubelet reports only the first; `misfits`)."""
+    return next(iter(misfits(pod, others, node)), None)
+
+
+def misfits(pod: pods.Pod, others: Sequence[pods.Pod], node: Amounts) -> list[Misfit]:
+    """Every resource the pod does not fit in beside the `others` already admitted, in the
+    order noderesources.Fits checks them: pods, then cpu, memory, ephemeral-storage, then the
     others by name. Extended resources the node does not have are skipped, as the kubelet
     does (removeMissingExtendedResources); hugepages are native and checked (0 when the node
     has none)."""
+    found = []
     pods_cap = node.get("pods")
     if pods_cap is not None and len(others) + 1 > pods_cap:
-        return Misfit("pods", 1, len(others), pods_cap)
+        found.append(Misfit("pods", 1, len(others), pods_cap))
     wanted = pod_requests(pod)
     used: dict[str, int] = {}
     for other in others:
@@ -179,8 +186,8 @@ def misfit(pod: pods.Pod, others: Sequence[pods.Pod], node: Amounts) -> Misfit |
             continue
         capacity = node.get(name, 0)
         if wanted[name] > capacity - used.get(name, 0):
-            return Misfit(name, wanted[name], used.get(name, 0), capacity)
-    return None
+            found.append(Misfit(name, wanted[name], used.get(name, 0), capacity))
+    return found
 
 
 def _extended(name: str) -> bool:

@@ -38,6 +38,7 @@ from nodelet.model.core import (
     observers,
     podactions,
     pods,
+    preemption,
     pullrecords,
     reads,
     resize,
@@ -220,6 +221,9 @@ class NodeHealth:
     qos: qoscgroups.QosCgroups | None = None
     pressure: Callable[[], frozenset[str]] = frozenset
     admitted: admission.Admitted = field(default_factory=admission.Admitted)
+    # Stops a pod preempted for a critical one: Failed with reason Preempting (the pod
+    # workers' `fail`); False when it is terminating already.
+    preempt: Callable[[pods.Pod], bool] = lambda pod: False
 
 
 class PodSyncer:
@@ -239,6 +243,7 @@ class PodSyncer:
         # The cluster this node joined (standalone: none), told by `join_cluster`.
         self._cluster: ClusterView | None = None
         self._pressure = health.pressure
+        self._preempt = health.preempt
         self._events_live = runtime.events_live
         self._static_pods_critical = settings.eviction.static_pods_critical
         self._client = client
@@ -457,12 +462,10 @@ class PodSyncer:
             return
         old = self._statuses.last_known(pod.uid)
         rejection = None
-        if old is None or old.phase == "Pending":  # a Failed pod stays so, with its reason
-            others = self._admitted.others(pod.uid)
-            # The eviction manager's handler comes first, as in the kubelet.
-            rejection = eviction.admission_rejection(
-                pod, self._pressure(), static_pods_critical=self._static_pods_critical,
-            ) or admission.admit(pod, self._node.admission, others)
+        # A Failed pod stays so, with its reason; one nodelet cannot run (refused fields, or
+        # an API pod it cannot read) is judged whatever its last status says.
+        if old is None or old.phase == "Pending" or pod.refused:
+            rejection = self._judge(pod)
         if rejection is None:
             work.admitted = True
             if old is None or old.phase not in ("Succeeded", "Failed"):
@@ -473,6 +476,36 @@ class PodSyncer:
         self._recorder.record(pod, "Warning", rejection.reason, rejection.message)
         log.warning("pod %s (%s) rejected: %s: %s", pod.full_name, pod.uid, rejection.reason,
                     rejection.message)
+
+    def _judge(self, pod: pods.Pod) -> admission.Rejection | None:
+        """The admit handlers' refusal, or None: the eviction manager's first, as in the
+        kubelet, then the node's; a critical pod that does not fit makes room by preempting
+        others (the kubelet's CriticalPodAdmissionHandler) or is refused if none can."""
+        others = self._admitted.others(pod.uid)
+        critical = eviction.is_critical(pod, static_pods_critical=self._static_pods_critical)
+        rejection = eviction.admission_rejection(
+            pod, self._pressure(), static_pods_critical=self._static_pods_critical,
+        ) or admission.admit(pod, self._node.admission, others, critical=critical)
+        allocatable = self._node.admission.allocatable
+        if rejection is not None or not critical or allocatable is None:
+            return rejection
+        needed = preemption.requirements(pod, others, allocatable)
+        if not needed:
+            return None
+        try:
+            victims = preemption.choose(pod, others, needed,
+                                        static_pods_critical=self._static_pods_critical)
+        except preemption.NoPreemption as exc:
+            return preemption.refusal(exc)
+        for victim in victims:
+            log.warning("preempting pod %s (%s) to admit critical pod %s: needs %s",
+                        victim.full_name, victim.uid, pod.full_name,
+                        preemption.describe(needed))
+            self._recorder.record(victim, "Warning", preemption.REASON, preemption.MESSAGE)
+            self._preempt(victim)
+            self._admitted.remove(victim.uid)  # its resources are the critical pod's now
+        self._qos_changed()
+        return None
 
     def _allocated(self, pod: pods.Pod, work: PodWork) -> pods.Pod:
         """The pod as this node allocated it, a resize admitted or left pending first
