@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import runtime_programs_for_tests
-from support.harness import Harness, pod_manifest, waiting
+from support.harness import Harness, all_ready, pod_manifest, waiting
 from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -63,3 +63,27 @@ async def test_a_missing_volume_image_keeps_the_container_waiting(agent: Harness
         what="ErrImageNeverPull for the volume's image")
     state = waiting(pod_status)
     assert state is not None and "localhost/nodelet/no-such:1" in state.message, state
+    # As the kubelet's: the pull is about the pod (no container's field path), the container
+    # that mounts it says so when it cannot start.
+    events = agent.events_of("noimg")
+    assert any(e.reason == "ErrImageNeverPull" and e.field_path == "" for e in events), events
+    assert any(e.reason == "Failed" and e.message == "Error: ErrImageNeverPull"
+               and e.field_path == "spec.containers{main}" for e in events), events
+
+
+async def test_an_unmounted_volume_image_is_pulled_but_keeps_nobody_waiting(
+    agent: Harness,
+) -> None:
+    """The kubelet pulls every image volume of the pod, mounted or not; one that no container
+    mounts fails only with the puller's Warning event, and the pod runs."""
+    if not runtime_mounts_images():
+        pytest.skip("refused at admission on this runtime")
+    volume = ("volumes:\n  - name: img\n    image: {reference: localhost/nodelet/no-such:2, "
+              "pullPolicy: Never}\n")
+    agent.write("unmounted.yaml", pod_manifest("unmounted", extra_spec=volume))
+    await agent.wait_status("unmounted", all_ready, what="the pod runs")
+    events = await eventually(
+        lambda: [e for e in agent.events_of("unmounted") if e.reason == "ErrImageNeverPull"],
+        within=30, what="the volume image's ErrImageNeverPull event")
+    assert events[0].field_path == "" and "localhost/nodelet/no-such:2" in events[0].message
+    assert not any(e.reason == "Failed" for e in agent.events_of("unmounted"))

@@ -230,6 +230,18 @@ CATALOGUE: tuple[Scenario, ...] = (
         waiting("ImagePullBackOff")),
     Scenario("image-bad-name", spec(main(SLEEP).replace(BUSYBOX, "Not//Valid")),
              waiting("InvalidImageName")),
+    # Image volumes: pulled whether a container mounts them or not.
+    Scenario("image-volume-missing", spec(
+        main(SLEEP, "volumeMounts: [{name: i, mountPath: /i}]\n"),
+        "volumes: [{name: i, image: {reference: localhost/nodelet/absent:2, "
+        "pullPolicy: Never}}]\n"), waiting("ErrImageNeverPull")),
+    Scenario("image-volume-unmounted", spec(
+        main(SLEEP), "volumes: [{name: i, image: {reference: localhost/nodelet/absent:3, "
+                     "pullPolicy: Never}}]\n"), all_of(running, ready)),
+    Scenario("image-volume-present", spec(
+        main(SLEEP, "volumeMounts: [{name: i, mountPath: /i}]\n"),
+        f"volumes: [{{name: i, image: {{reference: {BUSYBOX}, pullPolicy: IfNotPresent}}}}]\n"),
+        all_of(running, ready)),
     # -- volumes
     Scenario("configmap-missing", spec(main(SLEEP, "volumeMounts: [{name: c, mountPath: /c}]\n"),
                                        "volumes: [{name: c, configMap: {name: absent}}]\n"),
@@ -292,8 +304,10 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("qos-guaranteed", spec(main(SLEEP, CPU)), all_of(running, ready)),
     Scenario("qos-burstable", spec(main(SLEEP, "resources: {requests: {memory: 16Mi}}\n")),
              all_of(running, ready)),
+    # Written once the one other pod requesting cpu runs: what the refusal says is short
+    # counts it on both agents.
     Scenario("out-of-cpu", spec(main(SLEEP, "resources: {requests: {cpu: '1000'}}\n")),
-             phase("Failed")),
+             phase("Failed"), after="qos-guaranteed"),
     Scenario("oom-killed", spec(main("tail /dev/zero", "resources: {limits: {memory: 16Mi}}\n"),
                                 restart="Never"), phase("Failed")),
     Scenario("hostport-first", spec(main(SLEEP, "ports: [{containerPort: 80, "

@@ -81,7 +81,14 @@ async def twin_runtime() -> AsyncIterator[Instance]:
 
 
 def report(diffs: dict[str, list[str]]) -> str:
-    lines = []
+    """Every scenario and its differences; those of every scenario (EVERYWHERE) once, first,
+    with how many scenarios had them."""
+    everywhere = sum(1 for found in diffs.values() if any(d.startswith(EVERYWHERE)
+                                                          for d in found))
+    lines = [f"in {everywhere} of {len(diffs)} scenarios: {', '.join(EVERYWHERE)}(only nodelet "
+             "standalone shows its node's address: docs/differential.md)"]
+    diffs = {name: [d for d in found if not d.startswith(EVERYWHERE)]
+             for name, found in diffs.items()}
     for name, found in diffs.items():
         kind = " ".join(k for k, table in (("deliberate", DELIBERATE), ("open", OPEN),
                                            ("timing", TIMING)) if name in table)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import NoReturn
 
 from nodelet.adapters import hostdirs
 from nodelet.adapters.cri import client as cri
@@ -50,6 +50,21 @@ FALLBACK_LOG_BYTES = 2048
 
 class ContainerError(Exception):
     """Creating or starting a container failed; the message is the runtime's words."""
+
+
+@dataclass(frozen=True)
+class ImagePull:
+    """How the image of one image volume was made present this sync: its ID, or why not
+    (the waiting reason and message a container mounting it shows) and the seconds until
+    it is tried again."""
+
+    image_id: str = ""
+    reason: str = ""
+    message: str = ""
+    retry: float = 0.0
+
+
+ImagePulls = dict[str, ImagePull]
 
 
 @dataclass(frozen=True)
@@ -105,16 +120,20 @@ class ContainerRunner:
         waiting: MutableMapping[str, tuple[str, str]],
         pod_ip: str,
         state: runtime.PodRuntime | None = None,
+        image_volumes: ImagePulls | None = None,
     ) -> float | None:
         """Start one instance; None when started, else seconds until an image retry.
-        `state`: the pod's runtime state, where an ephemeral container finds its target."""
-        image = await self._puller.ensure(pod, container, waiting)
-        if isinstance(image, int | float):  # not there yet: seconds until a retry
-            return float(image)
-        pulled = await self._image_volumes(pod, container, mounts, waiting)
+        `state`: the pod's runtime state, where an ephemeral container finds its target;
+        `image_volumes`: the pod's image volumes as `pull_image_volumes` made them present."""
+        # The image volumes first, as the kubelet fails a start on them before it looks at
+        # the container's own image.
+        pulled = self._image_volumes(pod, container, mounts, waiting, image_volumes or {})
         if isinstance(pulled, float):
             return pulled
         mounts = pulled
+        image = await self._puller.ensure(pod, container, waiting)
+        if isinstance(image, int | float):  # not there yet: seconds until a retry
+            return float(image)
         # The security check first: it has no side effects, the subPath bind mounts do.
         context = self._security_context(pod, container, image, waiting,
                                          sandbox_config.security.namespaces.user)
@@ -194,30 +213,52 @@ class ContainerRunner:
             self.config_error(pod, container, problem, waiting)
         return security.container_security(pod, container, image_user, self._security, user)
 
-    async def _image_volumes(
-        self, pod: pods.Pod, container: pods.Container, mounts: tuple[runtime.Mount, ...],
-        waiting: MutableMapping[str, tuple[str, str]],
-    ) -> tuple[runtime.Mount, ...] | float:
-        """The images of the container's image volumes made present as their pull policies
-        say (the same pulls, events and back-offs as a container image's, reported on this
-        container), each mount naming its image by ID as the kubelet's do; or seconds until
-        a retry."""
-        out = []
-        for mount in mounts:
-            if not mount.image:
-                out.append(mount)
+    async def pull_image_volumes(self, pod: pods.Pod) -> ImagePulls:
+        """Every image volume of the pod made present as its pull policy says, mounted by a
+        container or not, before any container of the sync starts (the kubelet's
+        getImageVolumes): the same pulls, back-offs and events as a container image's, the
+        events about the pod itself (no container's field path)."""
+        out: ImagePulls = {}
+        for volume in pod.spec.volumes:
+            if volume.source_type != "image":
                 continue
-            as_image = dataclasses.replace(
-                container, image=mount.image,
-                image_pull_policy=cast(pods.PullPolicy, mount.image_pull_policy))
-            found = await self._puller.ensure(pod, as_image, waiting)
-            if isinstance(found, int | float):
-                return float(found)
-            if found is None:
-                self.config_error(pod, container, f"image volume {mount.volume!r}: image "
-                                  f"{mount.image} pulled but not found", waiting)
-            out.append(dataclasses.replace(mount, image=found.id))
-        return tuple(out)
+            reference, policy = vol.image_volume(volume.source)
+            # Nameless: what the puller records is about the pod, and no start fails here.
+            puller = pods.Container(name="", image=reference, image_pull_policy=policy)
+            waiting: dict[str, tuple[str, str]] = {}
+            found = await self._puller.ensure(pod, puller, waiting)
+            if isinstance(found, runtime.ImageInfo):
+                out[volume.name] = ImagePull(image_id=found.id)
+            elif found is None:  # pulled, yet the runtime does not show it: try again
+                out[volume.name] = ImagePull(reason="ErrImagePull", message=(
+                    f"image {reference} pulled but not found"), retry=0.0)
+            else:
+                reason, message = waiting[""]
+                out[volume.name] = ImagePull(reason=reason, message=message,
+                                             retry=float(found))
+        return out
+
+    def _image_volumes(
+        self, pod: pods.Pod, container: pods.Container, mounts: tuple[runtime.Mount, ...],
+        waiting: MutableMapping[str, tuple[str, str]], pulls: ImagePulls,
+    ) -> tuple[runtime.Mount, ...] | float:
+        """The container's mounts, each image volume naming its image by ID as the kubelet's
+        do; or, when one of its images could not be made present, seconds until a retry:
+        the container waits with that pull's reason, and a Failed event on it says which
+        (the kubelet's toKubeContainerImageVolumes)."""
+        out, retry = [], None
+        for mount in mounts:
+            pull = pulls.get(mount.volume) if mount.image else None
+            if pull is None:
+                out.append(mount)
+            elif pull.image_id:
+                out.append(dataclasses.replace(mount, image=pull.image_id))
+            else:
+                self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {pull.reason}",
+                                      container=container.name)
+                waiting[container.name] = (pull.reason, pull.message)
+                retry = pull.retry if retry is None else min(retry, pull.retry)
+        return tuple(out) if retry is None else retry
 
     def config_error(
         self,

@@ -103,14 +103,17 @@ class ImagePuller:
     ) -> float | rt.ImageInfo | None:
         """Make the container's image present as its pull policy says: the image (what the
         runtime says of it, which the caller reads instead of asking again), or seconds to
-        wait before trying again. None: pulled, but the runtime does not show it."""
+        wait before trying again (`waiting[container.name]` says why). None: pulled, but the
+        runtime does not show it. A nameless `container` stands for the pod (an image
+        volume's pull): the events are about the pod, none about a container's start."""
         image = container.image
         problem = imagerefs.invalid(image)
         if problem is not None:  # the kubelet's first check: no status asked, no pull tried
             message = f'Failed to apply default image tag "{image}": {problem}'
             waiting[container.name] = ("InvalidImageName", message)
-            self._recorder.record(pod, "Warning", "InspectFailed", message)
-            self._start_failed(pod, "InvalidImageName")
+            self._recorder.record(pod, "Warning", "InspectFailed", message,
+                                  container=container.name)
+            self._start_failed(pod, container, "InvalidImageName")
             return self._requeue()
         policy = container.image_pull_policy
         present = await self._client.image_status(image) if policy != "Always" else None
@@ -121,21 +124,22 @@ class ImagePuller:
         if policy == "Never":  # not present, or present but not for this pod
             message = f'Container image "{image}" is not present with pull policy of Never'
             waiting[container.name] = ("ErrImageNeverPull", message)
-            self._recorder.record(pod, "Warning", "ErrImageNeverPull", message)
-            self._start_failed(pod, "ErrImageNeverPull")
+            self._recorder.record(pod, "Warning", "ErrImageNeverPull", message,
+                                  container=container.name)
+            self._start_failed(pod, container, "ErrImageNeverPull")
             return self._requeue()  # look again: the image may be imported meanwhile
         key = (str(pod.uid), image)
         tried = await pod_credentials.get()
         left = self._backoff_left(key, tried)
         if left > 0:
             message = f'Back-off pulling image "{image}"'
-            self._recorder.record(pod, "Normal", ev.BACK_OFF, message)
+            self._recorder.record(pod, "Normal", ev.BACK_OFF, message, container=container.name)
             # As the kubelet's: the Waiting message repeats the last pull's error.
             failure = self._failures.get(key)
             if failure is not None and failure.error:
                 message = f"{message}: ErrImagePull: {failure.error}"
             waiting[container.name] = ("ImagePullBackOff", message)
-            self._start_failed(pod, "ImagePullBackOff")
+            self._start_failed(pod, container, "ImagePullBackOff")
             return self._requeue(left)
         wait = await self._pull(pod, container, key, waiting, tried)
         return wait if wait is not None else await self._client.image_status(image)
@@ -154,7 +158,7 @@ class ImagePuller:
                          "pod has: pulling it with the pod's own", pod.full_name, image)
                 return False
             message += " on machine and can be accessed by the pod"
-        self._recorder.record(pod, "Normal", ev.PULLED, message)
+        self._recorder.record(pod, "Normal", ev.PULLED, message, container=container.name)
         return True
 
     def _requeue(self, backoff_left: float | None = None) -> float:
@@ -210,7 +214,8 @@ class ImagePuller:
         tried: Tried,
     ) -> float | None:
         image = container.image
-        self._recorder.record(pod, "Normal", ev.PULLING, f'Pulling image "{image}"')
+        self._recorder.record(pod, "Normal", ev.PULLING, f'Pulling image "{image}"',
+                              container=container.name)
         started = time.monotonic()
         if self._records is not None:
             try:
@@ -228,8 +233,8 @@ class ImagePuller:
         self._failures.pop(key, None)
         took = time.monotonic() - started
         self._recorder.record(
-            pod, "Normal", ev.PULLED, f'Successfully pulled image "{image}" in {took:.3f}s'
-        )
+            pod, "Normal", ev.PULLED, f'Successfully pulled image "{image}" in {took:.3f}s',
+            container=container.name)
         return None
 
     async def _pull_with(self, image: str, tried: Tried
@@ -245,7 +250,7 @@ class ImagePuller:
                 image_ref = await self._client.pull_image(
                     image, credential.auth if credential else None)
             except cri.CriError as exc:
-                errors.append(exc.detail)
+                errors.append(exc.pull_words)  # the kubelet's CRI client's words
             else:
                 if credential is not None:
                     log.info("pulled %s with credentials of %s", image, credential.source)
@@ -263,9 +268,9 @@ class ImagePuller:
     ) -> float:
         waiting[container.name] = ("ErrImagePull", error)
         self._recorder.record(
-            pod, "Warning", ev.FAILED, f'Failed to pull image "{container.image}": {error}'
-        )
-        self._start_failed(pod, "ErrImagePull")
+            pod, "Warning", ev.FAILED, f'Failed to pull image "{container.image}": {error}',
+            container=container.name)
+        self._start_failed(pod, container, "ErrImagePull")
         failure = self._failures.get(key)
         delays = failure.backoff if failure else backoff.Backoff(
             self._sync.image_backoff, self._sync.image_backoff_max)
@@ -273,10 +278,13 @@ class ImagePuller:
         self._failures[key] = _Failure(delays, time.monotonic() + delay, tried, error)
         return self._requeue(delay)
 
-    def _start_failed(self, pod: pods.Pod, reason: str) -> None:
+    def _start_failed(self, pod: pods.Pod, container: pods.Container, reason: str) -> None:
         """The kubelet's `Failed` event of a container start that stopped at its image
-        (kuberuntime startContainer: `Error: <reason>`)."""
-        self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {reason}")
+        (kuberuntime startContainer: `Error: <reason>`); none for an image volume's pull
+        (a nameless container: the container that mounts it says so when it starts)."""
+        if container.name:
+            self._recorder.record(pod, "Warning", ev.FAILED, f"Error: {reason}",
+                                  container=container.name)
 
     def forget_pod(self, uid: pods.PodUID) -> None:
         for key in [k for k in self._failures if k[0] == uid]:

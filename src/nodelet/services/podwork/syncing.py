@@ -145,6 +145,8 @@ class _Run:
     mounts: Mounts
     pod_ip: str
     errors: list[str] = field(default_factory=list)
+    # The pod's image volumes, made present once, before the sync's first container start.
+    image_volumes: containers.ImagePulls | None = None
 
 
 @dataclass(frozen=True)
@@ -848,6 +850,8 @@ class PodSyncer:
         pod, container = run.pod, action.container
         if action.restart:
             self._step_backoff(run.work, container)
+        if run.image_volumes is None:
+            run.image_volumes = await self._containers.pull_image_volumes(pod)
         try:
             return await self._containers.start(
                 pod, run.sandbox, self._sandbox_config(pod, run.sandbox.attempt, run.work),
@@ -856,6 +860,7 @@ class PodSyncer:
                 mounts=await self._container_mounts(pod, run.state, container, run.mounts,
                                                     run.work),
                 waiting=run.work.waiting, pod_ip=run.pod_ip, state=run.state,
+                image_volumes=run.image_volumes,
             )
         except containers.ContainerError as exc:
             run.errors.append(str(exc))
