@@ -67,7 +67,10 @@ def _run_free(key: str, value: Any) -> Any:
 
 def pod_view(pod: dict[str, Any]) -> dict[str, Any]:
     """The pod's whole status, free of what depends on the run."""
-    return dict(_run_free("status", pod.get("status") or {}))
+    view = dict(_run_free("status", pod.get("status") or {}))
+    view["metadata"] = _run_free("metadata", pod.get("metadata") or {})
+    view["spec"] = _run_free("spec", pod.get("spec") or {})
+    return view
 
 
 def transition_order(pod: dict[str, Any]) -> list[list[str]]:

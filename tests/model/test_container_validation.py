@@ -537,4 +537,5 @@ def test_amounts_beyond_int64_saturate() -> None:
 
 def test_extended_resource_request_defaults_to_its_limit() -> None:
     raw = parse(res(limits={"example.com/gpu": 2})).raw
-    assert raw["spec"]["containers"][0]["resources"]["requests"] == {"example.com/gpu": 2}
+    # Written back as a quantity, as the kubelet and the API server write it.
+    assert raw["spec"]["containers"][0]["resources"]["requests"] == {"example.com/gpu": "2"}

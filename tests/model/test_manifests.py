@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nodelet.model.core import handlers, pods
+from nodelet.model.core import handlers, pods, quantities
 from nodelet.model.parsing import manifests
 
 NODE = "node-1"
@@ -184,10 +184,11 @@ def test_raw_is_the_defaulted_v1_pod() -> None:
         "terminationGracePeriodSeconds": 30,
         "schedulerName": "default-scheduler",
         "enableServiceLinks": True,
-        "priority": 0,
         "securityContext": {},
-        "preemptionPolicy": "PreemptLowerPriority",
     }
+    # The API server's admission sets these; a static pod, like the kubelet's, has none.
+    assert "priority" not in spec and "preemptionPolicy" not in spec
+    assert spec["tolerations"] == [{"operator": "Exists", "effect": "NoExecute"}]
     assert spec["nodeName"] == NODE
     container = spec["containers"][0]
     assert container["imagePullPolicy"] == "IfNotPresent"
@@ -792,3 +793,40 @@ def test_problem_from_error_keeps_location() -> None:
 
 def test_static_name_uses_lowercased_node_name() -> None:
     assert manifests.pod_from_object(pod_obj(), node_name="Node-A").name == "web-node-a"
+
+
+def test_raw_carries_the_schemes_defaults_and_canonical_quantities() -> None:
+    """What the kubelet's decoding of a static pod adds (SetObjectDefaults_Pod): probe
+    timings, httpGet path and scheme, the gRPC service, field selectors' apiVersion, a
+    resource selector's divisor; quantities written back canonically."""
+    obj = pod_obj()
+    container = obj["spec"]["containers"][0]
+    container["readinessProbe"] = {"httpGet": {"port": 80}}
+    container["livenessProbe"] = {"grpc": {"port": 81}, "periodSeconds": 5}
+    container["env"] = [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "M", "valueFrom": {"resourceFieldRef": {
+                            "resource": "limits.memory"}}}]
+    container["resources"] = {"requests": {"cpu": "1000", "memory": "1.5Gi"}}
+    spec = manifests.pod_from_object(obj, node_name=NODE).raw["spec"]
+    got = spec["containers"][0]
+    assert got["readinessProbe"] == {
+        "httpGet": {"port": 80, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1,
+        "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3}
+    assert got["livenessProbe"]["grpc"] == {"port": 81, "service": ""}
+    assert got["livenessProbe"]["periodSeconds"] == 5
+    assert got["env"][0]["valueFrom"]["fieldRef"]["apiVersion"] == "v1"
+    assert got["env"][1]["valueFrom"]["resourceFieldRef"]["divisor"] == "0"
+    assert got["resources"]["requests"] == {"cpu": "1k", "memory": "1536Mi"}
+
+
+@pytest.mark.parametrize(("written", "canonical"), [
+    ("1000", "1k"), ("1500", "1500"), ("0.5", "500m"), ("100m", "100m"), ("1000000m", "1k"),
+    ("0.1", "100m"), ("1", "1"), (2, "2"), ("2G", "2G"), ("0", "0"),
+    ("32Mi", "32Mi"), ("1.5Gi", "1536Mi"), ("1024Ki", "1Mi"), ("2000Ki", "2000Ki"),
+    ("0.5Ki", "512"), ("1024", "1024"),
+    ("1e3", "1e3"), ("1500e-3", "1500e-3"), ("1e21", "1e21"),
+])
+def test_quantities_are_written_back_canonically(written: object, canonical: str) -> None:
+    """resource.Quantity's String(): binary amounts of 1024 and more by the largest power of
+    1024 that divides them, the others as an integer times the largest power of 1000."""
+    assert quantities.canonical(written) == canonical

@@ -262,7 +262,8 @@ def make_pod(name: str = "web") -> pods.Pod:
         spec=spec,
         raw=raw,
         creation_timestamp=CREATED,
-        annotations={},
+        # A static pod: /pods has no creationTimestamp, AGE counts from config.seen.
+        annotations={pods.ANNOTATION_CONFIG_SEEN: st.format_time(CREATED) or ""},
     )
 
 
@@ -351,7 +352,7 @@ def test_describe_pod() -> None:
     assert "Node:             node-a/192.168.1.10\n" in text
     assert "Start Time:       Wed, 01 May 2024 12:06:40 +0000\n" in text
     assert "Labels:           app=web\n                  tier=front\n" in text
-    assert "Annotations:      <none>\n" in text
+    assert "Annotations:      kubernetes.io/config.seen=2024-05-01T12:06:40Z\n" in text
     assert "IPs:\n  IP:  10.88.0.5\n  IP:  fd00::5\n" in text
     assert "      Reason:       CrashLoopBackOff\n" in text
     assert "    Restart Count:  3\n" in text

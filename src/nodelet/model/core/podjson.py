@@ -40,7 +40,9 @@ def _metadata(pod: pods.Pod, raw: Any, *, precise: bool = False) -> dict[str, An
     meta["uid"] = str(pod.uid)
     if pod.annotations:
         meta["annotations"] = {**meta.get("annotations", {}), **pod.annotations}
-    if pod.creation_timestamp is not None:
+    # A static pod has none, as in the kubelet's /pods (only the API server sets one); when
+    # nodelet first saw it is its `kubernetes.io/config.seen` annotation.
+    if pod.creation_timestamp is not None and not pod.is_static:
         meta.setdefault("creationTimestamp", st.format_time(pod.creation_timestamp))
     if pod.deletion_timestamp is not None:
         # Precise: a static pod marked deleted by nodelet (the termination SLI) knows better.

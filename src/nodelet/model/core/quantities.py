@@ -112,3 +112,51 @@ def format_binary(value: int) -> str:
         if value and value % unit == 0:
             return f"{value // unit}{suffix}"
     return str(value)
+
+
+_SI_BY_EXPONENT = {power: suffix for suffix, power in _DECIMAL.items()}
+
+
+def canonical(value: Any) -> str:
+    """The quantity as the API server and the kubelet write it back (Quantity.String's
+    canonical form): a binary-suffixed whole amount of 1024 or more as the largest power of
+    1024 that divides it ("1536Mi"); anything else as an integer times a power of 1000, the
+    largest that keeps it whole ("1000" → "1k", "0.5" → "500m", "1500" → "1500"), with an SI
+    suffix, or an exponent when written with one ("1e3" → "1e3"). A value that is not a
+    quantity is returned as written (it is refused where it is read)."""
+    match = _QUANTITY.match(str(value)) if isinstance(value, str | int | float) else None
+    if match is None or isinstance(value, bool):
+        return str(value)
+    amount = parse_quantity(value)
+    if amount == 0:
+        return "0"
+    suffix = match.group(2) or ""
+    whole = amount == amount.to_integral_value()
+    if suffix in _BINARY and abs(amount) >= 1024 and whole:
+        return _base_1024(int(amount))
+    mantissa, exponent = _base_1000(amount)
+    if suffix[:1] not in ("e", "E") and exponent in _SI_BY_EXPONENT:
+        return f"{mantissa}{_SI_BY_EXPONENT[exponent]}"
+    return f"{mantissa}e{exponent}" if exponent else str(mantissa)
+
+
+def _base_1024(value: int) -> str:
+    power = 0
+    while value % 1024 == 0 and power < len(_BINARY):
+        value //= 1024
+        power += 1
+    names = {p: s for s, p in _BINARY.items()}
+    return f"{value}{names.get(power, '')}"
+
+
+def _base_1000(amount: Decimal) -> tuple[int, int]:
+    """`amount` as mantissa * 10**exponent: the mantissa whole, the exponent a multiple of 3,
+    as large as it can be (AsCanonicalBytes)."""
+    sign, digits, exponent = amount.as_tuple()  # no arithmetic: 1e2147483647 is a quantity
+    assert isinstance(exponent, int)  # a finite quantity
+    text = "".join(map(str, digits))
+    stripped = text.rstrip("0") or "0"
+    exponent += len(text) - len(stripped)
+    mantissa = int(stripped)
+    shift = exponent % 3  # Python's modulo is never negative: lower to a multiple of 3
+    return (-1 if sign else 1) * mantissa * 10**shift, exponent - shift

@@ -352,7 +352,7 @@ def pod_from_object(
     elif not uid:
         raise InvalidValueError("required for pods from the API server", path="metadata.uid")
     node = node_name if static else spec.node_name
-    raw = defaulting.defaulted(obj)
+    raw = defaulting.defaulted(obj, static=static)
     raw_meta = raw.setdefault("metadata", {})
     raw_meta.update(name=name, namespace=meta.namespace, uid=uid, annotations=annotations)
     raw["spec"]["nodeName"] = node

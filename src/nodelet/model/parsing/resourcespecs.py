@@ -180,9 +180,12 @@ def overhead(spec: Mapping[str, Any]) -> dict[str, int]:
 
 
 def _written(res: Mapping[str, Any], requests: Mapping[str, Decimal]) -> dict[str, dict[str, str]]:
-    """The requirements as written, quantities as strings, requests defaulted from limits."""
-    limits = {name: str(raw) for name, raw in fields.mapping(res, "limits", "").items()}
-    written = {name: str(raw) for name, raw in fields.mapping(res, "requests", "").items()}
+    """The requirements as written, quantities in their canonical form as the kubelet writes
+    them back ("1000" → "1k"), requests defaulted from limits."""
+    limits = {name: quantities.canonical(raw)
+              for name, raw in fields.mapping(res, "limits", "").items()}
+    written = {name: quantities.canonical(raw)
+               for name, raw in fields.mapping(res, "requests", "").items()}
     out: dict[str, dict[str, str]] = {}
     if limits:
         out["limits"] = limits

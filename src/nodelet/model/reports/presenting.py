@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nodelet.model.core import apijson
+from nodelet.model.core import apijson, pods
 from nodelet.model.core import status as st
 
 JSON = apijson.JSON
@@ -97,7 +97,9 @@ def _pod_row(pod: JSON, now: datetime) -> list[str]:
         f"{ready}/{total}",
         pod_status_reason(pod),
         _restarts(status, now),
-        _age(meta.get("creationTimestamp"), now),
+        # A static pod has no creationTimestamp: when the node first saw it, then.
+        _age(meta.get("creationTimestamp") or apijson.obj(meta.get("annotations")).get(
+            pods.ANNOTATION_CONFIG_SEEN), now),
         str(status.get("podIP") or "<none>"),
         sandbox_summary(status),
     ]
