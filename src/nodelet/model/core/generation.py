@@ -142,8 +142,9 @@ def generate_status(
         reason=reason,
         message=message,
         conditions=pod_conditions,
-        host_ip=host_ip,
-        host_ips=tuple(host_ips),
+        # A refused pod never ran here: the kubelet's rejectPod writes no node address.
+        host_ip="" if _rejected(failure) else host_ip,
+        host_ips=() if _rejected(failure) else tuple(host_ips),
         pod_ips=pod_ips(pod, sandboxes, host_ip, host_ips) or _kept_ips(sandboxes, old),
         start_time=old.start_time if old and old.start_time else now,
         # A pod refused at admission never had containers: the kubelet's rejectPod writes
