@@ -292,6 +292,10 @@ CATALOGUE: tuple[Scenario, ...] = (
     Scenario("run-as-non-root-refused", spec(main(SLEEP, "securityContext: "
                                                          "{runAsNonRoot: true}\n")),
              waiting("CreateContainerConfigError")),
+    # A user namespace: the mapped user must traverse the runtime's state (the embedded
+    # containerd keeps it under /run, wherever the data dir is).
+    Scenario("host-users-false", spec(main(SLEEP), "hostUsers: false\n"),
+             all_of(running, ready)),
     Scenario("run-as-non-root-uid", spec(main(SLEEP, "securityContext: "
                                                      "{runAsNonRoot: true, runAsUser: 1000}\n")),
              all_of(running, ready)),
