@@ -41,12 +41,21 @@ def image_pod(name: str, image: str, policy: str, **kwargs: object) -> str:
     return text.replace(_DEFAULT_IMAGE, f"image: {image}\n      imagePullPolicy: {policy}")
 
 
+_GO_DURATION = r"(?:\d+m)?\d+(?:\.\d+)?(?:ms|s)"
+
+
 def pull_seconds(event: ev.Event, ref: str) -> float:
-    """The time taken from `Successfully pulled image "REF" in 1.234s`."""
-    found = re.fullmatch(rf'Successfully pulled image "{re.escape(ref)}" in (\d+\.\d+)s',
-                         event.message)
+    """The time taken, from the kubelet's words: `Successfully pulled image "REF" in 512ms
+    (512ms including waiting). Image size: 1234 bytes.` (Go durations, in milliseconds)."""
+    found = re.fullmatch(
+        rf'Successfully pulled image "{re.escape(ref)}" in ({_GO_DURATION}) '
+        rf"\(({_GO_DURATION}) including waiting\)\. Image size: ([1-9]\d*) bytes\.",
+        event.message)
     assert found is not None, event.message
-    return float(found.group(1))
+    text = found.group(1)
+    minutes, _, rest = text.rpartition("m") if not text.endswith("ms") else ("", "", text)
+    seconds = float(rest[:-2]) / 1000 if rest.endswith("ms") else float(rest[:-1])
+    return seconds + 60 * float(minutes or 0)
 
 
 async def test_always_policy_pulls_through_cri_with_events(

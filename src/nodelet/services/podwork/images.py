@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from pathlib import Path
 from nodelet import settings as settings_mod
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
-from nodelet.model.core import credentials, imagerefs, pods, pullrecords
+from nodelet.model.core import configz, credentials, imagerefs, pods, pullrecords
 from nodelet.model.core import events as ev
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import volumes as vol
@@ -141,8 +142,7 @@ class ImagePuller:
             waiting[container.name] = ("ImagePullBackOff", message)
             self._start_failed(pod, container, "ImagePullBackOff")
             return self._requeue(left)
-        wait = await self._pull(pod, container, key, waiting, tried)
-        return wait if wait is not None else await self._client.image_status(image)
+        return await self._pull(pod, container, key, waiting, tried)
 
     async def _usable(self, pod: pods.Pod, container: pods.Container,
                       present: rt.ImageInfo, pod_credentials: _Once) -> bool:
@@ -212,7 +212,9 @@ class ImagePuller:
         key: tuple[str, str],
         waiting: Waiting,
         tried: Tried,
-    ) -> float | None:
+    ) -> float | rt.ImageInfo | None:
+        """Pull the image: what the runtime then says of it (None: it does not show it), or
+        seconds until a retry."""
         image = container.image
         self._recorder.record(pod, "Normal", ev.PULLING, f'Pulling image "{image}"',
                               container=container.name)
@@ -231,11 +233,15 @@ class ImagePuller:
         if self._records is not None:
             await self._records.pulled(image, image_ref, _pull_secret(used))
         self._failures.pop(key, None)
-        took = time.monotonic() - started
+        # The kubelet's words, its durations truncated to milliseconds; nodelet's pulls do
+        # not queue, so the pull and the pull with its wait take the same time.
+        took = configz.go_duration(math.floor((time.monotonic() - started) * 1000) / 1000)
+        present = await self._client.image_status(image)
+        size = present.size if present is not None else 0
         self._recorder.record(
-            pod, "Normal", ev.PULLED, f'Successfully pulled image "{image}" in {took:.3f}s',
-            container=container.name)
-        return None
+            pod, "Normal", ev.PULLED, f'Successfully pulled image "{image}" in {took} ({took} '
+            f"including waiting). Image size: {size} bytes.", container=container.name)
+        return present
 
     async def _pull_with(self, image: str, tried: Tried
                          ) -> tuple[str | None, credentials.Credential | None, str]:
