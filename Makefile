@@ -14,7 +14,7 @@ EVENTS_PROTO := $(EVENTS_DIR)/events.proto $(EVENTS_DIR)/payloads.proto
 EVENTS_GEN := $(EVENTS_DIR)/gen
 IMAGES := images/out
 
-.PHONY: setup run test test-system-runtime lint unit apt venv proto images runtime kube conformance clean
+.PHONY: setup run test test-system-runtime lint unit apt venv proto images runtime kube conformance conformance-node clean
 
 setup: apt venv proto images runtime
 
@@ -77,6 +77,14 @@ E2E_PROGRAMS := e2e.test ginkgo agnhost nnp
 conformance: setup
 	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl $(E2E_PROGRAMS) e2e_node.test
 	$(PY) tests/conformance/run.py $(CONFORMANCE_ARGS)
+
+# The node's own suite: e2e_node.test's [NodeConformance] specs of test/e2e_node (skipping
+# [Serial], [Disruptive], [Flaky], [Slow], as the kubelet's presubmit) on nodelet, then on the
+# real kubelet, each the only node of a fresh control plane (tests/conformance/run_node.py);
+# writes docs/conformance-node.md with a column for each. Needs root. Not part of `make test`.
+conformance-node: setup
+	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet $(E2E_PROGRAMS) e2e_node.test
+	$(PY) tests/conformance/run_node.py $(CONFORMANCE_NODE_ARGS)
 
 # A local cluster: the control plane from `make kube`'s binaries and a nodelet node joined to
 # it by a bootstrap token, in the background; prints the admin kubeconfig (docs/cluster.md).

@@ -109,7 +109,10 @@ class Node:
                 (hierarchy / self.cgroup_root.lstrip("/")).rmdir()
 
 
-def start_node(plane: controlplane.ControlPlane, root: Path, log: Path) -> Node:
+def start_node(plane: controlplane.ControlPlane, root: Path, log: Path,
+               extra: Sequence[str] = ()) -> Node:
+    """`nodelet run` joining `plane` as NODE; `extra`: more flags of `nodelet run` (the node
+    suite's run gives it a static pod directory)."""
     root.mkdir(parents=True, exist_ok=True)
     port, read_only = controlplane.free_ports(2)
     cgroup_root = f"/nodelet-conformance-{os.getpid()}"
@@ -120,7 +123,7 @@ def start_node(plane: controlplane.ControlPlane, root: Path, log: Path) -> Node:
         "--port", str(port), "--address", "0.0.0.0", "--client-ca-file", str(plane.ca.cert),
         "--authorization-mode", "Webhook", "--authentication-token-webhook",
         "--listen", f"127.0.0.1:{read_only}", "--cgroup-root", cgroup_root,
-        "--progress", "never",
+        "--progress", "never", *extra,
     ]
     with log.open("ab") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,

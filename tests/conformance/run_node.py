@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""`make conformance-node`: the node's own suite (`e2e_node.test`, [NodeConformance]) on nodelet
+and on the real kubelet, in the same harness, one column each.
+
+    tests/conformance/run_node.py [--agents nodelet,kubelet] [--focus RE] [--focus-file RE]
+                                  [--skip RE] [--procs N] [--timeout DURATION] [--dry-run]
+                                  [--out DIR] [--doc FILE]
+
+1. A dry run (`ginkgo --dry-run`, seconds, no services) lists what the selection holds: every
+   `[NodeConformance]` spec of the binary and, of those, the ones in `--focus-file` (default
+   `test/e2e_node/`: the node suite's own files, not the test/e2e/common specs that `e2e.test`
+   also carries and docs/conformance.md reports on) that `--skip` keeps (default: the kubelet
+   presubmit's `[Serial]|[Disruptive]|[Flaky]|[Slow]`). `--dry-run` stops there.
+2. The suite's images go to a local registry, as for `make conformance` (run.py).
+3. For each agent, one after the other: a fresh control plane (the suite wants exactly one
+   node), the agent joined by TLS bootstrap, then `ginkgo --procs=N e2e_node.test` with
+   `--start-services=false` (the suite starts no kubelet of its own; it reads the node's
+   `/configz` through the API server, with a bearer token kube-apiserver's token file knows).
+   - nodelet: `nodelet run` with its embedded containerd and a static pod directory.
+   - the kubelet v1.37.2 (tests/support/kubeletpeer.py `JoinedKubelet`): on a containerd
+     started as nodelet starts its own (the same build and configuration, an instance of its
+     own), with a static pod directory.
+   Each test process runs on this host, as the node suite expects (it writes static pod
+   manifests and talks CRI to the node's containerd).
+4. tests/conformance/report_node.py writes docs/conformance-node.md from the two JUnit files:
+   a nodelet column and a kubelet column per spec.
+
+Everything goes under --out (default test-artifacts/conformance-node): the dry-run reports,
+each agent's JUnit, suite output and logs, the control planes' logs. Processes are stopped by
+PID; nodes are reset and containerd instances removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+import report  # noqa: E402  (tests/conformance/report.py)
+import report_node  # noqa: E402  (tests/conformance/report_node.py)
+import run  # noqa: E402  (tests/conformance/run.py: the registry, the token, nodelet's node)
+
+from nodelet import settings as settings_  # noqa: E402
+from nodelet.adapters import cni, containerd  # noqa: E402
+from nodelet.adapters.cri import client as cri_client  # noqa: E402
+from nodelet.services.nodehealth import resetting  # noqa: E402
+from support import controlplane, kubeletpeer  # noqa: E402
+
+FOCUS = r"\[NodeConformance\]"
+# The node suite's own files (the binary also carries test/e2e/common's specs).
+FOCUS_FILE = "test/e2e_node/"
+# The kubelet's required presubmit (the containerd node e2e job) skips these.
+SKIP = r"\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Slow\]"
+AGENTS = ("nodelet", "kubelet")
+KUBELET_NODE = "kubelet-conformance"
+SUITE_TIMEOUT = "12h"
+JOIN_WITHIN = 120.0
+DRAIN_WITHIN = 180.0
+
+
+@dataclass(frozen=True)
+class Selection:
+    focus: str
+    focus_files: tuple[str, ...]  # ginkgo ORs them; each REGEX[:LINES]
+    skip: str
+    # One order for every agent (ginkgo shuffles the top-level containers by it): a run cut
+    # short by --timeout has tried the same specs first on each.
+    seed: int = 0
+
+    def ginkgo_args(self) -> list[str]:
+        return [f"--focus={self.focus}", *(f"--focus-file={f}" for f in self.focus_files if f),
+                *([f"--skip={self.skip}"] if self.skip else []),
+                *([f"--seed={self.seed}"] if self.seed else [])]
+
+
+@dataclass(frozen=True)
+class Joined:
+    """A node under test, as the suite needs to know it."""
+
+    name: str
+    cri_endpoint: str  # unix://... of the node's containerd (the suite talks CRI to it)
+
+
+def dry_run(out: Path, name: str, args: list[str]) -> Path:
+    """`ginkgo --dry-run` with `args`; its JSON report (every spec, with its file)."""
+    kube = controlplane.bin_dir()
+    report = out / f"{name}.json"
+    argv = [str(kube / "ginkgo"), "--dry-run", "--no-color", "--silence-skips", *args,
+            f"--json-report={report}", str(kube / "e2e_node.test"), "--",
+            f"--report-dir={out / name}"]
+    with (out / f"{name}.log").open("wb") as log:
+        subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=True, cwd=out)
+    return report
+
+
+def run_suite(agent: str, *, plane: controlplane.ControlPlane, node: Joined, out: Path,
+              selection: Selection, token: str, procs: int, timeout: str,
+              env: dict[str, str]) -> tuple[Path, float]:
+    """The node suite against `node`; (its JUnit file, its wall time in s). Run from the
+    agent's own directory: the framework keeps a `kubelet-config` file in its working dir."""
+    kube = controlplane.bin_dir()
+    work = out / agent
+    report_dir = work / "junit"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    argv = [str(kube / "ginkgo"), f"--procs={procs}", *selection.ginkgo_args(),
+            f"--timeout={timeout}", "--no-color", "--silence-skips",
+            f"--json-report={work / 'ginkgo.json'}", str(kube / "e2e_node.test"), "--",
+            f"--host={plane.server}", f"--node-name={node.name}",
+            "--start-services=false", "--prepull-images=false", f"--bearer-token={token}",
+            f"--kubectl-path={kube / 'kubectl'}", f"--report-dir={report_dir}",
+            f"--container-runtime-endpoint={node.cri_endpoint}",
+            f"--image-service-endpoint={node.cri_endpoint}", "-v=2"]
+    started = time.monotonic()
+    print(f"[{agent}] e2e_node.test {' '.join(selection.ginkgo_args())} --procs={procs} "
+          f"(output: {work / 'suite.log'})", flush=True)
+    with (work / "suite.log").open("wb") as log:
+        subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False,
+                       cwd=work)
+    took = time.monotonic() - started
+    print(f"[{agent}] {took / 60:.1f} min", flush=True)
+    return report_dir / "junit_01.xml", took
+
+
+@contextlib.asynccontextmanager
+async def nodelet_node(plane: controlplane.ControlPlane, root: Path,
+                       out: Path) -> AsyncIterator[Joined]:
+    """`nodelet run` as run.py starts it, plus a static pod directory (its /configz reports
+    it as staticPodPath; the mirror and static pod specs write manifests there)."""
+    manifests = root / "manifests"
+    manifests.mkdir(parents=True)
+    log = out / "nodelet" / "nodelet.log"
+    node = run.start_node(plane, root / "node", log, extra=["--manifests", str(manifests)])
+    try:
+        run.wait_ready(plane, node, log)
+        socket = node.data_dir / "containerd" / "containerd.sock"
+        yield Joined(run.NODE, f"unix://{socket}")
+    finally:
+        if node.alive():
+            run.wait_no_pods(plane, within=DRAIN_WITHIN)
+        node.stop()
+
+
+@contextlib.asynccontextmanager
+async def own_containerd(root: Path) -> AsyncIterator[tuple[containerd.EmbeddedContainerd,
+                                                            cri_client.RuntimeClient]]:
+    """A containerd as nodelet runs its embedded one (same programs, same generated config,
+    the local pause and busybox archives imported), in `root`; reset and removed after."""
+    root.mkdir(parents=True)
+    base = settings_.RuntimeSettings()
+    runtime = replace(base, pod_cidrs=(cni.default_pod_cidr(root),))
+    settings = settings_.Settings(data_dir=root, runtime=runtime)
+    runner = containerd.EmbeddedContainerd(data_dir=root, settings=runtime)
+    client: cri_client.RuntimeClient | None = None
+    try:
+        await runner.start()
+        client = await cri_client.RuntimeClient.connect(runner.endpoint,
+                                                       timeouts=runtime.timeouts)
+        await runner.wait_ready(client)
+        yield runner, client
+    finally:
+        if client is not None:
+            await client.close()
+        await runner.detach()
+        report = await resetting.reset(settings)
+        if report.errors:
+            print(f"reset of the kubelet's containerd: {report.errors}", flush=True)
+
+
+def kubelet_config(manifests: Path) -> dict[str, object]:
+    """Over `join_config_for`: what the suite's own kubelet (test/e2e_node/services/kubelet.go)
+    has and its specs read through /configz: a static pod directory, checked every 10 s, and a
+    read-only port (the summary spec reads `address:readOnlyPort/stats/summary`)."""
+    return {"staticPodPath": str(manifests), "fileCheckFrequency": "10s",
+            "readOnlyPort": kubeletpeer.free_port()}
+
+
+@contextlib.asynccontextmanager
+async def kubelet_node(plane: controlplane.ControlPlane, root: Path,
+                       out: Path) -> AsyncIterator[Joined]:
+    """The kubelet v1.37.2 joined by TLS bootstrap (JoinedKubelet, the configuration of
+    tests/support/kubeletpeer.py `join_config_for`) with a static pod directory."""
+    manifests = root / "manifests"
+    manifests.mkdir(parents=True)
+    async with own_containerd(root / "containerd") as (runner, client), \
+            plane.admin() as admin:
+        peer = await kubeletpeer.JoinedKubelet.join(
+            endpoint=runner.endpoint, client_ca=plane.ca.cert, node_name=KUBELET_NODE,
+            bootstrap_kubeconfig=plane.bootstrap_kubeconfig(root / "bootstrap.conf"),
+            client=client, config=kubelet_config(manifests))
+        try:
+            await peer.wait_ready(admin, within=JOIN_WITHIN)
+            yield Joined(KUBELET_NODE, runner.endpoint)
+        finally:
+            for manifest in manifests.iterdir():  # a spec cut short leaves its static pod
+                manifest.unlink()
+            # Kept now: `stop` removes the kubelet's root, and its log with it.
+            shutil.copy(peer.log, out / "kubelet" / "kubelet.log")
+            try:
+                # Drained, stopped by PID, its Node deleted, what it left removed.
+                await peer.stop(admin, within=DRAIN_WITHIN)
+            except kubeletpeer.PeerError as exc:
+                print(f"[kubelet] not drained cleanly: {exc}", flush=True)
+
+
+STARTERS = {"nodelet": nodelet_node, "kubelet": kubelet_node}
+
+
+async def one_agent(agent: str, *, out: Path, selection: Selection, procs: int, timeout: str,
+                    repo_list: Path) -> tuple[Path, float]:
+    """A fresh plane, `agent` joined as its only node, the suite; (JUnit, wall time)."""
+    root = Path(tempfile.mkdtemp(prefix=f"nlnode-{agent}-", dir="/tmp"))
+    (out / agent).mkdir(parents=True, exist_ok=True)
+    token, token_file = run.node_suite_token(root / "auth")
+    plane = controlplane.ControlPlane.start(
+        root=root / "plane", extra_apiserver_args=[f"--token-auth-file={token_file}"])
+    try:
+        async with STARTERS[agent](plane, root, out) as node:
+            env = {**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)}
+            return await asyncio.to_thread(
+                run_suite, agent, plane=plane, node=node, out=out, selection=selection,
+                token=token, procs=procs, timeout=timeout, env=env)
+    finally:
+        shutil.copytree(plane.logs, out / agent / "control-plane", dirs_exist_ok=True)
+        plane.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def counts_line(dry: report_node.DryRun) -> str:
+    return (f"dry run: {dry.all_count} [NodeConformance] specs, {dry.node_count} of them in "
+            f"the node suite's files, {dry.selected_count} selected")
+
+
+async def run_agents(args: argparse.Namespace, selection: Selection,
+                     agents: list[str]) -> tuple[dict[str, Path], dict[str, float]]:
+    junits: dict[str, Path] = {}
+    times: dict[str, float] = {}
+    with run.local_registry(args.out) as repo_list:
+        for agent in agents:
+            junits[agent], times[agent] = await one_agent(
+                agent, out=args.out, selection=selection, procs=args.procs,
+                timeout=args.timeout, repo_list=repo_list)
+    return junits, times
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", default=",".join(AGENTS),
+                        help="the nodes to run it on, in turn (default: %(default)s)")
+    parser.add_argument("--focus", default=FOCUS, help="ginkgo focus (default: %(default)s)")
+    parser.add_argument("--focus-file", action="append",
+                        help=f"ginkgo focus-file, REGEX[:LINES] (again for more: ginkgo ORs "
+                             f"them; '' for every file; default: {FOCUS_FILE})")
+    parser.add_argument("--skip", default=SKIP, help="ginkgo skip ('' for none; default: "
+                                                     "%(default)s)")
+    parser.add_argument("--procs", type=int, default=3, help="parallel ginkgo processes")
+    parser.add_argument("--timeout", default=SUITE_TIMEOUT,
+                        help="ginkgo's limit for each agent's run (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="ginkgo's order seed, the same for every agent (default: the "
+                             "time of the run)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="only list and count what the selection holds")
+    parser.add_argument("--out", type=Path,
+                        default=run.REPO / "test-artifacts" / "conformance-node")
+    parser.add_argument("--doc", type=Path, default=run.REPO / "docs" / "conformance-node.md",
+                        help="the report to write (default: %(default)s)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    agents = [a for a in (x.strip() for x in args.agents.split(",")) if a]
+    if unknown := [a for a in agents if a not in AGENTS]:
+        raise SystemExit(f"--agents: {unknown} not among {AGENTS}")
+    for name in ("e2e_node.test", "ginkgo", "kubectl"):
+        controlplane.binary(name)
+    selection = Selection(args.focus, tuple(args.focus_file or [FOCUS_FILE]), args.skip,
+                          seed=args.seed or int(time.time()))
+    shutil.rmtree(args.out, ignore_errors=True)
+    args.out.mkdir(parents=True)
+    commit = report.current_commit()  # others may commit meanwhile
+    dry = report_node.read_dry_run(
+        everything=dry_run(args.out, "dry-all", [f"--focus={FOCUS}"]),
+        selected=dry_run(args.out, "dry-selected", selection.ginkgo_args()))
+    print(counts_line(dry), flush=True)
+    if args.dry_run:
+        print(report_node.by_file_text(dry))
+        return 0
+    started = time.monotonic()
+    junits, times = asyncio.run(run_agents(args, selection, agents))
+    times["total"] = time.monotonic() - started
+    results = {agent: report_node.read_results(junit, dry) for agent, junit in junits.items()}
+    report_node.write_doc(args.doc, dry, results, selection=selection.ginkgo_args(),
+                          procs=args.procs, times=times, commit=commit)
+    for agent, found in results.items():
+        print(f"{agent}: {report_node.summary(found)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
