@@ -106,10 +106,18 @@ async def test_a_critical_pod_makes_room_by_preempting_others(
         """))
     await agent.wait_status("victim", all_ready, what="the victim runs")
     agent.write("critical.yaml", critical_requesting("critical", "1000m"))
-    await agent.wait_status("critical", all_ready, what="the critical pod runs")
+    critical = await agent.wait_status("critical", all_ready, what="the critical pod runs")
     victim = await agent.wait_status("victim", lambda s: s.phase == "Failed" and all(
         isinstance(c.state, st.ContainerStateTerminated) for c in s.container_statuses),
         what="the victim preempted and stopped")
+    # As the kubelet's preemption, which returns once the victim is killed: the critical
+    # pod starts after the victim's container stopped (whole seconds in the status).
+    stopped = victim.container_statuses[0].state
+    started = critical.container_statuses[0].state
+    assert isinstance(stopped, st.ContainerStateTerminated)
+    assert isinstance(started, st.ContainerStateRunning)
+    assert stopped.finished_at is not None and started.started_at is not None
+    assert started.started_at >= stopped.finished_at.replace(microsecond=0)
     assert (victim.reason, victim.message) == (
         "Preempting", "Preempted in order to admit critical pod")
     target = next(c for c in victim.conditions if c.type == "DisruptionTarget")

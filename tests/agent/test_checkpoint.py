@@ -264,7 +264,8 @@ def test_an_older_checkpoint_is_migrated_not_moved_aside(db: Path, version: int)
         conn.executescript(f"CREATE TABLE pods ({_OLD_PODS[version]});\n{conditions}"
                            f"CREATE TABLE events ({_OLD_EVENTS});")
         conn.execute("INSERT INTO pods (uid, name, namespace) VALUES ('u1', 'web', 'default')")
-        conn.execute("INSERT INTO events VALUES ('k', 'web.1', 'default', 'web', 'u1', "
+        conn.execute("INSERT INTO events VALUES ('[\"u1\", \"Normal\", \"Pulled\", \"m\"]', "
+                     "'web.1', 'default', 'web', 'u1', "
                      "'Normal', 'Pulled', 'm', 1, '2026-01-01T00:00:00.000000Z', "
                      "'2026-01-01T00:00:00.000000Z', 'n', 'nodelet')")
         conn.execute(f"PRAGMA user_version = {version}")
@@ -274,3 +275,9 @@ def test_an_older_checkpoint_is_migrated_not_moved_aside(db: Path, version: int)
     restored = contents.pod_statuses[pods.PodUID("u1")]
     assert (restored.phase, restored.pod_ips) == ("Pending", ())
     assert [(e.reason, e.field_path) for e in contents.events] == [("Pulled", "")]
+    if version < 4:  # the stored key is the event's key now: a repeat replaces the row
+        checkpoint, contents = cp.open_or_replace(db)
+        checkpoint.save_event(replace(contents.events[0], count=2))
+        checkpoint.close()
+        with closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("SELECT count(*), max(count) FROM events").fetchone() == (1, 2)

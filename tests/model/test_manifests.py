@@ -824,7 +824,7 @@ def test_raw_carries_the_schemes_defaults_and_canonical_quantities() -> None:
     ("0.1", "100m"), ("1", "1"), (2, "2"), ("2G", "2G"), ("0", "0"),
     ("32Mi", "32Mi"), ("1.5Gi", "1536Mi"), ("1024Ki", "1Mi"), ("2000Ki", "2000Ki"),
     ("0.5Ki", "512"), ("1024", "1024"),
-    ("1e3", "1e3"), ("1500e-3", "1500e-3"), ("1e21", "1e21"),
+    ("1e3", "1e3"), ("1500e-3", "1500e-3"), ("1e21", "1e21"), ("1E", "1E"), ("2000P", "2E"),
 ])
 def test_quantities_are_written_back_canonically(written: object, canonical: str) -> None:
     """resource.Quantity's String(): binary amounts of 1024 and more by the largest power of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -277,6 +278,21 @@ def test_waiting_override_ignored_while_running() -> None:
         make_pod(), [info("app")], waiting={"app": ("CrashLoopBackOff", "x")}
     )
     assert isinstance(got.state, status.ContainerStateRunning)
+
+
+def test_a_sidecar_that_completed_or_a_pod_being_deleted_shows_no_waiting_reason() -> None:
+    """The kubelet skips an init container that exited 0, a sidecar too, and restarts
+    nothing of a pod being deleted (ShouldContainerBeRestarted)."""
+    done = info("side", 0, EXITED, exit_code=0, reason="Completed")
+    (got,), _ = phases.container_statuses(
+        make_pod(containers=("app",), sidecars=("side",)), [done],
+        waiting={"side": ("CrashLoopBackOff", "x")})
+    assert isinstance(got.state, status.ContainerStateTerminated)
+    deleting = replace(make_pod(), deletion_timestamp=T0)
+    failed = info("app", 0, EXITED, exit_code=128, reason="StartError")
+    _, (got,) = phases.container_statuses(deleting, [failed],
+                                          waiting={"app": ("RunContainerError", "x")})
+    assert isinstance(got.state, status.ContainerStateTerminated)
 
 
 @pytest.mark.parametrize(

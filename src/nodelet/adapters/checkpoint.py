@@ -530,6 +530,12 @@ def _create_schema(conn: sqlite3.Connection, version: int) -> None:
     for added in (v for v in sorted(_ADDED_COLUMNS) if version and v > version):
         for table, column in _ADDED_COLUMNS[added]:  # the table predates these columns
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+    if version and version < 4:  # the events' keys gain their (empty) field path
+        for rowid, key in conn.execute("SELECT rowid, key FROM events").fetchall():
+            parts = json.loads(key)
+            if isinstance(parts, list) and len(parts) == 4:
+                conn.execute("UPDATE events SET key = ? WHERE rowid = ?",
+                             (json.dumps([*parts, ""]), rowid))
     conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
     conn.commit()
 

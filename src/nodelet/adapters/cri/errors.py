@@ -37,6 +37,15 @@ class CriError(Exception):
         self.description = description or self.detail
 
     @property
+    def rpc_error(self) -> str:
+        """The error as the kubelet prints a CRI error (`rpc error: code = Unavailable desc =
+        …`), without nodelet's hint (which names the runtime's socket)."""
+        if not self.code:
+            return self.detail
+        code = self.code.title().replace("_", "")
+        return f"rpc error: code = {code} desc = {self.description}"
+
+    @property
     def pull_words(self) -> str:
         """How the kubelet's CRI client words a failed PullImage: an Unknown code's
         description alone (it strips the code, which adds nothing), any other code kept."""

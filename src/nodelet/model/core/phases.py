@@ -210,6 +210,8 @@ class _Inputs:
     default_reason: str
     # Whether the pod's runtime handler makes mounts recursively read-only.
     rro_supported: bool = False
+    # The pod is being deleted (deletionTimestamp set).
+    deleting: bool = False
 
 
 def _one_status(
@@ -236,7 +238,8 @@ def _one_status(
     if len(attempts) > 1 and attempts[1].state is runtime.ContainerState.EXITED:
         last = _terminated(attempts[1], inputs.runtime_name)
     if waiting is not None and not isinstance(state, status.ContainerStateRunning) \
-            and _to_restart(container, newest, inputs.restart_policy, is_init=is_init):
+            and _to_restart(container, newest, inputs.restart_policy, is_init=is_init,
+                            deleting=inputs.deleting):
         # A failed start (back-off, pull error): the exited attempt becomes the last state.
         if isinstance(state, status.ContainerStateTerminated):
             last = state
@@ -283,17 +286,20 @@ def _recursive(mount: pods.VolumeMount, supported: bool) -> bool:
 
 
 def _to_restart(container: pods.Container, newest: runtime.ContainerInfo,
-                policy: pods.RestartPolicy, *, is_init: bool) -> bool:
+                policy: pods.RestartPolicy, *, is_init: bool, deleting: bool = False) -> bool:
     """Whether a container is to run again, so that why its last start failed shows as its
     waiting state (the kubelet's convertToAPIContainerStatuses, ShouldContainerBeRestarted):
     one that exited for good — a start error under `restartPolicy: Never`, an init container
-    that succeeded — stays terminated with the runtime's reason (StartError, exit code 128)."""
+    that succeeded — stays terminated with the runtime's reason (StartError, exit code 128);
+    nothing of a pod being deleted runs again."""
+    if deleting:
+        return False
     if newest.state is not runtime.ContainerState.EXITED:
         return True
+    if is_init and newest.exit_code == 0:  # sidecars too: done is done
+        return False
     if is_init and container.restart_policy == "Always":
         return True
-    if is_init and newest.exit_code == 0:
-        return False
     return restarts.should_restart(policy, container, newest.exit_code)
 
 
@@ -329,6 +335,7 @@ def container_statuses(
         waiting=waiting or {},
         default_reason=POD_INITIALIZING if pod.spec.init_containers else CONTAINER_CREATING,
         rro_supported=rro_supported,
+        deleting=pod.deletion_timestamp is not None,
     )
     inits = tuple(
         _one_status(c, by_name.get(c.name, ()), inputs, is_init=True)
@@ -358,7 +365,8 @@ def ephemeral_container_statuses(
     inputs = _Inputs(restart_policy=pod.spec.restart_policy, runtime_name=runtime_name,
                      ready={}, started={}, waiting=waiting or {},
                      default_reason=POD_INITIALIZING if pod.spec.init_containers
-                     else CONTAINER_CREATING, rro_supported=rro_supported)
+                     else CONTAINER_CREATING, rro_supported=rro_supported,
+                     deleting=pod.deletion_timestamp is not None)
     return tuple(
         dataclasses.replace(_one_status(c, by_name.get(c.name, ()), inputs, is_init=False),
                             ready=False, started=None)

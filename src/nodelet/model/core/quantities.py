@@ -135,7 +135,8 @@ def canonical(value: Any) -> str:
     if suffix in _BINARY and abs(amount) >= 1024 and whole:
         return _base_1024(int(amount))
     mantissa, exponent = _base_1000(amount)
-    if suffix[:1] not in ("e", "E") and exponent in _SI_BY_EXPONENT:
+    exponent_written = len(suffix) > 1 and suffix[0] in "eE"  # "1E" alone is an exa
+    if not exponent_written and exponent in _SI_BY_EXPONENT:
         return f"{mantissa}{_SI_BY_EXPONENT[exponent]}"
     return f"{mantissa}e{exponent}" if exponent else str(mantissa)
 

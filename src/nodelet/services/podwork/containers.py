@@ -231,7 +231,8 @@ class ContainerRunner:
                 out[volume.name] = ImagePull(image_id=found.id)
             elif found is None:  # pulled, yet the runtime does not show it: try again
                 out[volume.name] = ImagePull(reason="ErrImagePull", message=(
-                    f"image {reference} pulled but not found"), retry=0.0)
+                    f"image {reference} pulled but not found"),
+                    retry=self._puller.retry_delay())
             else:
                 reason, message = waiting[""]
                 out[volume.name] = ImagePull(reason=reason, message=message,

@@ -161,6 +161,11 @@ class ImagePuller:
         self._recorder.record(pod, "Normal", ev.PULLED, message, container=container.name)
         return True
 
+    def retry_delay(self) -> float:
+        """Seconds until an image step that failed without a back-off of its own is tried
+        again: the kubelet's retry of a failed sync."""
+        return self._requeue()
+
     def _requeue(self, backoff_left: float | None = None) -> float:
         """Seconds until the pod's next sync after its image step failed: the kubelet's retry
         of a failed sync, or the back-off's end if sooner."""

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -70,6 +70,17 @@ from nodelet.services.status import recording, statuses
 log = logging.getLogger(__name__)
 
 Mounts = Mapping[str, tuple[runtime.Mount, ...]]
+
+
+# Preemption: how often the preempted pods are looked at while the critical pod waits for
+# them to stop, and how long beyond their grace periods it waits at most (seconds).
+PREEMPTION_POLL = 0.2
+PREEMPTION_MARGIN = 10.0
+
+
+def _all_stopped(state: runtime.PodRuntime) -> bool:
+    return all(c.state is runtime.ContainerState.EXITED for c in state.containers) and all(
+        s.state is not runtime.SandboxState.READY for s in state.sandboxes)
 
 
 class SyncError(Exception):
@@ -343,7 +354,7 @@ class PodSyncer:
     async def sync(self, pod: pods.Pod, work: PodWork) -> float | None:
         """One sync; returns seconds until the pod wants another one (None: only on events)."""
         state = await self._current_state(pod, work)
-        self._admit(pod, work)
+        await self._admit(pod, work)
         pod = self._allocated(pod, work)
         self._check_deadline(pod, work)
         self.publish(pod, state, work)
@@ -451,7 +462,7 @@ class PodSyncer:
         """In a terminal phase: by its status here, or (after a restart) by the API's."""
         return pod.terminal_in_api or self._statuses.terminal(pod.uid)
 
-    def _admit(self, pod: pods.Pod, work: PodWork) -> None:
+    async def _admit(self, pod: pods.Pod, work: PodWork) -> None:
         """A pod this node cannot run as its spec says is Failed before anything is created
         (the kubelet's admit handlers). As in the kubelet, a pod is admitted once: a running
         pod (also one found running after an agent restart) is not judged again when it
@@ -467,7 +478,7 @@ class PodSyncer:
         # A Failed pod stays so, with its reason; one nodelet cannot run (refused fields, or
         # an API pod it cannot read) is judged whatever its last status says.
         if old is None or old.phase == "Pending" or pod.refused:
-            rejection = self._judge(pod)
+            rejection = await self._judge(pod)
         if rejection is None:
             work.admitted = True
             if old is None or old.phase not in ("Succeeded", "Failed"):
@@ -479,7 +490,7 @@ class PodSyncer:
         log.warning("pod %s (%s) rejected: %s: %s", pod.full_name, pod.uid, rejection.reason,
                     rejection.message)
 
-    def _judge(self, pod: pods.Pod) -> admission.Rejection | None:
+    async def _judge(self, pod: pods.Pod) -> admission.Rejection | None:
         """The admit handlers' refusal, or None: the eviction manager's first, as in the
         kubelet, then the node's; a critical pod that does not fit makes room by preempting
         others (the kubelet's CriticalPodAdmissionHandler) or is refused if none can."""
@@ -505,9 +516,30 @@ class PodSyncer:
                         preemption.describe(needed))
             self._recorder.record(victim, "Warning", preemption.REASON, preemption.MESSAGE)
             self._preempt(victim)
+        await self._stopped(victims)
+        for victim in victims:
             self._admitted.remove(victim.uid)  # its resources are the critical pod's now
         self._qos_changed()
         return None
+
+    async def _stopped(self, victims: Sequence[pods.Pod]) -> None:
+        """Wait until the preempted pods' containers and sandboxes are stopped, as the
+        kubelet's preemption returns only once they are killed (their own workers stop them,
+        within their grace periods); given up on after those and PREEMPTION_MARGIN seconds,
+        with a warning (the kubelet, too, admits the pod when a kill fails)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(podactions.grace_period(v) for v in victims) \
+            + PREEMPTION_MARGIN
+        for victim in victims:
+            while True:
+                state = await self._relister.refresh_pod(victim.uid)
+                if _all_stopped(state):
+                    break
+                if loop.time() > deadline:
+                    log.warning("preempted pod %s (%s) still runs; admitting the critical pod",
+                                victim.full_name, victim.uid)
+                    break
+                await asyncio.sleep(PREEMPTION_POLL)
 
     def _allocated(self, pod: pods.Pod, work: PodWork) -> pods.Pod:
         """The pod as this node allocated it, a resize admitted or left pending first

@@ -249,8 +249,9 @@ class PodWorkers:
         if isinstance(exc, syncing.SyncError | cri.CriError):
             log.warning("error syncing pod %s (%s), will retry: %s", pod.full_name, pod.uid,
                         exc)
-            if isinstance(exc, cri.CriError):  # no step said it
-                self._recorder.record(pod, "Warning", FAILED_SYNC, f"error syncing pod: {exc}")
+            if isinstance(exc, cri.CriError):  # no step said it: the pod's state was unread
+                self._recorder.record(pod, "Warning", FAILED_SYNC,
+                                      f"error determining status: {exc.rpc_error}")
             return retry
         log.error("unexpected error syncing pod %s (%s)", pod.full_name, pod.uid, exc_info=exc)
         self._recorder.record(pod, "Warning", FAILED_SYNC, (
