@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Instance, InstanceFactory, sandbox_config
+from conftest import Instance, InstanceFactory, runtime_bin_dir_for_tests, sandbox_config
 from nodelet import app
 from nodelet import settings as settings_
 from nodelet.adapters import cni, containerd
@@ -97,6 +97,20 @@ def test_a_missing_or_old_containerd_is_refused_with_what_to_do(tmp_path: Path) 
     old.chmod(0o755)
     with pytest.raises(containerd.ContainerdError, match=r"containerd 1\.5\.9; nodelet needs 1\.6"):
         containerd.find_programs(missing)
+
+
+async def test_the_state_of_an_older_nodelet_is_refused_with_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """A data dir whose runtime state is still where an older nodelet kept it (its pods may
+    run from it) is refused before any containerd is adopted or started."""
+    (tmp_path / "containerd" / "state").mkdir(parents=True)
+    settings = dataclasses.replace(settings_.RuntimeSettings(),
+                                   runtime_bin_dir=runtime_bin_dir_for_tests())
+    runner = containerd.EmbeddedContainerd(data_dir=tmp_path, settings=settings)
+    with pytest.raises(containerd.ContainerdError, match=r"nodelet reset --data-dir"):
+        await runner.start()
+    assert not runner.paths.config.exists()  # nothing written, nothing started
 
 
 async def test_dual_stack_sandbox_gets_both_families(instances: InstanceFactory) -> None:

@@ -472,6 +472,7 @@ class EmbeddedContainerd:
             raise ContainerdError(f"containerd for {self._data_dir} is already supervised")
         self._programs = await asyncio.to_thread(find_programs, self._settings)
         log.info("embedded runtime: %s", self._programs.describe())
+        self._refuse_legacy_state()
         await self._write_config()
         pid = await self._adoptable_pid()
         if pid is not None:
@@ -507,10 +508,19 @@ class EmbeddedContainerd:
         except (hostdirs.HostDirError, OSError) as exc:
             raise ContainerdError(f"cannot make the runtime's state dir {state}: {exc}") from exc
         log.info("runtime state of %s: %s", self._data_dir, state)
-        if self._paths.legacy_state.exists():
-            log.warning("%s is the runtime state of an older nodelet, no longer used: "
-                        "`nodelet reset` removes it and what still runs from it",
-                        self._paths.legacy_state)
+
+    def _refuse_legacy_state(self) -> None:
+        """An older nodelet kept the runtime's state in the data dir: its containerd (which
+        would be adopted) and its pods' tasks live there, which a containerd of the new
+        layout would not know (their processes would run on, holding IPs and ports). Refused
+        before anything is adopted or started, with what to do."""
+        legacy = self._paths.legacy_state
+        if legacy.exists():
+            raise ContainerdError(
+                f"{legacy} is the runtime state of an older nodelet, whose pods may still "
+                f"run from it; nodelet now keeps it in {self._paths.state}. Remove those pods "
+                f"and that state with `nodelet reset --data-dir {self._data_dir}`, then start "
+                "again")
 
     async def _choose_snapshotter(self) -> str:
         # overlayfs is much faster than copying (native), but not every file system takes it.
