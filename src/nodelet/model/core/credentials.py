@@ -71,8 +71,10 @@ class Credential:
 
     @property
     def hash(self) -> str:
-        """SHA-256 of the credential, as the kubelet hashes it for its pulled-image records
-        (Go's JSON of its AuthConfig: username and password, empty ones left out)."""
+        """SHA-256 of the credential, in the form the kubelet hashes it for its pulled-image
+        records (Go's JSON of its AuthConfig, empty fields left out) — of username and
+        password only: the kubelet hashes a docker config's email too, which nodelet does not
+        keep. Only nodelet's own records are compared with it."""
         fields = {"username": self.username, "password": self.password}
         text = json.dumps({k: v for k, v in fields.items() if v}, separators=(",", ":"),
                           ensure_ascii=False)
