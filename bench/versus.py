@@ -2,6 +2,11 @@
 
 Run as root from the checkout (after `make runtime` and `make kube`):
     .venv/bin/python bench/versus.py [--pods 30] [--rounds 3] [--idle 60] [--kills 10]
+                                     [--load N]
+
+With `--load N`, N processes spin on a CPU each for the whole run (started first, stopped by
+PID at the end), so that every contender is measured on a loaded machine; the report's
+header says so, beside the load average at start and end.
 
 1. ONE embedded containerd (`common.start_runtime`: containerd 2.x of `make runtime`, a fresh
    data dir under /tmp, its own /24), warmed up by 2 CRI pods.
@@ -48,10 +53,11 @@ import dataclasses
 import math
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -679,7 +685,8 @@ def print_report(args: argparse.Namespace, runtime: common.Runtime, load: tuple[
     print(f"machine: {os.cpu_count()} CPUs; load average at start "
           f"{' '.join(f'{v:.2f}' for v in load)}, at end {' '.join(f'{v:.2f}' for v in now)}")
     print(f"run: --pods {args.pods} --rounds {args.rounds} --idle {args.idle:g} "
-          f"--kills {args.kills}; cri = CRI calls at concurrency {CONCURRENCY}")
+          f"--kills {args.kills} --load {args.load}; cri = CRI calls at concurrency "
+          f"{CONCURRENCY}")
     sections = list(startup_rows(by).items()) + list(steady_rows(steady, args.kills).items())
     for title, rows in sections:
         print_table(title, rows)
@@ -734,7 +741,31 @@ def remove_empty(cgroups_: Sequence[Path]) -> None:
             pass  # never made, or in use by another runtime: not this run's to remove
 
 
+@contextlib.contextmanager
+def busy_processes(count: int) -> Iterator[list[int]]:
+    """`count` processes that spin on a CPU each (`--load`) for the whole run, so that every
+    contender is measured on a loaded machine; stopped by PID at the end."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                for _ in range(count)]
+    try:
+        yield [p.pid for p in spinners]
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+        for spinner in spinners:
+            spinner.wait(timeout=10)
+
+
 async def bench(args: argparse.Namespace) -> None:
+    with busy_processes(args.load) as pids:
+        if pids:
+            print(f"load: {len(pids)} busy processes (pids {' '.join(map(str, pids))})",
+                  flush=True)
+        await measure(args)
+
+
+async def measure(args: argparse.Namespace) -> None:
     load = os.getloadavg()
     # The CRI loop's sandboxes have no cgroup parent, so runc puts them under /k8s.io: made by
     # this run when it was missing, removed at the end once empty.
@@ -767,14 +798,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help=f"container processes killed, at most {IDLE_PODS} (10)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
                         help="comma-separated subset of cri,kubelet,nodelet (all)")
+    parser.add_argument("--load", type=int, default=0,
+                        help="busy processes spinning during the whole run, e.g. one per "
+                             "core (0)")
     parser.add_argument("-v", "--verbose", action="store_true", help="nodelet's INFO logs")
     args = parser.parse_args(argv)
     args.contenders = [c for c in CONTENDERS if c in args.contenders.split(",")]
     if not 1 <= args.pods <= 200 or args.rounds < 1 or not 0 <= args.kills <= IDLE_PODS:
         parser.error(f"need 1 <= --pods <= 200 (a /24), --rounds >= 1, "
                      f"0 <= --kills <= {IDLE_PODS}")
-    if not args.contenders or args.idle <= 0:
-        parser.error("name at least one of cri,kubelet,nodelet; --idle > 0")
+    if not args.contenders or args.idle <= 0 or not 0 <= args.load <= 64:
+        parser.error("name at least one of cri,kubelet,nodelet; --idle > 0; "
+                     "0 <= --load <= 64")
     return args
 
 
