@@ -58,6 +58,11 @@ async def test_bound_pod_runs_reports_five_conditions_and_is_deleted(
                                 until=lambda n: conditions(n).get("Ready", {}).get("status")
                                 == "True", what="the node Ready")
         assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+        if "1.6." not in node["status"]["nodeInfo"]["containerRuntimeVersion"]:
+            # What each runtime handler can do, as the kubelet reports it (containerd 2.x
+            # names its handlers; the node suite reads recursiveReadOnlyMounts from here).
+            handlers = {h["name"]: h["features"] for h in node["status"]["runtimeHandlers"]}
+            assert handlers[""] == {"recursiveReadOnlyMounts": True, "userNamespaces": True}
 
         created = await admin.create(pod_path(namespace), pod("web", node=NODE))
         uid = created["metadata"]["uid"]

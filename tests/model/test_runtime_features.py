@@ -99,6 +99,16 @@ def test_the_node_reports_the_feature_as_the_kubelet() -> None:
     out = nodes.node_status(spec, None, ready, previous=None, now=status.parse_time(
         "2026-01-01T00:00:00Z"), features=features)  # type: ignore[arg-type]
     assert out["features"] == {"supplementalGroupsPolicy": True}
+    assert "runtimeHandlers" not in out  # the runtime names no handlers (containerd 1.6)
+    handlers = rt.RuntimeStatus((), handlers=(
+        rt.HandlerFeatures("", recursive_read_only_mounts=True, user_namespaces=True),
+        rt.HandlerFeatures("runc", recursive_read_only_mounts=True)))
+    named = nodes.node_status(spec, None, ready, previous=None, now=status.parse_time(
+        "2026-01-01T00:00:00Z"), features=handlers)  # type: ignore[arg-type]
+    assert named["runtimeHandlers"] == [  # the kubelet's RuntimeHandlers setter
+        {"name": "", "features": {"recursiveReadOnlyMounts": True, "userNamespaces": True}},
+        {"name": "runc", "features": {"recursiveReadOnlyMounts": True,
+                                      "userNamespaces": False}}]
     unanswered = nodes.node_status(spec, None, ready, previous=None, now=status.parse_time(
         "2026-01-01T00:00:00Z"))  # type: ignore[arg-type]
     assert "features" not in unanswered

@@ -199,6 +199,15 @@ def node_status(
     if features is not None:
         # The kubelet's NodeFeatures setter (SupplementalGroupsPolicy is GA).
         out["features"] = {"supplementalGroupsPolicy": features.supplemental_groups_policy}
+        # Its RuntimeHandlers setter: what each handler can do, which the scheduler and the
+        # node suite read (recursive read-only mounts, user namespaces); none when the
+        # runtime names no handlers (containerd 1.6).
+        if features.handlers:
+            out["runtimeHandlers"] = [
+                {"name": h.name, "features": {
+                    "recursiveReadOnlyMounts": h.recursive_read_only_mounts,
+                    "userNamespaces": h.user_namespaces}}
+                for h in features.handlers]
     return out
 
 
