@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from nodelet.model.core import pods, restartall, restarts, runtime, status
+from nodelet.model.core import pods, restartall, restarts, runtime, status, volumes
 
 # Waiting reasons of containers the runtime does not have yet (kubelet_pods.go).
 CONTAINER_CREATING = "ContainerCreating"
@@ -275,14 +275,10 @@ def volume_mount_statuses(container: pods.Container, *,
     return tuple(
         status.VolumeMountStatus(
             name=m.name, mount_path=m.mount_path, read_only=m.read_only,
-            recursive_read_only=("Enabled" if _recursive(m, rro_supported) else "Disabled")
-            if m.read_only else "")
+            recursive_read_only=("Enabled" if volumes.recursive_granted(
+                m.recursive_read_only, m.read_only, rro_supported, m.mount_propagation)
+                else "Disabled") if m.read_only else "")
         for m in container.volume_mounts)
-
-
-def _recursive(mount: pods.VolumeMount, supported: bool) -> bool:
-    return (mount.recursive_read_only in ("IfPossible", "Enabled") and supported
-            and mount.mount_propagation in ("", "None"))
 
 
 def _to_restart(container: pods.Container, newest: runtime.ContainerInfo,

@@ -423,6 +423,18 @@ def mount_propagation(mode: str) -> runtime.MountPropagation:
     return _PROPAGATION[mode]
 
 
+def recursive_granted(request: str, read_only: bool, supported: bool,
+                      propagation: str = "") -> bool:
+    """Whether a mount is made recursively read-only, as the kubelet's
+    resolveRecursiveReadOnly grants it: asked for (IfPossible or Enabled) on a read-only
+    mount without mount propagation (`propagation`: the volumeMount's mountPropagation;
+    the pair is refused when a pod is read), and the runtime handler can (an Enabled it
+    cannot grant is refused where the mount is made: `recursive_read_only`; the status then
+    shows Disabled)."""
+    return request in ("IfPossible", "Enabled") and read_only and supported \
+        and propagation in ("", "None")
+
+
 def recursive_read_only(mount: runtime.Mount, supported: bool) -> runtime.Mount:
     """The mount with its recursiveReadOnly request resolved as the kubelet's
     resolveRecursiveReadOnly does: IfPossible where the runtime handler can, Enabled only where
@@ -434,7 +446,7 @@ def recursive_read_only(mount: runtime.Mount, supported: bool) -> runtime.Mount:
         raise SourceError(f'failed to resolve recursive read-only mode: volume "{mount.volume}" '
                           "requested recursive read-only mode, but it is not supported by the "
                           "runtime")
-    return replace(mount, recursive_read_only=supported)
+    return replace(mount, recursive_read_only=recursive_granted(request, True, supported))
 
 
 def image_volume(source: Mapping[str, Any]) -> tuple[str, pods.PullPolicy]:

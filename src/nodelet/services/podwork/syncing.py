@@ -343,11 +343,9 @@ class PodSyncer:
     def _rro_supported(self, pod: pods.Pod, work: PodWork) -> bool:
         """Whether the pod's runtime handler, where known already, makes mounts recursively
         read-only (a RuntimeClass not yet looked up in the cluster: not known, so no)."""
-        handler = pod.spec.runtime_class_name if self._cluster is None \
-            else work.runtime_handler if pod.spec.runtime_class_name else ""
-        if handler is None:
-            return False
-        return self._node.runtime.handler(handler).recursive_read_only_mounts
+        handler = self._known_handler(pod, work)
+        return handler is not None and \
+            self._node.runtime.handler(handler).recursive_read_only_mounts
 
     # -- sync -----------------------------------------------------------------------------
 
@@ -448,11 +446,19 @@ class PodSyncer:
         """The CRI runtime handler of the pod's RuntimeClass, looked up once per pod: in a
         cluster the class's `handler` (the kubelet's LookupRuntimeHandler); standalone, where
         there are no RuntimeClass objects, the name itself. Raises runtime.RuntimeClassError."""
+        known = self._known_handler(pod, work)
+        if known is not None:
+            return known
+        assert self._cluster is not None  # only a cluster's RuntimeClass is looked up
+        work.runtime_handler = await self._cluster.runtime_handler(pod.spec.runtime_class_name)
+        return work.runtime_handler
+
+    def _known_handler(self, pod: pods.Pod, work: PodWork) -> str | None:
+        """The pod's runtime handler without asking the API: the default handler (""), a
+        standalone node's class name, or the one looked up for it; None: not looked up yet."""
         name = pod.spec.runtime_class_name
         if not name or self._cluster is None:
             return name
-        if work.runtime_handler is None:
-            work.runtime_handler = await self._cluster.runtime_handler(name)
         return work.runtime_handler
 
     def _services(self) -> names.ServiceSource | None:
