@@ -88,6 +88,13 @@ CONTROLLERS = (
     "replicaset-controller", "endpoints-controller", "endpointslice-controller",
     "service-cidr-controller", "ttl-controller", "bootstrap-signer-controller",
     "token-cleaner-controller", "clusterrole-aggregation-controller", "job-controller",
+    # Storage, as a kind cluster runs it: PVs bound to claims (and provisioned through a
+    # StorageClass), the protection finalizers, generic ephemeral volumes' claims,
+    # StatefulSets' claim templates, attachment for drivers that need it, expansion.
+    "persistentvolume-binder-controller", "persistentvolume-attach-detach-controller",
+    "persistentvolume-expander-controller", "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller", "ephemeral-volume-controller",
+    "statefulset-controller",
 )
 TOKEN_GROUP = "system:bootstrappers:nodelet:default-node-token"
 # kube-proxy owns fixed chain names (KUBE-SERVICES...) in the host's network namespace: one may
