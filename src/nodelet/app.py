@@ -24,9 +24,10 @@ from nodelet.adapters import containerd, host, hostdirs, http_server, instancelo
 from nodelet.adapters.cri import client as cri
 from nodelet.adapters.cri import events as cri_events
 from nodelet.adapters.events import client as events_client
-from nodelet.helpers import backoff, clocks, tasks
+from nodelet.helpers import backoff, clocks, errors, tasks
 from nodelet.model.core import (
     admission,
+    apijson,
     eviction,
     health,
     nodeips,
@@ -183,8 +184,11 @@ class Agent:
         self.relister = relisting.Relister(client=self._client, on_change=self._runtime_changed)
         self.metrics.watch_runtime(self.relister.pod)
         self.volumes = volumes.VolumeManager(
-            root=s.data_dir / "pods", lookup=self._lookup_object, node_name=s.node_name,
-            synced=self._object_listed, tokens=self._service_account_token,
+            root=s.data_dir / "pods", node_name=s.node_name,
+            sources=volumes.ApiSources(lookup=self._lookup_object, synced=self._object_listed,
+                                       tokens=self._service_account_token,
+                                       claims=_ClusterClaims(self)),
+            node_labels=lambda: nodes.node_labels(self.node_spec),
         )
         await self.volumes.share_root()  # before any pod mounts a volume with propagation
         self.probe_metrics = probemetrics.ProbeMetrics()
@@ -736,3 +740,21 @@ async def _check_cgroup_driver(client: cri.RuntimeClient, endpoint: str) -> None
             f"the runtime at {endpoint} uses the {driver} cgroup driver; nodelet manages pod "
             "cgroups with cgroupfs: configure the runtime for cgroupfs (containerd: "
             "SystemdCgroup = false in its runc options)")
+
+
+class _ClusterClaims:
+    """The volume manager's claim reader: the API through cluster mode, once it runs."""
+
+    def __init__(self, app: Agent) -> None:
+        self._app = app
+
+    async def claim(self, namespace: str, name: str) -> apijson.JSON:
+        return await self._cluster().claim(namespace, name)
+
+    async def volume(self, name: str) -> apijson.JSON:
+        return await self._cluster().volume(name)
+
+    def _cluster(self) -> cluster.ClusterMode:
+        if self._app.cluster is None:
+            raise errors.MessageError("nodelet runs without an API server (no --kubeconfig)")
+        return self._app.cluster

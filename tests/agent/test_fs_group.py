@@ -54,8 +54,8 @@ async def test_config_map_files_belong_to_the_fs_group_also_after_an_update(
 ) -> None:
     objects = {("ConfigMap", "default", "cfg"): manifests.ConfigMap(
         "cfg", "default", data={"a": "1"})}
-    manager = volumes.VolumeManager(root=tmp_path / "pods", node_name="n",
-                                    lookup=lambda kind, ns, name: objects.get((kind, ns, name)))
+    sources = volumes.ApiSources(lookup=lambda kind, ns, name: objects.get((kind, ns, name)))
+    manager = volumes.VolumeManager(root=tmp_path / "pods", node_name="n", sources=sources)
     pod = pod_with(pods.Volume("config", "configMap", {"name": "cfg", "defaultMode": 0o400}))
     await manager.prepare(pod)
     directory = tmp_path / "pods" / "uid-fs" / "volumes" / "kubernetes.io~configmap" / "config"
@@ -72,8 +72,7 @@ async def test_config_map_files_belong_to_the_fs_group_also_after_an_update(
 
 
 async def test_empty_dir_is_the_groups_and_setgid(tmp_path: Path) -> None:
-    manager = volumes.VolumeManager(root=tmp_path / "pods", node_name="n",
-                                    lookup=vol.no_objects)
+    manager = volumes.VolumeManager(root=tmp_path / "pods", node_name="n")
     await manager.prepare(pod_with(pods.Volume("scratch", "emptyDir", {})))
     directory = tmp_path / "pods" / "uid-fs" / "volumes" / "kubernetes.io~empty-dir" / "scratch"
     info = directory.stat()
@@ -81,8 +80,7 @@ async def test_empty_dir_is_the_groups_and_setgid(tmp_path: Path) -> None:
 
 
 async def test_without_fs_group_nothing_changes(tmp_path: Path) -> None:
-    manager = volumes.VolumeManager(root=tmp_path / "pods", node_name="n",
-                                    lookup=vol.no_objects)
+    manager = volumes.VolumeManager(root=tmp_path / "pods", node_name="n")
     await manager.prepare(pod_with(pods.Volume("scratch", "emptyDir", {}), fs_group=None))
     directory = tmp_path / "pods" / "uid-fs" / "volumes" / "kubernetes.io~empty-dir" / "scratch"
     assert (directory.stat().st_gid, directory.stat().st_mode & 0o7777) == (0, 0o777)

@@ -54,10 +54,10 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     errors: list[str] = []
     manager = volumes.VolumeManager(
         root=tmp_path / "pods",
-        lookup=lambda kind, ns, name: objects.get((kind, ns, name)),
         node_name="node-1",
+        sources=volumes.ApiSources(lookup=lambda kind, ns, name: objects.get((kind, ns, name)),
+                                   tokens=_token),
         on_refresh_error=lambda pod, exc: errors.append(exc.event_message),
-        tokens=_token,
     )
     env = Env(tmp_path / "pods", manager, objects, errors)
     try:

@@ -35,16 +35,13 @@ def read(obj: dict[str, Any], previous: Any = None) -> apipods.Instead:
     return apipods.instead(obj, path=info.value.path, why=info.value.message, read=previous)
 
 
-CLAIM = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+CLAIM = {"volumes": [{"name": "data", "nfs": {"server": "files", "path": "/data"}}]}
 
 
 @pytest.mark.parametrize(("spec", "path", "why"), [
-    (CLAIM, "spec.volumes[0].persistentVolumeClaim",
-     'unsupported volume type "persistentVolumeClaim"'),
+    (CLAIM, "spec.volumes[0].nfs", 'unsupported volume type "nfs"'),
     ({"volumes": [{"name": "d", "csi": {"driver": "x"}}]}, "spec.volumes[0].csi",
      'unsupported volume type "csi"'),
-    ({"volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]},
-     "spec.volumes[0].ephemeral", 'unsupported volume type "ephemeral"'),
 ])
 def test_an_unreadable_pod_is_refused_at_admission_with_the_path(
         spec: dict[str, Any], path: str, why: str) -> None:
@@ -90,7 +87,7 @@ def test_the_refusal_reads_as_the_kubelets_rejectpod_in_the_api() -> None:
         failure=(rejection.reason, rejection.status_message))
     assert (status.phase, status.reason) == ("Failed", "UnsupportedPodSpec")
     assert status.message.startswith(
-        "Pod was rejected: spec.volumes[0].persistentVolumeClaim: unsupported volume type")
+        "Pod was rejected: spec.volumes[0].nfs: unsupported volume type")
     assert status.container_statuses == () and status.init_container_statuses == ()
     assert not {c.type for c in status.conditions} & transitions.KUBELET_OWNED
     api = {"phase": "Pending", "qosClass": "Burstable",
@@ -107,7 +104,7 @@ def test_an_unreadable_update_keeps_the_pod_read_before() -> None:
     update = api_pod(**CLAIM)
     found = read(update, before)
     assert not found.stand_in and found.pod == before
-    assert found.problem.startswith("spec.volumes[0].persistentVolumeClaim: ")
+    assert found.problem.startswith("spec.volumes[0].nfs: ")
     # ... but its deletion is heard, so that deleting it ends it.
     update["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
     deleted = read(update, before).pod

@@ -67,7 +67,6 @@ EXAMPLES: dict[str, Any] = {
     "hostnameOverride": "other",
     "restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In",
                                                                 "values": [42]}}],
-    "volumeDevices": [{"name": "disk", "devicePath": "/dev/xvda"}],
     "claims": [{"name": "gpu"}],
 }
 
@@ -110,13 +109,11 @@ def test_recursive_read_only(mount: dict[str, Any], error: str | None) -> None:
 
 def test_an_api_pod_with_refused_fields_is_kept_for_admission_to_refuse() -> None:
     obj = pod({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]},
-              {"volumeDevices": [{"name": "d", "devicePath": "/x"}]},
-              {"claims": [{"name": "gpu"}]})
+              resources={"claims": [{"name": "gpu"}]})
     obj["metadata"]["uid"] = "u-1"
     parsed = manifests.pod_from_object(obj, node_name="n", source="api", strict=False)
     assert [path for path, _ in parsed.refused] == [
-        "spec.resourceClaims", "spec.containers[0].volumeDevices",
-        "spec.containers[0].resources.claims"]
+        "spec.resourceClaims", "spec.containers[0].resources.claims"]
     rejection = admission.admit(parsed, admission.Node(labels={}))
     assert rejection is not None and rejection.reason == "UnsupportedPodSpec"
     assert rejection.message.startswith("spec.resourceClaims: dynamic resource allocation")

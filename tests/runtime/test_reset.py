@@ -94,8 +94,7 @@ async def test_reset_is_idempotent_and_needs_no_runtime() -> None:
 
 async def test_reset_unmounts_volumes_sub_path_binds_and_the_shared_pods_dir() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="nl-", dir="/tmp"))
-    manager = volumes.VolumeManager(root=data_dir / "pods", lookup=lambda *_: None,
-                                    node_name="node-1")
+    manager = volumes.VolumeManager(root=data_dir / "pods", node_name="node-1")
     await manager.share_root()
     app = pods.Container(name="app", image="busybox", volume_mounts=(
         pods.VolumeMount("mem", "/m", sub_path="a/b"), pods.VolumeMount("disk", "/d", sub_path="c"),

@@ -160,6 +160,19 @@ async def unmount(target: Path, *, limit: float, fstype: str = "") -> None:
         raise MountError(f"unmount {target} failed ({status}): {output}")
 
 
+async def bind(source: str, target: Path, *, read_only: bool, options: tuple[str, ...] = (),
+               limit: float) -> None:
+    """Bind-mount `source` onto the directory `target` (read-only if asked, with the PV's
+    mount options), as the kubelet's local volume plugin: with mount(8), whose error is
+    the kubelet's too."""
+    opts = ",".join(("bind", *(("ro",) if read_only else ()), *options))
+    argv = ["mount", "-o", opts, source, str(target)]
+    status, output = await commands.run(argv, limit=limit)
+    if status != 0:
+        raise MountError(f"mount failed: exit status {status}\nMounting command: mount\n"
+                         f"Mounting arguments: {' '.join(argv[1:])}\nOutput: {output.strip()}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Mount syscalls (flags from <sys/mount.h>)
 

@@ -171,6 +171,8 @@ def container_config_to_pb(config: rt.ContainerConfig) -> pb.ContainerConfig:
             )
             for m in config.mounts
         ],
+        devices=[pb.Device(container_path=d.container_path, host_path=d.host_path,
+                           permissions=d.permissions) for d in config.devices],
         stdin=config.stdin,
         stdin_once=config.stdin_once,
         tty=config.tty,

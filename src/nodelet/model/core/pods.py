@@ -139,6 +139,14 @@ class VolumeMount:
 
 
 @dataclass(frozen=True)
+class VolumeDevice:
+    """A raw block volume in a container (volumeDevices): the claim's device at `device_path`."""
+
+    name: str
+    device_path: str
+
+
+@dataclass(frozen=True)
 class Resources:
     """Requests and limits in canonical units: CPU in millicores, memory in bytes.
     `other_requests`: the requests of every other resource (ephemeral-storage and
@@ -175,6 +183,7 @@ class Container:
     env_from: tuple[EnvFromSource, ...] = ()
     ports: tuple[ContainerPort, ...] = ()
     volume_mounts: tuple[VolumeMount, ...] = ()
+    volume_devices: tuple[VolumeDevice, ...] = ()
     resources: Resources = field(default_factory=Resources)
     # The resources ("cpu", "memory") whose in-place resize restarts the container
     # (resizePolicy RestartContainer; the others are NotRequired).

@@ -323,6 +323,18 @@ class Mount:
     image: str = ""
     image_pull_policy: str = ""
     image_sub_path: str = ""
+    # A raw block volume (volumeDevices): `host_path` is the device (a symlink to it under the
+    # pod's directory), given to the runtime as a device at `container_path`, not mounted.
+    block_device: bool = False
+
+
+@dataclass(frozen=True)
+class Device:
+    """A host device in a container (CRI Device): cgroup permissions "r", "w", "m"."""
+
+    container_path: str
+    host_path: str
+    permissions: str = "mrw"
 
 
 @dataclass(frozen=True)
@@ -338,6 +350,7 @@ class ContainerConfig:
     working_dir: str = ""
     envs: tuple[tuple[str, str], ...] = ()
     mounts: tuple[Mount, ...] = ()
+    devices: tuple[Device, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     resources: LinuxResources | None = None

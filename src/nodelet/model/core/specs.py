@@ -293,7 +293,11 @@ def container_config(
         args=args,
         working_dir=container.working_dir,
         envs=envs,
-        mounts=mounts,
+        mounts=tuple(m for m in mounts if not m.block_device),
+        # makeBlockVolumes: read-only for a read-only claim, else read, write and mknod.
+        devices=tuple(runtime.Device(m.container_path, m.host_path,
+                                     "r" if m.readonly else "mrw")
+                      for m in mounts if m.block_device),
         labels=labels,
         annotations=annotations,
         resources=cri_resources(effective_resources(pod, container),

@@ -87,6 +87,18 @@ def owned_mode(mode: int, *, is_dir: bool, read_only: bool) -> int:
     return mode | mask | (_DIR_MASK if is_dir else 0)
 
 
+def needs_ownership(mode: int, gid: int, fs_group: int, *, is_dir: bool,
+                    read_only: bool) -> bool:
+    """fsGroupChangePolicy OnRootMismatch (requiresPermissionChange): the volume's root, with
+    its `mode` bits and group, tells whether the tree must be walked."""
+    if gid != fs_group:
+        return True
+    if is_dir and not mode & 0o2000:
+        return True
+    mask = _RO_MASK if read_only else _RW_MASK
+    return mode & mask != mask
+
+
 # ---------------------------------------------------------------------------------------------
 # Paths
 

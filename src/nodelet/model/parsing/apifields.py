@@ -70,7 +70,7 @@ WINDOWS_OPTIONS_FIELDS = frozenset(
 SYSCTL_FIELDS = frozenset({"name", "value"})
 OS_FIELDS = frozenset({"name"})
 SUPPORTED_VOLUMES = ("emptyDir", "hostPath", "configMap", "secret", "projected", "downwardAPI",
-                     "image")
+                     "image", "persistentVolumeClaim", "ephemeral")
 IMAGE_VOLUME_FIELDS = frozenset({"reference", "pullPolicy"})
 VOLUME_SOURCES = frozenset(
     {
@@ -102,6 +102,10 @@ TOLERATION_FIELDS = frozenset({"key", "operator", "value", "effect", "toleration
 # Inside the volume sources nodelet runs (the other sources are refused as a whole).
 EMPTY_DIR_FIELDS = frozenset({"medium", "sizeLimit"})
 HOST_PATH_FIELDS = frozenset({"path", "type"})
+CLAIM_VOLUME_FIELDS = frozenset({"claimName", "readOnly"})
+EPHEMERAL_VOLUME_FIELDS = frozenset({"volumeClaimTemplate"})
+CLAIM_TEMPLATE_FIELDS = frozenset({"metadata", "spec"})
+VOLUME_DEVICE_FIELDS = frozenset({"name", "devicePath"})
 CONFIGMAP_VOLUME_FIELDS = frozenset({"name", "items", "defaultMode", "optional"})
 SECRET_VOLUME_FIELDS = frozenset({"secretName", "items", "defaultMode", "optional"})
 KEY_TO_PATH_FIELDS = frozenset({"key", "path", "mode"})

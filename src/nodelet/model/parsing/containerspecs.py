@@ -127,6 +127,18 @@ def _mount(obj: Mapping[str, Any], path: str, strict: bool) -> pods.VolumeMount:
     )
 
 
+def _device(obj: Mapping[str, Any], path: str, strict: bool) -> pods.VolumeDevice:
+    """A volumeDevices item; which volume it names is checked with the pod's (`podspecs`)."""
+    if strict:
+        fields.check_fields(obj, apifields.VOLUME_DEVICE_FIELDS, path)
+    name = fields.string(obj, "name", path, required=True)
+    device_path = fields.string(obj, "devicePath", path, required=True)
+    if ".." in device_path.split("/"):
+        raise fields.InvalidValueError(f"\"{device_path}\": can not contain backsteps ('..')",
+                                       path=f"{path}.devicePath")
+    return pods.VolumeDevice(name=name, device_path=device_path)
+
+
 def _read_only(obj: Mapping[str, Any], path: str) -> bool:
     """readOnly, and recursiveReadOnly as the API server checks it. Whether the runtime can
     make a mount recursively read-only is known only on the node: `volumes.recursive_read_only`
@@ -351,6 +363,9 @@ def _container(
         ports=_ports(obj, path, strict),
         volume_mounts=fields.items(
             obj, "volumeMounts", path, lambda item, p: _mount(item, p, strict)
+        ),
+        volume_devices=fields.items(
+            obj, "volumeDevices", path, lambda item, p: _device(item, p, strict)
         ),
         resources=resourcespecs.resources(obj, path, strict=strict),
         restart_on_resize=restart_on_resize,

@@ -69,8 +69,9 @@ TABLE: tuple[Field, ...] = (
        "ephemeralcontainers subresource): each started once in the pod's sandbox, never "
        "restarted, in its targetContainerName's PID namespace; reported in "
        "ephemeralContainerStatuses. A manifest cannot set them (API: forbidden on create)"),
-    _h(SPEC + "volumes", "emptyDir, hostPath, configMap, secret, projected, downwardAPI; "
-       "every other volume type is refused (see below)"),
+    _h(SPEC + "volumes", "emptyDir, hostPath, configMap, secret, projected, downwardAPI, "
+       "image, persistentVolumeClaim, ephemeral; every other volume type is refused, each "
+       "with its reason (see below)"),
     _h(SPEC + "restartPolicy", "Always, OnFailure, Never, with CrashLoopBackOff"),
     _h(SPEC + "terminationGracePeriodSeconds", "SIGTERM, then SIGKILL after the period "
        "(at least 2 s), preStop within it"),
@@ -155,10 +156,12 @@ TABLE: tuple[Field, ...] = (
         "`Strict` is refused at admission with `SupplementalGroupsPolicyNotSupported`; "
         "`containerStatuses[].user.linux` shows the identities the container got"),
     _h(POD_SC + "fsGroup", "a supplementary group of every container; emptyDir, configMap, "
-       "secret, projected and downwardAPI volumes belong to it (group rw or r, setgid dirs)"),
-    _h(POD_SC + "fsGroupChangePolicy", "an emptyDir is owned when it is made, so OnRootMismatch "
-       "and Always agree; content volumes are owned at each write whatever the policy, as in "
-       "the kubelet"),
+       "secret, projected and downwardAPI volumes and writable `local` PVs belong to it "
+       "(group rw or r, setgid dirs); hostPath ones never, as in the kubelet"),
+    _h(POD_SC + "fsGroupChangePolicy", "a `local` PV is owned when it is mounted for the pod, "
+       "the whole tree with Always, only when its root's group or bits differ with "
+       "OnRootMismatch; an emptyDir is owned when it is made, so the two agree; content "
+       "volumes are owned at each write whatever the policy, as in the kubelet"),
     _h(POD_SC + "sysctls", "set in the pod's namespaces; only the kubelet's safe set and "
        "`--allowed-unsafe-sysctls`, else `SysctlForbidden` at admission"),
     _h(POD_SC + "seccompProfile", "the default for every container"),
@@ -195,7 +198,9 @@ TABLE: tuple[Field, ...] = (
        "pod, keeps its sandbox and starts them again from the first init container "
        "(RestartAllContainersOnContainerExits)"),
     _h(CONTAINER + "volumeMounts", "see the volumeMount fields below"),
-    _refused(CONTAINER + "volumeDevices", "container", "raw block volumes are not supported"),
+    _h(CONTAINER + "volumeDevices", "raw block volumes: a claim whose PV has `volumeMode: "
+       "Block` (a `local` PV on a block device), given to the container as a device at "
+       "devicePath (permissions mrw, r for a read-only claim), as the kubelet maps it"),
     _h(CONTAINER + "livenessProbe", "exec, httpGet, tcpSocket, grpc; restarts the container"),
     _h(CONTAINER + "readinessProbe", "exec, httpGet, tcpSocket, grpc; drives Ready"),
     _h(CONTAINER + "startupProbe", "exec, httpGet, tcpSocket, grpc; holds the others"),
@@ -282,6 +287,15 @@ def _volume_rows() -> tuple[Field, ...]:
                      "atomically and refreshed at 80 % of their lifetime or after 24 h; a "
                      "static pod with a serviceAccountToken source is refused at admission "
                      "(`UnsupportedPodSpec`)",
+        "persistentVolumeClaim": "the claim read from the API when the volume is set up; the "
+                                 "pod waits (FailedMount, the kubelet's words) while it is "
+                                 "not bound or being deleted; its PV a `hostPath` (used in "
+                                 "place) or a `local` one (node affinity checked, bind-mounted "
+                                 "under the pod, fsGroup with fsGroupChangePolicy), "
+                                 "`volumeMode: Block` in volumeDevices; readOnly honoured",
+        "ephemeral": "a generic ephemeral volume: the claim `<pod>-<volume>` that the "
+                     "controller-manager makes, owned by the pod, then used as a "
+                     "persistentVolumeClaim",
         "image": "an image's files, read-only (KEP-4639), pulled by its `pullPolicy` with the "
                  "container image's events and back-off; subPath inside the image; where the "
                  "runtime cannot mount images (containerd before 2.1) refused at admission "
@@ -291,10 +305,28 @@ def _volume_rows() -> tuple[Field, ...]:
                                         "mounted read-only"))
             for t in apifields.SUPPORTED_VOLUMES]
     rows += [Field(VOLUME + t, "refused", "refused when the manifest is read, a pod from "
-                   "the API server at admission (`UnsupportedPodSpec`): nodelet runs only the "
-                   "volume types above") for t in sorted(apifields.VOLUME_SOURCES)
-             if t not in apifields.SUPPORTED_VOLUMES]
+                   "the API server at admission (`UnsupportedPodSpec`): "
+                   + _REFUSED_VOLUMES.get(t, "not implemented by nodelet"))
+             for t in sorted(apifields.VOLUME_SOURCES) if t not in apifields.SUPPORTED_VOLUMES]
     return tuple(rows)
+
+
+_REMOVED = ("its in-tree plugin is removed from Kubernetes (the kubelet v1.37 has none either); "
+            "its CSI driver replaces it")
+# Why each volume type nodelet does not run is refused.
+_REFUSED_VOLUMES = {
+    **dict.fromkeys(("awsElasticBlockStore", "azureDisk", "azureFile", "cinder", "cephfs",
+                     "flocker", "gcePersistentDisk", "glusterfs", "photonPersistentDisk",
+                     "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos",
+                     "vsphereVolume"), _REMOVED),
+    "gitRepo": "deprecated upstream and off by default in the kubelet (GitRepoVolumeDriver); "
+               "clone into an emptyDir from an init container instead",
+    "csi": "inline CSI volumes need a CSI node plugin, which nodelet does not register yet",
+    "nfs": "not implemented by nodelet (the kubelet mounts it with the host's nfs tools)",
+    "iscsi": "not implemented by nodelet (the kubelet attaches it with the host's iscsiadm)",
+    "fc": "not implemented by nodelet (Fibre Channel disks)",
+    "flexVolume": "not implemented by nodelet (deprecated upstream in favour of CSI)",
+}
 
 
 def all_fields() -> tuple[Field, ...]:

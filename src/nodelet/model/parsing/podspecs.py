@@ -53,13 +53,16 @@ def _check_volumes(spec: pods.PodSpec) -> None:
                 path=f"spec.volumes[{i}].name",
             )
         declared[volume.name] = i
+    kinds = {v.name: v.source_type for v in spec.volumes}
     groups = (("initContainers", spec.init_containers), ("containers", spec.containers))
     for key, containers in groups:
         for i, container in enumerate(containers):
-            _check_mounts(container, f"spec.{key}[{i}]", declared)
+            _check_mounts(container, f"spec.{key}[{i}]", declared, kinds)
+            _check_devices(container, f"spec.{key}[{i}]", kinds)
 
 
-def _check_mounts(container: pods.Container, path: str, declared: Mapping[str, int]) -> None:
+def _check_mounts(container: pods.Container, path: str, declared: Mapping[str, int],
+                  kinds: Mapping[str, str]) -> None:
     paths: set[str] = set()
     for j, mount in enumerate(container.volume_mounts):
         mount_path = f"{path}.volumeMounts[{j}]"
@@ -74,6 +77,34 @@ def _check_mounts(container: pods.Container, path: str, declared: Mapping[str, i
                 f'mountPath "{mount.mount_path}" must be unique', path=f"{mount_path}.mountPath"
             )
         paths.add(mount.mount_path)
+
+
+def _check_devices(container: pods.Container, path: str, kinds: Mapping[str, str]) -> None:
+    """ValidateVolumeDevices: each names a claim volume (a PVC or a generic ephemeral one),
+    once, at a path of its own that no volumeMount of the container has."""
+    mounted = {m.name for m in container.volume_mounts}
+    mount_paths = {m.mount_path for m in container.volume_mounts}
+    names_: set[str] = set()
+    device_paths: set[str] = set()
+    for j, device in enumerate(container.volume_devices):
+        at = f"{path}.volumeDevices[{j}]"
+        if device.name not in kinds:
+            raise fields.InvalidValueError(f'"{device.name}": not found', path=f"{at}.name")
+        if kinds[device.name] not in ("persistentVolumeClaim", "ephemeral"):
+            raise fields.InvalidValueError(
+                f'"{device.name}": can only use volume source type of PersistentVolumeClaim '
+                "or Ephemeral for block mode", path=f"{at}.name")
+        if device.name in names_ or device.name in mounted:
+            why = "must be unique" if device.name in names_ else \
+                "must not already exist in volumeMounts"
+            raise fields.InvalidValueError(f'"{device.name}": {why}', path=f"{at}.name")
+        if device.device_path in device_paths or device.device_path in mount_paths:
+            why = "must be unique" if device.device_path in device_paths else \
+                "must not already exist as a path in volumeMounts"
+            raise fields.InvalidValueError(f'"{device.device_path}": {why}',
+                                           path=f"{at}.devicePath")
+        names_.add(device.name)
+        device_paths.add(device.device_path)
 
 
 def _check_host_ports(spec: pods.PodSpec) -> None:

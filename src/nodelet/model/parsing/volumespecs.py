@@ -335,6 +335,25 @@ def _image(source: Mapping[str, Any], path: str, strict: bool) -> None:
         fields.one_of(policy, apifields.PULL_POLICIES, f"{path}.pullPolicy")
 
 
+def _claim(source: Mapping[str, Any], path: str, strict: bool) -> None:
+    """validatePersistentClaimVolumeSource: the claim's name (read from the API when the
+    volume is set up: `claims`)."""
+    _strict(source, apifields.CLAIM_VOLUME_FIELDS, path, strict)
+    _required(source, "claimName", f"{path}.claimName")
+    fields.boolean(source, "readOnly", path)
+
+
+def _ephemeral(source: Mapping[str, Any], path: str, strict: bool) -> None:
+    """validateEphemeralVolumeSource: a claim template (the ephemeral volume controller makes
+    the claim; nodelet only reads it)."""
+    _strict(source, apifields.EPHEMERAL_VOLUME_FIELDS, path, strict)
+    template = fields.mapping(source, "volumeClaimTemplate", path)
+    if source.get("volumeClaimTemplate") is None:
+        raise fields.InvalidValueError("required", path=f"{path}.volumeClaimTemplate")
+    _strict(template, apifields.CLAIM_TEMPLATE_FIELDS, f"{path}.volumeClaimTemplate", strict)
+    fields.mapping(template, "spec", f"{path}.volumeClaimTemplate")
+
+
 _CHECKS: Mapping[str, Check] = {
     "emptyDir": _empty_dir,
     "hostPath": _host_path,
@@ -343,6 +362,8 @@ _CHECKS: Mapping[str, Check] = {
     "downwardAPI": _downward_api,
     "projected": _projected,
     "image": _image,
+    "persistentVolumeClaim": _claim,
+    "ephemeral": _ephemeral,
 }
 
 

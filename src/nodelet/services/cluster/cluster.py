@@ -47,7 +47,7 @@ from typing import Any
 
 from nodelet import settings as settings_mod
 from nodelet.adapters import host, kube, kubeconfig
-from nodelet.helpers import backoff, ratelimit, tasks
+from nodelet.helpers import backoff, errors, ratelimit, tasks
 from nodelet.model.core import (
     admission,
     apijson,
@@ -362,6 +362,25 @@ class ClusterMode:
     async def _fetch_token(self, request: tokens.Request) -> apijson.Obj:
         return await self.client.create_token(request.namespace, request.service_account,
                                               request.body())
+
+    async def claim(self, namespace: str, name: str) -> apijson.JSON:
+        """The PersistentVolumeClaim (the volume manager's claim reader); raises
+        `errors.MessageError` with the API's words."""
+        return await self._read("persistentvolumeclaims", namespace, name)
+
+    async def volume(self, name: str) -> apijson.JSON:
+        """The PersistentVolume `name`, as `claim`."""
+        return await self._read("persistentvolumes", "", name)
+
+    async def _read(self, plural: str, namespace: str, name: str) -> apijson.JSON:
+        # Read each time, as the kubelet's populator GETs them (the Node authorizer lets a
+        # node read the claims and volumes of its pods only: no watch of them all).
+        try:
+            return await self.client.request("GET", kube.core_path(plural, namespace, name))
+        except kube.NotFound as exc:
+            raise errors.MessageError(f'{plural} "{name}" not found') from exc
+        except kube.KubeError as exc:
+            raise errors.MessageError(str(exc)) from exc
 
     async def runtime_handler(self, runtime_class: str) -> str:
         """The CRI handler of the RuntimeClass named `runtime_class` (the kubelet's

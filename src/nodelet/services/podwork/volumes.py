@@ -40,16 +40,19 @@ import shutil
 import stat
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from nodelet.adapters import hostdirs, mounts
 from nodelet.helpers import errors
-from nodelet.model.core import envvars, pods, runtime, tokens
+from nodelet.model.core import apijson, claims, envvars, pods, runtime, tokens
 from nodelet.model.core import volumes as vol
 
 log = logging.getLogger(__name__)
 
-# Under a pod's directory: the subPath bind mounts given to the runtime (the kubelet's name).
+# Under a pod's directory: the subPath bind mounts given to the runtime, and the links to the
+# block devices of its raw block volumes (the kubelet's names).
 SUB_PATHS_DIR = "volume-subpaths"
+DEVICES_DIR = "volumeDevices"
 
 # Service account tokens for projected volumes (cluster mode: `services.cluster.tokens`); raises a
 # `helpers.errors.MessageError` whose message is the FailedMount text.
@@ -60,48 +63,84 @@ TokenSource = Callable[[tokens.TokenRequest], Awaitable[tokens.Token]]
 _TMPFS_TYPES = frozenset({"secret", "projected"})
 
 
-class VolumeError(Exception):
-    """A volume that could not be set up; `message` is the text of the FailedMount event."""
+class ClaimReader(Protocol):
+    """The API objects behind a pod's claims (cluster mode: `services.cluster`). Each raises
+    `helpers.errors.MessageError` with the API's words (`persistentvolumeclaims "x" not
+    found`) when the object cannot be read."""
 
-    def __init__(self, volume: str, message: str) -> None:
+    async def claim(self, namespace: str, name: str) -> apijson.JSON: ...
+
+    async def volume(self, name: str) -> apijson.JSON: ...
+
+
+class VolumeError(Exception):
+    """A volume that could not be set up; `message` is the error, `event_message` the text of
+    the FailedMount event: `<operation> for volume "<volume>" : <message>`, or the whole
+    `event` where the kubelet words it otherwise (claims that could not be processed)."""
+
+    def __init__(self, volume: str, message: str, *,
+                 operation: str = "MountVolume.SetUp failed", event: str = "") -> None:
         super().__init__(f'volume "{volume}": {message}')
         self.volume = volume
         self.message = message
+        self._operation = operation
+        self._event = event
 
     @property
     def event_message(self) -> str:
         """The kubelet's FailedMount event message."""
-        return f'MountVolume.SetUp failed for volume "{self.volume}" : {self.message}'
+        return self._event or f'{self._operation} for volume "{self.volume}" : {self.message}'
 
 
-class VolumeManager:
-    """Volumes of the pods of one node. Only a pod's worker calls it for that pod.
+@dataclasses.dataclass(frozen=True)
+class ApiSources:
+    """What volumes are made of that lives in the API server (cluster mode).
 
     `lookup(kind, namespace, name)` returns the ConfigMap or Secret (kind "ConfigMap" or
     "Secret") or None; `synced(kind, namespace, name)` whether None from `lookup` means the
     API said the object does not exist (False: it was not read yet, and a missing object is
     reported as the kubelet's "failed to sync configmap cache", never as "not found").
-    `tokens(request)` fetches the service account tokens of projected volumes (None: there is
-    no API server to ask). `on_refresh_error` hears about volumes that were set up before but
-    cannot be refreshed now (the object or key went away, a token could not be renewed): their
-    files are kept, and the pod goes on, as under the kubelet; by default this is only logged.
+    `tokens(request)` fetches the service account tokens of projected volumes, `claims` reads
+    the PVCs and PVs of claim volumes; None for either: there is no API server to ask (a
+    token volume then fails, a claim waits with the kubelet's "failed to fetch PVC" words).
+    """
+
+    lookup: vol.Lookup = vol.no_objects
+    synced: Callable[[str, str, str], bool] = lambda kind, namespace, name: True
+    tokens: TokenSource | None = None
+    claims: ClaimReader | None = None
+
+
+class VolumeManager:
+    """Volumes of the pods of one node. Only a pod's worker calls it for that pod.
+
+    `sources` are the API objects volumes read (`ApiSources`). `on_refresh_error` hears about
+    volumes that were set up before but cannot be refreshed now (the object or key went
+    away, a token could not be renewed): their files are kept, and the pod goes on, as under
+    the kubelet; by default this is only logged. `node_labels()` are the Node's labels a
+    PV's node affinity is matched against.
     """
 
     def __init__(
         self,
         *,
         root: Path,
-        lookup: vol.Lookup,
         node_name: str,
+        sources: ApiSources = ApiSources(),
         command_timeout: float = 10.0,
         on_refresh_error: Callable[[pods.Pod, VolumeError], None] | None = None,
-        synced: Callable[[str, str, str], bool] | None = None,
-        tokens: TokenSource | None = None,
+        node_labels: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
         self._root = root
-        self._lookup = lookup
-        self._synced = synced or (lambda kind, namespace, name: True)
-        self._tokens = tokens
+        self._lookup = sources.lookup
+        self._synced = sources.synced
+        self._tokens = sources.tokens
+        self._claims = sources.claims
+        self._node_labels = node_labels
+        # The PVs of each pod's claims, read once the pod's volumes were set up with them
+        # (the kubelet's desired state keeps them too): a sync reads the API only for a
+        # claim not in use yet. Forgotten at cleanup.
+        self._bound: dict[pods.PodUID, dict[str, claims.PersistentVolume]] = {}
         self._node_name = node_name
         self._timeout = command_timeout
         self._on_refresh_error = on_refresh_error or _log_refresh_error
@@ -138,15 +177,121 @@ class VolumeManager:
             pod=pod, node_name=self._node_name, pod_ip=pod_ip, host_ip=host_ip,
             node_cpu_milli=(os.cpu_count() or 1) * 1000, node_memory=_node_memory(),
         )
+        bound = await self._resolve_claims(pod)
         paths: dict[str, Path] = {}
         for volume in pod.spec.volumes:
+            pv = bound.get(volume.name)
+            # The kubelet names a PV-backed volume by its PV in these messages.
+            name = pv.name if pv is not None else volume.name
             try:
-                paths[volume.name] = await self._set_up(pod, volume, facts)
+                if pv is not None:
+                    paths[volume.name] = await self._set_up_persistent(pod, pv)
+                else:
+                    paths[volume.name] = await self._set_up(pod, volume, facts)
             except (vol.SourceError, mounts.MountError) as exc:
-                raise VolumeError(volume.name, exc.message) from exc
+                raise VolumeError(name, exc.message) from exc
             except OSError as exc:
-                raise VolumeError(volume.name, str(exc)) from exc
-        return self._container_mounts(pod, paths)
+                raise VolumeError(name, str(exc)) from exc
+        self._bound[pod.uid] = bound
+        return self._container_mounts(pod, paths, bound)
+
+    # -- claims ---------------------------------------------------------------------------
+
+    async def _resolve_claims(self, pod: pods.Pod) -> dict[str, claims.PersistentVolume]:
+        """The PV of each claim volume; raises VolumeError with the kubelet's words for every
+        claim that cannot be used yet (not bound, being deleted, not the pod's...)."""
+        known = self._bound.get(pod.uid, {})
+        mounted, devices = claims.used_names(pod)
+        out: dict[str, claims.PersistentVolume] = {}
+        failed: dict[str, str] = {}
+        for volume in pod.spec.volumes:
+            claim = claims.claim_of(pod, volume)
+            if claim is None:
+                continue
+            if volume.name in known:
+                out[volume.name] = known[volume.name]
+                continue
+            try:
+                out[volume.name] = await self._resolve(pod, claim, mounted, devices)
+            except claims.ClaimError as exc:
+                failed[volume.name] = (f"error processing PVC {pod.namespace}/{claim.name}: "
+                                       f"{exc.message}" if exc.processing else exc.message)
+        if failed:
+            first = min(failed)
+            raise VolumeError(first, failed[first], event=claims.failure_message(failed))
+        return out
+
+    async def _resolve(self, pod: pods.Pod, claim: claims.Claim, mounted: set[str],
+                       devices: set[str]) -> claims.PersistentVolume:
+        if self._claims is None:
+            raise claims.ClaimError("failed to fetch PVC from API server: nodelet runs "
+                                    "without an API server (run it with --kubeconfig)")
+        try:
+            pvc = await self._claims.claim(pod.namespace, claim.name)
+        except errors.MessageError as exc:
+            raise claims.ClaimError(f"failed to fetch PVC from API server: {exc.message}") \
+                from exc
+        volume_name, claim_uid = claims.check_claim(pvc)
+        if claim.ephemeral:
+            claims.check_owner(pod, pvc)
+        try:
+            pv_object = await self._claims.volume(volume_name)
+        except errors.MessageError as exc:
+            raise claims.ClaimError(f"failed to fetch PV {volume_name} from API server: "
+                                    f"{exc.message}") from exc
+        pv = claims.persistent_volume(pv_object, claim_uid, read_only=claim.read_only)
+        claims.check_mode(claim.volume, pv.volume_mode, mounted=claim.volume in mounted,
+                          device=claim.volume in devices)
+        return pv
+
+    async def _set_up_persistent(self, pod: pods.Pod, pv: claims.PersistentVolume) -> Path:
+        """A bound PV: node affinity checked, then a hostPath used in place, a local PV
+        bind-mounted under the pod (or, in Block mode, its device linked there)."""
+        block = pv.volume_mode == "Block"
+        operation = "MapVolume" if block else "MountVolume"
+        try:
+            claims.check_node(pv, self._node_labels(), self._node_name)
+        except claims.ClaimError as exc:
+            raise VolumeError(pv.name, exc.message,
+                              operation=f"{operation}.NodeAffinity check failed") from exc
+        if block:
+            return await self._map_device(pod, pv)
+        if pv.source_type == "hostPath":
+            await asyncio.to_thread(mounts.check_host_path, pv.path, pv.host_path_type)
+            return Path(pv.path)
+        if pv.source_type == "local":
+            return await self._mount_local(pod, pv)
+        raise vol.SourceError(
+            f'PV {pv.name} is a "{pv.source_type or "unknown"}" volume: nodelet sets up '
+            "local and hostPath PVs only")
+
+    async def _mount_local(self, pod: pods.Pod, pv: claims.PersistentVolume) -> Path:
+        """The local plugin's SetUpAt: the PV's path bind-mounted (read-only for a read-only
+        claim) onto the pod's directory for it; a writable one then owned by the fsGroup."""
+        directory = self.volumes_dir(pod.uid) / claims.LOCAL_PLUGIN_DIR / pv.name
+        if await asyncio.to_thread(mounts.is_mount_point, directory):
+            return directory
+        if ".." in pv.path.split("/"):
+            raise vol.SourceError(f"invalid path: {pv.path} must not contain '..'")
+        await asyncio.to_thread(directory.mkdir, mode=0o750, parents=True, exist_ok=True)
+        await mounts.bind(pv.path, directory, read_only=pv.read_only, options=pv.mount_options,
+                          limit=self._timeout)
+        fs_group = pod.spec.security_context.fs_group
+        if fs_group is not None and not pv.read_only:
+            policy = pod.spec.security_context.fs_group_change_policy or "Always"
+            await asyncio.to_thread(_own_tree, directory, fs_group, policy)
+        log.info("mounted local PV %s for pod %s", pv.name, pod.full_name)
+        return directory
+
+    async def _map_device(self, pod: pods.Pod, pv: claims.PersistentVolume) -> Path:
+        """A Block PV: its device linked at `<pod>/volumeDevices/<plugin>/<pv>`, the path the
+        runtime gets (it resolves the link, as for the kubelet's)."""
+        if pv.source_type != "local":
+            raise vol.SourceError(f'PV {pv.name} is a "{pv.source_type}" volume in Block mode: '
+                                  "nodelet maps local block devices only")
+        link = self._root / pod.uid / DEVICES_DIR / claims.LOCAL_PLUGIN_DIR / pv.name
+        await asyncio.to_thread(_link_device, pv.path, link)
+        return link
 
     async def _set_up(self, pod: pods.Pod, volume: pods.Volume, facts: vol.PodFacts) -> Path:
         if volume.source_type == "image":  # the runtime mounts the image itself
@@ -250,16 +395,25 @@ class VolumeManager:
     # -- mounts ---------------------------------------------------------------------------
 
     def _container_mounts(
-        self, pod: pods.Pod, paths: Mapping[str, Path]
+        self, pod: pods.Pod, paths: Mapping[str, Path],
+        bound: Mapping[str, claims.PersistentVolume],
     ) -> dict[str, tuple[runtime.Mount, ...]]:
         by_name = {v.name: v for v in pod.spec.volumes}
         out: dict[str, tuple[runtime.Mount, ...]] = {}
         for container in (*pod.spec.init_containers, *pod.spec.containers):
-            out[container.name] = tuple(
+            mounts_ = tuple(
                 self._image_mount(m, by_name[m.name]) if by_name[m.name].source_type == "image"
-                else self._mount(m, paths[m.name], by_name[m.name].source_type)
+                else self._mount(m, paths[m.name], by_name[m.name].source_type,
+                                 bound.get(m.name))
                 for m in container.volume_mounts
             )
+            # makeBlockVolumes: each device read-only when its claim is.
+            devices = tuple(
+                runtime.Mount(container_path=d.device_path, host_path=str(paths[d.name]),
+                              readonly=bound[d.name].read_only, volume=d.name,
+                              block_device=True)
+                for d in container.volume_devices)
+            out[container.name] = mounts_ + devices
         return out
 
     def _image_mount(self, mount: pods.VolumeMount, volume: pods.Volume) -> runtime.Mount:
@@ -275,11 +429,14 @@ class VolumeManager:
                              volume=mount.name, image=reference, image_pull_policy=policy,
                              image_sub_path=mount.sub_path)
 
-    def _mount(self, mount: pods.VolumeMount, base: Path, source_type: str) -> runtime.Mount:
+    def _mount(self, mount: pods.VolumeMount, base: Path, source_type: str,
+               pv: claims.PersistentVolume | None) -> runtime.Mount:
         """The whole volume; a subPath mount too, until `expand_sub_paths` binds the path
         when the container is created."""
-        # The kubelet always mounts the volumes whose files it writes read-only.
-        read_only = mount.read_only or source_type in vol.CONTENT_TYPES
+        # The kubelet always mounts the volumes whose files it writes read-only, and a
+        # read-only claim's (its mounter's ReadOnly attribute).
+        read_only = mount.read_only or source_type in vol.CONTENT_TYPES or \
+            (pv is not None and pv.read_only)
         if mount.sub_path:
             try:
                 vol.check_sub_path(mount.sub_path)
@@ -296,7 +453,9 @@ class VolumeManager:
         """Unmount and remove the pod's subPath binds, then every volume directory of the pod;
         idempotent. Call it once the pod's containers and sandbox are gone (hostPath contents
         are never touched)."""
-        for directory in (self._root / pod_uid / SUB_PATHS_DIR, self.volumes_dir(pod_uid)):
+        self._bound.pop(pod_uid, None)
+        for directory in (self._root / pod_uid / SUB_PATHS_DIR, self.volumes_dir(pod_uid),
+                          self._root / pod_uid / DEVICES_DIR):
             if await asyncio.to_thread(directory.exists):
                 await self._unmount_all(directory)
                 # rmtree does not follow symlinks, so `..data` links and hostPaths are safe.
@@ -338,6 +497,33 @@ def _set_ownership(directory: Path, fs_group: int, read_only: bool) -> None:
                 continue  # the `..data` links: chmod would follow them
             os.chmod(name, vol.owned_mode(info.st_mode & 0o7777, is_dir=stat.S_ISDIR(info.st_mode),
                                           read_only=read_only))
+
+
+def _own_tree(directory: Path, fs_group: int, policy: str) -> None:
+    """SetVolumeOwnership of a writable PV: the whole tree with Always; with OnRootMismatch
+    only when the root's group or bits say the tree is not the fsGroup's yet."""
+    if policy == "OnRootMismatch":
+        info = os.stat(directory)
+        if not vol.needs_ownership(stat.S_IMODE(info.st_mode), info.st_gid, fs_group,
+                                   is_dir=True, read_only=False):
+            return
+    _set_ownership(directory, fs_group, read_only=False)
+
+
+def _link_device(device: str, link: Path) -> None:
+    """Link `link` to the block device `device` (replacing an older link)."""
+    try:
+        info = os.stat(device)
+    except OSError as exc:
+        raise vol.SourceError(f"block device {device}: {exc.strerror or exc}") from exc
+    if not stat.S_ISBLK(info.st_mode):
+        raise vol.SourceError(f"{device} is not a block device: a Block PV's path must be one")
+    link.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+    if os.path.islink(link) and os.readlink(link) == device:
+        return
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(device, link)
 
 
 def _make_dir(directory: Path) -> bool:
