@@ -97,7 +97,7 @@ def _mounts_under(path: Path) -> list[str]:
         return [line.split()[4] for line in info if line.split()[4].startswith(str(path))]
 
 
-async def test_a_local_pv_is_bind_mounted_for_its_pod_and_unmounted_when_it_goes(
+async def test_a_local_pv_is_mounted_for_its_pod_and_unmounted_when_it_goes_across_a_restart(
         join: Any, admin: AdminClient, namespace: str) -> None:
     with _host_dir() as data:
         (data / "before").write_text("kept\n")
@@ -124,7 +124,12 @@ async def test_a_local_pv_is_bind_mounted_for_its_pod_and_unmounted_when_it_goes
             assert str(target) in _mounts_under(harness.root)
             info = os.stat(data)
             assert info.st_gid == 2345 and info.st_mode & 0o2070 == 0o2070
+            # nodelet stops with the volume mounted, the pod is deleted meanwhile: started
+            # again, it finds the mount on disk and takes it down with the pod.
+            await harness.stop(terminate_pods=False)
+            assert str(target) in _mounts_under(harness.root)
             await admin.delete(pod_path(namespace, "writer"))
+            await harness.start()
             await eventually(lambda: admin.get(pod_path(namespace, "writer")), within=60,
                              until=lambda p: p is None, what="the writer pod gone")
             assert _mounts_under(harness.root / "data" / "pods" / uid) == []
