@@ -86,12 +86,25 @@ build_metrics_server() {  # its own module and version: build/kube/metrics-serve
   mv "$dir/metrics-server.tmp" "$dir/metrics-server"
 }
 
+build_local_path_provisioner() {  # its own module and version, as metrics-server
+  local dir="$here/../build/kube/local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION"
+  [ -x "$dir/local-path-provisioner" ] && return 0
+  echo "building local-path-provisioner $LOCAL_PATH_PROVISIONER_VERSION"
+  mkdir -p "$dir"
+  # Its scripts/build's ldflags: main.VERSION, static (CGO_ENABLED=0 above).
+  (cd "$here/local-path-provisioner" && go build -o "$dir/local-path-provisioner.tmp" \
+    -ldflags "-s -w -X main.VERSION=$LOCAL_PATH_PROVISIONER_VERSION" \
+    github.com/rancher/local-path-provisioner)
+  mv "$dir/local-path-provisioner.tmp" "$dir/local-path-provisioner"
+}
+
 programs=("$@")
-[ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy metrics-server)
+[ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy metrics-server local-path-provisioner)
 for p in "${programs[@]}"; do
   case $p in
     etcd) build_etcd ;;
     metrics-server) build_metrics_server ;;
+    local-path-provisioner) build_local_path_provisioner ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubectl|kubelet)
       build_kube "$p" "k8s.io/kubernetes/cmd/$p" ;;
     kubelet-cover) build_kubelet_cover ;;

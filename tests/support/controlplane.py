@@ -97,6 +97,8 @@ CONTROLLERS = (
     "statefulset-controller",
 )
 TOKEN_GROUP = "system:bootstrappers:nodelet:default-node-token"
+# `make cluster`: where the default StorageClass's volumes go, under the cluster's directory.
+LOCAL_PATH = "local-path"
 # kube-proxy owns fixed chain names (KUBE-SERVICES...) in the host's network namespace: one may
 # run per host at a time, whatever control plane it serves. Held (flock) while one runs; a
 # second waits for it, up to PROXY_LOCK_WITHIN seconds.
@@ -913,6 +915,27 @@ def _pod_cidr(args: argparse.Namespace) -> str:
     return cni.default_pod_cidr(args.dir / "node")
 
 
+def _local_path(args: argparse.Namespace, plane: ControlPlane) -> Path:
+    """The default StorageClass `standard`, as kind's: local-path-provisioner (support/
+    localpath.py) imported into the node's containerd, its volumes under <dir>/local-path
+    (removed at the end, `_remove_volumes`); the directory."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from nodelet import settings
+    from nodelet.adapters import containerd
+    from support import localpath
+
+    volumes = args.dir / LOCAL_PATH
+    ctr = containerd.find_programs(settings.RuntimeSettings()).ctr
+    socket = containerd.ContainerdPaths.of(args.dir / "node").socket
+    asyncio.run(localpath.deploy(plane, path=volumes, socket=socket, ctr=ctr))
+    return volumes
+
+
+def _remove_volumes(args: argparse.Namespace) -> None:
+    """The provisioned volumes' directories: the node, and its pods, are gone (`_reset`)."""
+    shutil.rmtree(args.dir / LOCAL_PATH, ignore_errors=True)
+
+
 def _serve(plane: ControlPlane, node: Component | None,
            proxy: KubeProxy | None = None) -> list[str]:
     """Until SIGINT/SIGTERM or a component's exit; the names of components that exited."""
@@ -1004,13 +1027,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         check=lambda: _node_ready(plane, args.node_name))
             proxy = plane.kube_proxy(args.node_name, [_pod_cidr(args)])
             proxy.start()
+            storage = time.monotonic()
+            volumes = _local_path(args, plane)
             print(f"nodelet node {args.node_name} Ready (log: {node.log}), kube-proxy beside "
-                  f"it (log: {proxy.component.log}); try:\n"
+                  f"it (log: {proxy.component.log}); the default StorageClass `standard` "
+                  f"(local-path-provisioner, rolled out in {time.monotonic() - storage:.1f} s; "
+                  f"volumes in {volumes}); try:\n"
                   f"  export KUBECONFIG={plane.admin_kubeconfig}\n"
                   f"  {binary('kubectl')} get nodes", flush=True)
         (args.dir / "ready").touch()
         dead = _serve(plane, node, proxy)
-    except ControlPlaneError as e:
+    except (ControlPlaneError, RuntimeError) as e:
         print(e, file=sys.stderr)
         dead = ["the cluster"]
     finally:
@@ -1020,6 +1047,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if node is not None:
             node.stop()
             _reset(args)
+            _remove_volumes(args)
         plane.stop(keep=True)
         (args.dir / "ready").unlink(missing_ok=True)
         (args.dir / "supervisor.pid").unlink(missing_ok=True)
