@@ -111,7 +111,8 @@ def test_volume_modes_and_the_kubelets_failure_words() -> None:
     with pytest.raises(claims.ClaimError, match="volume disk has volumeMode Filesystem, but is "
                                                 "specified in volumeDevices"):
         claims.check_mode("disk", "Filesystem", mounted=False, device=True)
-    assert claims.failure_message({"b": "error processing PVC ns/b: PVC is not bound",
-                                   "a": "x"}) == (
-        "Unable to attach or mount volumes: unmounted volumes=[a b], unattached volumes=[], "
-        "failed to process volumes=[a b]: x; error processing PVC ns/b: PVC is not bound")
+    assert claims.failure_message({"token", "a", "b"}, {
+        "b": "error processing PVC ns/b: PVC is not bound", "a": "x"}) == (
+        "Unable to attach or mount volumes: unmounted volumes=[a b token], unattached "
+        "volumes=[], failed to process volumes=[a b]: x; error processing PVC ns/b: PVC is "
+        "not bound")

@@ -18,7 +18,7 @@ Exceptions::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -148,12 +148,13 @@ def check_node(pv: PersistentVolume, labels: Mapping[str, str], node_name: str) 
         raise ClaimError("no matching NodeSelectorTerms", processing=False)
 
 
-def failure_message(failed: Mapping[str, str]) -> str:
+def failure_message(unmounted: Set[str], failed: Mapping[str, str]) -> str:
     """The kubelet's FailedMount text when claims could not be processed (volume name ->
-    error): WaitForAttachAndMount's error as syncPod's event words it."""
+    error), with the volumes the containers use that are not set up yet (`unmounted`, the
+    failed ones among them): WaitForAttachAndMount's error as syncPod's event words it."""
     names = " ".join(sorted(failed))
-    return (f"Unable to attach or mount volumes: unmounted volumes=[{names}], "
-            f"unattached volumes=[], failed to process volumes=[{names}]: "
+    return (f"Unable to attach or mount volumes: unmounted volumes=[{' '.join(sorted(unmounted))}]"
+            f", unattached volumes=[], failed to process volumes=[{names}]: "
             + "; ".join(failed[name] for name in sorted(failed)))
 
 

@@ -141,6 +141,9 @@ class VolumeManager:
         # (the kubelet's desired state keeps them too): a sync reads the API only for a
         # claim not in use yet. Forgotten at cleanup.
         self._bound: dict[pods.PodUID, dict[str, claims.PersistentVolume]] = {}
+        # The volumes of each pod set up by an earlier sync (for the kubelet's "unmounted
+        # volumes" list). Forgotten at cleanup.
+        self._ready: dict[pods.PodUID, set[str]] = {}
         self._node_name = node_name
         self._timeout = command_timeout
         self._on_refresh_error = on_refresh_error or _log_refresh_error
@@ -177,9 +180,11 @@ class VolumeManager:
             pod=pod, node_name=self._node_name, pod_ip=pod_ip, host_ip=host_ip,
             node_cpu_milli=(os.cpu_count() or 1) * 1000, node_memory=_node_memory(),
         )
-        bound = await self._resolve_claims(pod)
+        bound, failed = await self._resolve_claims(pod)
         paths: dict[str, Path] = {}
         for volume in pod.spec.volumes:
+            if volume.name in failed:
+                continue
             pv = bound.get(volume.name)
             # The kubelet names a PV-backed volume by its PV in these messages.
             name = pv.name if pv is not None else volume.name
@@ -193,13 +198,25 @@ class VolumeManager:
             except OSError as exc:
                 raise VolumeError(name, str(exc)) from exc
         self._bound[pod.uid] = bound
+        before = self._ready.get(pod.uid, set())
+        self._ready[pod.uid] = before | set(paths)
+        if failed:
+            # The other volumes are set up meanwhile, as the kubelet's reconciler mounts
+            # them: the volumes named unmounted are those not set up before this sync.
+            mounted, devices = claims.used_names(pod)
+            unmounted = ((mounted | devices) - before) | set(failed)
+            first = min(failed)
+            raise VolumeError(first, failed[first],
+                              event=claims.failure_message(unmounted, failed))
         return self._container_mounts(pod, paths, bound)
 
     # -- claims ---------------------------------------------------------------------------
 
-    async def _resolve_claims(self, pod: pods.Pod) -> dict[str, claims.PersistentVolume]:
-        """The PV of each claim volume; raises VolumeError with the kubelet's words for every
-        claim that cannot be used yet (not bound, being deleted, not the pod's...)."""
+    async def _resolve_claims(
+        self, pod: pods.Pod
+    ) -> tuple[dict[str, claims.PersistentVolume], dict[str, str]]:
+        """The PV of each claim volume, and the kubelet's error for each claim that cannot be
+        used yet (not bound, being deleted, not the pod's...), by volume name."""
         known = self._bound.get(pod.uid, {})
         mounted, devices = claims.used_names(pod)
         out: dict[str, claims.PersistentVolume] = {}
@@ -216,10 +233,7 @@ class VolumeManager:
             except claims.ClaimError as exc:
                 failed[volume.name] = (f"error processing PVC {pod.namespace}/{claim.name}: "
                                        f"{exc.message}" if exc.processing else exc.message)
-        if failed:
-            first = min(failed)
-            raise VolumeError(first, failed[first], event=claims.failure_message(failed))
-        return out
+        return out, failed
 
     async def _resolve(self, pod: pods.Pod, claim: claims.Claim, mounted: set[str],
                        devices: set[str]) -> claims.PersistentVolume:
@@ -454,6 +468,7 @@ class VolumeManager:
         idempotent. Call it once the pod's containers and sandbox are gone (hostPath contents
         are never touched)."""
         self._bound.pop(pod_uid, None)
+        self._ready.pop(pod_uid, None)
         for directory in (self._root / pod_uid / SUB_PATHS_DIR, self.volumes_dir(pod_uid),
                           self._root / pod_uid / DEVICES_DIR):
             if await asyncio.to_thread(directory.exists):
