@@ -32,7 +32,8 @@ def _claims(namespace: str, name: str = "") -> str:
 
 
 def _pv(name: str, source: dict[str, Any], *, node: str = NODE, mode: str = "Filesystem",
-        claim: tuple[str, str] | None = None, storage_class: str = "") -> dict[str, Any]:
+        claim: tuple[str, str] | None = None, storage_class: str = "",
+        gid: int | None = None) -> dict[str, Any]:
     """A 1Gi PV for one claim (pre-bound with `claim`: namespace, name), on `node`."""
     spec: dict[str, Any] = {
         "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
@@ -43,8 +44,10 @@ def _pv(name: str, source: dict[str, Any], *, node: str = NODE, mode: str = "Fil
     }
     if claim is not None:
         spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
-    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
-            "spec": spec}
+    meta: dict[str, Any] = {"name": name}
+    if gid is not None:  # a group every container of a pod using it gets
+        meta["annotations"] = {"pv.beta.kubernetes.io/gid": str(gid)}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": meta, "spec": spec}
 
 
 def _pvc(name: str, *, volume: str = "", mode: str = "Filesystem",
@@ -103,10 +106,10 @@ async def test_a_local_pv_is_mounted_for_its_pod_and_unmounted_when_it_goes_acro
         (data / "before").write_text("kept\n")
         pv = f"local-{namespace}"
         async with join(NODE) as harness, _volumes(admin, _pv(
-                pv, {"local": {"path": str(data)}}, claim=(namespace, "data"))):
+                pv, {"local": {"path": str(data)}}, claim=(namespace, "data"), gid=3456)):
             await admin.create(_claims(namespace), _pvc("data", volume=pv))
             writer = pod("writer", node=NODE, command="cat /data/before && echo hi > "
-                          "/data/written && ls -ln /data/written && sleep 1000000",
+                          "/data/written && id -G > /data/groups && sleep 1000000",
                           securityContext={"fsGroup": 2345,
                                            "fsGroupChangePolicy": "OnRootMismatch"},
                           volumes=[{"name": "store",
@@ -117,6 +120,10 @@ async def test_a_local_pv_is_mounted_for_its_pod_and_unmounted_when_it_goes_acro
             running = await _phase(admin, namespace, "writer", "Running")
             uid = running["metadata"]["uid"]
             assert (data / "written").read_text() == "hi\n"
+            # The fsGroup, then the PV's group (its gid annotation).
+            groups = (await eventually(lambda: (data / "groups").read_text(), within=30,
+                                       ignoring=(FileNotFoundError,), what="id -G")).split()
+            assert groups[-2:] == ["2345", "3456"], groups
             # The kubelet's layout: the PV's path bound onto the pod's directory for the PV,
             # owned by the fsGroup (setgid, group-writable).
             target = harness.root / "data" / "pods" / uid / "volumes" / \

@@ -292,7 +292,9 @@ def _volume_rows() -> tuple[Field, ...]:
                                  "not bound or being deleted; its PV a `hostPath` (used in "
                                  "place) or a `local` one (node affinity checked, bind-mounted "
                                  "under the pod, fsGroup with fsGroupChangePolicy), "
-                                 "`volumeMode: Block` in volumeDevices; readOnly honoured",
+                                 "`volumeMode: Block` in volumeDevices; readOnly honoured; "
+                                 "a PV's `pv.beta.kubernetes.io/gid` is a group of every "
+                                 "container",
         "ephemeral": "a generic ephemeral volume: the claim `<pod>-<volume>` that the "
                      "controller-manager makes, owned by the pod, then used as a "
                      "persistentVolumeClaim",

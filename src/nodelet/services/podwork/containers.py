@@ -121,10 +121,12 @@ class ContainerRunner:
         pod_ip: str,
         state: runtime.PodRuntime | None = None,
         image_volumes: ImagePulls | None = None,
+        volume_groups: tuple[int, ...] = (),
     ) -> float | None:
         """Start one instance; None when started, else seconds until an image retry.
         `state`: the pod's runtime state, where an ephemeral container finds its target;
-        `image_volumes`: the pod's image volumes as `pull_image_volumes` made them present."""
+        `image_volumes`: the pod's image volumes as `pull_image_volumes` made them present;
+        `volume_groups`: the groups its PVs ask for (`VolumeManager.extra_groups`)."""
         # The image volumes first, as the kubelet fails a start on them before it looks at
         # the container's own image.
         pulled = self._image_volumes(pod, container, mounts, waiting, image_volumes or {})
@@ -137,6 +139,9 @@ class ContainerRunner:
         # The security check first: it has no side effects, the subPath bind mounts do.
         context = self._security_context(pod, container, image, waiting,
                                          sandbox_config.security.namespaces.user)
+        if volume_groups:  # after the pod's own groups, as the kubelet appends them
+            context = dataclasses.replace(context, supplemental_groups=(
+                *context.supplemental_groups, *volume_groups))
         if container.target_container_name and state is not None:
             try:
                 context = dataclasses.replace(context, namespaces=podactions.target_namespaces(

@@ -899,6 +899,7 @@ class PodSyncer:
                                                     run.work),
                 waiting=run.work.waiting, pod_ip=run.pod_ip, state=run.state,
                 image_volumes=run.image_volumes,
+                volume_groups=self._volumes.extra_groups(pod),
             )
         except containers.ContainerError as exc:
             run.errors.append(str(exc))

@@ -210,6 +210,14 @@ class VolumeManager:
                               event=claims.failure_message(unmounted, failed))
         return self._container_mounts(pod, paths, bound)
 
+    def extra_groups(self, pod: pods.Pod) -> tuple[int, ...]:
+        """The groups the pod's PVs ask for (their pv.beta.kubernetes.io/gid annotation),
+        which every container gets besides the pod's own, as the kubelet's
+        GetExtraSupplementalGroupsForPod: each once, none the pod lists already."""
+        own = set(pod.spec.security_context.supplemental_groups)
+        gids = {pv.gid for pv in self._bound.get(pod.uid, {}).values() if pv.gid is not None}
+        return tuple(sorted(gids - own))
+
     # -- claims ---------------------------------------------------------------------------
 
     async def _resolve_claims(
