@@ -1,8 +1,8 @@
 """A pod from the API that nodelet refuses says so in the API, as the kubelet's admission
 refusals do (rejectPod): `Failed` with the reason and the message, and a Warning event — read
 with the real kubectl (`kubectl describe pod`) — rather than `Pending` for ever with the reason
-only in the node's log. The pod here has a persistentVolumeClaim volume, which nodelet cannot
-read into its pod model at all; a pod beside it that nodelet runs keeps running.
+only in the node's log. The pod here has an nfs volume, which nodelet cannot read into its pod
+model at all; a pod beside it that nodelet runs keeps running.
 """
 
 from __future__ import annotations
@@ -19,18 +19,17 @@ pytestmark = pytest.mark.runtime
 
 NODE = "refusing-node"
 REASON = "UnsupportedPodSpec"
-WHY = 'spec.volumes[0].persistentVolumeClaim: unsupported volume type "persistentVolumeClaim"'
+WHY = 'spec.volumes[0].nfs: unsupported volume type "nfs"'
 
 
 def phase(found: dict[str, Any] | None) -> str:
     return str((found or {}).get("status", {}).get("phase", ""))
 
 
-def claim_pod() -> dict[str, Any]:
-    """A pod with a claim, bound by `nodeName`: the scheduler would wait for the claim to be
-    bound, the API server accepts it as it is."""
-    spec = pod("claim", node=NODE, scheduler=False, volumes=[
-        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
+def nfs_pod() -> dict[str, Any]:
+    """A pod with an nfs volume, bound by `nodeName` (the API server accepts it as it is)."""
+    spec = pod("shared", node=NODE, scheduler=False, volumes=[
+        {"name": "data", "nfs": {"server": "files.invalid", "path": "/data"}}])
     spec["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
     return spec
 
@@ -43,9 +42,9 @@ async def test_a_pod_nodelet_cannot_run_is_failed_with_the_reason_in_kubectl_des
                          until=lambda p: phase(p) == "Running", seen=phase,
                          what="the pod nodelet runs Running")
         code, _, err = await control_plane.kubectl(
-            "create", "-n", namespace, "-f", "-", stdin=json.dumps(claim_pod()).encode())
+            "create", "-n", namespace, "-f", "-", stdin=json.dumps(nfs_pod()).encode())
         assert code == 0, err.decode()
-        found = await eventually(lambda: admin.get(pod_path(namespace, "claim")), within=20,
+        found = await eventually(lambda: admin.get(pod_path(namespace, "shared")), within=20,
                                  until=lambda p: phase(p) == "Failed", seen=phase,
                                  what="the refused pod Failed in the API")
         status = found["status"]
@@ -56,7 +55,7 @@ async def test_a_pod_nodelet_cannot_run_is_failed_with_the_reason_in_kubectl_des
         assert {c["type"] for c in status.get("conditions") or ()} <= {"PodScheduled"}
 
         async def describe() -> str:
-            code, out, err = await control_plane.kubectl("describe", "pod", "claim", "-n",
+            code, out, err = await control_plane.kubectl("describe", "pod", "shared", "-n",
                                                          namespace)
             assert code == 0, err.decode()
             return out.decode()
