@@ -12,9 +12,12 @@ GEN := src/nodelet/adapters/cri/gen
 EVENTS_DIR := src/nodelet/adapters/events
 EVENTS_PROTO := $(EVENTS_DIR)/events.proto $(EVENTS_DIR)/payloads.proto
 EVENTS_GEN := $(EVENTS_DIR)/gen
+CSI_DIR := src/nodelet/adapters/csi
+CSI_PROTO := $(CSI_DIR)/csi.proto $(CSI_DIR)/pluginregistration.proto
+CSI_GEN := $(CSI_DIR)/gen
 IMAGES := images/out
 
-.PHONY: setup run test test-system-runtime lint unit apt venv proto images runtime kube conformance conformance-node clean
+.PHONY: setup run test test-system-runtime lint unit apt venv proto images runtime kube conformance conformance-node conformance-storage clean
 
 setup: apt venv proto images runtime
 
@@ -33,8 +36,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,lint,gen]'
 	touch $@
 
-# CRI and containerd-events messages and stubs, generated from our own .proto subsets.
-proto: $(GEN)/.generated $(EVENTS_GEN)/.generated
+# CRI, containerd-events, CSI and plugin-registration messages and stubs, generated from our
+# own .proto subsets.
+proto: $(GEN)/.generated $(EVENTS_GEN)/.generated $(CSI_GEN)/.generated
 $(GEN)/.generated: $(PROTO) $(VENV)/.installed
 	mkdir -p $(GEN)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I src/nodelet/adapters/cri --python_out=$(GEN) \
@@ -47,6 +51,14 @@ $(EVENTS_GEN)/.generated: $(EVENTS_PROTO) $(VENV)/.installed
 	  --grpc_python_out=$(EVENTS_GEN) --mypy_out=$(EVENTS_GEN) --mypy_grpc_out=$(EVENTS_GEN) $(EVENTS_PROTO)
 	sed -i 's/^import events_pb2/from . import events_pb2/' $(EVENTS_GEN)/events_pb2_grpc.py $(EVENTS_GEN)/events_pb2_grpc.pyi
 	touch $(EVENTS_GEN)/__init__.py $@
+
+$(CSI_GEN)/.generated: $(CSI_PROTO) $(VENV)/.installed
+	mkdir -p $(CSI_GEN)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I $(CSI_DIR) --python_out=$(CSI_GEN) \
+	  --grpc_python_out=$(CSI_GEN) --mypy_out=$(CSI_GEN) --mypy_grpc_out=$(CSI_GEN) $(CSI_PROTO)
+	sed -i -E 's/^import (csi|pluginregistration)_pb2/from . import \1_pb2/' \
+	  $(CSI_GEN)/*_pb2_grpc.py $(CSI_GEN)/*_pb2_grpc.pyi
+	touch $(CSI_GEN)/__init__.py $@
 
 # Local OCI image archives (pause + busybox); nodelet imports them into containerd when missing.
 images: $(IMAGES)/pause.tar $(IMAGES)/busybox.tar
@@ -85,6 +97,15 @@ conformance: setup
 conformance-node: setup
 	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet $(E2E_PROGRAMS) e2e_node.test
 	$(PY) tests/conformance/run_node.py $(CONFORMANCE_NODE_ARGS)
+
+# Kubernetes' own storage tests (e2e.test [sig-storage]: the in-tree local and hostPath
+# drivers, PersistentVolumes-local, Ephemeralstorage, PV/PVC protection; no [Serial],
+# [Disruptive], [Flaky], [Slow], [Feature:*]) on nodelet, then on the real kubelet, each the
+# only node of a fresh control plane (tests/conformance/run_storage.py); writes
+# docs/conformance-storage.md with a column for each. Needs root. Not part of `make test`.
+conformance-storage: setup
+	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet $(E2E_PROGRAMS)
+	$(PY) tests/conformance/run_storage.py $(CONFORMANCE_STORAGE_ARGS)
 
 # A local cluster: the control plane from `make kube`'s binaries and a nodelet node joined to
 # it by a bootstrap token, in the background; prints the admin kubeconfig (docs/cluster.md).
@@ -125,4 +146,4 @@ test-system-runtime: setup
 	NODELET_TEST_RUNTIME=system $(VENV)/bin/pytest -q $(RUNTIME_FACING)
 
 clean:
-	rm -rf $(GEN) $(EVENTS_GEN) $(IMAGES) $(VENV)
+	rm -rf $(GEN) $(EVENTS_GEN) $(CSI_GEN) $(IMAGES) $(VENV)

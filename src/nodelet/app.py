@@ -49,7 +49,8 @@ from nodelet.services.nodehealth import containergc, imagegc, logrotation
 from nodelet.services.nodehealth import eviction as evicting
 from nodelet.services.nodehealth import qoscgroups as qos_service
 from nodelet.services.pleg import relisting, runtimeevents
-from nodelet.services.podwork import probing, syncing, volumes, workers
+from nodelet.services.plugins import csidrivers, registration
+from nodelet.services.podwork import csivolumes, probing, syncing, volumes, workers
 from nodelet.services.serving import metrics, nodeserving, preflight, probemetrics
 from nodelet.services.sources import manifestwatching, sources
 from nodelet.services.status import checkpointing, recording, statuses
@@ -183,8 +184,16 @@ class Agent:
         self.qos = self._qos_cgroups()
         self.relister = relisting.Relister(client=self._client, on_change=self._runtime_changed)
         self.metrics.watch_runtime(self.relister.pod)
+        # CSI drivers register through the plugin registry; their volumes go through them.
+        self.csi_drivers = csidrivers.CsiDrivers(on_change=self._csi_drivers_changed)
+        self._group.spawn("plugin-watcher", registration.PluginWatcher(
+            directory=s.data_dir / "plugins_registry",
+            handlers={registration.CSI_PLUGIN: self.csi_drivers}).run())
         self.volumes = volumes.VolumeManager(
             root=s.data_dir / "pods", node_name=s.node_name,
+            csi=csivolumes.CsiVolumes(drivers=self.csi_drivers, api=_ClusterClaims(self),
+                                      plugins_dir=s.data_dir / "plugins",
+                                      pods_dir=s.data_dir / "pods", node_name=s.node_name),
             sources=volumes.ApiSources(lookup=self._lookup_object, synced=self._object_listed,
                                        tokens=self._service_account_token,
                                        claims=_ClusterClaims(self)),
@@ -401,10 +410,12 @@ class Agent:
             node=cluster.NodeIdentity(name=s.node_name, host_ip=self._host_ip,
                                       pod_cidrs=s.runtime.pod_cidrs, spec=self.node_spec),
             views=nodestatus.NodeViews(runtime=self._client, pressure=self.eviction.conditions,
-                                       images=self._client.list_images),
+                                       images=self._client.list_images,
+                                       volumes_in_use=self.volumes.volumes_in_use),
             listeners=cluster.Listeners(on_pods=self._on_api_pods, on_objects=self._wake_readers,
                                         on_token_due=lambda uid: self.workers.wake(uid)),
         )
+        await self.cluster.csi_drivers_changed(self.csi_drivers.drivers())  # registered so far
         self.syncer.join_cluster(self.cluster)
         self.cluster.set_static_pods(self._static_pods)  # read before: their mirror pods
         self._track_readers()  # and the objects they read
@@ -657,6 +668,10 @@ class Agent:
                 return found
         return self._objects.get((kind, namespace, name))
 
+    async def _csi_drivers_changed(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.csi_drivers_changed(self.csi_drivers.drivers())
+
     def _gone(self, uid: pods.PodUID) -> None:
         self.statuses.forget(uid)
         self.probe_metrics.forget(uid)
@@ -753,6 +768,12 @@ class _ClusterClaims:
 
     async def volume(self, name: str) -> apijson.JSON:
         return await self._cluster().volume(name)
+
+    async def csi_driver(self, name: str) -> apijson.JSON | None:
+        return await self._cluster().csi_driver(name)
+
+    async def volume_attachment(self, name: str) -> apijson.JSON | None:
+        return await self._cluster().volume_attachment(name)
 
     def _cluster(self) -> cluster.ClusterMode:
         if self._app.cluster is None:

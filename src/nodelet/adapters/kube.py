@@ -139,6 +139,11 @@ def core_path(plural: str, namespace: str = "", name: str = "") -> str:
     return _path("/api/v1", plural, namespace, name)
 
 
+def group_path(group_version: str, plural: str, namespace: str = "", name: str = "") -> str:
+    """The path of an object (or collection) of an API group (`storage.k8s.io/v1`)."""
+    return _path(f"/apis/{group_version}", plural, namespace, name)
+
+
 def _path(prefix: str, plural: str, namespace: str, name: str = "", sub: str = "") -> str:
     path = f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
     if name:

@@ -14,7 +14,9 @@ and tokens, the server):
   its lease);
 - `serving`: what the node serves and shows (the node server, metrics, progress, logs,
   preflight checks);
-- `analysis`: the read-only analysis of a live cluster or a dump.
+- `analysis`: the read-only analysis of a live cluster or a dump;
+- `plugins`: plugins that register through the plugin registry (CSI drivers), as the
+  kubelet's pluginmanager.
 
 The jobs' independence is kept by the import-linter contracts in pyproject.toml.
 """

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nodelet.helpers import errors
-from nodelet.model.core import affinity, apijson, pods
+from nodelet.model.core import affinity, apijson, csi, pods
 
 CLAIM_TYPES = frozenset({"persistentVolumeClaim", "ephemeral"})
 # The kubelet's in-tree plugin directory names under <pod dir>/volumes and volumeDevices.
@@ -70,6 +70,7 @@ class PersistentVolume:
     node_terms: tuple[affinity.Term, ...] = ()
     gid: int | None = None
     mount_options: tuple[str, ...] = ()
+    csi: csi.CsiSource | None = None  # a CSI PV's source
 
 
 def claim_of(pod: pods.Pod, volume: pods.Volume) -> Claim | None:
@@ -128,6 +129,7 @@ def persistent_volume(pv: apijson.JSON, claim_uid: str, *, read_only: bool) -> P
         volume_mode=mode, read_only=read_only, node_terms=_node_terms(spec),
         gid=_gid(apijson.obj(meta.get("annotations")).get(GID_ANNOTATION)),
         mount_options=tuple(str(o) for o in spec.get("mountOptions") or ()),
+        csi=csi.csi_source(spec) if source_type == "csi" else None,
     )
 
 
@@ -140,6 +142,14 @@ def check_mode(volume: str, mode: VolumeMode, *, mounted: bool, device: bool) ->
     if device and mode != "Block":
         raise ClaimError(f"volume {volume} has volumeMode {mode}, but is specified in "
                          "volumeDevices", processing=False)
+
+
+def unique_name(pv: PersistentVolume) -> str:
+    """The kubelet's unique volume name of an attachable PV (`kubernetes.io/csi/<driver>^
+    <handle>`), as `node.status.volumesInUse` lists it; "" for the others."""
+    if pv.csi is None:
+        return ""
+    return f"{csi.PLUGIN_NAME}/{pv.csi.driver}^{pv.csi.volume_handle}"
 
 
 def check_node(pv: PersistentVolume, labels: Mapping[str, str], node_name: str) -> None:

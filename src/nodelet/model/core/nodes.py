@@ -104,12 +104,22 @@ def node_labels(spec: NodeSpec) -> dict[str, str]:
     }
 
 
+# The kubelet's annotation that leaves attaching and detaching the node's volumes to the
+# attach/detach controller (its default, enableControllerAttachDetach).
+CONTROLLER_ATTACH_DETACH = "volumes.kubernetes.io/controller-managed-attach-detach"
+
+
+def node_metadata(spec: NodeSpec) -> apijson.Obj:
+    """The Node's labels and the annotations the kubelet sets at registration."""
+    return {"labels": node_labels(spec), "annotations": {CONTROLLER_ATTACH_DETACH: "true"}}
+
+
 def node_object(spec: NodeSpec) -> apijson.Obj:
     """The Node to create."""
     node: apijson.Obj = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": spec.name, "labels": node_labels(spec)},
+        "metadata": {"name": spec.name, **node_metadata(spec)},
         "spec": {},
     }
     if spec.pod_cidrs:
@@ -178,6 +188,7 @@ def node_status(
     pressure: frozenset[str] = frozenset(),
     images: Sequence[apijson.Obj] | None = None,
     features: rt.RuntimeStatus | None = None,
+    volumes_in_use: Sequence[str] | None = None,
 ) -> apijson.Obj:
     """The Node status to report. Transition times are kept from `previous` (the API's status)
     for conditions whose status did not change; heartbeats are `now`; `version` None (the
@@ -196,6 +207,8 @@ def node_status(
     }
     if images is not None:
         out["images"] = list(images)
+    if volumes_in_use is not None:  # the kubelet's VolumesInUse setter (an empty list too)
+        out["volumesInUse"] = sorted(volumes_in_use)
     if features is not None:
         # The kubelet's NodeFeatures setter (SupplementalGroupsPolicy is GA).
         out["features"] = {"supplementalGroupsPolicy": features.supplemental_groups_policy}

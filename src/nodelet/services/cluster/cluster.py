@@ -39,7 +39,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
@@ -58,12 +58,16 @@ from nodelet.model.core import (
     runtime,
     statuspatch,
 )
-from nodelet.services.cluster import certificates, leases, nodestatus, tokens
+from nodelet.services.cluster import certificates, csinode, leases, nodestatus, tokens
+from nodelet.services.plugins import csidrivers
 from nodelet.services.sources import apisource, objectwatches, servicewatch
 from nodelet.services.status import eventposting, mirrors, recording, statuses, statussync
 
 log = logging.getLogger(__name__)
 
+
+
+STORAGE = "storage.k8s.io/v1"
 
 
 class ClusterError(Exception):
@@ -158,6 +162,9 @@ class ClusterMode:
         self.objects: objectwatches.ObjectWatches | None = None
         # The Services (None until start()): `service_source()`.
         self.services: servicewatch.ServiceWatch | None = None
+        # The registered CSI drivers, written to the API once the Node is registered.
+        self._csi_drivers: list[csidrivers.Driver] = []
+        self._node_registered = False
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -284,6 +291,8 @@ class ClusterMode:
         """Register the node, and list the pods once, so that the first desired set is known
         before the agent judges orphans (as the manifest dir is read once before)."""
         await self.node.register()
+        self._node_registered = True
+        await self.csi_drivers_changed(self._csi_drivers)
         await self.lease.renew()
         self._group.spawn("pod-watch", self.source.run())
         if self.services is not None:  # not waited for: pods wait in service_env
@@ -371,6 +380,33 @@ class ClusterMode:
     async def volume(self, name: str) -> apijson.JSON:
         """The PersistentVolume `name`, as `claim`."""
         return await self._read("persistentvolumes", "", name)
+
+    async def csi_drivers_changed(self, drivers: Sequence[csidrivers.Driver]) -> None:
+        """The registered CSI drivers changed: the Node's annotation and labels and the
+        CSINode follow (once the Node is registered; kept until then)."""
+        self._csi_drivers = list(drivers)
+        if not self._node_registered or self.node.node is None:
+            return
+        try:
+            await csinode.sync(self.client, node=self.node.node, drivers=self._csi_drivers)
+        except kube.KubeError as exc:
+            log.warning("cannot update the CSI drivers of node %s: %s", self._node_name, exc)
+
+    async def csi_driver(self, name: str) -> apijson.JSON | None:
+        """The CSIDriver `name`, None when there is none (CSI volumes' API reader)."""
+        return await self._optional(kube.group_path(STORAGE, "csidrivers", "", name))
+
+    async def volume_attachment(self, name: str) -> apijson.JSON | None:
+        """The VolumeAttachment `name`, None when there is none."""
+        return await self._optional(kube.group_path(STORAGE, "volumeattachments", "", name))
+
+    async def _optional(self, path: str) -> apijson.JSON | None:
+        try:
+            return await self.client.request("GET", path)
+        except kube.NotFound:
+            return None
+        except kube.KubeError as exc:
+            raise errors.MessageError(str(exc)) from exc
 
     async def _read(self, plural: str, namespace: str, name: str) -> apijson.JSON:
         # Read each time, as the kubelet's populator GETs them (the Node authorizer lets a

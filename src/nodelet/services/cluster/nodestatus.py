@@ -50,6 +50,8 @@ class NodeViews:
     runtime: RuntimeInfo
     pressure: Callable[[], frozenset[str]] = frozenset
     images: Callable[[], Awaitable[Sequence[rt.ImageInfo]]] | None = None
+    # The attachable volumes in use (`status.volumesInUse`; None: not reported).
+    volumes_in_use: Callable[[], list[str]] | None = None
 
 
 class NodeReporter:
@@ -76,6 +78,7 @@ class NodeReporter:
         self._clock = clock
         self._monotonic = monotonic
         self._pressure = views.pressure
+        self._volumes_in_use = views.volumes_in_use
         self.update_period = update_period
         self.report_period = report_period
         self.node: apijson.Obj | None = None
@@ -95,7 +98,7 @@ class NodeReporter:
             log.info("registered node %s", self._spec.name)
         except kube.AlreadyExists:
             self.node = await self._client.patch_node(
-                self._spec.name, {"metadata": {"labels": nodes.node_labels(self._spec)}})
+                self._spec.name, {"metadata": nodes.node_metadata(self._spec)})
             log.info("node %s was registered before; adopted it", self._spec.name)
         self.registered = True
         await self.update(force=True)
@@ -106,7 +109,9 @@ class NodeReporter:
         previous = (self.node or {}).get("status")
         status = nodes.node_status(self._spec, version, ready, previous=previous,
                                    now=self._clock(), pressure=self._pressure(),
-                                   images=await self._node_images(), features=features)
+                                   images=await self._node_images(), features=features,
+                                   volumes_in_use=self._volumes_in_use()
+                                   if self._volumes_in_use is not None else None)
         due = self._monotonic() - self._reported_at >= self.report_period
         if not force and not due and not nodes.status_changed(self._reported, status):
             return False

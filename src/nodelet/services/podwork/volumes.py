@@ -46,6 +46,7 @@ from nodelet.adapters import hostdirs, mounts
 from nodelet.helpers import errors
 from nodelet.model.core import apijson, claims, envvars, pods, runtime, tokens
 from nodelet.model.core import volumes as vol
+from nodelet.services.podwork import csivolumes
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ class VolumeManager:
     volumes that were set up before but cannot be refreshed now (the object or key went
     away, a token could not be renewed): their files are kept, and the pod goes on, as under
     the kubelet; by default this is only logged. `node_labels()` are the Node's labels a
-    PV's node affinity is matched against.
+    PV's node affinity is matched against; `csi` sets up and tears down CSI PVs (None: they
+    fail, as no driver can register).
     """
 
     def __init__(
@@ -130,8 +132,10 @@ class VolumeManager:
         command_timeout: float = 10.0,
         on_refresh_error: Callable[[pods.Pod, VolumeError], None] | None = None,
         node_labels: Callable[[], Mapping[str, str]] = dict,
+        csi: csivolumes.CsiVolumes | None = None,
     ) -> None:
         self._root = root
+        self._csi = csi
         self._lookup = sources.lookup
         self._synced = sources.synced
         self._tokens = sources.tokens
@@ -181,6 +185,8 @@ class VolumeManager:
             node_cpu_milli=(os.cpu_count() or 1) * 1000, node_memory=_node_memory(),
         )
         bound, failed = await self._resolve_claims(pod)
+        # In use from now on (volumesInUse; teardown), also while a volume waits to be set up.
+        self._bound[pod.uid] = bound
         paths: dict[str, Path] = {}
         for volume in pod.spec.volumes:
             if volume.name in failed:
@@ -195,9 +201,10 @@ class VolumeManager:
                     paths[volume.name] = await self._set_up(pod, volume, facts)
             except (vol.SourceError, mounts.MountError) as exc:
                 raise VolumeError(name, exc.message) from exc
+            except csivolumes.Failure as exc:
+                raise VolumeError(name, exc.message, operation=exc.operation) from exc
             except OSError as exc:
                 raise VolumeError(name, str(exc)) from exc
-        self._bound[pod.uid] = bound
         before = self._ready.get(pod.uid, set())
         self._ready[pod.uid] = before | set(paths)
         if failed:
@@ -209,6 +216,13 @@ class VolumeManager:
             raise VolumeError(first, failed[first],
                               event=claims.failure_message(unmounted, failed))
         return self._container_mounts(pod, paths, bound)
+
+    def volumes_in_use(self) -> list[str]:
+        """The attachable volumes the node's pods use, by the kubelet's unique names (for
+        `node.status.volumesInUse`: the attach/detach controller does not detach them)."""
+        names = {claims.unique_name(pv) for bound in self._bound.values()
+                 for pv in bound.values()}
+        return sorted(n for n in names if n)
 
     def extra_groups(self, pod: pods.Pod) -> tuple[int, ...]:
         """The groups the pod's PVs ask for (their pv.beta.kubernetes.io/gid annotation),
@@ -283,9 +297,16 @@ class VolumeManager:
             return Path(pv.path)
         if pv.source_type == "local":
             return await self._mount_local(pod, pv)
+        if pv.source_type == "csi" and self._csi is not None:
+            target, owned_by_node = await self._csi.set_up(pod, pv)
+            fs_group = pod.spec.security_context.fs_group
+            if owned_by_node and fs_group is not None:
+                policy = pod.spec.security_context.fs_group_change_policy or "Always"
+                await asyncio.to_thread(_own_tree, target, fs_group, policy)
+            return target
         raise vol.SourceError(
             f'PV {pv.name} is a "{pv.source_type or "unknown"}" volume: nodelet sets up '
-            "local and hostPath PVs only")
+            "local, hostPath and CSI PVs only")
 
     async def _mount_local(self, pod: pods.Pod, pv: claims.PersistentVolume) -> Path:
         """The local plugin's SetUpAt: the PV's path bind-mounted (read-only for a read-only
@@ -475,6 +496,11 @@ class VolumeManager:
         """Unmount and remove the pod's subPath binds, then every volume directory of the pod;
         idempotent. Call it once the pod's containers and sandbox are gone (hostPath contents
         are never touched)."""
+        if self._csi is not None:  # the driver unpublishes (and unstages) first
+            try:
+                await self._csi.tear_down(pod_uid)
+            except csivolumes.Failure as exc:
+                raise VolumeError(exc.operation, exc.message) from exc
         self._bound.pop(pod_uid, None)
         self._ready.pop(pod_uid, None)
         for directory in (self._root / pod_uid / SUB_PATHS_DIR, self.volumes_dir(pod_uid),

@@ -1,0 +1,234 @@
+"""CSI volumes of a pod, as the kubelet's CSI volume plugin sets them up and tears them down,
+through the registered driver's Node service (`services.plugins.csidrivers`).
+
+Set up (`set_up`, on every sync until done; each step skipped once done):
+1. the driver must be registered (else the kubelet's "driver name X not found in the list of
+   registered CSI drivers", and the pod waits until it registers);
+2. with `CSIDriver.attachRequired` (the default when there is no CSIDriver), the
+   VolumeAttachment `csi-<sha256>` must be attached (the attach/detach controller and the
+   driver's external-attacher do that); its attachment metadata is the publish context;
+3. with STAGE_UNSTAGE_VOLUME, NodeStageVolume once per volume on the node, at
+   `<data>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount`;
+4. NodePublishVolume per pod at `<pod>/volumes/kubernetes.io~csi/<pv>/mount` (the driver
+   makes the directory; its parent is ours), with the pod's facts when `podInfoOnMount`;
+   then the fsGroup, when the CSIDriver's fsGroupPolicy says the node applies it.
+A `vol_data.json` beside each (the kubelet's) records the driver and the volume handle, so
+that teardown needs nothing but the disk: after a restart too.
+
+Tear down (`tear_down`, when the pod's volumes are cleaned up): NodeUnpublishVolume of each
+of the pod's CSI volumes, then NodeUnstageVolume of those no other pod has published.
+
+Exceptions: `Failure` (an operation failed; `.operation` is the kubelet's prefix of the
+FailedMount message, `.message` its error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from nodelet.adapters import mounts
+from nodelet.adapters.csi import client as csi_client
+from nodelet.helpers import errors
+from nodelet.model.core import apijson, claims, csi, pods
+from nodelet.services.plugins import csidrivers
+
+log = logging.getLogger(__name__)
+
+
+class CsiApi(Protocol):
+    """The API objects CSI volumes read. Each raises `helpers.errors.MessageError`."""
+
+    async def csi_driver(self, name: str) -> apijson.JSON | None:
+        """The CSIDriver `name`; None when there is none."""
+
+    async def volume_attachment(self, name: str) -> apijson.JSON | None:
+        """The VolumeAttachment `name`; None when there is none (yet)."""
+
+
+class Failure(Exception):
+    """A CSI operation that failed: the FailedMount message is `<operation> for volume
+    "<pv>" : <message>`."""
+
+    def __init__(self, operation: str, message: str) -> None:
+        super().__init__(f"{operation}: {message}")
+        self.operation = operation
+        self.message = message
+
+
+@dataclass(frozen=True)
+class _Published:
+    target: Path
+    driver: str
+    handle: str
+
+
+class CsiVolumes:
+    """The CSI volumes of this node's pods."""
+
+    def __init__(self, *, drivers: csidrivers.CsiDrivers, api: CsiApi, plugins_dir: Path,
+                 pods_dir: Path, node_name: str) -> None:
+        self._drivers = drivers
+        self._api = api
+        self._plugins = plugins_dir
+        self._pods = pods_dir
+        self._node = node_name
+
+    def target(self, uid: pods.PodUID, pv_name: str) -> Path:
+        return self._pods / uid / "volumes" / csi.POD_PLUGIN_DIR / pv_name / "mount"
+
+    async def set_up(self, pod: pods.Pod, pv: claims.PersistentVolume) -> tuple[Path, bool]:
+        """The pod's published volume (published now if it was not), and whether the node
+        is to give it to the pod's fsGroup now (it was just published, and the CSIDriver's
+        fsGroupPolicy says so); raises Failure."""
+        assert pv.csi is not None
+        source = pv.csi
+        target = self.target(pod.uid, pv.name)
+        if await asyncio.to_thread((target.parent / csi.DATA_FILE).exists):
+            return target, False
+        driver, node = self._driver(source.driver, "MountVolume.MountDevice failed")
+        policy = csi.driver_policy(await self._read(self._api.csi_driver(source.driver)))
+        context = await self._publish_context(source, policy)
+        capability = csi_client.Capability(
+            fs_type=source.fs_type, mount_flags=source.mount_options,
+            access_mode=csi.access_mode(source.access_mode, single_node_multi_writer=(
+                "SINGLE_NODE_MULTI_WRITER" in driver.capabilities)))
+        staging = ""
+        if "STAGE_UNSTAGE_VOLUME" in driver.capabilities:
+            staging = await self._stage(node, source, capability, context)
+        await self._publish(pod, pv, node, target, staging, capability, context, policy)
+        read_only = pv.read_only or source.read_only
+        return target, csi.applies_fs_group(policy, source, read_only=read_only)
+
+    def _driver(self, name: str, operation: str) -> tuple[csidrivers.Driver,
+                                                          csi_client.NodeClient]:
+        try:
+            return self._drivers.get(name)
+        except csidrivers.NotRegistered as exc:
+            raise Failure(operation, f"kubernetes.io/csi: {exc.message}") from exc
+
+    async def _read(self, call: Awaitable[apijson.JSON | None]) -> apijson.JSON | None:
+        try:
+            return await call
+        except errors.MessageError as exc:
+            raise Failure("MountVolume.SetUp failed", exc.message) from exc
+
+    async def _publish_context(self, source: csi.CsiSource,
+                               policy: csi.DriverPolicy) -> dict[str, str]:
+        """The attachment's metadata once it is attached (WaitForAttach)."""
+        if not policy.attach_required:
+            return {}
+        name = csi.attachment_name(source.volume_handle, source.driver, self._node)
+        attachment = await self._read(self._api.volume_attachment(name))
+        status = apijson.obj((attachment or {}).get("status"))
+        if attachment is None or status.get("attached") is not True:
+            error = apijson.obj(status.get("attachError")).get("message")
+            raise Failure("MountVolume.WaitForAttach failed",
+                          f"volume {source.volume_handle} has GET error for volume attachment "
+                          f"{name}: " + (str(error) if error else "not attached yet"))
+        return {str(k): str(v) for k, v in apijson.obj(status.get("attachmentMetadata")).items()}
+
+    async def _stage(self, node: csi_client.NodeClient, source: csi.CsiSource,
+                     capability: csi_client.Capability, context: dict[str, str]) -> str:
+        staging = Path(str(csi.staging_path(PurePosixPath(str(self._plugins)), source)))
+        data = staging.parent / csi.DATA_FILE
+        if await asyncio.to_thread(data.exists):
+            return str(staging)
+        await asyncio.to_thread(staging.mkdir, mode=0o750, parents=True, exist_ok=True)
+        try:
+            await node.stage(source.volume_handle, staging_path=str(staging),
+                             capability=capability, publish_context=context,
+                             volume_context=dict(source.volume_attributes), secrets={})
+        except csi_client.CsiError as exc:
+            raise Failure("MountVolume.MountDevice failed", exc.message) from exc
+        await asyncio.to_thread(data.write_text, csi.staging_data(source))
+        log.info("staged CSI volume %s of %s at %s", source.volume_handle, source.driver,
+                 staging)
+        return str(staging)
+
+    async def _publish(self, pod: pods.Pod, pv: claims.PersistentVolume,
+                       node: csi_client.NodeClient, target: Path, staging: str,
+                       capability: csi_client.Capability, context: dict[str, str],
+                       policy: csi.DriverPolicy) -> None:
+        assert pv.csi is not None
+        await asyncio.to_thread(target.parent.mkdir, mode=0o750, parents=True, exist_ok=True)
+        data = target.parent / csi.DATA_FILE
+        await asyncio.to_thread(data.write_text, csi.pod_data(pv.name, pv.csi, self._node))
+        try:
+            await node.publish(
+                pv.csi.volume_handle, staging_path=staging, target_path=str(target),
+                capability=capability, read_only=pv.read_only or pv.csi.read_only,
+                publish_context=context, volume_context=csi.volume_context(pv.csi, pod, policy),
+                secrets={})
+        except csi_client.CsiError as exc:
+            # Finished with an error: nothing is published, the next sync tries again.
+            await asyncio.to_thread(_remove_unmounted, target.parent)
+            raise Failure("MountVolume.SetUp failed", exc.message) from exc
+        log.info("published CSI volume %s for pod %s at %s", pv.csi.volume_handle,
+                 pod.full_name, target)
+
+    # -- tear down ------------------------------------------------------------------------
+
+    async def tear_down(self, uid: pods.PodUID) -> None:
+        """Unpublish every CSI volume of the pod, then unstage those no pod uses any more;
+        raises Failure (the pod's cleanup is tried again) when a driver cannot do it."""
+        published = await asyncio.to_thread(self._published, uid)
+        for volume in published:
+            _, node = self._driver(volume.driver, "UnmountVolume.TearDown failed")
+            try:
+                await node.unpublish(volume.handle, target_path=str(volume.target))
+            except csi_client.CsiError as exc:
+                raise Failure("UnmountVolume.TearDown failed", exc.message) from exc
+            await asyncio.to_thread(_remove_unmounted, volume.target.parent)
+        for volume in published:
+            await self._unstage_unused(volume.driver, volume.handle)
+
+    def _published(self, uid: pods.PodUID) -> list[_Published]:
+        base = self._pods / uid / "volumes" / csi.POD_PLUGIN_DIR
+        out = []
+        for data in sorted(base.glob(f"*/{csi.DATA_FILE}")):
+            with contextlib.suppress(OSError):
+                driver, handle = csi.read_data(data.read_text())
+                if driver and handle:
+                    out.append(_Published(data.parent / "mount", driver, handle))
+        return out
+
+    async def _unstage_unused(self, driver_name: str, handle: str) -> None:
+        source = csi.CsiSource(driver=driver_name, volume_handle=handle)
+        staging = Path(str(csi.staging_path(PurePosixPath(str(self._plugins)), source)))
+        data = staging.parent / csi.DATA_FILE
+        if not await asyncio.to_thread(data.exists) or \
+                await asyncio.to_thread(self._in_use, driver_name, handle):
+            return
+        _, node = self._driver(driver_name, "UnmountDevice failed")
+        try:
+            await node.unstage(handle, staging_path=str(staging))
+        except csi_client.CsiError as exc:
+            raise Failure("UnmountDevice failed", exc.message) from exc
+        await asyncio.to_thread(_remove_unmounted, staging.parent)
+        log.info("unstaged CSI volume %s of %s", handle, driver_name)
+
+    def _in_use(self, driver: str, handle: str) -> bool:
+        for data in self._pods.glob(f"*/volumes/{csi.POD_PLUGIN_DIR}/*/{csi.DATA_FILE}"):
+            with contextlib.suppress(OSError):
+                if csi.read_data(data.read_text()) == (driver, handle):
+                    return True
+        return False
+
+
+def _remove_unmounted(directory: Path) -> None:
+    """Remove a volume's directory unless something is still mounted in it (its data would
+    go with it)."""
+    if mounts.mount_points(directory):
+        raise Failure("UnmountVolume.TearDown failed",
+                      f"{directory} is still mounted after the driver's unpublish")
+    shutil.rmtree(directory, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.rmdir(directory.parent)  # the plugin directory, when it is empty
