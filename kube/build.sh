@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the upstream programs that nodelet's tests use as peers and judges, from their Go
-# modules (kube/kubernetes, kube/etcd, kube/containerd, kube/runc), into build/kube/<version>/
+# modules (kube/kubernetes, kube/etcd, kube/containerd, kube/runc...), into build/kube/<version>/
 # and build/runtime/<containerd version>/. A binary that exists for its version is not built
 # again. Usage: kube/build.sh [PROGRAM ...]   (default: the Kubernetes programs and etcd)
 set -euo pipefail
@@ -98,13 +98,39 @@ build_local_path_provisioner() {  # its own module and version, as metrics-serve
   mv "$dir/local-path-provisioner.tmp" "$dir/local-path-provisioner"
 }
 
+build_csi_sidecar() {  # build_csi_sidecar NAME MODULE-DIR PACKAGE VERSION: kubernetes-csi's
+  # sidecars, each its own module and version (build/kube/<name>-<version>/); their
+  # release-tools' ldflags: main.version, static (CGO_ENABLED=0 above).
+  local dir="$here/../build/kube/$1-$4"
+  [ -x "$dir/$1" ] && return 0
+  echo "building $1 $4"
+  mkdir -p "$dir"
+  (cd "$here/$2" && go build -o "$dir/$1.tmp" -ldflags "-s -w -X main.version=$4" "$3")
+  mv "$dir/$1.tmp" "$dir/$1"
+}
+
+build_csi_mock_driver() {  # the e2e suite's CSI mock driver, at KUBE_VERSION (kube/csi-mock)
+  [ -x "$out/csi-mock-driver" ] && return 0
+  echo "building csi-mock-driver $KUBE_VERSION"
+  (cd "$here/csi-mock" && go build -ldflags "-s -w" -o "$out/csi-mock-driver.tmp" \
+     nodelet.local/kube/csi-mock)
+  mv "$out/csi-mock-driver.tmp" "$out/csi-mock-driver"
+}
+
 programs=("$@")
-[ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy metrics-server local-path-provisioner)
+[ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy metrics-server local-path-provisioner
+  csi-mock-driver csi-provisioner csi-attacher)
 for p in "${programs[@]}"; do
   case $p in
     etcd) build_etcd ;;
     metrics-server) build_metrics_server ;;
     local-path-provisioner) build_local_path_provisioner ;;
+    csi-mock-driver) build_csi_mock_driver ;;
+    csi-provisioner) build_csi_sidecar csi-provisioner external-provisioner \
+      github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \
+      "$CSI_PROVISIONER_VERSION" ;;
+    csi-attacher) build_csi_sidecar csi-attacher external-attacher \
+      github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher "$CSI_ATTACHER_VERSION" ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubectl|kubelet)
       build_kube "$p" "k8s.io/kubernetes/cmd/$p" ;;
     kubelet-cover) build_kubelet_cover ;;
