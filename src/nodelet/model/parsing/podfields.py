@@ -290,8 +290,10 @@ def _volume_rows() -> tuple[Field, ...]:
         "persistentVolumeClaim": "the claim read from the API when the volume is set up; the "
                                  "pod waits (FailedMount, the kubelet's words) while it is "
                                  "not bound or being deleted; its PV a `hostPath` (used in "
-                                 "place) or a `local` one (node affinity checked, bind-mounted "
-                                 "under the pod, fsGroup with fsGroupChangePolicy), "
+                                 "place), a `local` one (node affinity checked, bind-mounted "
+                                 "under the pod, fsGroup with fsGroupChangePolicy) or a `csi` "
+                                 "one (through the driver registered with the node: attached, "
+                                 "staged once, published per pod, as the kubelet does), "
                                  "`volumeMode: Block` in volumeDevices; readOnly honoured; "
                                  "a PV's `pv.beta.kubernetes.io/gid` is a group of every "
                                  "container",
@@ -323,7 +325,8 @@ _REFUSED_VOLUMES = {
                      "vsphereVolume"), _REMOVED),
     "gitRepo": "deprecated upstream and off by default in the kubelet (GitRepoVolumeDriver); "
                "clone into an emptyDir from an init container instead",
-    "csi": "inline CSI volumes need a CSI node plugin, which nodelet does not register yet",
+    "csi": "inline (ephemeral) CSI volumes are not implemented by nodelet yet; CSI PVs, "
+           "through a persistentVolumeClaim, are",
     "nfs": "not implemented by nodelet (the kubelet mounts it with the host's nfs tools)",
     "iscsi": "not implemented by nodelet (the kubelet attaches it with the host's iscsiadm)",
     "fc": "not implemented by nodelet (Fibre Channel disks)",

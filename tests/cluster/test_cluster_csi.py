@@ -1,0 +1,135 @@
+"""A CSI driver on a nodelet node, with the real control plane and the driver's upstream
+peers (tests/support/csipeers.py: the e2e suite's CSI mock driver, kubernetes-csi's
+external-provisioner and external-attacher) and a registrar of the project's own
+(tests/support/csiregistrar.py, the kubelet's registration protocol).
+
+The driver registers through nodelet's plugin registry (CSINode, the nodeid annotation); a
+claim of its class is provisioned, attached by the attach/detach controller and the
+external-attacher, staged once on the node and published for each pod that uses it — also
+across a nodelet restart in the middle — then unpublished pod by pod and unstaged with the
+last; `node.status.volumesInUse` names it meanwhile. A volume of a driver that has not
+registered keeps its pod waiting with the kubelet's words until it does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.controlplane import AdminClient, ControlPlane, node_path, pod, pod_path
+from support.csipeers import csi_peers
+from support.csiregistrar import Registrar
+from support.polling import eventually
+
+pytestmark = pytest.mark.runtime
+
+NODE = "csi-node"
+DRIVER = "csi-mock.nodelet.test"
+
+
+def _claim(namespace: str, name: str, storage_class: str) -> tuple[str, dict[str, Any]]:
+    return (f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class,
+                 "resources": {"requests": {"storage": "1Gi"}}}})
+
+
+def _user(name: str, claim: str) -> dict[str, Any]:
+    spec = pod(name, node=NODE, command="echo hi > /data/f && sleep 1000000",
+               volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim}}])
+    spec["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    return spec
+
+
+async def _running(admin: AdminClient, namespace: str, name: str) -> dict[str, Any]:
+    return await eventually(lambda: admin.get(pod_path(namespace, name)), within=120,
+                            until=lambda p: (p or {}).get("status", {}).get("phase") == "Running",
+                            seen=lambda p: repr((p or {}).get("status", {}).get("conditions")),
+                            what=f"pod {name} Running")
+
+
+async def _gone(admin: AdminClient, namespace: str, name: str) -> None:
+    await admin.delete(pod_path(namespace, name))
+    await eventually(lambda: admin.get(pod_path(namespace, name)), within=90,
+                     until=lambda p: p is None, what=f"pod {name} gone")
+
+
+async def _events(admin: AdminClient, namespace: str, name: str) -> list[str]:
+    items = await admin.items(f"/api/v1/namespaces/{namespace}/events",
+                              fieldSelector=f"involvedObject.name={name}")
+    return [f"{e['reason']}: {e['message']}" for e in items]
+
+
+@pytest.mark.timeout(600)
+async def test_a_csi_volume_is_staged_once_and_published_per_pod_across_a_restart(
+        join: Any, admin: AdminClient, control_plane: ControlPlane, namespace: str,
+        tmp_path: Path) -> None:
+    async with join(NODE) as harness:
+        data = harness.settings.data_dir
+        async with csi_peers(control_plane, admin, driver=DRIVER,
+                             socket_dir=data / "plugins" / DRIVER, attach_required=True,
+                             logs=tmp_path / "csi") as peers:
+            path, claim = _claim(namespace, "vol", peers.storage_class)
+            await admin.create(path, claim)
+            # Its pod first: the driver has not registered, so the pod waits in its words.
+            await admin.create(pod_path(namespace), _user("first", "vol"))
+            words = f"driver name {DRIVER} not found in the list of registered CSI drivers"
+            await eventually(lambda: _events(admin, namespace, "first"), within=120,
+                             until=lambda seen: any(words in e for e in seen), seen=repr,
+                             what="FailedMount: the driver is not registered")
+            async with Registrar(data / "plugins_registry", driver=DRIVER,
+                                 endpoint=str(peers.mock.socket)) as registrar:
+                await eventually(lambda: registrar.registered.is_set(), within=30,
+                                 what="the registration taken")
+                csinode = await eventually(
+                    lambda: admin.get(f"/apis/storage.k8s.io/v1/csinodes/{NODE}"), within=30,
+                    until=lambda c: c and c["spec"].get("drivers"), what="the CSINode")
+                assert [(d["name"], d["nodeID"]) for d in csinode["spec"]["drivers"]] == [
+                    (DRIVER, peers.mock.node_id)]
+                node = await admin.get(node_path(NODE)) or {}
+                annotations = node["metadata"]["annotations"]
+                assert json.loads(annotations["csi.volume.kubernetes.io/nodeid"]) == {
+                    DRIVER: peers.mock.node_id}
+                assert annotations[
+                    "volumes.kubernetes.io/controller-managed-attach-detach"] == "true"
+
+                first = await _running(admin, namespace, "first")
+                pv = (await admin.get(f"{path}/vol") or {})["spec"]["volumeName"]
+                target = data / "pods" / first["metadata"]["uid"] / "volumes" / \
+                    "kubernetes.io~csi" / pv / "mount"
+                assert (target / "f").read_text() == "hi\n"
+                assert len(peers.mock.calls("NodeStageVolume")) == 1
+                # The attacher's publish context reached NodeStage (the mock wants it).
+                stage = peers.mock.calls("NodeStageVolume")[0]["Request"]
+                assert stage["publish_context"]["device"] == "/dev/mock"
+                publish = peers.mock.calls("NodePublishVolume")[0]["Request"]
+                assert publish["target_path"] == str(target)
+                assert publish["volume_context"]["csi.storage.k8s.io/pod.name"] == "first"
+                in_use = f"kubernetes.io/csi/{DRIVER}^{stage['volume_id']}"
+                await eventually(lambda: admin.get(node_path(NODE)), within=60,
+                                 until=lambda n: in_use in n["status"].get("volumesInUse", []),
+                                 what="volumesInUse")
+
+                # nodelet restarted in the middle: the driver registers again, the volume is
+                # found published, and a second pod gets it without a second stage.
+                await harness.stop(terminate_pods=False)
+                await harness.start()
+                await admin.create(pod_path(namespace), _user("second", "vol"))
+                await _running(admin, namespace, "second")
+                assert len(peers.mock.calls("NodeStageVolume")) == 1
+                assert len(peers.mock.calls("NodePublishVolume")) == 2
+
+                await _gone(admin, namespace, "first")
+                assert len(peers.mock.calls("NodeUnpublishVolume")) == 1
+                assert peers.mock.calls("NodeUnstageVolume") == []  # the second uses it
+                await _gone(admin, namespace, "second")
+                assert len(peers.mock.calls("NodeUnpublishVolume")) == 2
+                assert len(peers.mock.calls("NodeUnstageVolume")) == 1
+                staged = data / "plugins" / "kubernetes.io" / "csi" / DRIVER
+                assert not any(staged.glob("*/vol_data.json"))
+                await eventually(lambda: admin.get(node_path(NODE)), within=60,
+                                 until=lambda n: not n["status"].get("volumesInUse"),
+                                 what="volumesInUse empty")
