@@ -9,7 +9,8 @@ driver there, as a node's registration would) is attached by the attacher: Contr
 reached the mock with the CSINode's node ID, and `status.attachmentMetadata` carries the
 mock's publish context (the `device` NodeStage will want). At the end the attachment is
 detached, the volume deleted (DeleteVolume), every object and process gone, and no request of
-the sidecars was refused.
+the sidecars was refused. Without attach (`--disable-attach`, attachRequired false) the mock
+advertises no PUBLISH_UNPUBLISH_VOLUME and a claim is provisioned all the same.
 """
 
 from __future__ import annotations
@@ -107,3 +108,29 @@ async def test_claim_provisioned_and_attachment_attached(
                               what="the sidecars' requests in the audit log",
                               seen=lambda evs: f"{len(evs)} events")
     assert csipeers.refused(events, list(peers.users.values())) == []
+
+
+async def test_without_attach_the_driver_publishes_nothing_on_the_controller(
+        control_plane: ControlPlane, admin: AdminClient, namespace: str,
+        tmp_path: Path) -> None:
+    """attach_required=False: the CSIDriver says so, the mock (--disable-attach) advertises no
+    PUBLISH_UNPUBLISH_VOLUME, and a claim is provisioned all the same."""
+    driver = f"mock-{secrets.token_hex(3)}.csi.test"
+    async with csipeers.csi_peers(control_plane, admin, driver=driver,
+                                  socket_dir=tmp_path / "plugins" / driver,
+                                  attach_required=False, logs=tmp_path / "logs",
+                                  storage_class_name=driver, pod_info_on_mount=False,
+                                  fs_group_policy="None") as peers:
+        spec = (await admin.get(f"/apis/storage.k8s.io/v1/csidrivers/{driver}") or {})["spec"]
+        assert (spec["attachRequired"], spec["podInfoOnMount"], spec["fsGroupPolicy"]) == (
+            False, False, "None")
+        await admin.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+                           claim("data", peers.storage_class))
+        pv = await bound_volume(admin, namespace, "data")
+        assert pv["spec"]["csi"]["driver"] == driver
+        # csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME is 2.
+        (caps, *_) = peers.mock.calls("ControllerGetCapabilities")
+        kinds = {c["Type"]["Rpc"]["type"] for c in caps["Response"]["capabilities"]}
+        assert 1 in kinds and 2 not in kinds
+    assert not peers.mock.calls("ControllerPublishVolume")
+    assert await admin.get(f"/api/v1/persistentvolumes/{pv['metadata']['name']}") is None
