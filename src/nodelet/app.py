@@ -40,6 +40,7 @@ from nodelet.model.core import (
     runtime,
     security,
     status,
+    summary,
 )
 from nodelet.model.core import events as ev
 from nodelet.model.core import runtimeevents as rev
@@ -667,6 +668,10 @@ class Agent:
             if found is not None:
                 return found
         return self._objects.get((kind, namespace, name))
+
+    async def volume_stats(self, pod: pods.Pod) -> list[summary.VolumeUsage]:
+        """The figures of the pod's volumes (the node server's /stats/summary)."""
+        return await self.volumes.volume_stats(pod)
 
     async def _csi_drivers_changed(self) -> None:
         if self.cluster is not None:

@@ -35,6 +35,9 @@ class _View:
     def pods(self) -> list[Any]:
         return self.list
 
+    async def volume_stats(self, pod: pods.Pod) -> list[sm.VolumeUsage]:
+        return []
+
 
 class _Relister:
     def pod(self, uid: pods.PodUID) -> runtime.PodRuntime:

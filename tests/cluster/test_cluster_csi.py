@@ -7,8 +7,9 @@ The driver registers through nodelet's plugin registry (CSINode, the nodeid anno
 claim of its class is provisioned, attached by the attach/detach controller and the
 external-attacher, staged once on the node and published for each pod that uses it — also
 across a nodelet restart in the middle — then unpublished pod by pod and unstaged with the
-last; `node.status.volumesInUse` names it meanwhile. A volume of a driver that has not
-registered keeps its pod waiting with the kubelet's words until it does.
+last; `node.status.volumesInUse` names it meanwhile, and `/stats/summary` has its figures.
+A volume of a driver that has not registered keeps its pod waiting with the kubelet's words
+until it does.
 """
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ async def _events(admin: AdminClient, namespace: str, name: str) -> list[str]:
     items = await admin.items(f"/api/v1/namespaces/{namespace}/events",
                               fieldSelector=f"involvedObject.name={name}")
     return [f"{e['reason']}: {e['message']}" for e in items]
+
+
+async def _summary_volume(plane: ControlPlane, pod_name: str) -> dict[str, Any] | None:
+    code, out, err = await plane.kubectl("get", "--raw",
+                                         f"/api/v1/nodes/{NODE}/proxy/stats/summary")
+    assert code == 0, err.decode()
+    for entry in json.loads(out)["pods"]:
+        if entry["podRef"]["name"] == pod_name:
+            return next((v for v in entry.get("volume", []) if v["name"] == "data"), None)
+    return None
 
 
 @pytest.mark.timeout(600)
@@ -121,6 +132,11 @@ async def test_a_csi_volume_is_staged_once_and_published_per_pod_across_a_restar
                 await _running(admin, namespace, "second")
                 assert len(peers.mock.calls("NodeStageVolume")) == 1
                 assert len(peers.mock.calls("NodePublishVolume")) == 2
+                # Its figures (NodeGetVolumeStats) in /stats/summary, through the API server.
+                volume = await eventually(lambda: _summary_volume(control_plane, "second"),
+                                          within=30, what="the volume in /stats/summary")
+                assert volume["capacityBytes"] == 1 << 30
+                assert volume["pvcRef"] == {"name": "vol", "namespace": namespace}
 
                 await _gone(admin, namespace, "first")
                 assert len(peers.mock.calls("NodeUnpublishVolume")) == 1

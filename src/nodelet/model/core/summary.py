@@ -78,6 +78,16 @@ class ContainerUsage:
 
 
 @dataclass(frozen=True)
+class VolumeUsage:
+    """One volume of a pod (the kubelet's VolumeStats): its pod volume name, the claim it
+    comes from (namespace, name; empty for other volumes) and its file system's figures."""
+
+    name: str
+    fs: Fs
+    claim: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
 class PodUsage:
     """One pod's sandbox: the pod cgroup's CPU and memory, its network namespace's interfaces,
     its process count, and its containers."""
@@ -93,6 +103,7 @@ class PodUsage:
     process_count: int | None = None
     containers: tuple[ContainerUsage, ...] = ()
     ephemeral: Fs | None = None
+    volumes: tuple[VolumeUsage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -211,6 +222,13 @@ def _optional(body: apijson.Obj, key: str, value: Any, render: Any) -> None:
         body[key] = render(value)
 
 
+def volume_to_api(volume: VolumeUsage) -> apijson.Obj:
+    body = fs_to_api(volume.fs) | {"name": volume.name}
+    if volume.claim is not None:
+        body["pvcRef"] = {"name": volume.claim[1], "namespace": volume.claim[0]}
+    return body
+
+
 def container_to_api(container: ContainerUsage) -> apijson.Obj:
     body: apijson.Obj = {"name": container.name, "startTime": _time(container.start_ns)}
     _optional(body, "cpu", container.cpu, cpu_to_api)
@@ -231,6 +249,8 @@ def pod_to_api(pod: PodUsage) -> apijson.Obj:
     _optional(body, "memory", pod.memory, memory_to_api)
     _optional(body, "network", pod.network, network_to_api)
     _optional(body, "ephemeral-storage", pod.ephemeral, fs_to_api)
+    if pod.volumes:
+        body["volume"] = [volume_to_api(v) for v in sorted(pod.volumes, key=lambda v: v.name)]
     if pod.process_count is not None:
         body["process_stats"] = {"process_count": pod.process_count}
     return body

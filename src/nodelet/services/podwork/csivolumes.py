@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import shutil
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -37,7 +38,7 @@ from typing import Protocol
 from nodelet.adapters import mounts
 from nodelet.adapters.csi import client as csi_client
 from nodelet.helpers import errors
-from nodelet.model.core import apijson, claims, csi, pods
+from nodelet.model.core import apijson, claims, csi, pods, summary
 from nodelet.services.plugins import csidrivers
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,30 @@ class CsiVolumes:
             raise Failure("MountVolume.SetUp failed", exc.message) from exc
         log.info("published CSI volume %s for pod %s at %s", pv.csi.volume_handle,
                  pod.full_name, target)
+
+    async def stats(self, uid: pods.PodUID, pv: claims.PersistentVolume) -> summary.Fs | None:
+        """NodeGetVolumeStats of a published volume whose driver offers it; None otherwise
+        (not published, no such capability, or the driver's error, which is logged)."""
+        assert pv.csi is not None
+        target = self.target(uid, pv.name)
+        try:
+            driver, node = self._drivers.get(pv.csi.driver)
+        except csidrivers.NotRegistered:
+            return None
+        if "GET_VOLUME_STATS" not in driver.capabilities or \
+                not await asyncio.to_thread((target.parent / csi.DATA_FILE).exists):
+            return None
+        try:
+            usage = await node.stats(pv.csi.volume_handle, volume_path=str(target))
+        except csi_client.CsiError as exc:
+            log.debug("no stats for CSI volume %s: %s", pv.csi.volume_handle, exc.message)
+            return None
+        used, total, available = usage.get("BYTES", (0, 0, 0))
+        inodes_used, inodes, inodes_free = usage.get("INODES", (0, 0, 0))
+        return summary.Fs(time_ns=time.time_ns(), used=used, capacity=total,
+                          available=available, inodes=inodes or None,
+                          inodes_used=inodes_used if inodes else None,
+                          inodes_free=inodes_free if inodes else None)
 
     # -- tear down ------------------------------------------------------------------------
 

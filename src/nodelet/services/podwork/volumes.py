@@ -44,7 +44,7 @@ from typing import Protocol
 
 from nodelet.adapters import hostdirs, mounts
 from nodelet.helpers import errors
-from nodelet.model.core import apijson, claims, envvars, pods, runtime, tokens
+from nodelet.model.core import apijson, claims, envvars, pods, runtime, summary, tokens
 from nodelet.model.core import volumes as vol
 from nodelet.services.podwork import csivolumes
 
@@ -216,6 +216,20 @@ class VolumeManager:
             raise VolumeError(first, failed[first],
                               event=claims.failure_message(unmounted, failed))
         return self._container_mounts(pod, paths, bound)
+
+    async def volume_stats(self, pod: pods.Pod) -> list[summary.VolumeUsage]:
+        """The figures of the pod's volumes that can say them: CSI volumes whose driver has
+        GET_VOLUME_STATS (NodeGetVolumeStats); a volume that does not answer is left out."""
+        out = []
+        for volume in pod.spec.volumes:
+            pv = self._bound.get(pod.uid, {}).get(volume.name)
+            claim = claims.claim_of(pod, volume)
+            if pv is None or pv.csi is None or claim is None or self._csi is None:
+                continue
+            fs = await self._csi.stats(pod.uid, pv)
+            if fs is not None:
+                out.append(summary.VolumeUsage(volume.name, fs, (pod.namespace, claim.name)))
+        return out
 
     def volumes_in_use(self) -> list[str]:
         """The attachable volumes the node's pods use, by the kubelet's unique names (for

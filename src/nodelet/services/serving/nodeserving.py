@@ -55,6 +55,8 @@ class AgentView(Protocol):
 
     def probe_metrics_text(self) -> bytes: ...
 
+    async def volume_stats(self, pod: podmodel.Pod) -> list[sm.VolumeUsage]: ...
+
 
 @dataclass(frozen=True)
 class Facts:
@@ -262,12 +264,13 @@ class NodeServing:
         results = await asyncio.gather(
             *(self._sandbox_stats(sandbox.id) for _, _, sandbox in wanted),
             return_exceptions=True)
+        volumes = await asyncio.gather(*(self._view.volume_stats(pod) for pod, _, _ in wanted))
         usages = []
-        for (pod, state, sandbox), result in zip(wanted, results, strict=True):
+        for (pod, state, sandbox), result, stats in zip(wanted, results, volumes, strict=True):
             if isinstance(result, BaseException):
                 log.debug("no stats for pod %s/%s: %s", pod.namespace, pod.name, result)
                 continue
-            usages.append(_named(result, pod, state, sandbox))
+            usages.append(replace(_named(result, pod, state, sandbox), volumes=tuple(stats)))
         return usages
 
     async def _sandbox_stats(self, sandbox: runtime.SandboxID) -> sm.PodUsage:
