@@ -40,8 +40,8 @@ CLAIM = {"volumes": [{"name": "data", "nfs": {"server": "files", "path": "/data"
 
 @pytest.mark.parametrize(("spec", "path", "why"), [
     (CLAIM, "spec.volumes[0].nfs", 'unsupported volume type "nfs"'),
-    ({"volumes": [{"name": "d", "csi": {"driver": "x"}}]}, "spec.volumes[0].csi",
-     'unsupported volume type "csi"'),
+    ({"volumes": [{"name": "d", "iscsi": {"targetPortal": "x", "iqn": "y", "lun": 0}}]},
+     "spec.volumes[0].iscsi", 'unsupported volume type "iscsi"'),
 ])
 def test_an_unreadable_pod_is_refused_at_admission_with_the_path(
         spec: dict[str, Any], path: str, why: str) -> None:

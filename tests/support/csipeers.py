@@ -395,7 +395,8 @@ def _user(program: str, driver: str) -> str:
 
 def _peers(plane: ControlPlane, *, driver: str, socket_dir: Path, attach_required: bool,
            logs: Path, storage_class_name: str, binding: str, pod_info_on_mount: bool,
-           fs_group_policy: str, mock_args: Sequence[str]) -> CsiPeers:
+           fs_group_policy: str, mock_args: Sequence[str],
+           lifecycle_modes: Sequence[str] = ("Persistent",)) -> CsiPeers:
     mock = MockDriver(driver, socket_dir, logs / f"csi-mock-driver-{driver}.log",
                       attach=attach_required, extra_args=mock_args)
     users = {p: _user(p, driver) for p in ("csi-provisioner", "csi-attacher")}
@@ -411,7 +412,8 @@ def _peers(plane: ControlPlane, *, driver: str, socket_dir: Path, attach_require
                PROVISIONER_RULES),
         *_rbac(f"nodelet-tests-csi-attacher-{driver}", users["csi-attacher"], ATTACHER_RULES),
         csidriver(driver, attach_required=attach_required,
-                  pod_info_on_mount=pod_info_on_mount, fs_group_policy=fs_group_policy),
+                  pod_info_on_mount=pod_info_on_mount, fs_group_policy=fs_group_policy,
+                  lifecycle_modes=lifecycle_modes),
         storage_class(storage_class_name, driver, binding=binding),
     ]
     return CsiPeers(driver, mock, provisioner, attacher, storage_class_name, users, objects)
@@ -422,10 +424,12 @@ async def csi_peers(plane: ControlPlane, admin: AdminClient, *, driver: str, soc
                     attach_required: bool, logs: Path, storage_class_name: str = "csi-mock",
                     binding: str = "Immediate", pod_info_on_mount: bool = True,
                     fs_group_policy: str = "File",
-                    mock_args: Sequence[str] = ()) -> AsyncIterator[CsiPeers]:
+                    mock_args: Sequence[str] = (),
+                    lifecycle_modes: Sequence[str] = ("Persistent",),
+                    ) -> AsyncIterator[CsiPeers]:
     """The mock driver `driver` on `<socket_dir>/csi.sock` (PUBLISH_UNPUBLISH_VOLUME as
     `attach_required`), its provisioner and attacher, its CSIDriver (attachRequired,
-    podInfoOnMount, fsGroupPolicy) and a StorageClass (`binding`: Immediate or
+    podInfoOnMount, fsGroupPolicy, `lifecycle_modes`) and a StorageClass (`binding`: Immediate or
     WaitForFirstConsumer), all ready; logs and kubeconfigs in `logs`. Everything goes at the
     end (see the module docstring)."""
     logs.mkdir(parents=True, exist_ok=True)
@@ -433,7 +437,7 @@ async def csi_peers(plane: ControlPlane, admin: AdminClient, *, driver: str, soc
                    attach_required=attach_required, logs=logs,
                    storage_class_name=storage_class_name, binding=binding,
                    pod_info_on_mount=pod_info_on_mount, fs_group_policy=fs_group_policy,
-                   mock_args=mock_args)
+                   mock_args=mock_args, lifecycle_modes=lifecycle_modes)
     try:
         for obj in peers.objects:
             await admin.create(_path(obj).rsplit("/", 1)[0], obj)

@@ -44,15 +44,18 @@ class CsiSource:
     volume_attributes: Mapping[str, str] = field(default_factory=dict)
     access_mode: str = "ReadWriteOnce"
     mount_options: tuple[str, ...] = ()
+    ephemeral: bool = False  # an inline volume of the pod (no PV)
 
 
 @dataclass(frozen=True)
 class DriverPolicy:
-    """What a CSIDriver object says (all defaults when there is none)."""
+    """What a CSIDriver object says (all defaults when there is none: `exists` False)."""
 
     attach_required: bool = True
     pod_info_on_mount: bool = False
     fs_group_policy: str = DEFAULT_FS_GROUP_POLICY
+    lifecycle_modes: tuple[str, ...] = ("Persistent",)
+    exists: bool = False
 
 
 def csi_source(spec: Mapping[str, Any]) -> CsiSource:
@@ -80,7 +83,34 @@ def driver_policy(driver: apijson.JSON | None) -> DriverPolicy:
         attach_required=spec.get("attachRequired") is not False,
         pod_info_on_mount=spec.get("podInfoOnMount") is True,
         fs_group_policy=str(spec.get("fsGroupPolicy") or DEFAULT_FS_GROUP_POLICY),
+        lifecycle_modes=tuple(str(m) for m in spec.get("volumeLifecycleModes")
+                              or ("Persistent",)),
+        exists=True,
     )
+
+
+def lifecycle_error(policy: DriverPolicy, driver: str, mode: str) -> str:
+    """supportsVolumeLifecycleMode: "" when the driver takes volumes of `mode`
+    ("Persistent" or "Ephemeral"), else the kubelet's reason."""
+    if not policy.exists:
+        return "" if mode == "Persistent" else (
+            f'volume mode "{mode}" not supported by driver {driver} (no CSIDriver object)')
+    if mode in policy.lifecycle_modes:
+        return ""
+    modes = json.dumps(list(policy.lifecycle_modes))
+    return f'volume mode "{mode}" not supported by driver {driver} (only supports {modes})'
+
+
+def inline_source(uid: str, volume: str, source: Mapping[str, Any]) -> CsiSource:
+    """An inline (ephemeral) `csi` pod volume as a source: its handle is the kubelet's
+    makeVolumeHandle, `csi-<sha256(pod UID + volume name)>`."""
+    handle = "csi-" + hashlib.sha256(f"{uid}{volume}".encode()).hexdigest()
+    return CsiSource(
+        driver=str(source.get("driver") or ""), volume_handle=handle,
+        read_only=source.get("readOnly") is True, fs_type=str(source.get("fsType") or ""),
+        volume_attributes={str(k): str(v) for k, v in
+                           apijson.obj(source.get("volumeAttributes")).items()},
+        ephemeral=True)
 
 
 def attachment_name(volume_handle: str, driver: str, node: str) -> str:
@@ -114,7 +144,7 @@ def volume_context(source: CsiSource, pod: pods.Pod, policy: DriverPolicy) -> di
             "csi.storage.k8s.io/pod.namespace": pod.namespace,
             "csi.storage.k8s.io/pod.uid": pod.uid,
             "csi.storage.k8s.io/serviceAccount.name": tokens.service_account(pod),
-            "csi.storage.k8s.io/ephemeral": "false",
+            "csi.storage.k8s.io/ephemeral": str(source.ephemeral).lower(),
         }
     return context
 
@@ -128,11 +158,13 @@ def applies_fs_group(policy: DriverPolicy, source: CsiSource, *, read_only: bool
     return bool(source.fs_type) and source.access_mode == "ReadWriteOnce"
 
 
-def pod_data(pv_name: str, source: CsiSource, node: str) -> str:
-    """The vol_data.json beside a pod's published volume (what teardown reads)."""
+def pod_data(name: str, source: CsiSource, node: str) -> str:
+    """The vol_data.json beside a pod's published volume (what teardown reads); `name` is
+    the PV's, or an inline volume's own."""
+    mode = "Ephemeral" if source.ephemeral else "Persistent"
     return json.dumps({
-        "specVolID": pv_name, "volumeHandle": source.volume_handle,
-        "driverName": source.driver, "nodeName": node, "volumeLifecycleMode": "Persistent",
+        "specVolID": name, "volumeHandle": source.volume_handle,
+        "driverName": source.driver, "nodeName": node, "volumeLifecycleMode": mode,
         "attachmentID": attachment_name(source.volume_handle, source.driver, node),
     }, sort_keys=True)
 

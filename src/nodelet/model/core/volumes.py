@@ -368,6 +368,10 @@ def volume_objects(volume: pods.Volume, namespace: str) -> set[tuple[str, str, s
         return {("ConfigMap", namespace, str(volume.source.get("name", "")))}
     if volume.source_type == "secret":
         return {("Secret", namespace, str(volume.source.get("secretName", "")))}
+    if volume.source_type == "csi":  # an inline CSI volume's nodePublishSecretRef
+        ref = volume.source.get("nodePublishSecretRef")
+        name = str(ref.get("name") or "") if isinstance(ref, Mapping) else ""
+        return {("Secret", namespace, name)} if name else set()
     refs: set[tuple[str, str, str]] = set()
     if volume.source_type == "projected":
         for item in volume.source.get("sources") or ():

@@ -70,7 +70,7 @@ WINDOWS_OPTIONS_FIELDS = frozenset(
 SYSCTL_FIELDS = frozenset({"name", "value"})
 OS_FIELDS = frozenset({"name"})
 SUPPORTED_VOLUMES = ("emptyDir", "hostPath", "configMap", "secret", "projected", "downwardAPI",
-                     "image", "persistentVolumeClaim", "ephemeral")
+                     "image", "persistentVolumeClaim", "ephemeral", "csi")
 IMAGE_VOLUME_FIELDS = frozenset({"reference", "pullPolicy"})
 VOLUME_SOURCES = frozenset(
     {
@@ -103,6 +103,8 @@ TOLERATION_FIELDS = frozenset({"key", "operator", "value", "effect", "toleration
 EMPTY_DIR_FIELDS = frozenset({"medium", "sizeLimit"})
 HOST_PATH_FIELDS = frozenset({"path", "type"})
 CLAIM_VOLUME_FIELDS = frozenset({"claimName", "readOnly"})
+CSI_VOLUME_FIELDS = frozenset(
+    {"driver", "readOnly", "fsType", "volumeAttributes", "nodePublishSecretRef"})
 EPHEMERAL_VOLUME_FIELDS = frozenset({"volumeClaimTemplate"})
 CLAIM_TEMPLATE_FIELDS = frozenset({"metadata", "spec"})
 VOLUME_DEVICE_FIELDS = frozenset({"name", "devicePath"})

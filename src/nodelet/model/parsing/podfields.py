@@ -70,8 +70,8 @@ TABLE: tuple[Field, ...] = (
        "restarted, in its targetContainerName's PID namespace; reported in "
        "ephemeralContainerStatuses. A manifest cannot set them (API: forbidden on create)"),
     _h(SPEC + "volumes", "emptyDir, hostPath, configMap, secret, projected, downwardAPI, "
-       "image, persistentVolumeClaim, ephemeral; every other volume type is refused, each "
-       "with its reason (see below)"),
+       "image, persistentVolumeClaim, ephemeral, csi; every other volume type is refused, "
+       "each with its reason (see below)"),
     _h(SPEC + "restartPolicy", "Always, OnFailure, Never, with CrashLoopBackOff"),
     _h(SPEC + "terminationGracePeriodSeconds", "SIGTERM, then SIGKILL after the period "
        "(at least 2 s), preStop within it"),
@@ -297,6 +297,10 @@ def _volume_rows() -> tuple[Field, ...]:
                                  "`volumeMode: Block` in volumeDevices; readOnly honoured; "
                                  "a PV's `pv.beta.kubernetes.io/gid` is a group of every "
                                  "container",
+        "csi": "an inline (ephemeral) CSI volume, published for the pod by the driver "
+               "registered with the node when its CSIDriver lists the Ephemeral lifecycle mode "
+               "(no attach, no stage; volumeAttributes, readOnly, fsType and the "
+               "nodePublishSecretRef's data passed on), unpublished when the pod goes",
         "ephemeral": "a generic ephemeral volume: the claim `<pod>-<volume>` that the "
                      "controller-manager makes, owned by the pod, then used as a "
                      "persistentVolumeClaim",
@@ -325,8 +329,6 @@ _REFUSED_VOLUMES = {
                      "vsphereVolume"), _REMOVED),
     "gitRepo": "deprecated upstream and off by default in the kubelet (GitRepoVolumeDriver); "
                "clone into an emptyDir from an init container instead",
-    "csi": "inline (ephemeral) CSI volumes are not implemented by nodelet yet; CSI PVs, "
-           "through a persistentVolumeClaim, are",
     "nfs": "not implemented by nodelet (the kubelet mounts it with the host's nfs tools)",
     "iscsi": "not implemented by nodelet (the kubelet attaches it with the host's iscsiadm)",
     "fc": "not implemented by nodelet (Fibre Channel disks)",

@@ -354,6 +354,23 @@ def _ephemeral(source: Mapping[str, Any], path: str, strict: bool) -> None:
     fields.mapping(template, "spec", f"{path}.volumeClaimTemplate")
 
 
+def _csi(source: Mapping[str, Any], path: str, strict: bool) -> None:
+    """validateCSIVolumeSource: a driver name (a DNS subdomain of at most 63 characters),
+    attributes of strings, the secret reference by name."""
+    _strict(source, apifields.CSI_VOLUME_FIELDS, path, strict)
+    driver = _required(source, "driver", f"{path}.driver")
+    if len(driver) > 63:
+        raise fields.InvalidValueError(f'"{driver}": must be no more than 63 characters',
+                                       path=f"{path}.driver")
+    names.dns_subdomain(driver, f"{path}.driver")
+    fields.boolean(source, "readOnly", path)
+    fields.string(source, "fsType", path)
+    fields.string_map(source, "volumeAttributes", path)
+    ref = fields.mapping(source, "nodePublishSecretRef", path)
+    if source.get("nodePublishSecretRef") is not None:
+        _required(ref, "name", f"{path}.nodePublishSecretRef.name")
+
+
 _CHECKS: Mapping[str, Check] = {
     "emptyDir": _empty_dir,
     "hostPath": _host_path,
@@ -364,6 +381,7 @@ _CHECKS: Mapping[str, Check] = {
     "image": _image,
     "persistentVolumeClaim": _claim,
     "ephemeral": _ephemeral,
+    "csi": _csi,
 }
 
 

@@ -30,7 +30,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -58,10 +58,20 @@ class Failure(Exception):
     """A CSI operation that failed: the FailedMount message is `<operation> for volume
     "<pv>" : <message>`."""
 
-    def __init__(self, operation: str, message: str) -> None:
+    def __init__(self, operation: str, message: str, *, volume: str = "") -> None:
         super().__init__(f"{operation}: {message}")
         self.operation = operation
         self.message = message
+        self.volume = volume  # the PV's or inline volume's name, where the caller lacks it
+
+
+@dataclass(frozen=True)
+class _Volume:
+    """A volume to publish: its name (the PV's, or the inline volume's) and source."""
+
+    name: str
+    source: csi.CsiSource
+    read_only: bool
 
 
 @dataclass(frozen=True)
@@ -86,27 +96,55 @@ class CsiVolumes:
         return self._pods / uid / "volumes" / csi.POD_PLUGIN_DIR / pv_name / "mount"
 
     async def set_up(self, pod: pods.Pod, pv: claims.PersistentVolume) -> tuple[Path, bool]:
-        """The pod's published volume (published now if it was not), and whether the node
-        is to give it to the pod's fsGroup now (it was just published, and the CSIDriver's
-        fsGroupPolicy says so); raises Failure."""
+        """The pod's published volume of a CSI PV (published now if it was not), and whether
+        the node is to give it to the pod's fsGroup now (it was just published, and the
+        CSIDriver's fsGroupPolicy says so); raises Failure."""
         assert pv.csi is not None
         source = pv.csi
         target = self.target(pod.uid, pv.name)
         if await asyncio.to_thread((target.parent / csi.DATA_FILE).exists):
             return target, False
         driver, node = self._driver(source.driver, "MountVolume.MountDevice failed")
-        policy = csi.driver_policy(await self._read(self._api.csi_driver(source.driver)))
+        policy = await self._policy(source, "Persistent")
         context = await self._publish_context(source, policy)
-        capability = csi_client.Capability(
-            fs_type=source.fs_type, mount_flags=source.mount_options,
-            access_mode=csi.access_mode(source.access_mode, single_node_multi_writer=(
-                "SINGLE_NODE_MULTI_WRITER" in driver.capabilities)))
+        capability = self._capability(driver, source)
         staging = ""
         if "STAGE_UNSTAGE_VOLUME" in driver.capabilities:
             staging = await self._stage(node, source, capability, context)
-        await self._publish(pod, pv, node, target, staging, capability, context, policy)
         read_only = pv.read_only or source.read_only
+        await self._publish(pod, _Volume(pv.name, source, read_only), node, target,
+                            staging=staging, capability=capability, context=context,
+                            policy=policy, secrets={})
         return target, csi.applies_fs_group(policy, source, read_only=read_only)
+
+    async def set_up_inline(self, pod: pods.Pod, name: str, source: csi.CsiSource,
+                            secrets: Mapping[str, str]) -> tuple[Path, bool]:
+        """An inline (ephemeral) CSI volume of the pod: published once, without attach or
+        stage, if the CSIDriver lists the Ephemeral lifecycle mode; as `set_up`."""
+        target = self.target(pod.uid, name)
+        if await asyncio.to_thread((target.parent / csi.DATA_FILE).exists):
+            return target, False
+        driver, node = self._driver(source.driver, "MountVolume.SetUp failed")
+        policy = await self._policy(source, "Ephemeral")
+        await self._publish(pod, _Volume(name, source, source.read_only), node, target,
+                            staging="", capability=self._capability(driver, source),
+                            context={}, policy=policy, secrets=secrets)
+        return target, csi.applies_fs_group(policy, source, read_only=source.read_only)
+
+    async def _policy(self, source: csi.CsiSource, mode: str) -> csi.DriverPolicy:
+        policy = csi.driver_policy(await self._read(self._api.csi_driver(source.driver)))
+        error = csi.lifecycle_error(policy, source.driver, mode)
+        if error:
+            raise Failure("MountVolume.SetUp failed", "kubernetes.io/csi: mounter.SetupAt "
+                          f"failed to check volume lifecycle mode: {error}")
+        return policy
+
+    @staticmethod
+    def _capability(driver: csidrivers.Driver, source: csi.CsiSource) -> csi_client.Capability:
+        return csi_client.Capability(
+            fs_type=source.fs_type, mount_flags=source.mount_options,
+            access_mode=csi.access_mode(source.access_mode, single_node_multi_writer=(
+                "SINGLE_NODE_MULTI_WRITER" in driver.capabilities)))
 
     def _driver(self, name: str, operation: str) -> tuple[csidrivers.Driver,
                                                           csi_client.NodeClient]:
@@ -154,25 +192,24 @@ class CsiVolumes:
                  staging)
         return str(staging)
 
-    async def _publish(self, pod: pods.Pod, pv: claims.PersistentVolume,
-                       node: csi_client.NodeClient, target: Path, staging: str,
-                       capability: csi_client.Capability, context: dict[str, str],
-                       policy: csi.DriverPolicy) -> None:
-        assert pv.csi is not None
+    async def _publish(self, pod: pods.Pod, volume: _Volume, node: csi_client.NodeClient,
+                       target: Path, *, staging: str, capability: csi_client.Capability,
+                       context: dict[str, str], policy: csi.DriverPolicy,
+                       secrets: Mapping[str, str]) -> None:
+        source = volume.source
         await asyncio.to_thread(target.parent.mkdir, mode=0o750, parents=True, exist_ok=True)
         data = target.parent / csi.DATA_FILE
-        await asyncio.to_thread(data.write_text, csi.pod_data(pv.name, pv.csi, self._node))
+        await asyncio.to_thread(data.write_text, csi.pod_data(volume.name, source, self._node))
         try:
             await node.publish(
-                pv.csi.volume_handle, staging_path=staging, target_path=str(target),
-                capability=capability, read_only=pv.read_only or pv.csi.read_only,
-                publish_context=context, volume_context=csi.volume_context(pv.csi, pod, policy),
-                secrets={})
+                source.volume_handle, staging_path=staging, target_path=str(target),
+                capability=capability, read_only=volume.read_only, publish_context=context,
+                volume_context=csi.volume_context(source, pod, policy), secrets=secrets)
         except csi_client.CsiError as exc:
             # Finished with an error: nothing is published, the next sync tries again.
             await asyncio.to_thread(_remove_unmounted, target.parent)
             raise Failure("MountVolume.SetUp failed", exc.message) from exc
-        log.info("published CSI volume %s for pod %s at %s", pv.csi.volume_handle,
+        log.info("published CSI volume %s for pod %s at %s", source.volume_handle,
                  pod.full_name, target)
 
     async def stats(self, uid: pods.PodUID, pv: claims.PersistentVolume) -> summary.Fs | None:
@@ -206,11 +243,15 @@ class CsiVolumes:
         raises Failure (the pod's cleanup is tried again) when a driver cannot do it."""
         published = await asyncio.to_thread(self._published, uid)
         for volume in published:
-            _, node = self._driver(volume.driver, "UnmountVolume.TearDown failed")
+            name = volume.target.parent.name
             try:
+                _, node = self._driver(volume.driver, "UnmountVolume.TearDown failed")
                 await node.unpublish(volume.handle, target_path=str(volume.target))
+            except Failure as exc:
+                raise Failure(exc.operation, exc.message, volume=name) from exc
             except csi_client.CsiError as exc:
-                raise Failure("UnmountVolume.TearDown failed", exc.message) from exc
+                raise Failure("UnmountVolume.TearDown failed", exc.message, volume=name) \
+                    from exc
             await asyncio.to_thread(_remove_unmounted, volume.target.parent)
         for volume in published:
             await self._unstage_unused(volume.driver, volume.handle)

@@ -44,7 +44,17 @@ from typing import Protocol
 
 from nodelet.adapters import hostdirs, mounts
 from nodelet.helpers import errors
-from nodelet.model.core import apijson, claims, envvars, pods, runtime, summary, tokens
+from nodelet.model.core import (
+    apijson,
+    claims,
+    configs,
+    csi,
+    envvars,
+    pods,
+    runtime,
+    summary,
+    tokens,
+)
 from nodelet.model.core import volumes as vol
 from nodelet.services.podwork import csivolumes
 
@@ -313,14 +323,43 @@ class VolumeManager:
             return await self._mount_local(pod, pv)
         if pv.source_type == "csi" and self._csi is not None:
             target, owned_by_node = await self._csi.set_up(pod, pv)
-            fs_group = pod.spec.security_context.fs_group
-            if owned_by_node and fs_group is not None:
-                policy = pod.spec.security_context.fs_group_change_policy or "Always"
-                await asyncio.to_thread(_own_tree, target, fs_group, policy)
+            await self._own_published(pod, target, owned_by_node)
             return target
         raise vol.SourceError(
             f'PV {pv.name} is a "{pv.source_type or "unknown"}" volume: nodelet sets up '
             "local, hostPath and CSI PVs only")
+
+    async def _set_up_inline_csi(self, pod: pods.Pod, volume: pods.Volume) -> Path:
+        """An inline CSI volume, published by its driver (with its nodePublishSecretRef's
+        data), then given to the fsGroup where the driver's fsGroupPolicy says the node
+        does it."""
+        if self._csi is None:
+            raise vol.SourceError("CSI volumes need a CSI driver registered with nodelet")
+        source = csi.inline_source(pod.uid, volume.name, volume.source)
+        target, owned_by_node = await self._csi.set_up_inline(
+            pod, volume.name, source, self._csi_secrets(pod, volume))
+        await self._own_published(pod, target, owned_by_node)
+        return target
+
+    def _csi_secrets(self, pod: pods.Pod, volume: pods.Volume) -> dict[str, str]:
+        """The data of an inline CSI volume's nodePublishSecretRef (none: {})."""
+        ref = volume.source.get("nodePublishSecretRef")
+        name = str(ref.get("name") or "") if isinstance(ref, Mapping) else ""
+        if not name:
+            return {}
+        found = self._lookup("Secret", pod.namespace, name)
+        if not isinstance(found, configs.Secret):
+            why = "not read from the API yet" if not self._synced(
+                "Secret", pod.namespace, name) else f'secrets "{name}" not found'
+            raise vol.SourceError(f"fetching NodePublishSecretRef {pod.namespace}/{name} "
+                                  f"failed: {why}")
+        return {k: v.decode(errors="replace") for k, v in found.data.items()}
+
+    async def _own_published(self, pod: pods.Pod, target: Path, owned_by_node: bool) -> None:
+        fs_group = pod.spec.security_context.fs_group
+        if owned_by_node and fs_group is not None and await asyncio.to_thread(target.is_dir):
+            policy = pod.spec.security_context.fs_group_change_policy or "Always"
+            await asyncio.to_thread(_own_tree, target, fs_group, policy)
 
     async def _mount_local(self, pod: pods.Pod, pv: claims.PersistentVolume) -> Path:
         """The local plugin's SetUpAt: the PV's path bind-mounted (read-only for a read-only
@@ -353,6 +392,8 @@ class VolumeManager:
     async def _set_up(self, pod: pods.Pod, volume: pods.Volume, facts: vol.PodFacts) -> Path:
         if volume.source_type == "image":  # the runtime mounts the image itself
             return Path()
+        if volume.source_type == "csi":
+            return await self._set_up_inline_csi(pod, volume)
         if volume.source_type == "hostPath":
             path, type_ = vol.host_path(volume.source)
             await asyncio.to_thread(mounts.check_host_path, path, type_)
@@ -461,7 +502,7 @@ class VolumeManager:
             mounts_ = tuple(
                 self._image_mount(m, by_name[m.name]) if by_name[m.name].source_type == "image"
                 else self._mount(m, paths[m.name], by_name[m.name].source_type,
-                                 bound.get(m.name))
+                                 bound.get(m.name) or _inline_pv(by_name[m.name]))
                 for m in container.volume_mounts
             )
             # makeBlockVolumes: each device read-only when its claim is.
@@ -491,9 +532,9 @@ class VolumeManager:
         """The whole volume; a subPath mount too, until `expand_sub_paths` binds the path
         when the container is created."""
         # The kubelet always mounts the volumes whose files it writes read-only, and a
-        # read-only claim's (its mounter's ReadOnly attribute).
+        # read-only claim's or CSI volume's (its mounter's ReadOnly attribute).
         read_only = mount.read_only or source_type in vol.CONTENT_TYPES or \
-            (pv is not None and pv.read_only)
+            (pv is not None and (pv.read_only or (pv.csi is not None and pv.csi.read_only)))
         if mount.sub_path:
             try:
                 vol.check_sub_path(mount.sub_path)
@@ -514,7 +555,7 @@ class VolumeManager:
             try:
                 await self._csi.tear_down(pod_uid)
             except csivolumes.Failure as exc:
-                raise VolumeError(exc.operation, exc.message) from exc
+                raise VolumeError(exc.volume, exc.message, operation=exc.operation) from exc
         self._bound.pop(pod_uid, None)
         self._ready.pop(pod_uid, None)
         for directory in (self._root / pod_uid / SUB_PATHS_DIR, self.volumes_dir(pod_uid),
@@ -545,6 +586,14 @@ class VolumeManager:
             # Never delete through a mount point: the data would belong to someone else.
             paths = ", ".join(str(p) for p, _ in left)
             raise VolumeError(left[0][0].name, f"still mounted, not removed: {paths}")
+
+
+def _inline_pv(volume: pods.Volume) -> claims.PersistentVolume | None:
+    """An inline CSI volume seen as a PV, for its readOnly."""
+    if volume.source_type != "csi":
+        return None
+    return claims.PersistentVolume(name=volume.name, source_type="csi",
+                                   read_only=volume.source.get("readOnly") is True)
 
 
 def _log_refresh_error(pod: pods.Pod, error: VolumeError) -> None:
