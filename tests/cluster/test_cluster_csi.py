@@ -18,9 +18,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from support.controlplane import AdminClient, ControlPlane, node_path, pod, pod_path
+from support.criproxy import CriProxy
 from support.csipeers import csi_peers
 from support.csiregistrar import Registrar
 from support.polling import eventually
@@ -149,3 +151,47 @@ async def test_a_csi_volume_is_staged_once_and_published_per_pod_across_a_restar
                 await eventually(lambda: admin.get(node_path(NODE)), within=60,
                                  until=lambda n: not n["status"].get("volumesInUse"),
                                  what="volumesInUse empty")
+
+
+@pytest.mark.timeout(600)
+async def test_a_failing_node_publish_is_retried_and_leaves_nothing_behind(
+        join: Any, admin: AdminClient, control_plane: ControlPlane, namespace: str,
+        tmp_path: Path) -> None:
+    """The driver's NodePublishVolume fails (injected by a proxy in front of the real mock
+    driver): the pod waits, its condition and event say why in the driver's words, no publish
+    directory is left; once the driver answers again the pod starts."""
+    async with join(NODE) as harness:
+        data = harness.settings.data_dir
+        async with csi_peers(control_plane, admin, driver=DRIVER,
+                             socket_dir=data / "plugins" / DRIVER, attach_required=False,
+                             logs=tmp_path / "csi") as peers, \
+                CriProxy(upstream=f"unix://{peers.mock.socket}",
+                         socket=data / "plugins" / DRIVER / "proxy.sock") as proxy, \
+                Registrar(data / "plugins_registry", driver=DRIVER,
+                          endpoint=str(data / "plugins" / DRIVER / "proxy.sock")) as registrar:
+            await eventually(lambda: registrar.registered.is_set(), within=30,
+                             what="the registration taken")
+            proxy.fail("NodePublishVolume", grpc.StatusCode.RESOURCE_EXHAUSTED, "no more mounts")
+            path, claim = _claim(namespace, "vol", peers.storage_class)
+            await admin.create(path, claim)
+            created = await admin.create(pod_path(namespace), _user("waits", "vol"))
+            pv = (await eventually(lambda: admin.get(f"{path}/vol"), within=60,
+                                   until=lambda c: c and c["spec"].get("volumeName"),
+                                   what="the claim bound"))["spec"]["volumeName"]
+            words = (f'MountVolume.SetUp failed for volume "{pv}" : rpc error: code = '
+                     "ResourceExhausted desc = no more mounts")
+            await eventually(lambda: _events(admin, namespace, "waits"), within=60,
+                             until=lambda seen: f"FailedMount: {words}" in seen, seen=repr,
+                             what="the driver's refusal in an event")
+            found = await admin.get(pod_path(namespace, "waits")) or {}
+            ready = {c["type"]: c for c in found["status"]["conditions"]}
+            assert ready["PodReadyToStartContainers"]["message"] == \
+                f"no pod sandbox exists: {words}"
+            published = data / "pods" / created["metadata"]["uid"] / "volumes" / \
+                "kubernetes.io~csi" / pv
+            assert not published.exists()  # nothing left of the failed publish
+            proxy.heal("NodePublishVolume")
+            await _running(admin, namespace, "waits")
+            assert (published / "mount" / "f").read_text() == "hi\n"
+            await _gone(admin, namespace, "waits")
+            assert not published.exists()

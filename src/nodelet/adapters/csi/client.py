@@ -73,8 +73,11 @@ async def _call(what: str, call: Callable[[], Awaitable[T]]) -> T:
         return await call()
     except grpc.aio.AioRpcError as exc:
         code = exc.code().name if exc.code() is not None else "UNKNOWN"
+        details = exc.details() or ""
+        if code == "DEADLINE_EXCEEDED" and details == "Deadline Exceeded":
+            details = "context deadline exceeded"  # the kubelet's own deadline, in its words
         # grpc-go's rendering, which the kubelet's messages carry.
-        raise CsiError(f"rpc error: code = {_go_code(code)} desc = {exc.details() or ''}",
+        raise CsiError(f"rpc error: code = {_go_code(code)} desc = {details}",
                        code=code) from exc
 
 
