@@ -262,6 +262,7 @@ class Agent:
             on_removed=records.forget if records is not None else None)
         self._group.spawn("image-gc", self.image_gc.run())
         self._group.spawn("eviction", self.eviction.run())
+        self._group.spawn("volume-stats", self._measure_volumes())
 
     def _secure_places(self) -> None:
         """The data dir and its pods, logs and keys: root's only (adapters.hostdirs), fixed
@@ -668,6 +669,18 @@ class Agent:
             if found is not None:
                 return found
         return self._objects.get((kind, namespace, name))
+
+    async def _measure_volumes(self) -> None:
+        """The claims' volumes measured every volume_stats_period, for the metrics."""
+        while True:
+            measured = []
+            for uid in sorted(self.workers.uids()):
+                pod = self.workers.pod(uid)
+                for volume in await self.volumes.volume_stats(pod) if pod else ():
+                    if volume.claim is not None:
+                        measured.append((*volume.claim, volume.fs))
+            self.metrics.set_volume_stats(measured)
+            await asyncio.sleep(self.settings.node_server.volume_stats_period)
 
     async def volume_stats(self, pod: pods.Pod) -> list[summary.VolumeUsage]:
         """The figures of the pod's volumes (the node server's /stats/summary)."""

@@ -198,6 +198,9 @@ class NodeServerSettings:
     self_signed_timeout: float = 60.0
     # Client certificates signed by this CA authenticate as CN (user) and O (groups).
     client_ca_file: Path | None = None
+    # Seconds between measurements of the claims' volumes for the kubelet_volume_stats_*
+    # metrics (the kubelet's volumeStatsAggPeriod, 1 minute).
+    volume_stats_period: float = 60.0
     # Bearer tokens, a CSV file as kube-apiserver's --token-auth-file: token,user,uid,"g1,g2".
     token_auth_file: Path | None = None
     # The node-local credential: a token made at every start in `<data dir>/pki/

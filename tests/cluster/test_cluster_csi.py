@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 import pytest
 
+from nodelet import settings
 from support.controlplane import AdminClient, ControlPlane, node_path, pod, pod_path
 from support.criproxy import CriProxy
 from support.csipeers import csi_peers
@@ -66,6 +67,12 @@ async def _events(admin: AdminClient, namespace: str, name: str) -> list[str]:
     return [f"{e['reason']}: {e['message']}" for e in items]
 
 
+async def _metrics(plane: ControlPlane) -> str:
+    code, out, err = await plane.kubectl("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/metrics")
+    assert code == 0, err.decode()
+    return out.decode()
+
+
 async def _summary_volume(plane: ControlPlane, pod_name: str) -> dict[str, Any] | None:
     code, out, err = await plane.kubectl("get", "--raw",
                                          f"/api/v1/nodes/{NODE}/proxy/stats/summary")
@@ -80,7 +87,8 @@ async def _summary_volume(plane: ControlPlane, pod_name: str) -> dict[str, Any] 
 async def test_a_csi_volume_is_staged_once_and_published_per_pod_across_a_restart(
         join: Any, admin: AdminClient, control_plane: ControlPlane, namespace: str,
         tmp_path: Path) -> None:
-    async with join(NODE) as harness:
+    measured_often = {"node_server": settings.NodeServerSettings(volume_stats_period=1.0)}
+    async with join(NODE, harness_args=measured_often) as harness:
         data = harness.settings.data_dir
         async with csi_peers(control_plane, admin, driver=DRIVER,
                              socket_dir=data / "plugins" / DRIVER, attach_required=True,
@@ -139,6 +147,11 @@ async def test_a_csi_volume_is_staged_once_and_published_per_pod_across_a_restar
                                           within=30, what="the volume in /stats/summary")
                 assert volume["capacityBytes"] == 1 << 30
                 assert volume["pvcRef"] == {"name": "vol", "namespace": namespace}
+                # ... and in the kubelet's metrics.
+                series = (f'kubelet_volume_stats_capacity_bytes{{namespace="{namespace}",'
+                          'persistentvolumeclaim="vol"} 1.073741824e+09')
+                await eventually(lambda: _metrics(control_plane), within=30,
+                                 until=lambda text: series in text, what="the volume's metric")
 
                 await _gone(admin, namespace, "first")
                 assert len(peers.mock.calls("NodeUnpublishVolume")) == 1

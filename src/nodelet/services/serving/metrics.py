@@ -34,7 +34,7 @@ import prometheus_client as prom
 from nodelet.adapters import checkpoint as cp
 from nodelet.adapters.cri import client as cri
 from nodelet.model.core import events as ev
-from nodelet.model.core import pods, runtime, sandboxerrors, status, terminations
+from nodelet.model.core import pods, runtime, sandboxerrors, status, summary, terminations
 from nodelet.model.reports import histograms as hg
 
 # Sandbox creation is 0.1-0.5 s here, slower under load; the kubelet's buckets start at 5 ms.
@@ -144,6 +144,31 @@ class Metrics:
             "its containers are running. Pull time is the span from the pod's first Pulling to "
             "its last Pulled event, as the kubelet's pod startup latency tracker measures it.",
             buckets=_POD_START_BUCKETS, registry=r)
+
+        # The kubelet's volume stats collector: each claim's volume by its figures.
+        self.volume_stats = {
+            key: prom.Gauge(f"kubelet_volume_stats_{key}", help_, ["namespace",
+                            "persistentvolumeclaim"], registry=r)
+            for key, help_ in (
+                ("capacity_bytes", "Capacity in bytes of the volume"),
+                ("available_bytes", "Number of available bytes in the volume"),
+                ("used_bytes", "Number of used bytes in the volume"),
+                ("inodes", "Maximum number of inodes in the volume"),
+                ("inodes_free", "Number of free inodes in the volume"),
+                ("inodes_used", "Number of used inodes in the volume"),
+            )}
+
+    def set_volume_stats(self, volumes: list[tuple[str, str, summary.Fs]]) -> None:
+        """The claims' volumes as last measured ((namespace, claim, figures)); the claims
+        not in the list are dropped. A figure the volume did not say is left out."""
+        for gauge in self.volume_stats.values():
+            gauge.clear()
+        for namespace, claim, fs in volumes:
+            for key, value in (("capacity_bytes", fs.capacity), ("available_bytes", fs.available),
+                               ("used_bytes", fs.used), ("inodes", fs.inodes),
+                               ("inodes_free", fs.inodes_free), ("inodes_used", fs.inodes_used)):
+                if value is not None:
+                    self.volume_stats[key].labels(namespace, claim).set(value)
 
     def _nodelet_metrics(self) -> None:
         r = self.registry
