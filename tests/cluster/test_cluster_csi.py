@@ -208,3 +208,33 @@ async def test_a_failing_node_publish_is_retried_and_leaves_nothing_behind(
             assert (published / "mount" / "f").read_text() == "hi\n"
             await _gone(admin, namespace, "waits")
             assert not published.exists()
+
+
+@pytest.mark.timeout(600)
+async def test_a_driver_that_requires_republish_is_published_again_at_each_sync(
+        join: Any, admin: AdminClient, control_plane: ControlPlane, namespace: str,
+        tmp_path: Path) -> None:
+    """CSIDriver.requiresRepublish: the pod's volume is published again at every sync of the
+    pod (here every 2 s: a short resync period stands for the kubelet's 1-minute sync)."""
+    often = {"sync_settings": {"resync_period": 2.0}}
+    async with join(NODE, harness_args=often) as harness:
+        data = harness.settings.data_dir
+        async with csi_peers(control_plane, admin, driver=DRIVER,
+                             socket_dir=data / "plugins" / DRIVER, attach_required=False,
+                             requires_republish=True, logs=tmp_path / "csi") as peers, \
+                Registrar(data / "plugins_registry", driver=DRIVER,
+                          endpoint=str(peers.mock.socket)) as registrar:
+            await eventually(lambda: registrar.registered.is_set(), within=30,
+                             what="the registration taken")
+            path, claim = _claim(namespace, "vol", peers.storage_class)
+            await admin.create(path, claim)
+            await admin.create(pod_path(namespace), _user("renewed", "vol"))
+            await _running(admin, namespace, "renewed")
+            await eventually(lambda: len(peers.mock.calls("NodePublishVolume")), within=60,
+                             until=lambda n: n >= 3, what="the volume published again")
+            targets = {c["Request"]["target_path"]
+                       for c in peers.mock.calls("NodePublishVolume")}
+            assert len(targets) == 1  # the same publication, renewed
+            assert len(peers.mock.calls("NodeStageVolume")) == 1
+            await _gone(admin, namespace, "renewed")
+            assert len(peers.mock.calls("NodeUnpublishVolume")) == 1

@@ -325,12 +325,13 @@ def attacher_args(kubeconfig: Path, socket_path: Path, port: int) -> list[str]:
 
 def csidriver(name: str, *, attach_required: bool, pod_info_on_mount: bool = True,
               fs_group_policy: str = "File",
-              lifecycle_modes: Sequence[str] = ("Persistent",)) -> dict[str, Any]:
+              lifecycle_modes: Sequence[str] = ("Persistent",),
+              requires_republish: bool = False) -> dict[str, Any]:
     return {"apiVersion": STORAGE, "kind": "CSIDriver", "metadata": {"name": name},
             "spec": {"attachRequired": attach_required, "podInfoOnMount": pod_info_on_mount,
                      "fsGroupPolicy": fs_group_policy,
                      "volumeLifecycleModes": list(lifecycle_modes),
-                     "requiresRepublish": False, "storageCapacity": False}}
+                     "requiresRepublish": requires_republish, "storageCapacity": False}}
 
 
 def storage_class(name: str, driver: str, *, binding: str) -> dict[str, Any]:
@@ -396,7 +397,8 @@ def _user(program: str, driver: str) -> str:
 def _peers(plane: ControlPlane, *, driver: str, socket_dir: Path, attach_required: bool,
            logs: Path, storage_class_name: str, binding: str, pod_info_on_mount: bool,
            fs_group_policy: str, mock_args: Sequence[str],
-           lifecycle_modes: Sequence[str] = ("Persistent",)) -> CsiPeers:
+           lifecycle_modes: Sequence[str] = ("Persistent",),
+           requires_republish: bool = False) -> CsiPeers:
     mock = MockDriver(driver, socket_dir, logs / f"csi-mock-driver-{driver}.log",
                       attach=attach_required, extra_args=mock_args)
     users = {p: _user(p, driver) for p in ("csi-provisioner", "csi-attacher")}
@@ -413,7 +415,7 @@ def _peers(plane: ControlPlane, *, driver: str, socket_dir: Path, attach_require
         *_rbac(f"nodelet-tests-csi-attacher-{driver}", users["csi-attacher"], ATTACHER_RULES),
         csidriver(driver, attach_required=attach_required,
                   pod_info_on_mount=pod_info_on_mount, fs_group_policy=fs_group_policy,
-                  lifecycle_modes=lifecycle_modes),
+                  lifecycle_modes=lifecycle_modes, requires_republish=requires_republish),
         storage_class(storage_class_name, driver, binding=binding),
     ]
     return CsiPeers(driver, mock, provisioner, attacher, storage_class_name, users, objects)
@@ -426,18 +428,19 @@ async def csi_peers(plane: ControlPlane, admin: AdminClient, *, driver: str, soc
                     fs_group_policy: str = "File",
                     mock_args: Sequence[str] = (),
                     lifecycle_modes: Sequence[str] = ("Persistent",),
-                    ) -> AsyncIterator[CsiPeers]:
+                    requires_republish: bool = False) -> AsyncIterator[CsiPeers]:
     """The mock driver `driver` on `<socket_dir>/csi.sock` (PUBLISH_UNPUBLISH_VOLUME as
     `attach_required`), its provisioner and attacher, its CSIDriver (attachRequired,
-    podInfoOnMount, fsGroupPolicy, `lifecycle_modes`) and a StorageClass (`binding`: Immediate or
-    WaitForFirstConsumer), all ready; logs and kubeconfigs in `logs`. Everything goes at the
-    end (see the module docstring)."""
+    podInfoOnMount, fsGroupPolicy, `lifecycle_modes`, `requires_republish`) and a
+    StorageClass (`binding`: Immediate or WaitForFirstConsumer), all ready; logs and
+    kubeconfigs in `logs`. Everything goes at the end (see the module docstring)."""
     logs.mkdir(parents=True, exist_ok=True)
     peers = _peers(plane, driver=driver, socket_dir=socket_dir,
                    attach_required=attach_required, logs=logs,
                    storage_class_name=storage_class_name, binding=binding,
                    pod_info_on_mount=pod_info_on_mount, fs_group_policy=fs_group_policy,
-                   mock_args=mock_args, lifecycle_modes=lifecycle_modes)
+                   mock_args=mock_args, lifecycle_modes=lifecycle_modes,
+                   requires_republish=requires_republish)
     try:
         for obj in peers.objects:
             await admin.create(_path(obj).rsplit("/", 1)[0], obj)

@@ -56,6 +56,8 @@ class DriverPolicy:
     fs_group_policy: str = DEFAULT_FS_GROUP_POLICY
     lifecycle_modes: tuple[str, ...] = ("Persistent",)
     exists: bool = False
+    # Published again at every sync of the pod (drivers whose credentials expire).
+    requires_republish: bool = False
 
 
 def csi_source(spec: Mapping[str, Any]) -> CsiSource:
@@ -86,6 +88,7 @@ def driver_policy(driver: apijson.JSON | None) -> DriverPolicy:
         lifecycle_modes=tuple(str(m) for m in spec.get("volumeLifecycleModes")
                               or ("Persistent",)),
         exists=True,
+        requires_republish=spec.get("requiresRepublish") is True,
     )
 
 

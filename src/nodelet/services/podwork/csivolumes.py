@@ -91,6 +91,8 @@ class CsiVolumes:
         self._plugins = plugins_dir
         self._pods = pods_dir
         self._node = node_name
+        # Each driver's CSIDriver as last read (for requiresRepublish).
+        self._policies: dict[str, csi.DriverPolicy] = {}
 
     def target(self, uid: pods.PodUID, pv_name: str) -> Path:
         return self._pods / uid / "volumes" / csi.POD_PLUGIN_DIR / pv_name / "mount"
@@ -102,7 +104,8 @@ class CsiVolumes:
         assert pv.csi is not None
         source = pv.csi
         target = self.target(pod.uid, pv.name)
-        if await asyncio.to_thread((target.parent / csi.DATA_FILE).exists):
+        published = await asyncio.to_thread((target.parent / csi.DATA_FILE).exists)
+        if published and not await self._republishes(source, "Persistent"):
             return target, False
         driver, node = self._driver(source.driver, "MountVolume.MountDevice failed")
         policy = await self._policy(source, "Persistent")
@@ -114,25 +117,38 @@ class CsiVolumes:
         read_only = pv.read_only or source.read_only
         await self._publish(pod, _Volume(pv.name, source, read_only), node, target,
                             staging=staging, capability=capability, context=context,
-                            policy=policy, secrets={})
-        return target, csi.applies_fs_group(policy, source, read_only=read_only)
+                            policy=policy, secrets={}, again=published)
+        return target, not published and csi.applies_fs_group(policy, source,
+                                                              read_only=read_only)
+
+    async def _republishes(self, source: csi.CsiSource, mode: str) -> bool:
+        """Whether the driver's CSIDriver (as last read; read once after a restart) asks for
+        requiresRepublish: its published volumes are published again at every sync
+        (NodePublishVolume is idempotent), as the kubelet remounts them."""
+        policy = self._policies.get(source.driver)
+        if policy is None:
+            policy = await self._policy(source, mode)
+        return policy.requires_republish
 
     async def set_up_inline(self, pod: pods.Pod, name: str, source: csi.CsiSource,
                             secrets: Mapping[str, str]) -> tuple[Path, bool]:
         """An inline (ephemeral) CSI volume of the pod: published once, without attach or
         stage, if the CSIDriver lists the Ephemeral lifecycle mode; as `set_up`."""
         target = self.target(pod.uid, name)
-        if await asyncio.to_thread((target.parent / csi.DATA_FILE).exists):
+        published = await asyncio.to_thread((target.parent / csi.DATA_FILE).exists)
+        if published and not await self._republishes(source, "Ephemeral"):
             return target, False
         driver, node = self._driver(source.driver, "MountVolume.SetUp failed")
         policy = await self._policy(source, "Ephemeral")
         await self._publish(pod, _Volume(name, source, source.read_only), node, target,
                             staging="", capability=self._capability(driver, source),
-                            context={}, policy=policy, secrets=secrets)
-        return target, csi.applies_fs_group(policy, source, read_only=source.read_only)
+                            context={}, policy=policy, secrets=secrets, again=published)
+        return target, not published and csi.applies_fs_group(policy, source,
+                                                              read_only=source.read_only)
 
     async def _policy(self, source: csi.CsiSource, mode: str) -> csi.DriverPolicy:
         policy = csi.driver_policy(await self._read(self._api.csi_driver(source.driver)))
+        self._policies[source.driver] = policy
         error = csi.lifecycle_error(policy, source.driver, mode)
         if error:
             raise Failure("MountVolume.SetUp failed", "kubernetes.io/csi: mounter.SetupAt "
@@ -195,7 +211,9 @@ class CsiVolumes:
     async def _publish(self, pod: pods.Pod, volume: _Volume, node: csi_client.NodeClient,
                        target: Path, *, staging: str, capability: csi_client.Capability,
                        context: dict[str, str], policy: csi.DriverPolicy,
-                       secrets: Mapping[str, str]) -> None:
+                       secrets: Mapping[str, str], again: bool = False) -> None:
+        """NodePublishVolume; `again`: a republish of a volume the pod uses, whose failure
+        leaves it as it is (the pod sees the existing publication)."""
         source = volume.source
         await asyncio.to_thread(target.parent.mkdir, mode=0o750, parents=True, exist_ok=True)
         data = target.parent / csi.DATA_FILE
@@ -207,8 +225,11 @@ class CsiVolumes:
                 volume_context=csi.volume_context(source, pod, policy), secrets=secrets)
         except csi_client.CsiError as exc:
             # Finished with an error: nothing is published, the next sync tries again.
-            await asyncio.to_thread(_remove_unmounted, target.parent)
+            if not again:
+                await asyncio.to_thread(_remove_unmounted, target.parent)
             raise Failure("MountVolume.SetUp failed", exc.message) from exc
+        if again:
+            return
         log.info("published CSI volume %s for pod %s at %s", source.volume_handle,
                  pod.full_name, target)
 
