@@ -95,6 +95,8 @@ class Agent:
         self._reads: dict[pods.PodUID, tuple[pods.Pod, frozenset[tuple[str, str, str]]]] = {}
         self._api_pods: dict[pods.PodUID, pods.Pod] = {}
         self.cluster: cluster.ClusterMode | None = None
+        # The CSI drivers registered through the plugin registry (`_start_pod_work`).
+        self.csi_drivers = csidrivers.CsiDrivers(on_change=self._csi_drivers_changed)
         self._stopped = False
         self._sources_synced = False
         self._orphan_checks: set[pods.PodUID] = set()
@@ -186,7 +188,6 @@ class Agent:
         self.relister = relisting.Relister(client=self._client, on_change=self._runtime_changed)
         self.metrics.watch_runtime(self.relister.pod)
         # CSI drivers register through the plugin registry; their volumes go through them.
-        self.csi_drivers = csidrivers.CsiDrivers(on_change=self._csi_drivers_changed)
         self._group.spawn("plugin-watcher", registration.PluginWatcher(
             directory=s.data_dir / "plugins_registry",
             handlers={registration.CSI_PLUGIN: self.csi_drivers}).run())
@@ -557,6 +558,7 @@ class Agent:
         if self.cluster is not None:
             await self.cluster.stop()
         await self._group.close()
+        await self.csi_drivers.close()  # after the workers: no call is in flight
         if self._progress is not None:
             self._progress.stop()
         if self._client is not None:
@@ -792,6 +794,9 @@ class _ClusterClaims:
 
     async def volume_attachment(self, name: str) -> apijson.JSON | None:
         return await self._cluster().volume_attachment(name)
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        return await self._cluster().secret_data(namespace, name)
 
     def _cluster(self) -> cluster.ClusterMode:
         if self._app.cluster is None:

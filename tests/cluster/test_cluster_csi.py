@@ -184,7 +184,8 @@ async def test_a_failing_node_publish_is_retried_and_leaves_nothing_behind(
                           endpoint=str(data / "plugins" / DRIVER / "proxy.sock")) as registrar:
             await eventually(lambda: registrar.registered.is_set(), within=30,
                              what="the registration taken")
-            proxy.fail("NodePublishVolume", grpc.StatusCode.RESOURCE_EXHAUSTED, "no more mounts")
+            # A final error (the kubelet's isFinalError): nothing can have been published.
+            proxy.fail("NodePublishVolume", grpc.StatusCode.INTERNAL, "no more mounts")
             path, claim = _claim(namespace, "vol", peers.storage_class)
             await admin.create(path, claim)
             created = await admin.create(pod_path(namespace), _user("waits", "vol"))
@@ -192,7 +193,7 @@ async def test_a_failing_node_publish_is_retried_and_leaves_nothing_behind(
                                    until=lambda c: c and c["spec"].get("volumeName"),
                                    what="the claim bound"))["spec"]["volumeName"]
             words = (f'MountVolume.SetUp failed for volume "{pv}" : rpc error: code = '
-                     "ResourceExhausted desc = no more mounts")
+                     "Internal desc = no more mounts")
             await eventually(lambda: _events(admin, namespace, "waits"), within=60,
                              until=lambda seen: f"FailedMount: {words}" in seen, seen=repr,
                              what="the driver's refusal in an event")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 import pytest
@@ -68,6 +69,14 @@ def test_a_pvs_csi_source_and_the_node_annotation() -> None:
                                      "fsType": "xfs", "volumeAttributes": {"a": "1"}}})
     assert source == csi.CsiSource(driver="d", volume_handle="h", read_only=True,
                                    fs_type="xfs", volume_attributes={"a": "1"},
-                                   access_mode="ReadWriteMany", mount_options=("noatime",))
+                                   access_mode="ReadWriteMany", mount_options=("noatime",),
+                                   access_modes=("ReadWriteMany",))
+    secret = csi.csi_source({"csi": {"driver": "d", "volumeHandle": "h", "nodeStageSecretRef":
+                                     {"name": "s", "namespace": "ns"}},
+                             "accessModes": ["ReadOnlyMany", "ReadWriteOncePod"]})
+    assert (secret.stage_secret, secret.publish_secret) == (("ns", "s"), None)
+    # The node applies the fsGroup for any RWO or RWOP mode of the PV (hasReadWriteOnce).
+    assert csi.applies_fs_group(csi.DriverPolicy(), replace(secret, fs_type="ext4"),
+                                read_only=False)
     assert csi.node_ids(drivers={"b": "n2", "a": "n1"}) == '{"a":"n1","b":"n2"}'
     assert csi.node_ids(drivers={}) is None

@@ -54,10 +54,10 @@ class PluginInfo:
 
 @dataclass(frozen=True)
 class Capability:
-    """How a volume is used: a block device, or a file system of `fs_type` mounted with
-    `mount_flags`; `access_mode` is the CSI mode's name (SINGLE_NODE_WRITER...)."""
+    """How a volume is used: a file system of `fs_type` mounted with `mount_flags` (CSI
+    block volumes are not used by nodelet); `access_mode` is the CSI mode's name
+    (SINGLE_NODE_WRITER...); `volume_mount_group` the group the driver gives it."""
 
-    block: bool = False
     fs_type: str = ""
     mount_flags: tuple[str, ...] = ()
     access_mode: str = "SINGLE_NODE_WRITER"
@@ -68,9 +68,12 @@ def _target(socket: str) -> str:
     return socket if socket.startswith("unix:") else f"unix://{socket}"
 
 
-async def _call(what: str, call: Callable[[], Awaitable[T]]) -> T:
+async def _call(call: Callable[[], Awaitable[T]]) -> T:
     try:
         return await call()
+    except grpc.aio.UsageError as exc:  # the channel was closed (the driver re-registered)
+        raise CsiError(f"the driver's connection was closed: {exc}", code="UNAVAILABLE") \
+            from exc
     except grpc.aio.AioRpcError as exc:
         code = exc.code().name if exc.code() is not None else "UNKNOWN"
         details = exc.details() or ""
@@ -89,8 +92,6 @@ def _go_code(name: str) -> str:
 def _capability(cap: Capability) -> pb.VolumeCapability:
     mode = pb.VolumeCapability.AccessMode(
         mode=pb.VolumeCapability.AccessMode.Mode.Value(cap.access_mode))
-    if cap.block:
-        return pb.VolumeCapability(block=pb.VolumeCapability.BlockVolume(), access_mode=mode)
     return pb.VolumeCapability(mount=pb.VolumeCapability.MountVolume(
         fs_type=cap.fs_type, mount_flags=list(cap.mount_flags),
         volume_mount_group=cap.volume_mount_group), access_mode=mode)
@@ -108,13 +109,13 @@ class NodeClient:
         await self._channel.close(None)
 
     async def info(self) -> NodeInfo:
-        answer = await _call("NodeGetInfo", lambda: self._stub.NodeGetInfo(
+        answer = await _call(lambda: self._stub.NodeGetInfo(
             pb.NodeGetInfoRequest(), timeout=self._timeout))
         return NodeInfo(answer.node_id, answer.max_volumes_per_node,
                         dict(answer.accessible_topology.segments))
 
     async def capabilities(self) -> frozenset[str]:
-        answer = await _call("NodeGetCapabilities", lambda: self._stub.NodeGetCapabilities(
+        answer = await _call(lambda: self._stub.NodeGetCapabilities(
             pb.NodeGetCapabilitiesRequest(), timeout=self._timeout))
         return frozenset(pb.NodeServiceCapability.RPC.Type.Name(c.rpc.type)
                          for c in answer.capabilities if c.HasField("rpc"))
@@ -122,7 +123,7 @@ class NodeClient:
     async def stage(self, volume_id: str, *, staging_path: str, capability: Capability,
                     publish_context: Mapping[str, str], volume_context: Mapping[str, str],
                     secrets: Mapping[str, str]) -> None:
-        await _call("NodeStageVolume", lambda: self._stub.NodeStageVolume(
+        await _call(lambda: self._stub.NodeStageVolume(
             pb.NodeStageVolumeRequest(
                 volume_id=volume_id, publish_context=dict(publish_context),
                 staging_target_path=staging_path, volume_capability=_capability(capability),
@@ -130,7 +131,7 @@ class NodeClient:
             timeout=self._timeout))
 
     async def unstage(self, volume_id: str, *, staging_path: str) -> None:
-        await _call("NodeUnstageVolume", lambda: self._stub.NodeUnstageVolume(
+        await _call(lambda: self._stub.NodeUnstageVolume(
             pb.NodeUnstageVolumeRequest(volume_id=volume_id, staging_target_path=staging_path),
             timeout=self._timeout))
 
@@ -138,7 +139,7 @@ class NodeClient:
                       capability: Capability, read_only: bool,
                       publish_context: Mapping[str, str], volume_context: Mapping[str, str],
                       secrets: Mapping[str, str]) -> None:
-        await _call("NodePublishVolume", lambda: self._stub.NodePublishVolume(
+        await _call(lambda: self._stub.NodePublishVolume(
             pb.NodePublishVolumeRequest(
                 volume_id=volume_id, publish_context=dict(publish_context),
                 staging_target_path=staging_path, target_path=target_path,
@@ -147,15 +148,17 @@ class NodeClient:
             timeout=self._timeout))
 
     async def unpublish(self, volume_id: str, *, target_path: str) -> None:
-        await _call("NodeUnpublishVolume", lambda: self._stub.NodeUnpublishVolume(
+        await _call(lambda: self._stub.NodeUnpublishVolume(
             pb.NodeUnpublishVolumeRequest(volume_id=volume_id, target_path=target_path),
             timeout=self._timeout))
 
-    async def stats(self, volume_id: str, *, volume_path: str) -> dict[str, tuple[int, int, int]]:
-        """Usage by unit ("BYTES", "INODES"): (used, total, available)."""
-        answer = await _call("NodeGetVolumeStats", lambda: self._stub.NodeGetVolumeStats(
+    async def stats(self, volume_id: str, *, volume_path: str,
+                    limit: float) -> dict[str, tuple[int, int, int]]:
+        """Usage by unit ("BYTES", "INODES"): (used, total, available); a deadline of its
+        own (`limit` seconds)."""
+        answer = await _call(lambda: self._stub.NodeGetVolumeStats(
             pb.NodeGetVolumeStatsRequest(volume_id=volume_id, volume_path=volume_path),
-            timeout=self._timeout))
+            timeout=limit))
         return {pb.VolumeUsage.Unit.Name(u.unit): (u.used, u.total, u.available)
                 for u in answer.usage}
 
@@ -164,7 +167,7 @@ async def plugin_info(socket: str, *, limit: float) -> PluginInfo:
     """GetInfo of the registration socket `socket` (a deadline of `limit` seconds)."""
     async with grpc.aio.insecure_channel(_target(socket)) as channel:
         stub = reg_grpc.RegistrationStub(channel)
-        info = await _call("GetInfo", lambda: stub.GetInfo(reg.InfoRequest(), timeout=limit))
+        info = await _call(lambda: stub.GetInfo(reg.InfoRequest(), timeout=limit))
     return PluginInfo(info.type, info.name, info.endpoint, tuple(info.supported_versions))
 
 
@@ -173,6 +176,6 @@ async def notify_registration(socket: str, *, registered: bool, error: str,
     """NotifyRegistrationStatus: tell the plugin whether it was registered, and why not."""
     async with grpc.aio.insecure_channel(_target(socket)) as channel:
         stub = reg_grpc.RegistrationStub(channel)
-        await _call("NotifyRegistrationStatus", lambda: stub.NotifyRegistrationStatus(
+        await _call(lambda: stub.NotifyRegistrationStatus(
             reg.RegistrationStatus(plugin_registered=registered, error=error),
             timeout=limit))

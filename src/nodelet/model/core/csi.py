@@ -42,9 +42,13 @@ class CsiSource:
     read_only: bool = False
     fs_type: str = ""
     volume_attributes: Mapping[str, str] = field(default_factory=dict)
-    access_mode: str = "ReadWriteOnce"
+    access_mode: str = "ReadWriteOnce"  # the PV's first (the one CSI is told)
     mount_options: tuple[str, ...] = ()
     ephemeral: bool = False  # an inline volume of the pod (no PV)
+    access_modes: tuple[str, ...] = ("ReadWriteOnce",)
+    # The PV's nodeStageSecretRef and nodePublishSecretRef: (namespace, name).
+    stage_secret: tuple[str, str] | None = None
+    publish_secret: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class DriverPolicy:
     exists: bool = False
     # Published again at every sync of the pod (drivers whose credentials expire).
     requires_republish: bool = False
+    # The driver asks for the pod's service account tokens in the volume context.
+    token_requests: bool = False
 
 
 def csi_source(spec: Mapping[str, Any]) -> CsiSource:
@@ -73,7 +79,16 @@ def csi_source(spec: Mapping[str, Any]) -> CsiSource:
                            apijson.obj(source.get("volumeAttributes")).items()},
         access_mode=str(modes[0]),
         mount_options=tuple(str(o) for o in spec.get("mountOptions") or ()),
+        access_modes=tuple(str(m) for m in modes),
+        stage_secret=_secret_ref(source.get("nodeStageSecretRef")),
+        publish_secret=_secret_ref(source.get("nodePublishSecretRef")),
     )
+
+
+def _secret_ref(ref: Any) -> tuple[str, str] | None:
+    ref = apijson.obj(ref)
+    name = str(ref.get("name") or "")
+    return (str(ref.get("namespace") or ""), name) if name else None
 
 
 def driver_policy(driver: apijson.JSON | None) -> DriverPolicy:
@@ -89,6 +104,7 @@ def driver_policy(driver: apijson.JSON | None) -> DriverPolicy:
                               or ("Persistent",)),
         exists=True,
         requires_republish=spec.get("requiresRepublish") is True,
+        token_requests=bool(spec.get("tokenRequests")),
     )
 
 
@@ -158,7 +174,9 @@ def applies_fs_group(policy: DriverPolicy, source: CsiSource, *, read_only: bool
         return False
     if policy.fs_group_policy == "File":
         return True
-    return bool(source.fs_type) and source.access_mode == "ReadWriteOnce"
+    # hasReadWriteOnce: any of the PV's modes (an inline volume counts as ReadWriteOnce).
+    writable_once = {"ReadWriteOnce", "ReadWriteOncePod"} & set(source.access_modes)
+    return bool(source.fs_type) and bool(writable_once)
 
 
 def pod_data(name: str, source: CsiSource, node: str) -> str:

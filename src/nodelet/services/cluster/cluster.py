@@ -35,6 +35,7 @@ errors are logged and retried, never raised.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
 import logging
@@ -67,7 +68,7 @@ log = logging.getLogger(__name__)
 
 
 
-STORAGE = "storage.k8s.io/v1"
+STORAGE = csinode.STORAGE
 
 
 class ClusterError(Exception):
@@ -399,6 +400,14 @@ class ClusterMode:
     async def volume_attachment(self, name: str) -> apijson.JSON | None:
         """The VolumeAttachment `name`, None when there is none."""
         return await self._optional(kube.group_path(STORAGE, "volumeattachments", "", name))
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        """A Secret's data, decoded (a CSI PV's stage or publish secret, which the Node
+        authorizer lets the node read through the PV of its pod)."""
+        found = await self._read("secrets", namespace, name)
+        data = apijson.obj(found.get("data"))
+        return {str(k): base64.b64decode(str(v)).decode(errors="replace")
+                for k, v in data.items()}
 
     async def _optional(self, path: str) -> apijson.JSON | None:
         try:

@@ -37,16 +37,13 @@ async def sync(client: kube.KubeClient, *, node: apijson.JSON,
     """Bring the Node's annotation and labels and the CSINode up to date with `drivers`."""
     meta = apijson.obj(node.get("metadata"))
     name = str(meta.get("name") or "")
-    annotation = apijson.obj(meta.get("annotations")).get(csi.NODE_ID_ANNOTATION)
+    # Always sent: the Node at hand may be older than the last change of the drivers.
     ids = csi.node_ids(drivers={d.name: d.node_id for d in drivers})
-    patch: apijson.Obj = {"metadata": {}}
-    if ids != annotation:
-        patch["metadata"]["annotations"] = {csi.NODE_ID_ANNOTATION: ids}
+    patch: apijson.Obj = {"metadata": {"annotations": {csi.NODE_ID_ANNOTATION: ids}}}
     labels = {k: v for d in drivers for k, v in d.topology.items()}
     if labels:
         patch["metadata"]["labels"] = labels
-    if patch["metadata"]:
-        await client.patch_node(name, patch)
+    await client.patch_node(name, patch)
     await _csinode(client, name, str(meta.get("uid") or ""), csinode_drivers(drivers))
 
 

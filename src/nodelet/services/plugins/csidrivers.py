@@ -45,6 +45,7 @@ class CsiDrivers:
         self._on_change = on_change
         self._drivers: dict[str, Driver] = {}
         self._clients: dict[str, csi.NodeClient] = {}
+        self._retired: list[csi.NodeClient] = []
 
     async def register(self, name: str, endpoint: str, versions: tuple[str, ...]) -> None:
         """ValidatePlugin and RegisterPlugin: a v1 driver, asked for its node facts."""
@@ -53,16 +54,19 @@ class CsiDrivers:
         if not any(_major(v) == 1 for v in versions):
             raise csi.CsiError(f"none of the CSI versions reported by this driver are "
                                f"supported: {', '.join(versions) or 'none'} (nodelet speaks v1)")
-        node = csi.NodeClient(endpoint, timeout=self._timeout)
+        old = self._clients.get(name)
+        same = old is not None and self._drivers[name].endpoint == endpoint
+        node = old if same and old is not None else csi.NodeClient(endpoint,
+                                                                  timeout=self._timeout)
         try:
             info = await node.info()
             capabilities = await node.capabilities()
         except csi.CsiError:
-            await node.close()
+            if node is not old:
+                await node.close()
             raise
-        old = self._clients.pop(name, None)
-        if old is not None:
-            await old.close()
+        if old is not None and node is not old:
+            self._retire(old)
         self._clients[name] = node
         self._drivers[name] = Driver(name, endpoint, info.node_id, info.max_volumes,
                                      info.topology, capabilities)
@@ -74,8 +78,13 @@ class CsiDrivers:
         node = self._clients.pop(name, None)
         self._drivers.pop(name, None)
         if node is not None:
-            await node.close()
+            self._retire(node)
         await self._changed()
+
+    def _retire(self, node: csi.NodeClient) -> None:
+        """A client no longer handed out: closed at shutdown, not now, as closing a channel
+        cancels the calls a pod worker may still be waiting for."""
+        self._retired.append(node)
 
     async def _changed(self) -> None:
         if self._on_change is not None:
@@ -95,6 +104,8 @@ class CsiDrivers:
         return self._drivers[name], self._clients[name]
 
     async def close(self) -> None:
-        for node in self._clients.values():
+        """Close every client (at shutdown)."""
+        for node in (*self._clients.values(), *self._retired):
             await node.close()
         self._clients.clear()
+        self._retired.clear()

@@ -5,8 +5,9 @@ kubelet's `/var/lib/kubelet/plugins_registry`) that serves the Registration serv
 watcher sees it appear (inotify, with a rescan every `rescan` seconds as a safety net), asks
 `GetInfo`, hands the plugin to the handler of its type (only CSIPlugin here), and tells the
 plugin the result (`NotifyRegistrationStatus`, with the handler's error when it refused). A
-socket that goes away deregisters its plugin; so does one whose plugin stops answering (the
-handler is told, and the socket is tried again at the next rescan).
+socket that goes away deregisters its plugin; one made again at the same path (a restarted
+plugin) is registered again. A socket that does not answer GetInfo is tried again at the
+next change or rescan.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Handler(Protocol):
 class _Plugin:
     name: str
     type: str
+    inode: int  # of the socket it registered through
 
 
 class PluginWatcher:
@@ -79,13 +81,14 @@ class PluginWatcher:
 
     async def reconcile(self) -> None:
         """Register the sockets that appeared, deregister those that went."""
-        present = set(await asyncio.to_thread(_sockets, self._directory))
-        for gone in sorted(set(self._registered) - present):
-            await self._deregister(gone)
-        for socket in sorted(present - set(self._registered)):
-            await self._register(socket)
+        present = await asyncio.to_thread(_sockets, self._directory)
+        for socket, plugin in sorted(self._registered.items()):
+            if present.get(socket) != plugin.inode:  # gone, or made again
+                await self._deregister(socket)
+        for socket in sorted(set(present) - set(self._registered)):
+            await self._register(socket, present[socket])
 
-    async def _register(self, socket: Path) -> None:
+    async def _register(self, socket: Path, inode: int) -> None:
         try:
             info = await csi.plugin_info(str(socket), limit=self._timeout)
         except csi.CsiError as exc:
@@ -105,7 +108,7 @@ class PluginWatcher:
         if error:
             log.warning("plugin %s (%s) at %s refused: %s", info.name, info.type, socket, error)
             return
-        self._registered[socket] = _Plugin(info.name, info.type)
+        self._registered[socket] = _Plugin(info.name, info.type, inode)
         log.info("registered %s plugin %s (%s)", info.type, info.name, socket)
 
     async def _deregister(self, socket: Path) -> None:
@@ -116,14 +119,15 @@ class PluginWatcher:
         log.info("deregistered %s plugin %s (%s went away)", plugin.type, plugin.name, socket)
 
 
-def _sockets(directory: Path) -> list[Path]:
-    """The unix sockets in the registry directory and its subdirectories (dot names left
-    out, as the kubelet's watcher does)."""
-    found = []
+def _sockets(directory: Path) -> dict[Path, int]:
+    """The unix sockets in the registry directory and its subdirectories, with their inodes
+    (dot names left out, as the kubelet's watcher does)."""
+    found = {}
     for path in directory.rglob("*"):
         if any(part.startswith(".") for part in path.relative_to(directory).parts):
             continue
         with contextlib.suppress(OSError):
-            if stat.S_ISSOCK(path.lstat().st_mode):
-                found.append(path)
+            info = path.lstat()
+            if stat.S_ISSOCK(info.st_mode):
+                found[path] = info.st_ino
     return found

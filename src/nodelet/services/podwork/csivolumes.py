@@ -53,6 +53,9 @@ class CsiApi(Protocol):
     async def volume_attachment(self, name: str) -> apijson.JSON | None:
         """The VolumeAttachment `name`; None when there is none (yet)."""
 
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        """The data of the Secret (a PV's stage or publish secret), decoded."""
+
 
 class Failure(Exception):
     """A CSI operation that failed: the FailedMount message is `<operation> for volume
@@ -75,14 +78,29 @@ class _Volume:
 
 
 @dataclass(frozen=True)
-class _Published:
+class _Record:
+    """A pod's CSI volume as its vol_data.json records it."""
+
     target: Path
     driver: str
     handle: str
 
 
+# gRPC codes after which the driver may still finish the operation (the kubelet's
+# isFinalError): the publication stays recorded as uncertain, to be torn down if not retried.
+_NOT_FINAL = frozenset({"CANCELLED", "DEADLINE_EXCEEDED", "UNAVAILABLE", "RESOURCE_EXHAUSTED",
+                        "ABORTED"})
+# Beside a pod's vol_data.json once NodePublishVolume succeeded (vol_data.json is written
+# before the call, as the kubelet's, so that an interrupted publish is torn down too).
+PUBLISHED_MARK = ".published"
+# Seconds a NodeGetVolumeStats may take: a stats scrape must not wait for a hung driver.
+STATS_TIMEOUT = 10.0
+
+
 class CsiVolumes:
-    """The CSI volumes of this node's pods."""
+    """The CSI volumes of this node's pods. Work on one volume (a driver's handle) is done
+    one operation at a time (the kubelet's nestedpendingoperations): staging and a pod's
+    record against the check that no pod uses it before unstaging."""
 
     def __init__(self, *, drivers: csidrivers.CsiDrivers, api: CsiApi, plugins_dir: Path,
                  pods_dir: Path, node_name: str) -> None:
@@ -93,9 +111,13 @@ class CsiVolumes:
         self._node = node_name
         # Each driver's CSIDriver as last read (for requiresRepublish).
         self._policies: dict[str, csi.DriverPolicy] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
-    def target(self, uid: pods.PodUID, pv_name: str) -> Path:
-        return self._pods / uid / "volumes" / csi.POD_PLUGIN_DIR / pv_name / "mount"
+    def target(self, uid: pods.PodUID, name: str) -> Path:
+        return self._pods / uid / "volumes" / csi.POD_PLUGIN_DIR / name / "mount"
+
+    def _lock(self, source: csi.CsiSource) -> asyncio.Lock:
+        return self._locks.setdefault((source.driver, source.volume_handle), asyncio.Lock())
 
     async def set_up(self, pod: pods.Pod, pv: claims.PersistentVolume) -> tuple[Path, bool]:
         """The pod's published volume of a CSI PV (published now if it was not), and whether
@@ -104,22 +126,42 @@ class CsiVolumes:
         assert pv.csi is not None
         source = pv.csi
         target = self.target(pod.uid, pv.name)
-        published = await asyncio.to_thread((target.parent / csi.DATA_FILE).exists)
+        published = await asyncio.to_thread(_published, target)
         if published and not await self._republishes(source, "Persistent"):
             return target, False
         driver, node = self._driver(source.driver, "MountVolume.MountDevice failed")
         policy = await self._policy(source, "Persistent")
         context = await self._publish_context(source, policy)
-        capability = self._capability(driver, source)
-        staging = ""
-        if "STAGE_UNSTAGE_VOLUME" in driver.capabilities:
-            staging = await self._stage(node, source, capability, context)
+        capability = self._capability(driver, source, pod, policy)
         read_only = pv.read_only or source.read_only
-        await self._publish(pod, _Volume(pv.name, source, read_only), node, target,
-                            staging=staging, capability=capability, context=context,
-                            policy=policy, secrets={}, again=published)
-        return target, not published and csi.applies_fs_group(policy, source,
-                                                              read_only=read_only)
+        async with self._lock(source):
+            staging = ""
+            if "STAGE_UNSTAGE_VOLUME" in driver.capabilities:
+                staging = await self._stage(node, source, capability, context)
+            secrets = await self._secrets("NodePublishSecretRef", source.publish_secret,
+                                          "MountVolume.SetUp failed")
+            await self._publish(pod, _Volume(pv.name, source, read_only), node, target,
+                                staging=staging, capability=capability, context=context,
+                                policy=policy, secrets=secrets, again=published)
+        return target, not published and _node_owns(policy, source, capability, read_only)
+
+    async def set_up_inline(self, pod: pods.Pod, name: str, source: csi.CsiSource,
+                            secrets: Mapping[str, str]) -> tuple[Path, bool]:
+        """An inline (ephemeral) CSI volume of the pod: published once, without attach or
+        stage, if the CSIDriver lists the Ephemeral lifecycle mode; as `set_up`."""
+        target = self.target(pod.uid, name)
+        published = await asyncio.to_thread(_published, target)
+        if published and not await self._republishes(source, "Ephemeral"):
+            return target, False
+        driver, node = self._driver(source.driver, "MountVolume.SetUp failed")
+        policy = await self._policy(source, "Ephemeral")
+        capability = self._capability(driver, source, pod, policy)
+        async with self._lock(source):
+            await self._publish(pod, _Volume(name, source, source.read_only), node, target,
+                                staging="", capability=capability, context={}, policy=policy,
+                                secrets=secrets, again=published)
+        return target, not published and _node_owns(policy, source, capability,
+                                                    source.read_only)
 
     async def _republishes(self, source: csi.CsiSource, mode: str) -> bool:
         """Whether the driver's CSIDriver (as last read; read once after a restart) asks for
@@ -130,22 +172,6 @@ class CsiVolumes:
             policy = await self._policy(source, mode)
         return policy.requires_republish
 
-    async def set_up_inline(self, pod: pods.Pod, name: str, source: csi.CsiSource,
-                            secrets: Mapping[str, str]) -> tuple[Path, bool]:
-        """An inline (ephemeral) CSI volume of the pod: published once, without attach or
-        stage, if the CSIDriver lists the Ephemeral lifecycle mode; as `set_up`."""
-        target = self.target(pod.uid, name)
-        published = await asyncio.to_thread((target.parent / csi.DATA_FILE).exists)
-        if published and not await self._republishes(source, "Ephemeral"):
-            return target, False
-        driver, node = self._driver(source.driver, "MountVolume.SetUp failed")
-        policy = await self._policy(source, "Ephemeral")
-        await self._publish(pod, _Volume(name, source, source.read_only), node, target,
-                            staging="", capability=self._capability(driver, source),
-                            context={}, policy=policy, secrets=secrets, again=published)
-        return target, not published and csi.applies_fs_group(policy, source,
-                                                              read_only=source.read_only)
-
     async def _policy(self, source: csi.CsiSource, mode: str) -> csi.DriverPolicy:
         policy = csi.driver_policy(await self._read(self._api.csi_driver(source.driver)))
         self._policies[source.driver] = policy
@@ -153,14 +179,25 @@ class CsiVolumes:
         if error:
             raise Failure("MountVolume.SetUp failed", "kubernetes.io/csi: mounter.SetupAt "
                           f"failed to check volume lifecycle mode: {error}")
+        if policy.token_requests:  # refused rather than published without the tokens
+            raise Failure("MountVolume.SetUp failed", f"CSIDriver {source.driver} asks for "
+                          "service account tokens (tokenRequests), which nodelet does not "
+                          "pass to CSI drivers yet")
         return policy
 
     @staticmethod
-    def _capability(driver: csidrivers.Driver, source: csi.CsiSource) -> csi_client.Capability:
+    def _capability(driver: csidrivers.Driver, source: csi.CsiSource, pod: pods.Pod,
+                    policy: csi.DriverPolicy) -> csi_client.Capability:
+        """The volume capability; with VOLUME_MOUNT_GROUP the driver applies the fsGroup
+        itself (the kubelet hands it over, and changes no ownership then)."""
+        fs_group = pod.spec.security_context.fs_group
+        delegated = fs_group is not None and policy.fs_group_policy != "None" and \
+            "VOLUME_MOUNT_GROUP" in driver.capabilities
         return csi_client.Capability(
             fs_type=source.fs_type, mount_flags=source.mount_options,
             access_mode=csi.access_mode(source.access_mode, single_node_multi_writer=(
-                "SINGLE_NODE_MULTI_WRITER" in driver.capabilities)))
+                "SINGLE_NODE_MULTI_WRITER" in driver.capabilities)),
+            volume_mount_group=str(fs_group) if delegated else "")
 
     def _driver(self, name: str, operation: str) -> tuple[csidrivers.Driver,
                                                           csi_client.NodeClient]:
@@ -174,6 +211,18 @@ class CsiVolumes:
             return await call
         except errors.MessageError as exc:
             raise Failure("MountVolume.SetUp failed", exc.message) from exc
+
+    async def _secrets(self, kind: str, ref: tuple[str, str] | None,
+                       operation: str) -> dict[str, str]:
+        """The data of a PV's secret reference ({} without one), in the kubelet's words when
+        it cannot be read."""
+        if ref is None:
+            return {}
+        try:
+            return await self._api.secret_data(*ref)
+        except errors.MessageError as exc:
+            raise Failure(operation, f"fetching {kind} {ref[0]}/{ref[1]} failed: "
+                          f"{exc.message}") from exc
 
     async def _publish_context(self, source: csi.CsiSource,
                                policy: csi.DriverPolicy) -> dict[str, str]:
@@ -192,15 +241,19 @@ class CsiVolumes:
 
     async def _stage(self, node: csi_client.NodeClient, source: csi.CsiSource,
                      capability: csi_client.Capability, context: dict[str, str]) -> str:
-        staging = Path(str(csi.staging_path(PurePosixPath(str(self._plugins)), source)))
+        """NodeStageVolume once per volume on the node (the caller holds its lock); a
+        staging record (vol_data.json) is written once it succeeded."""
+        staging = self._staging(source)
         data = staging.parent / csi.DATA_FILE
         if await asyncio.to_thread(data.exists):
             return str(staging)
+        secrets = await self._secrets("NodeStageSecretRef", source.stage_secret,
+                                      "MountVolume.MountDevice failed")
         await asyncio.to_thread(staging.mkdir, mode=0o750, parents=True, exist_ok=True)
         try:
             await node.stage(source.volume_handle, staging_path=str(staging),
                              capability=capability, publish_context=context,
-                             volume_context=dict(source.volume_attributes), secrets={})
+                             volume_context=dict(source.volume_attributes), secrets=secrets)
         except csi_client.CsiError as exc:
             raise Failure("MountVolume.MountDevice failed", exc.message) from exc
         await asyncio.to_thread(data.write_text, csi.staging_data(source))
@@ -208,12 +261,18 @@ class CsiVolumes:
                  staging)
         return str(staging)
 
+    def _staging(self, source: csi.CsiSource) -> Path:
+        return Path(str(csi.staging_path(PurePosixPath(str(self._plugins)), source)))
+
     async def _publish(self, pod: pods.Pod, volume: _Volume, node: csi_client.NodeClient,
                        target: Path, *, staging: str, capability: csi_client.Capability,
                        context: dict[str, str], policy: csi.DriverPolicy,
                        secrets: Mapping[str, str], again: bool = False) -> None:
-        """NodePublishVolume; `again`: a republish of a volume the pod uses, whose failure
-        leaves it as it is (the pod sees the existing publication)."""
+        """NodePublishVolume, recorded before (vol_data.json: an interrupted publish is torn
+        down too) and marked published after. A final error removes the record (nothing
+        is published); after one the driver may still finish, the record stays, so that
+        teardown unpublishes it. `again`: a republish, whose failure leaves the
+        publication as it is."""
         source = volume.source
         await asyncio.to_thread(target.parent.mkdir, mode=0o750, parents=True, exist_ok=True)
         data = target.parent / csi.DATA_FILE
@@ -224,14 +283,13 @@ class CsiVolumes:
                 capability=capability, read_only=volume.read_only, publish_context=context,
                 volume_context=csi.volume_context(source, pod, policy), secrets=secrets)
         except csi_client.CsiError as exc:
-            # Finished with an error: nothing is published, the next sync tries again.
-            if not again:
+            if not again and exc.code not in _NOT_FINAL:
                 await asyncio.to_thread(_remove_unmounted, target.parent)
             raise Failure("MountVolume.SetUp failed", exc.message) from exc
-        if again:
-            return
-        log.info("published CSI volume %s for pod %s at %s", source.volume_handle,
-                 pod.full_name, target)
+        await asyncio.to_thread((target.parent / PUBLISHED_MARK).touch)
+        if not again:
+            log.info("published CSI volume %s for pod %s at %s", source.volume_handle,
+                     pod.full_name, target)
 
     async def stats(self, uid: pods.PodUID, pv: claims.PersistentVolume) -> summary.Fs | None:
         """NodeGetVolumeStats of a published volume whose driver offers it; None otherwise
@@ -243,10 +301,11 @@ class CsiVolumes:
         except csidrivers.NotRegistered:
             return None
         if "GET_VOLUME_STATS" not in driver.capabilities or \
-                not await asyncio.to_thread((target.parent / csi.DATA_FILE).exists):
+                not await asyncio.to_thread(_published, target):
             return None
         try:
-            usage = await node.stats(pv.csi.volume_handle, volume_path=str(target))
+            usage = await node.stats(pv.csi.volume_handle, volume_path=str(target),
+                                     limit=STATS_TIMEOUT)
         except csi_client.CsiError as exc:
             log.debug("no stats for CSI volume %s: %s", pv.csi.volume_handle, exc.message)
             return None
@@ -257,57 +316,76 @@ class CsiVolumes:
                           inodes_used=inodes_used if inodes else None,
                           inodes_free=inodes_free if inodes else None)
 
+    def in_use(self) -> list[str]:
+        """The unique names (`kubernetes.io/csi/<driver>^<handle>`) of the volumes the
+        node's pods have recorded on disk: still in use until torn down, also after a
+        restart."""
+        return sorted({f"{csi.PLUGIN_NAME}/{r.driver}^{r.handle}" for r in self._records("*")})
+
     # -- tear down ------------------------------------------------------------------------
 
     async def tear_down(self, uid: pods.PodUID) -> None:
-        """Unpublish every CSI volume of the pod, then unstage those no pod uses any more;
-        raises Failure (the pod's cleanup is tried again) when a driver cannot do it."""
-        published = await asyncio.to_thread(self._published, uid)
-        for volume in published:
-            name = volume.target.parent.name
+        """Unpublish every CSI volume of the pod (idempotent, as the spec requires), unstage
+        those no other pod uses, then forget the pod's records; raises Failure (the pod's
+        cleanup is tried again, records kept) when a driver cannot do it."""
+        records = await asyncio.to_thread(self._records, uid)
+        for record in records:
+            name = record.target.parent.name
             try:
-                _, node = self._driver(volume.driver, "UnmountVolume.TearDown failed")
-                await node.unpublish(volume.handle, target_path=str(volume.target))
+                _, node = self._driver(record.driver, "UnmountVolume.TearDown failed")
+                await node.unpublish(record.handle, target_path=str(record.target))
             except Failure as exc:
                 raise Failure(exc.operation, exc.message, volume=name) from exc
             except csi_client.CsiError as exc:
                 raise Failure("UnmountVolume.TearDown failed", exc.message, volume=name) \
                     from exc
-            await asyncio.to_thread(_remove_unmounted, volume.target.parent)
-        for volume in published:
-            await self._unstage_unused(volume.driver, volume.handle)
+            await asyncio.to_thread((record.target.parent / PUBLISHED_MARK).unlink, True)
+        for record in records:
+            await self._unstage_unused(uid, record)
+        for record in records:
+            await asyncio.to_thread(_remove_unmounted, record.target.parent)
 
-    def _published(self, uid: pods.PodUID) -> list[_Published]:
-        base = self._pods / uid / "volumes" / csi.POD_PLUGIN_DIR
+    def _records(self, uid: str) -> list[_Record]:
+        """The pods' CSI volume records (`uid` "*": every pod's)."""
         out = []
-        for data in sorted(base.glob(f"*/{csi.DATA_FILE}")):
+        for data in sorted(self._pods.glob(f"{uid}/volumes/{csi.POD_PLUGIN_DIR}/*/"
+                                           f"{csi.DATA_FILE}")):
             with contextlib.suppress(OSError):
                 driver, handle = csi.read_data(data.read_text())
                 if driver and handle:
-                    out.append(_Published(data.parent / "mount", driver, handle))
+                    out.append(_Record(data.parent / "mount", driver, handle))
         return out
 
-    async def _unstage_unused(self, driver_name: str, handle: str) -> None:
-        source = csi.CsiSource(driver=driver_name, volume_handle=handle)
-        staging = Path(str(csi.staging_path(PurePosixPath(str(self._plugins)), source)))
-        data = staging.parent / csi.DATA_FILE
-        if not await asyncio.to_thread(data.exists) or \
-                await asyncio.to_thread(self._in_use, driver_name, handle):
-            return
-        _, node = self._driver(driver_name, "UnmountDevice failed")
-        try:
-            await node.unstage(handle, staging_path=str(staging))
-        except csi_client.CsiError as exc:
-            raise Failure("UnmountDevice failed", exc.message) from exc
-        await asyncio.to_thread(_remove_unmounted, staging.parent)
-        log.info("unstaged CSI volume %s of %s", handle, driver_name)
+    async def _unstage_unused(self, uid: pods.PodUID, record: _Record) -> None:
+        source = csi.CsiSource(driver=record.driver, volume_handle=record.handle)
+        staging = self._staging(source)
+        async with self._lock(source):
+            data = staging.parent / csi.DATA_FILE
+            if not await asyncio.to_thread(data.exists):
+                return
+            others = await asyncio.to_thread(self._records, "*")
+            if any((r.driver, r.handle) == (record.driver, record.handle)
+                   and uid not in r.target.parts for r in others):
+                return
+            _, node = self._driver(record.driver, "UnmountDevice failed")
+            try:
+                await node.unstage(record.handle, staging_path=str(staging))
+            except csi_client.CsiError as exc:
+                raise Failure("UnmountDevice failed", exc.message,
+                              volume=record.target.parent.name) from exc
+            await asyncio.to_thread(_remove_unmounted, staging.parent)
+        log.info("unstaged CSI volume %s of %s", record.handle, record.driver)
 
-    def _in_use(self, driver: str, handle: str) -> bool:
-        for data in self._pods.glob(f"*/volumes/{csi.POD_PLUGIN_DIR}/*/{csi.DATA_FILE}"):
-            with contextlib.suppress(OSError):
-                if csi.read_data(data.read_text()) == (driver, handle):
-                    return True
-        return False
+
+def _published(target: Path) -> bool:
+    return (target.parent / PUBLISHED_MARK).exists()
+
+
+def _node_owns(policy: csi.DriverPolicy, source: csi.CsiSource,
+               capability: csi_client.Capability, read_only: bool) -> bool:
+    """Whether the node changes the volume's ownership (the driver does not)."""
+    return not capability.volume_mount_group and csi.applies_fs_group(
+        policy, source, read_only=read_only)
 
 
 def _remove_unmounted(directory: Path) -> None:

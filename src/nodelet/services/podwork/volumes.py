@@ -123,7 +123,8 @@ class ApiSources:
 
 
 class VolumeManager:
-    """Volumes of the pods of one node. Only a pod's worker calls it for that pod.
+    """Volumes of the pods of one node. Only a pod's worker sets up and cleans up that pod's
+    volumes; the node's status, stats and metrics read what is in use.
 
     `sources` are the API objects volumes read (`ApiSources`). `on_refresh_error` hears about
     volumes that were set up before but cannot be refreshed now (the object or key went
@@ -246,7 +247,9 @@ class VolumeManager:
         `node.status.volumesInUse`: the attach/detach controller does not detach them)."""
         names = {claims.unique_name(pv) for bound in self._bound.values()
                  for pv in bound.values()}
-        return sorted(n for n in names if n)
+        # What the pods recorded on disk too: in use until torn down, also after a restart.
+        on_disk = self._csi.in_use() if self._csi is not None else []
+        return sorted({n for n in names if n} | set(on_disk))
 
     def extra_groups(self, pod: pods.Pod) -> tuple[int, ...]:
         """The groups the pod's PVs ask for (their pv.beta.kubernetes.io/gid annotation),
@@ -317,6 +320,9 @@ class VolumeManager:
         if block:
             return await self._map_device(pod, pv)
         if pv.source_type == "hostPath":
+            if not pv.path.startswith("/") or ".." in pv.path.split("/"):
+                raise vol.SourceError(f"invalid HostPath {pv.path}: must be an absolute path "
+                                      "without '..'")
             await asyncio.to_thread(mounts.check_host_path, pv.path, pv.host_path_type)
             return Path(pv.path)
         if pv.source_type == "local":
@@ -502,7 +508,7 @@ class VolumeManager:
             mounts_ = tuple(
                 self._image_mount(m, by_name[m.name]) if by_name[m.name].source_type == "image"
                 else self._mount(m, paths[m.name], by_name[m.name].source_type,
-                                 bound.get(m.name) or _inline_pv(by_name[m.name]))
+                                 _read_only_volume(by_name[m.name], bound.get(m.name)))
                 for m in container.volume_mounts
             )
             # makeBlockVolumes: each device read-only when its claim is.
@@ -528,13 +534,12 @@ class VolumeManager:
                              image_sub_path=mount.sub_path)
 
     def _mount(self, mount: pods.VolumeMount, base: Path, source_type: str,
-               pv: claims.PersistentVolume | None) -> runtime.Mount:
+               volume_read_only: bool) -> runtime.Mount:
         """The whole volume; a subPath mount too, until `expand_sub_paths` binds the path
         when the container is created."""
-        # The kubelet always mounts the volumes whose files it writes read-only, and a
-        # read-only claim's or CSI volume's (its mounter's ReadOnly attribute).
-        read_only = mount.read_only or source_type in vol.CONTENT_TYPES or \
-            (pv is not None and (pv.read_only or (pv.csi is not None and pv.csi.read_only)))
+        # The kubelet always mounts the volumes whose files it writes read-only, and those
+        # that are read-only themselves (`_read_only_volume`).
+        read_only = mount.read_only or source_type in vol.CONTENT_TYPES or volume_read_only
         if mount.sub_path:
             try:
                 vol.check_sub_path(mount.sub_path)
@@ -551,6 +556,9 @@ class VolumeManager:
         """Unmount and remove the pod's subPath binds, then every volume directory of the pod;
         idempotent. Call it once the pod's containers and sandbox are gone (hostPath contents
         are never touched)."""
+        sub_paths = self._root / pod_uid / SUB_PATHS_DIR
+        if await asyncio.to_thread(sub_paths.exists):  # before the volumes they bind from
+            await self._unmount_all(sub_paths)
         if self._csi is not None:  # the driver unpublishes (and unstages) first
             try:
                 await self._csi.tear_down(pod_uid)
@@ -558,7 +566,7 @@ class VolumeManager:
                 raise VolumeError(exc.volume, exc.message, operation=exc.operation) from exc
         self._bound.pop(pod_uid, None)
         self._ready.pop(pod_uid, None)
-        for directory in (self._root / pod_uid / SUB_PATHS_DIR, self.volumes_dir(pod_uid),
+        for directory in (sub_paths, self.volumes_dir(pod_uid),
                           self._root / pod_uid / DEVICES_DIR):
             if await asyncio.to_thread(directory.exists):
                 await self._unmount_all(directory)
@@ -588,12 +596,12 @@ class VolumeManager:
             raise VolumeError(left[0][0].name, f"still mounted, not removed: {paths}")
 
 
-def _inline_pv(volume: pods.Volume) -> claims.PersistentVolume | None:
-    """An inline CSI volume seen as a PV, for its readOnly."""
-    if volume.source_type != "csi":
-        return None
-    return claims.PersistentVolume(name=volume.name, source_type="csi",
-                                   read_only=volume.source.get("readOnly") is True)
+def _read_only_volume(volume: pods.Volume, pv: claims.PersistentVolume | None) -> bool:
+    """Whether the volume is read-only whatever the mount says: a read-only claim or CSI PV,
+    or an inline CSI volume with readOnly (its mounter's ReadOnly attribute)."""
+    if pv is not None:
+        return pv.read_only or (pv.csi is not None and pv.csi.read_only)
+    return volume.source_type == "csi" and volume.source.get("readOnly") is True
 
 
 def _log_refresh_error(pod: pods.Pod, error: VolumeError) -> None:

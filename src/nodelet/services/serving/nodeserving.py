@@ -264,13 +264,16 @@ class NodeServing:
         results = await asyncio.gather(
             *(self._sandbox_stats(sandbox.id) for _, _, sandbox in wanted),
             return_exceptions=True)
-        volumes = await asyncio.gather(*(self._view.volume_stats(pod) for pod, _, _ in wanted))
+        # A pod whose volumes cannot be measured is served without them.
+        volumes = await asyncio.gather(*(self._view.volume_stats(pod) for pod, _, _ in wanted),
+                                       return_exceptions=True)
         usages = []
         for (pod, state, sandbox), result, stats in zip(wanted, results, volumes, strict=True):
             if isinstance(result, BaseException):
                 log.debug("no stats for pod %s/%s: %s", pod.namespace, pod.name, result)
                 continue
-            usages.append(replace(_named(result, pod, state, sandbox), volumes=tuple(stats)))
+            measured = () if isinstance(stats, BaseException) else tuple(stats)
+            usages.append(replace(_named(result, pod, state, sandbox), volumes=measured))
         return usages
 
     async def _sandbox_stats(self, sandbox: runtime.SandboxID) -> sm.PodUsage:
