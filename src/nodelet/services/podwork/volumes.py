@@ -8,6 +8,14 @@ the token source, `services.cluster.tokens` in cluster mode) with the kubelet's 
 `..data` swap, so updates and rotated tokens reach mounted files and a reader never sees a
 half-written set.
 
+Claim volumes (`persistentVolumeClaim`, generic `ephemeral`) are resolved first, through the
+API (`ApiSources.claims`, the rules of `model.core.claims`); a claim that cannot be used yet
+fails the whole set-up with the kubelet's "Unable to attach or mount volumes" words while the
+pod's other volumes are set up. The PV is then a hostPath used in place, a local path
+bind-mounted under the pod (a Block one linked under `volumeDevices`, given to the runtime as
+a device), or a CSI volume published by its driver (`csivolumes`, also for inline `csi:`
+volumes), which `cleanup` has the driver unpublish first.
+
 subPath and subPathExpr mounts are made when the container is created (`expand_sub_paths`,
 the kubelet's makeMounts): the path is opened inside the volume without following symlinks
 and what was opened is bind-mounted by descriptor onto a path of nodelet's own, which is what
@@ -152,9 +160,8 @@ class VolumeManager:
         self._tokens = sources.tokens
         self._claims = sources.claims
         self._node_labels = node_labels
-        # The PVs of each pod's claims, read once the pod's volumes were set up with them
-        # (the kubelet's desired state keeps them too): a sync reads the API only for a
-        # claim not in use yet. Forgotten at cleanup.
+        # The PVs of each pod's claims, as resolved (the kubelet's desired state keeps them
+        # too): a sync reads the API only for a claim not resolved yet. Forgotten at cleanup.
         self._bound: dict[pods.PodUID, dict[str, claims.PersistentVolume]] = {}
         # The volumes of each pod set up by an earlier sync (for the kubelet's "unmounted
         # volumes" list). Forgotten at cleanup.
