@@ -798,6 +798,10 @@ class _ClusterClaims:
     async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         return await self._cluster().secret_data(namespace, name)
 
+    async def patch_claim_status(self, namespace: str, name: str,
+                                 patch: apijson.JSON) -> None:
+        await self._cluster().patch_claim_status(namespace, name, patch)
+
     def _cluster(self) -> cluster.ClusterMode:
         if self._app.cluster is None:
             raise errors.MessageError("nodelet runs without an API server (no --kubeconfig)")

@@ -116,3 +116,32 @@ def test_volume_modes_and_the_kubelets_failure_words() -> None:
         "Unable to attach or mount volumes: unmounted volumes=[a b token], unattached "
         "volumes=[], failed to process volumes=[a b]: x; error processing PVC ns/b: PVC is "
         "not bound")
+
+
+def _resizing(*, asked: str | None = "NodeResizePending", conditions: tuple[str, ...] = (
+        "FileSystemResizePending",)) -> dict[str, Any]:
+    status: dict[str, Any] = {"capacity": {"storage": "1Gi"},
+                              "conditions": [{"type": t, "status": "True"}
+                                             for t in (*conditions, "ModifyingVolume")]}
+    if asked is not None:
+        status["allocatedResourceStatuses"] = {"storage": asked}
+    return {"metadata": {"resourceVersion": "42"}, "status": status}
+
+
+@pytest.mark.parametrize(("pvc", "size"), [
+    (_resizing(), 2 << 30),
+    (_resizing(asked="NodeResizeInProgress", conditions=()), 2 << 30),
+    (_resizing(asked=None), 2 << 30),  # only the condition: an older resizer
+    (_resizing(asked="ControllerResizeInProgress"), None),  # not the node's turn yet
+    (_resizing(asked=None, conditions=()), None),
+])
+def test_a_node_expands_a_claim_when_the_resizer_left_it_to_the_node(
+        pvc: dict[str, Any], size: int | None) -> None:
+    pv = {"spec": {"capacity": {"storage": "2Gi"}}}
+    assert claims.node_expansion(pvc, pv) == size
+    if size is None:
+        return
+    assert claims.expansion_done(pvc, pv) == {
+        "metadata": {"resourceVersion": "42"},
+        "status": {"capacity": {"storage": "2Gi"}, "allocatedResourceStatuses": {"storage": None},
+                   "conditions": [{"type": "ModifyingVolume", "status": "True"}]}}

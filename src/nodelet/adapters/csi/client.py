@@ -152,6 +152,18 @@ class NodeClient:
             pb.NodeUnpublishVolumeRequest(volume_id=volume_id, target_path=target_path),
             timeout=self._timeout))
 
+    async def expand(self, volume_id: str, *, volume_path: str, staging_path: str,
+                     required_bytes: int, capability: Capability) -> int:
+        """NodeExpandVolume to at least `required_bytes`; the capacity the driver reports
+        (0: it did not say)."""
+        answer = await _call(lambda: self._stub.NodeExpandVolume(
+            pb.NodeExpandVolumeRequest(
+                volume_id=volume_id, volume_path=volume_path, staging_target_path=staging_path,
+                capacity_range=pb.CapacityRange(required_bytes=required_bytes),
+                volume_capability=_capability(capability)),
+            timeout=self._timeout))
+        return int(answer.capacity_bytes)
+
     async def stats(self, volume_id: str, *, volume_path: str,
                     limit: float) -> dict[str, tuple[int, int, int]]:
         """Usage by unit ("BYTES", "INODES"): (used, total, available); a deadline of its

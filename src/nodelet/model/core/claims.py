@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nodelet.helpers import errors
-from nodelet.model.core import affinity, apijson, csi, pods
+from nodelet.model.core import affinity, apijson, csi, pods, quantities
 
 CLAIM_TYPES = frozenset({"persistentVolumeClaim", "ephemeral"})
 # The kubelet's in-tree plugin directory names under <pod dir>/volumes and volumeDevices.
@@ -142,6 +142,57 @@ def check_mode(volume: str, mode: VolumeMode, *, mounted: bool, device: bool) ->
     if device and mode != "Block":
         raise ClaimError(f"volume {volume} has volumeMode {mode}, but is specified in "
                          "volumeDevices", processing=False)
+
+
+# The claim conditions of a resize (MergeResizeConditionOnPVC drops them once it is done).
+RESIZE_CONDITIONS = frozenset({"FileSystemResizePending", "Resizing", "ControllerResizeError",
+                               "NodeResizeError"})
+_NODE_RESIZE = ("NodeResizePending", "NodeResizeInProgress")
+
+
+def resize_asked(pvc: apijson.JSON) -> bool:
+    """Whether the resizer left the claim's expansion to the node: allocatedResourceStatuses
+    storage NodeResizePending (or in progress), or, without it, the FileSystemResizePending
+    condition."""
+    status = apijson.obj(pvc.get("status"))
+    asked = apijson.obj(status.get("allocatedResourceStatuses")).get("storage")
+    pending = any(c.get("type") == "FileSystemResizePending"
+                  for c in apijson.objs(status.get("conditions")))
+    return asked in _NODE_RESIZE or (asked is None and pending)
+
+
+def node_expansion(pvc: apijson.JSON, pv: apijson.JSON) -> int | None:
+    """The size in bytes the node is to expand the claim's volume to, None when there is
+    nothing to do (the kubelet's NodeExpander pre-check): asked for (`resize_asked`) and the
+    PV says a size."""
+    if not resize_asked(pvc):
+        return None
+    new = _bytes(apijson.obj(apijson.obj(pv.get("spec")).get("capacity")).get("storage"))
+    return new or None
+
+
+def expansion_done(pvc: apijson.JSON, pv: apijson.JSON) -> apijson.Obj:
+    """The claim status patch once the node expanded the volume (MarkNodeExpansionFinished-
+    WithRecovery): the PV's capacity, no storage resize status, no resize conditions; guarded
+    by the claim's resourceVersion."""
+    status = apijson.obj(pvc.get("status"))
+    capacity = apijson.obj(apijson.obj(pv.get("spec")).get("capacity")).get("storage")
+    return {
+        "metadata": {"resourceVersion": apijson.obj(pvc.get("metadata")).get("resourceVersion")},
+        "status": {
+            "capacity": {"storage": capacity},
+            "allocatedResourceStatuses": {"storage": None},
+            "conditions": [c for c in apijson.objs(status.get("conditions"))
+                           if c.get("type") not in RESIZE_CONDITIONS] or None,
+        },
+    }
+
+
+def _bytes(value: Any) -> int:
+    try:
+        return int(quantities.parse_quantity(value)) if value is not None else 0
+    except ValueError:  # not a quantity: no size said
+        return 0
 
 
 def unique_name(pv: PersistentVolume) -> str:

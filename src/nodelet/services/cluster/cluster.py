@@ -401,6 +401,16 @@ class ClusterMode:
         """The VolumeAttachment `name`, None when there is none."""
         return await self._optional(kube.group_path(STORAGE, "volumeattachments", "", name))
 
+    async def patch_claim_status(self, namespace: str, name: str,
+                                 patch: apijson.JSON) -> None:
+        """A merge patch of the claim's status (a node expansion done)."""
+        path = kube.core_path("persistentvolumeclaims", namespace, name) + "/status"
+        try:
+            await self.client.request("PATCH", path, body=patch,
+                                      content_type="application/merge-patch+json")
+        except kube.KubeError as exc:
+            raise errors.MessageError(str(exc)) from exc
+
     async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         """A Secret's data, decoded (a CSI PV's stage or publish secret, which the Node
         authorizer lets the node read through the PV of its pod)."""

@@ -291,6 +291,32 @@ class CsiVolumes:
             log.info("published CSI volume %s for pod %s at %s", source.volume_handle,
                      pod.full_name, target)
 
+    def expands(self, pv: claims.PersistentVolume) -> bool:
+        """Whether the PV's driver, registered, expands volumes on the node (EXPAND_VOLUME)."""
+        try:
+            driver, _ = self._drivers.get(pv.csi.driver if pv.csi else "")
+        except csidrivers.NotRegistered:
+            return False
+        return "EXPAND_VOLUME" in driver.capabilities
+
+    async def expand(self, pod: pods.Pod, pv: claims.PersistentVolume, size: int) -> None:
+        """NodeExpandVolume of the pod's published volume to `size` bytes (the kubelet's
+        in-use expansion); raises Failure."""
+        assert pv.csi is not None
+        driver, node = self._driver(pv.csi.driver, "MountVolume.NodeExpandVolume failed")
+        staging = self._staging(pv.csi)
+        staged = "STAGE_UNSTAGE_VOLUME" in driver.capabilities
+        policy = self._policies.get(pv.csi.driver) or csi.DriverPolicy()
+        try:
+            await node.expand(pv.csi.volume_handle, volume_path=str(self.target(pod.uid, pv.name)),
+                              staging_path=str(staging) if staged else "", required_bytes=size,
+                              capability=self._capability(driver, pv.csi, pod, policy))
+        except csi_client.CsiError as exc:
+            raise Failure("MountVolume.NodeExpandVolume failed", exc.message,
+                          volume=pv.name) from exc
+        log.info("expanded CSI volume %s of pod %s to %d bytes", pv.csi.volume_handle,
+                 pod.full_name, size)
+
     async def stats(self, uid: pods.PodUID, pv: claims.PersistentVolume) -> summary.Fs | None:
         """NodeGetVolumeStats of a published volume whose driver offers it; None otherwise
         (not published, no such capability, or the driver's error, which is logged)."""

@@ -91,6 +91,9 @@ class ClaimReader(Protocol):
 
     async def volume(self, name: str) -> apijson.JSON: ...
 
+    async def patch_claim_status(self, namespace: str, name: str,
+                                 patch: apijson.JSON) -> None: ...
+
 
 class VolumeError(Exception):
     """A volume that could not be set up; `message` is the error, `event_message` the text of
@@ -223,6 +226,7 @@ class VolumeManager:
                 raise VolumeError(name, exc.message, operation=exc.operation) from exc
             except OSError as exc:
                 raise VolumeError(name, str(exc)) from exc
+        await self._expand_claims(pod, bound)
         before = self._ready.get(pod.uid, set())
         self._ready[pod.uid] = before | set(paths)
         if failed:
@@ -313,6 +317,33 @@ class VolumeManager:
         claims.check_mode(claim.volume, pv.volume_mode, mounted=claim.volume in mounted,
                           device=claim.volume in devices)
         return pv
+
+    async def _expand_claims(self, pod: pods.Pod,
+                             bound: Mapping[str, claims.PersistentVolume]) -> None:
+        """Expand on the node the CSI volumes whose claims the resizer left to it, then mark
+        the claims expanded (the kubelet's in-use expansion). A failure does not stop the
+        pod: it is logged and tried again at the next sync."""
+        if self._csi is None or self._claims is None:
+            return
+        for volume in pod.spec.volumes:
+            pv, claim = bound.get(volume.name), claims.claim_of(pod, volume)
+            if pv is None or claim is None or not self._csi.expands(pv):
+                continue
+            try:
+                pvc = await self._claims.claim(pod.namespace, claim.name)
+                if not claims.resize_asked(pvc):
+                    continue
+                pv_object = await self._claims.volume(pv.name)
+                size = claims.node_expansion(pvc, pv_object)
+                if size is None:
+                    continue
+                await self._csi.expand(pod, pv, size)
+                await self._claims.patch_claim_status(pod.namespace, claim.name,
+                                                      claims.expansion_done(pvc, pv_object))
+            except (errors.MessageError, csivolumes.Failure) as exc:
+                message = exc.message if isinstance(exc, errors.MessageError) else str(exc)
+                log.warning("pod %s: volume %s not expanded yet: %s", pod.full_name,
+                            volume.name, message)
 
     async def _set_up_persistent(self, pod: pods.Pod, pv: claims.PersistentVolume) -> Path:
         """A bound PV: node affinity checked, then a hostPath used in place, a local PV
