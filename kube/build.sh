@@ -119,7 +119,7 @@ build_csi_mock_driver() {  # the e2e suite's CSI mock driver, at KUBE_VERSION (k
 
 programs=("$@")
 [ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy metrics-server local-path-provisioner
-  csi-mock-driver csi-provisioner csi-attacher)
+  csi-mock-driver csi-provisioner csi-attacher csi-resizer)
 for p in "${programs[@]}"; do
   case $p in
     etcd) build_etcd ;;
@@ -131,6 +131,8 @@ for p in "${programs[@]}"; do
       "$CSI_PROVISIONER_VERSION" ;;
     csi-attacher) build_csi_sidecar csi-attacher external-attacher \
       github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher "$CSI_ATTACHER_VERSION" ;;
+    csi-resizer) build_csi_sidecar csi-resizer external-resizer \
+      github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer "$CSI_RESIZER_VERSION" ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kube-proxy|kubectl|kubelet)
       build_kube "$p" "k8s.io/kubernetes/cmd/$p" ;;
     kubelet-cover) build_kubelet_cover ;;

@@ -1,6 +1,7 @@
 """A CSI driver's upstream peers for a test on the session's real control plane: the CSI mock
-driver on a unix socket, kubernetes-csi's external-provisioner and external-attacher beside it
-as host processes, its CSIDriver object and a StorageClass.
+driver on a unix socket, kubernetes-csi's external-provisioner and external-attacher (and,
+with `resizer=True`, its external-resizer) beside it as host processes, its CSIDriver object
+and a StorageClass.
 
     async with csi_peers(plane, admin, driver="csi-mock.nodelet.test",
                          socket_dir=data_dir / "plugins" / "csi-mock.nodelet.test",
@@ -9,21 +10,24 @@ as host processes, its CSIDriver object and a StorageClass.
         peers.storage_class      # the class to claim from ("csi-mock" unless told)
         peers.mock.calls()       # the gRPC calls the driver answered, from its log
 
-Where things come from (versions in kube/versions.env; `make kube` builds all three):
+Where things come from (versions in kube/versions.env; `make kube` builds all four):
 
 - `csi-mock-driver` (build/kube/<KUBE_VERSION>/): the mock driver of the Kubernetes e2e suite
   (`k8s.io/kubernetes/test/e2e/storage/drivers/csi-test/mock/service` at KUBE_VERSION, which
   links CSI spec v1.12), served by kube/csi-mock/main.go. csi-test, where it used to live,
   removed its command in v4.3.0 (csi-test/v5 has none), and the Go proxy serves neither
   csi-test/v4 nor csi-driver-host-path; the e2e suite runs this same service inside e2e.test.
-- `csi-provisioner` v6.4.0 and `csi-attacher` v4.13.0 (build/kube/<name>-<version>/), static,
-  from their own modules (kube/external-provisioner, kube/external-attacher; CSI spec v1.13).
+- `csi-provisioner` v6.4.0, `csi-attacher` v4.13.0 and `csi-resizer` v2.3.0
+  (build/kube/<name>-<version>/), static, from their own modules (kube/external-provisioner,
+  kube/external-attacher, kube/external-resizer; CSI spec v1.13). The resizer's module path
+  is github.com/kubernetes-csi/external-resizer/v2.
 
 What the mock driver does (read in its source at KUBE_VERSION):
 
 - Flags (kube/csi-mock/main.go): `--endpoint` the socket (a stale one is replaced; removed on
   SIGTERM), `--name` the driver name, `--disable-attach`, `--attach-limit`,
-  `--node-expand-required`, `--enable-topology` and a few more; klog's `-v`. At `-v=3` it logs
+  `--node-expand-required` (passed when `resizer=True` and no `mock_args` are given),
+  `--enable-topology` and a few more; klog's `-v`. At `-v=3` it logs
   every call as `gRPCCall: {"Method":..., "Request":..., "Response":..., "Error":...}`
   (`MockDriver.calls()` reads them back).
 - Identity: GetPluginInfo answers the name and vendor version 0.3.0; Probe is ready;
@@ -35,6 +39,10 @@ What the mock driver does (read in its source at KUBE_VERSION):
 - Controller capabilities: CREATE_DELETE_VOLUME, PUBLISH_UNPUBLISH_VOLUME (unless
   `--disable-attach`), LIST_VOLUMES(+_PUBLISHED_NODES), GET_CAPACITY, snapshots,
   PUBLISH_READONLY, CLONE_VOLUME, GET_VOLUME, GET_VOLUME_HEALTH, MODIFY_VOLUME, EXPAND_VOLUME.
+  ControllerExpandVolume sets the volume's capacity to the required bytes (InvalidArgument
+  for a smaller one) and answers them with node_expansion_required as
+  `--node-expand-required`; NodeExpandVolume answers the required bytes, changes nothing
+  on disk.
   CreateVolume: a volume with the next number as ID (1-3 are preset "Mock Volume N"), the
   required (or limit) bytes as capacity, 100 GiB when none asked, OutOfRange from 1 TiB;
   volume_context `{"name": <the CreateVolume name, the PV's name>}` (the provisioner adds
@@ -63,21 +71,43 @@ What the mock driver does (read in its source at KUBE_VERSION):
   one (pytest's tmp_path plus `plugins/<driver>/csi.sock` comes close). Ready means the
   socket accepts a connection (it serves right after it binds).
 
-The sidecars run with explicit flags (`provisioner_args`, `attacher_args`): leader election
-off, `--node-deployment=false`, capacity tracking off, timeouts and retry intervals short
-for tests, an HTTP endpoint on a free loopback port (its `/metrics` answers once the sidecar
-reached the driver: that is the readiness polled), `-v=5`. No feature gate is needed. Each
-authenticates as a user of its own (`nodelet-tests:csi-provisioner:<driver>`, a client
-certificate of the plane's CA) bound to a ClusterRole with the rules of upstream's
-deploy/kubernetes/rbac.yaml `external-provisioner-runner` / `external-attacher-runner`;
-upstream's namespaced Roles (Leases for leader election, CSIStorageCapacity, pods and
-ReplicaSets for capacity owners) serve what is off here and are left out.
+The sidecars run with explicit flags (`provisioner_args`, `attacher_args`,
+`resizer_args`): leader election off, `--node-deployment=false` (provisioner), capacity
+tracking off, `--timeout=30s` (for the resizer, given explicitly, also the deadline of
+ControllerExpandVolume and ControllerModifyVolume), retry intervals 1 s to 5 s, an HTTP
+endpoint on a free loopback port (its `/metrics` answers once the sidecar reached the
+driver: that is the readiness polled), `-v=5`. No feature gate is needed: the resizer v2.3.0
+has none for RecoverVolumeExpansionFailure (GA in Kubernetes 1.34; its expand-and-recover
+path is the only one), and its VolumeAttributesClass gate follows the API's discovery (v1 is
+served). Each authenticates as a user of its own (`nodelet-tests:csi-provisioner:<driver>`,
+a client certificate of the plane's CA) bound to a ClusterRole with the rules of upstream's
+deploy/kubernetes/rbac.yaml `external-provisioner-runner` / `external-attacher-runner` /
+`external-resizer-runner`; upstream's namespaced Roles (Leases for leader election,
+CSIStorageCapacity, pods and ReplicaSets for capacity owners) serve what is off here and are
+left out.
+
+The StorageClass has `allowVolumeExpansion: true` (with or without the resizer; without it
+nothing carries an expansion out). What the resizer does to a bound claim of the driver
+whose `spec.resources.requests.storage` grew (read in its source at v2.3.0, seen in
+test_csi_peers.py): status.allocatedResources storage = the new size,
+allocatedResourceStatuses storage = ControllerResizeInProgress and the Resizing condition;
+ControllerExpandVolume with the new size as required bytes; the PV's spec.capacity patched
+to the answered size (with annotation `volume.alpha.kubernetes.io/pre-resize-capacity` = the
+old one when the node must expand). When the driver answers node_expansion_required (the
+mock with `--node-expand-required`, and it then advertises EXPAND_VOLUME on the node):
+allocatedResourceStatuses storage = NodeResizePending and the FileSystemResizePending
+condition beside Resizing, status.capacity still the old size: a node takes over there
+(NodeExpandVolume, then status.capacity = the new size, no resize status, no resize
+conditions; the resizer then drops the PV's annotation). Otherwise the resizer itself
+finishes: status.capacity = the new size, no allocatedResourceStatuses, no resize
+conditions, and the claim's annotation `volume.kubernetes.io/node-expansion-not-required`.
 
 At the end of the block, in this order: VolumeAttachments of the driver deleted (the attacher
 detaches) and the CSINodes of `CsiPeers.add_csinode` deleted, claims bound to the driver's PVs
-deleted and those PVs gone (the provisioner calls DeleteVolume), the sidecars and the mock
-stopped by PID (SIGTERM, SIGKILL after 15 s), the socket removed, the StorageClass,
-CSIDriver and RBAC objects deleted. Logs are files in `logs`; keep them when a test failed.
+deleted and those PVs gone (the provisioner calls DeleteVolume), the sidecars (the resizer
+too) and the mock stopped by PID (SIGTERM, SIGKILL after 15 s), the socket removed, the
+StorageClass, CSIDriver and RBAC objects deleted. Logs are files in `logs`; keep them when a
+test failed.
 
 Exceptions: `CsiPeerError` when a program is missing (run `make kube`), exits, or is not ready
 in time (its log's tail in the message).
@@ -144,6 +174,16 @@ ATTACHER_RULES: list[dict[str, Any]] = [
      "verbs": [*_READ, "patch"]},
     {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments/status"],
      "verbs": ["patch"]},
+]
+RESIZER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": [*_READ, "patch"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _READ},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": _READ},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["events"],
+     "verbs": ["list", "watch", "create", "update", "patch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattributesclasses"],
+     "verbs": _READ},
 ]
 
 
@@ -253,9 +293,9 @@ class MockDriver:
 
 @dataclass
 class Sidecar:
-    """An external-provisioner or external-attacher for one driver, as a host process."""
+    """An external-provisioner, -attacher or -resizer for one driver, as a host process."""
 
-    program: str  # "csi-provisioner" or "csi-attacher"
+    program: str  # "csi-provisioner", "csi-attacher" or "csi-resizer"
     args: list[str]
     log: Path
     port: int  # its --http-endpoint on 127.0.0.1
@@ -317,6 +357,19 @@ def attacher_args(kubeconfig: Path, socket_path: Path, port: int) -> list[str]:
         "--retry-interval-max=5s", "--worker-threads=4", "--resync=10m",
         "--reconcile-sync=1m", "--default-fstype=", "--kube-api-qps=20",
         "--kube-api-burst=40", "-v=5",
+    ]
+
+
+def resizer_args(kubeconfig: Path, socket_path: Path, port: int) -> list[str]:
+    # --timeout given explicitly is also the deadline of ControllerExpandVolume and
+    # ControllerModifyVolume (over --resize-timeout and --modify-timeout).
+    return [
+        _program(lambda: tool("csi-resizer")), f"--kubeconfig={kubeconfig}",
+        f"--csi-address={socket_path}", "--leader-election=false",
+        f"--http-endpoint=127.0.0.1:{port}", "--timeout=30s", "--retry-interval-start=1s",
+        "--retry-interval-max=5s", "--workers=4", "--resync-period=10m",
+        "--handle-volume-inuse-error=true", "--extra-modify-metadata=false",
+        "--kube-api-qps=20", "--kube-api-burst=40", "-v=5",
     ]
 
 
@@ -382,6 +435,7 @@ class CsiPeers:
     users: dict[str, str]
     objects: list[dict[str, Any]] = field(default_factory=list)
     csinodes: list[str] = field(default_factory=list)
+    resizer: Sidecar | None = None  # with `resizer=True`
 
     async def add_csinode(self, admin: AdminClient, node: str) -> None:
         """Create a CSINode for `node` naming this driver (deleted at the end)."""
@@ -396,29 +450,40 @@ def _user(program: str, driver: str) -> str:
 
 def _peers(plane: ControlPlane, *, driver: str, socket_dir: Path, attach_required: bool,
            logs: Path, storage_class_name: str, binding: str, pod_info_on_mount: bool,
-           fs_group_policy: str, mock_args: Sequence[str],
+           fs_group_policy: str, mock_args: Sequence[str] | None,
            lifecycle_modes: Sequence[str] = ("Persistent",),
-           requires_republish: bool = False) -> CsiPeers:
+           requires_republish: bool = False, resizer: bool = False) -> CsiPeers:
+    if mock_args is None:
+        # With the resizer: ControllerExpandVolume answers node_expansion_required, and the
+        # node advertises EXPAND_VOLUME.
+        mock_args = ("--node-expand-required",) if resizer else ()
     mock = MockDriver(driver, socket_dir, logs / f"csi-mock-driver-{driver}.log",
                       attach=attach_required, extra_args=mock_args)
-    users = {p: _user(p, driver) for p in ("csi-provisioner", "csi-attacher")}
+    programs = ("csi-provisioner", "csi-attacher", *(("csi-resizer",) if resizer else ()))
+    users = {p: _user(p, driver) for p in programs}
     conf = {p: _identity(plane, u, f"{p}-{driver}", logs) for p, u in users.items()}
-    p_port, a_port = free_ports(2)
+    p_port, a_port, r_port = free_ports(3)
     provisioner = Sidecar("csi-provisioner",
                           provisioner_args(conf["csi-provisioner"], mock.socket, p_port),
                           logs / f"csi-provisioner-{driver}.log", p_port)
     attacher = Sidecar("csi-attacher", attacher_args(conf["csi-attacher"], mock.socket, a_port),
                        logs / f"csi-attacher-{driver}.log", a_port)
+    rules = {"csi-provisioner": PROVISIONER_RULES, "csi-attacher": ATTACHER_RULES,
+             "csi-resizer": RESIZER_RULES}
     objects = [
-        *_rbac(f"nodelet-tests-csi-provisioner-{driver}", users["csi-provisioner"],
-               PROVISIONER_RULES),
-        *_rbac(f"nodelet-tests-csi-attacher-{driver}", users["csi-attacher"], ATTACHER_RULES),
+        *(obj for p in programs for obj in _rbac(f"nodelet-tests-{p}-{driver}", users[p],
+                                                 rules[p])),
         csidriver(driver, attach_required=attach_required,
                   pod_info_on_mount=pod_info_on_mount, fs_group_policy=fs_group_policy,
                   lifecycle_modes=lifecycle_modes, requires_republish=requires_republish),
         storage_class(storage_class_name, driver, binding=binding),
     ]
-    return CsiPeers(driver, mock, provisioner, attacher, storage_class_name, users, objects)
+    peers = CsiPeers(driver, mock, provisioner, attacher, storage_class_name, users, objects)
+    if resizer:
+        peers.resizer = Sidecar("csi-resizer",
+                                resizer_args(conf["csi-resizer"], mock.socket, r_port),
+                                logs / f"csi-resizer-{driver}.log", r_port)
+    return peers
 
 
 @contextlib.asynccontextmanager
@@ -426,27 +491,32 @@ async def csi_peers(plane: ControlPlane, admin: AdminClient, *, driver: str, soc
                     attach_required: bool, logs: Path, storage_class_name: str = "csi-mock",
                     binding: str = "Immediate", pod_info_on_mount: bool = True,
                     fs_group_policy: str = "File",
-                    mock_args: Sequence[str] = (),
+                    mock_args: Sequence[str] | None = None,
                     lifecycle_modes: Sequence[str] = ("Persistent",),
-                    requires_republish: bool = False) -> AsyncIterator[CsiPeers]:
+                    requires_republish: bool = False,
+                    resizer: bool = False) -> AsyncIterator[CsiPeers]:
     """The mock driver `driver` on `<socket_dir>/csi.sock` (PUBLISH_UNPUBLISH_VOLUME as
-    `attach_required`), its provisioner and attacher, its CSIDriver (attachRequired,
-    podInfoOnMount, fsGroupPolicy, `lifecycle_modes`, `requires_republish`) and a
-    StorageClass (`binding`: Immediate or WaitForFirstConsumer), all ready; logs and
-    kubeconfigs in `logs`. Everything goes at the end (see the module docstring)."""
+    `attach_required`; `mock_args` added to its flags, `--node-expand-required` when not
+    given and `resizer`), its provisioner and attacher (and resizer with `resizer`), its
+    CSIDriver (attachRequired, podInfoOnMount, fsGroupPolicy, `lifecycle_modes`,
+    `requires_republish`) and a StorageClass (`binding`: Immediate or WaitForFirstConsumer),
+    all ready; logs and kubeconfigs in `logs`. Everything goes at the end (see the module
+    docstring)."""
     logs.mkdir(parents=True, exist_ok=True)
     peers = _peers(plane, driver=driver, socket_dir=socket_dir,
                    attach_required=attach_required, logs=logs,
                    storage_class_name=storage_class_name, binding=binding,
                    pod_info_on_mount=pod_info_on_mount, fs_group_policy=fs_group_policy,
                    mock_args=mock_args, lifecycle_modes=lifecycle_modes,
-                   requires_republish=requires_republish)
+                   requires_republish=requires_republish, resizer=resizer)
     try:
         for obj in peers.objects:
             await admin.create(_path(obj).rsplit("/", 1)[0], obj)
         await peers.mock.start()
         await peers.provisioner.start()
         await peers.attacher.start()
+        if peers.resizer is not None:
+            await peers.resizer.start()
         yield peers
     finally:
         await _teardown(peers, admin)
@@ -457,8 +527,9 @@ async def _teardown(peers: CsiPeers, admin: AdminClient) -> None:
         await _release_attachments(peers, admin)
         await _release_volumes(peers, admin)
     finally:
-        for program in (peers.attacher, peers.provisioner):
-            await program.stop()
+        for program in (peers.resizer, peers.attacher, peers.provisioner):
+            if program is not None:
+                await program.stop()
         await peers.mock.stop()
         for obj in reversed(peers.objects):
             await admin.delete(_path(obj))
