@@ -239,3 +239,45 @@ async def test_a_driver_that_requires_republish_is_published_again_at_each_sync(
             assert len(peers.mock.calls("NodeStageVolume")) == 1
             await _gone(admin, namespace, "renewed")
             assert len(peers.mock.calls("NodeUnpublishVolume")) == 1
+
+
+@pytest.mark.timeout(600)
+async def test_a_claim_grown_by_its_owner_is_expanded_on_the_node(
+        join: Any, admin: AdminClient, control_plane: ControlPlane, namespace: str,
+        tmp_path: Path) -> None:
+    """The claim's request raised from 1Gi to 2Gi: the external-resizer expands the volume
+    and leaves the rest to the node (NodeResizePending); nodelet calls NodeExpandVolume on
+    the pod's published volume and marks the claim expanded (capacity 2Gi, no resize status
+    or conditions). The node looks at its claims at every sync of the pod (here every 2 s for
+    the kubelet's loop)."""
+    often = {"sync_settings": {"resync_period": 2.0}}
+    async with join(NODE, harness_args=often) as harness:
+        data = harness.settings.data_dir
+        async with csi_peers(control_plane, admin, driver=DRIVER,
+                             socket_dir=data / "plugins" / DRIVER, attach_required=False,
+                             resizer=True, logs=tmp_path / "csi") as peers, \
+                Registrar(data / "plugins_registry", driver=DRIVER,
+                          endpoint=str(peers.mock.socket)) as registrar:
+            await eventually(lambda: registrar.registered.is_set(), within=30,
+                             what="the registration taken")
+            path, claim = _claim(namespace, "vol", peers.storage_class)
+            await admin.create(path, claim)
+            await admin.create(pod_path(namespace), _user("grows", "vol"))
+            await _running(admin, namespace, "grows")
+            await admin.patch(f"{path}/vol",
+                              {"spec": {"resources": {"requests": {"storage": "2Gi"}}}})
+
+            def expanded(pvc: dict[str, Any] | None) -> bool:
+                status = (pvc or {}).get("status", {})
+                resize = {"FileSystemResizePending", "Resizing"}
+                return (status.get("capacity", {}).get("storage") == "2Gi"
+                        and not status.get("allocatedResourceStatuses")
+                        and not resize & {c["type"] for c in status.get("conditions") or []})
+
+            await eventually(lambda: admin.get(f"{path}/vol"), within=90, until=expanded,
+                             seen=lambda p: repr((p or {}).get("status")),
+                             what="the claim expanded on the node")
+            (call,) = peers.mock.calls("NodeExpandVolume")
+            assert call["Request"]["capacity_range"]["required_bytes"] == 2 << 30
+            assert call["Request"]["volume_path"].endswith("/mount")
+            await _gone(admin, namespace, "grows")
