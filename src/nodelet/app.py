@@ -96,7 +96,8 @@ class Agent:
         self._api_pods: dict[pods.PodUID, pods.Pod] = {}
         self.cluster: cluster.ClusterMode | None = None
         # The CSI drivers registered through the plugin registry (`_start_pod_work`).
-        self.csi_drivers = csidrivers.CsiDrivers(on_change=self._csi_drivers_changed)
+        self.csi_drivers = csidrivers.CsiDrivers(
+            call_timeout=settings.plugins.csi_call_timeout, on_change=self._csi_drivers_changed)
         self._stopped = False
         self._sources_synced = False
         self._orphan_checks: set[pods.PodUID] = set()
@@ -190,7 +191,8 @@ class Agent:
         # CSI drivers register through the plugin registry; their volumes go through them.
         self._group.spawn("plugin-watcher", registration.PluginWatcher(
             directory=s.data_dir / "plugins_registry",
-            handlers={registration.CSI_PLUGIN: self.csi_drivers}).run())
+            handlers={registration.CSI_PLUGIN: self.csi_drivers},
+            rescan=s.plugins.rescan_period, call_timeout=s.plugins.registration_timeout).run())
         self.volumes = volumes.VolumeManager(
             root=s.data_dir / "pods", node_name=s.node_name,
             csi=csivolumes.CsiVolumes(drivers=self.csi_drivers, api=_ClusterClaims(self),

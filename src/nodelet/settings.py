@@ -499,6 +499,18 @@ class ImageCredentialSettings:
 
 
 @dataclass(frozen=True)
+class PluginSettings:
+    """Plugins that register through `<data dir>/plugins_registry` (CSI drivers)."""
+
+    # Seconds between rescans of the registry directory (besides inotify's events), and the
+    # deadline of the registration calls (GetInfo, NotifyRegistrationStatus).
+    rescan_period: float = 5.0
+    registration_timeout: float = 10.0
+    # Deadline of a CSI Node service call (stage, publish, ...): the kubelet's csiTimeout.
+    csi_call_timeout: float = 120.0
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = DEFAULT_DATA_DIR
     # Directory of static pod manifests; None runs no static pods.
@@ -521,6 +533,7 @@ class Settings:
     eviction: EvictionSettings = field(default_factory=EvictionSettings)
     dns: DNSSettings = field(default_factory=DNSSettings)
     image_credentials: ImageCredentialSettings = field(default_factory=ImageCredentialSettings)
+    plugins: PluginSettings = field(default_factory=PluginSettings)
     # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
     cluster: ClusterSettings | None = None
     # Watch the manifest directory with inotify (services/sources/manifestwatching.py);

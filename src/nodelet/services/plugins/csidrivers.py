@@ -37,8 +37,8 @@ def _major(version: str) -> int | None:
 class CsiDrivers:
     """The CSIPlugin handler of the plugin watcher, and the drivers it took."""
 
-    # Seconds a Node service call may take: the kubelet's csiTimeout (2 minutes), also for a
-    # stage or publish that hangs (then DeadlineExceeded, and the sync tries again).
+    # `call_timeout`: seconds a Node service call may take (settings.PluginSettings), also
+    # for a stage or publish that hangs (then DeadlineExceeded, and the sync tries again).
     def __init__(self, *, call_timeout: float = 120.0,
                  on_change: Callable[[], Awaitable[None]] | None = None) -> None:
         self._timeout = call_timeout
