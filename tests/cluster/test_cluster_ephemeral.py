@@ -115,3 +115,31 @@ async def test_kubectl_debug_starts_ephemeral_containers_once(
         assert [c.name for c in state.containers].count("quitter") == 1
         assert target["status"]["phase"] == "Running"
         assert target["status"]["observedGeneration"] == target["metadata"]["generation"]
+
+
+async def test_an_ephemeral_container_mounts_the_pods_volumes(
+        join: Any, admin: AdminClient, control_plane: ControlPlane, namespace: str) -> None:
+    """An ephemeral container's volumeMounts are the pod's volumes, as for any container (the
+    storage suite's checks read a volume through one)."""
+    spec = pod("shared", node=NODE, command="echo from-main > /data/f && sleep 1000000",
+               volumes=[{"name": "data", "emptyDir": {}}])
+    spec["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    async with join(NODE):
+        await admin.create(pod_path(namespace), spec)
+        await eventually(lambda: admin.get(pod_path(namespace, "shared")), within=60,
+                         until=lambda p: (p or {}).get("status", {}).get("phase") == "Running",
+                         what="the pod Running")
+        await admin.patch(pod_path(namespace, "shared", "ephemeralcontainers"), {"spec": {
+            "ephemeralContainers": [{
+                "name": "reader", "image": BUSYBOX, "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", "cat /mnt/f && sleep 1000000"],
+                "volumeMounts": [{"name": "data", "mountPath": "/mnt"}]}]}},
+            content_type="application/strategic-merge-patch+json")
+
+        async def logs() -> str:
+            code, out, _ = await control_plane.kubectl("-n", namespace, "logs", "shared",
+                                                       "-c", "reader")
+            return out.decode() if code == 0 else ""
+
+        assert await eventually(logs, within=60, until=bool,
+                                what="the ephemeral container's log") == "from-main\n"

@@ -221,7 +221,8 @@ def failure_message(unmounted: Set[str], failed: Mapping[str, str]) -> str:
 
 def used_names(pod: pods.Pod) -> tuple[set[str], set[str]]:
     """(volumes some container mounts, volumes some container has as a device)."""
-    containers = (*pod.spec.init_containers, *pod.spec.containers)
+    containers = (*pod.spec.init_containers, *pod.spec.containers,
+                  *pod.spec.ephemeral_containers)
     return ({m.name for c in containers for m in c.volume_mounts},
             {d.name for c in containers for d in c.volume_devices})
 

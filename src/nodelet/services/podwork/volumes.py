@@ -197,8 +197,8 @@ class VolumeManager:
         self, pod: pods.Pod, *, pod_ip: str = "", host_ip: str = ""
     ) -> Mapping[str, tuple[runtime.Mount, ...]]:
         """Set up every volume of the pod (idempotent) and return each container's mounts
-        (init and regular containers, by name). Raises VolumeError for the first volume, in
-        spec order, that cannot be set up."""
+        (init, regular and ephemeral containers, by name). Raises VolumeError for the first
+        volume, in spec order, that cannot be set up."""
         # 0750, as the kubelet's: no host user but root reaches the pod's files.
         await asyncio.to_thread(hostdirs.pod_dir, self._root, pod.uid)
         facts = vol.PodFacts(
@@ -542,7 +542,8 @@ class VolumeManager:
     ) -> dict[str, tuple[runtime.Mount, ...]]:
         by_name = {v.name: v for v in pod.spec.volumes}
         out: dict[str, tuple[runtime.Mount, ...]] = {}
-        for container in (*pod.spec.init_containers, *pod.spec.containers):
+        for container in (*pod.spec.init_containers, *pod.spec.containers,
+                          *pod.spec.ephemeral_containers):
             mounts_ = tuple(
                 self._image_mount(m, by_name[m.name]) if by_name[m.name].source_type == "image"
                 else self._mount(m, paths[m.name], by_name[m.name].source_type,
