@@ -14,7 +14,10 @@ in the v1.37.2 sources: busybox 86 times, agnhost 62, pause 20, the rest once or
   `group-defined-in-image` (gid 50000), and `curl`, `bash` and netcat-openbsd's `nc` (the
   host's, with their shared libraries: tests run them in agnhost containers, `nc -u` for the
   node-to-pod UDP check; Alpine's dig, socat and iperf are not there), bash as `/bin/sh`
-  (`AGNHOST_SHELL`, why there), and `/var/registry`
+  (`AGNHOST_SHELL`, why there), util-linux's `nsenter` behind a wrapper (`NSENTER_WRAPPER`:
+  the storage tests' hostexec pod enters the host's mount namespace through pid 1, which
+  this machine does not let anyone open; the wrapper enters kthreadd's, the same one), and
+  `/var/registry`
   holding `pause:testing` (the pause image below) for agnhost's `fake-registry-server`, as
   upstream's build fetches it. Both tags hold the v1.37.2
   agnhost: the module has one agnhost, not 2.55's.
@@ -158,6 +161,32 @@ HOST_PROGRAMS = (Path("/usr/bin/curl"),)
 # netcat-openbsd's nc (Debian's netcat-openbsd), where Alpine's netcat-openbsd puts it: first
 # in PATH, before busybox's /bin/nc.
 NETCAT = Path("/bin/nc.openbsd")
+# The storage tests' hostexec pod (test/e2e/storage/utils/host_exec.go: privileged, hostNetwork,
+# the host's / at /rootfs) runs `nsenter --mount=/rootfs/proc/1/ns/mnt -- sh -c CMD`, so CMD
+# (mkdir, mount -t tmpfs, dd, losetup, mkfs -t ext4, `losetup | grep | awk`) runs the host's
+# programs in the host's mount namespace: the image needs only nsenter. util-linux's, not
+# busybox's applet: Debian's static busybox runs its own ash and applets before PATH, and its
+# `losetup` lists loops in another format than the one the tests parse.
+NSENTER = Path("/usr/bin/nsenter")
+# On these machines no process may open pid 1's namespaces (`nsenter: cannot open
+# /proc/1/ns/mnt: Permission denied`, as root, on the host too: pid 1 is the VM's agent), so
+# the tests' nsenter would fail on any node agent. First in PATH, this wrapper passes the
+# arguments on to util-linux's nsenter, with `/proc/1/ns/mnt` made `/proc/2/ns/mnt` when pid
+# 1's cannot be read: kthreadd (pid 2), whose mount namespace is the initial one, where the
+# node agent and its runtime run. On a machine that lets pid 1 be read it changes nothing.
+NSENTER_WRAPPER = b"""#!/bin/bash
+# images/e2e.py, NSENTER_WRAPPER: pid 1's namespaces cannot be opened on these machines.
+args=()
+for arg in "$@"; do
+  case "$arg" in
+    --mount=*/proc/1/ns/mnt)
+      file=${arg#--mount=}
+      readlink "$file" >/dev/null 2>&1 || arg="--mount=${file%/1/ns/mnt}/2/ns/mnt" ;;
+  esac
+  args+=("$arg")
+done
+exec /usr/bin/nsenter "${args[@]}"
+"""
 
 
 def shared_libraries(program: Path) -> list[Path]:
@@ -228,9 +257,10 @@ def agnhost() -> tuple[list[build.Entry], dict[str, object]]:
         group=GROUP + "user-defined-in-image:x:1000:\n"
                       "group-defined-in-image:x:50000:user-defined-in-image\n")
     netcat = [build.Entry("usr/bin/nc", "file", 0o755, NETCAT.read_bytes()),
-              build.Entry("bin/sh", "link", 0o777, target=AGNHOST_SHELL.name)]
-    entries = merged(entries, host_program_entries((*HOST_PROGRAMS, AGNHOST_SHELL, NETCAT)),
-                     netcat)
+              build.Entry("bin/sh", "link", 0o777, target=AGNHOST_SHELL.name),
+              build.Entry("usr/local/bin/nsenter", "file", 0o755, NSENTER_WRAPPER)]
+    programs = (*HOST_PROGRAMS, AGNHOST_SHELL, NETCAT, NSENTER)
+    entries = merged(entries, host_program_entries(programs), netcat)
     pause_entries, pause_config = pause()
     pause_files = build.layout_files("registry.k8s.io/pause:testing", pause_entries, pause_config)
     entries += fake_registry_entries(pause_files)

@@ -22,7 +22,7 @@ import json
 import re
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,7 @@ class DryRun:
         return [s for s in self.specs if s.selected]
 
 
-def _its(report_file: Path) -> list[dict[str, Any]]:
+def spec_reports(report_file: Path) -> list[dict[str, Any]]:
     """The It specs of a ginkgo JSON report."""
     suites = json.loads(report_file.read_text())
     return [s for suite in suites for s in suite.get("SpecReports") or []
@@ -96,9 +96,9 @@ def _short_file(path: str) -> str:
 def read_dry_run(*, everything: Path, selected: Path) -> DryRun:
     """`everything`: the dry run focused on [NodeConformance] only; `selected`: the run's
     own selection. A spec the dry run would run is reported as passed."""
-    chosen = {_name_and_file(s)[0] for s in _its(selected) if s.get("State") == "passed"}
+    chosen = {_name_and_file(s)[0] for s in spec_reports(selected) if s.get("State") == "passed"}
     specs = []
-    for spec in _its(everything):
+    for spec in spec_reports(everything):
         if spec.get("State") != "passed":
             continue
         name, path = _name_and_file(spec)
@@ -107,15 +107,18 @@ def read_dry_run(*, everything: Path, selected: Path) -> DryRun:
 
 
 def read_results(junit: Path, dry: DryRun) -> dict[str, report.Result]:
-    """The agent's result of each selected spec, by name; "not run" when the JUnit has none
-    (no file: the run did not get as far as writing it)."""
-    found = {spec_name(r.name): r for r in report.read_junit([junit], mark=MARK)} \
+    """The agent's result of each selected spec, by name (`results_by_name`)."""
+    return results_by_name(junit, [s.name for s in dry.selected()])
+
+
+def results_by_name(junit: Path, names: Iterable[str], *,
+                    mark: str = MARK) -> dict[str, report.Result]:
+    """The result of each spec of `names` in `junit`; "not run" when the JUnit has none (no
+    file: the run did not get as far as writing it). `mark`: what every spec's name holds
+    (the JUnit's other test cases are the suite's own setup)."""
+    found = {spec_name(r.name): r for r in report.read_junit([junit], mark=mark)} \
         if junit.exists() else {}
-    out = {}
-    for spec in dry.selected():
-        got = found.get(spec.name)
-        out[spec.name] = got if got is not None else report.Result(spec.name, "not run", 0, "")
-    return out
+    return {name: found.get(name) or report.Result(name, "not run", 0, "") for name in names}
 
 
 def summary(results: Mapping[str, report.Result]) -> str:
@@ -124,18 +127,21 @@ def summary(results: Mapping[str, report.Result]) -> str:
             f"tests, {c['not run']} not run")
 
 
+def whose(theirs: report.Result | None) -> str:
+    """Whose a spec nodelet did not pass is, by the kubelet's result of it."""
+    if theirs is None or theirs.status == "not run":
+        return "no kubelet result to compare with"
+    if theirs.status == "skipped":
+        return "the kubelet skipped it here (not applicable to it)"
+    if theirs.status == "failed":
+        return "this machine's or this harness's limit: the kubelet fails it too"
+    return "nodelet's: the kubelet passes it here"
+
+
 def verdict(name: str, ours: report.Result, theirs: report.Result | None) -> str:
     """One line on a spec nodelet did not pass: whose it is, and what it saw."""
     note = notes_node.note(name)
-    if theirs is None or theirs.status == "not run":
-        whose = "no kubelet result to compare with"
-    elif theirs.status == "skipped":
-        whose = "the kubelet skipped it here (not applicable to it)"
-    elif theirs.status == "failed":
-        whose = "this machine's or this harness's limit: the kubelet fails it too"
-    else:
-        whose = "nodelet's: the kubelet passes it here"
-    return f"{whose}; {note}" if note else whose
+    return f"{whose(theirs)}; {note}" if note else whose(theirs)
 
 
 def _cell(text: str) -> str:

@@ -93,12 +93,13 @@ class Joined:
     cri_endpoint: str  # unix://... of the node's containerd (the suite talks CRI to it)
 
 
-def dry_run(out: Path, name: str, args: list[str]) -> Path:
-    """`ginkgo --dry-run` with `args`; its JSON report (every spec, with its file)."""
+def dry_run(out: Path, name: str, args: list[str], suite: str = "e2e_node.test") -> Path:
+    """`ginkgo --dry-run` of `suite` with `args`; its JSON report (every spec, with its
+    file)."""
     kube = controlplane.bin_dir()
     report = out / f"{name}.json"
     argv = [str(kube / "ginkgo"), "--dry-run", "--no-color", "--silence-skips", *args,
-            f"--json-report={report}", str(kube / "e2e_node.test"), "--",
+            f"--json-report={report}", str(kube / suite), "--",
             f"--report-dir={out / name}"]
     with (out / f"{name}.log").open("wb") as log:
         subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=True, cwd=out)
@@ -217,24 +218,35 @@ async def kubelet_node(plane: controlplane.ControlPlane, root: Path,
 STARTERS = {"nodelet": nodelet_node, "kubelet": kubelet_node}
 
 
-async def one_agent(agent: str, *, out: Path, selection: Selection, procs: int, timeout: str,
-                    repo_list: Path) -> tuple[Path, float]:
-    """A fresh plane, `agent` joined as its only node, the suite; (JUnit, wall time)."""
-    root = Path(tempfile.mkdtemp(prefix=f"nlnode-{agent}-", dir="/tmp"))
+@contextlib.asynccontextmanager
+async def fresh_plane(agent: str, *, root: Path, out: Path,
+                      apiserver_args: Sequence[str] = ()
+                      ) -> AsyncIterator[tuple[controlplane.ControlPlane, Joined]]:
+    """A fresh control plane in `root` with `agent` joined as its only node; after, the
+    plane's logs are kept under `out/agent` and `root` is removed."""
     (out / agent).mkdir(parents=True, exist_ok=True)
-    token, token_file = run.node_suite_token(root / "auth")
-    plane = controlplane.ControlPlane.start(
-        root=root / "plane", extra_apiserver_args=[f"--token-auth-file={token_file}"])
+    plane = controlplane.ControlPlane.start(root=root / "plane",
+                                            extra_apiserver_args=list(apiserver_args))
     try:
         async with STARTERS[agent](plane, root, out) as node:
-            env = {**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)}
-            return await asyncio.to_thread(
-                run_suite, agent, plane=plane, node=node, out=out, selection=selection,
-                token=token, procs=procs, timeout=timeout, env=env)
+            yield plane, node
     finally:
         shutil.copytree(plane.logs, out / agent / "control-plane", dirs_exist_ok=True)
         plane.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def one_agent(agent: str, *, out: Path, selection: Selection, procs: int, timeout: str,
+                    repo_list: Path) -> tuple[Path, float]:
+    """A fresh plane, `agent` joined as its only node, the suite; (JUnit, wall time)."""
+    root = Path(tempfile.mkdtemp(prefix=f"nlnode-{agent}-", dir="/tmp"))
+    token, token_file = run.node_suite_token(root / "auth")
+    async with fresh_plane(agent, root=root, out=out,
+                           apiserver_args=[f"--token-auth-file={token_file}"]) as (plane, node):
+        env = {**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)}
+        return await asyncio.to_thread(
+            run_suite, agent, plane=plane, node=node, out=out, selection=selection,
+            token=token, procs=procs, timeout=timeout, env=env)
 
 
 def counts_line(dry: report_node.DryRun) -> str:
