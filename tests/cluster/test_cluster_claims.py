@@ -265,6 +265,40 @@ async def test_a_block_pv_is_a_device_in_the_container(
             assert not os.path.lexists(link)
 
 
+async def test_a_local_pv_on_a_block_device_is_formatted_and_mounted_once(
+        join: Any, admin: AdminClient, namespace: str) -> None:
+    """A local PV whose path is a blank block device, in Filesystem mode: formatted (ext4,
+    the kubelet's default), mounted once at the kubelet's global path, bound into the pod;
+    unmounted when no pod uses it, the data kept on the device."""
+    with _host_dir() as data, _loop_device(data / "disk.img") as device:
+        pv = f"blockfs-{namespace}"
+        async with join(NODE) as harness, _volumes(admin, _pv(
+                pv, {"local": {"path": device}}, claim=(namespace, "fs"))):
+            await admin.create(_claims(namespace), _pvc("fs", volume=pv))
+            spec = pod("onfs", node=NODE, command="echo kept > /data/f && sleep 1000000",
+                       volumes=[{"name": "store", "persistentVolumeClaim": {"claimName": "fs"}}])
+            spec["spec"]["containers"][0]["volumeMounts"] = [
+                {"name": "store", "mountPath": "/data"}]
+            await admin.create(pod_path(namespace), spec)
+            await _phase(admin, namespace, "onfs", "Running")
+            global_mount = harness.root / "data" / "plugins" / "kubernetes.io" / \
+                "local-volume" / "mounts" / pv
+            assert str(global_mount) in _mounts_under(harness.root)
+            blkid = subprocess.run(["blkid", "-o", "value", "-s", "TYPE", device],
+                                   capture_output=True, text=True, check=True)
+            assert blkid.stdout.strip() == "ext4"
+            await admin.delete(pod_path(namespace, "onfs"))
+            await eventually(lambda: admin.get(pod_path(namespace, "onfs")), within=60,
+                             until=lambda p: p is None, what="the pod gone")
+            assert _mounts_under(global_mount) == []
+            with tempfile.TemporaryDirectory() as check:
+                subprocess.run(["mount", device, check], check=True)
+                try:
+                    assert (Path(check) / "f").read_text() == "kept\n"
+                finally:
+                    subprocess.run(["umount", check], check=True)
+
+
 @contextlib.contextmanager
 def _loop_device(image: Path) -> Iterator[str]:
     """A 16 MiB file attached to a free loop device (detached at the end)."""

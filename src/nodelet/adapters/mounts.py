@@ -173,6 +173,29 @@ async def bind(source: str, target: Path, *, read_only: bool, options: tuple[str
                          f"Mounting arguments: {' '.join(argv[1:])}\nOutput: {output.strip()}")
 
 
+async def format_and_mount(device: str, target: Path, *, fstype: str, options: tuple[str, ...],
+                           limit: float) -> None:
+    """Mount the block device `device` on `target` as `fstype`, formatting it first when it
+    holds no file system and no partition table (mount-utils' SafeFormatAndMount, which the
+    kubelet's local volumes use: blkid, then mkfs, never over existing data)."""
+    status, output = await commands.run(
+        ["blkid", "-p", "-s", "TYPE", "-s", "PTTYPE", "-o", "export", device], limit=limit)
+    if status == 2:  # nothing found on it: a blank device
+        mkfs = ["mkfs.ext4", "-F", "-m0", device] if fstype in ("ext3", "ext4") else \
+            ["mkfs." + fstype, device]
+        status, output = await commands.run(mkfs, limit=limit)
+        if status != 0:
+            raise MountError(f"format of {device} as {fstype} failed ({status}): {output}")
+    elif status != 0:
+        raise MountError(f"blkid {device} failed ({status}): {output}")
+    argv = ["mount", "-t", fstype, *(["-o", ",".join(options)] if options else []), device,
+            str(target)]
+    status, output = await commands.run(argv, limit=limit)
+    if status != 0:
+        raise MountError(f"mount failed: exit status {status}\nMounting command: mount\n"
+                         f"Mounting arguments: {' '.join(argv[1:])}\nOutput: {output.strip()}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Mount syscalls (flags from <sys/mount.h>)
 

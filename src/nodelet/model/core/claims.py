@@ -71,6 +71,7 @@ class PersistentVolume:
     gid: int | None = None
     mount_options: tuple[str, ...] = ()
     csi: csi.CsiSource | None = None  # a CSI PV's source
+    fs_type: str = ""  # a local PV's fsType (for a block device: the kubelet's default ext4)
 
 
 def claim_of(pod: pods.Pod, volume: pods.Volume) -> Claim | None:
@@ -130,6 +131,7 @@ def persistent_volume(pv: apijson.JSON, claim_uid: str, *, read_only: bool) -> P
         gid=_gid(apijson.obj(meta.get("annotations")).get(GID_ANNOTATION)),
         mount_options=tuple(str(o) for o in spec.get("mountOptions") or ()),
         csi=csi.csi_source(spec) if source_type == "csi" else None,
+        fs_type=str(source.get("fsType") or "") if source_type == "local" else "",
     )
 
 

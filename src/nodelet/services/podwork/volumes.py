@@ -157,6 +157,9 @@ class VolumeManager:
         csi: csivolumes.CsiVolumes | None = None,
     ) -> None:
         self._root = root
+        # The kubelet's global mounts of local PVs on block devices (beside `pods`).
+        self._local_mounts = root.parent / "plugins" / "kubernetes.io" / "local-volume" / \
+            "mounts"
         self._csi = csi
         self._lookup = sources.lookup
         self._synced = sources.synced
@@ -413,8 +416,10 @@ class VolumeManager:
             return directory
         if ".." in pv.path.split("/"):
             raise vol.SourceError(f"invalid path: {pv.path} must not contain '..'")
+        source = await self._local_device(pv) if await asyncio.to_thread(
+            _is_block_device, pv.path) else pv.path
         await asyncio.to_thread(directory.mkdir, mode=0o750, parents=True, exist_ok=True)
-        await mounts.bind(pv.path, directory, read_only=pv.read_only, options=pv.mount_options,
+        await mounts.bind(source, directory, read_only=pv.read_only, options=pv.mount_options,
                           limit=self._timeout)
         fs_group = pod.spec.security_context.fs_group
         if fs_group is not None and not pv.read_only:
@@ -422,6 +427,46 @@ class VolumeManager:
             await asyncio.to_thread(_own_tree, directory, fs_group, policy)
         log.info("mounted local PV %s for pod %s", pv.name, pod.full_name)
         return directory
+
+    async def _local_device(self, pv: claims.PersistentVolume) -> str:
+        """A local PV on a block device, in Filesystem mode: the device formatted if blank
+        (fsType, ext4 by default) and mounted once at the kubelet's global path
+        `plugins/kubernetes.io/local-volume/mounts/<pv>` (its MountDevice), which each pod's
+        directory binds."""
+        target = self._local_mounts / pv.name
+        if await asyncio.to_thread(mounts.is_mount_point, target):
+            return str(target)
+        await asyncio.to_thread(target.mkdir, mode=0o750, parents=True, exist_ok=True)
+        fstype = pv.fs_type or "ext4"
+        try:
+            await mounts.format_and_mount(pv.path, target, fstype=fstype,
+                                          options=(*(("ro",) if pv.read_only else ()),
+                                                   *pv.mount_options), limit=self._timeout)
+        except mounts.MountError as exc:
+            await asyncio.to_thread(_remove_empty_dir, target)
+            raise vol.SourceError(f"local: failed to mount device {pv.path} at {target} "
+                                  f"(fstype: {fstype}), error {exc.message}") from exc
+        log.info("mounted the block device %s of local PV %s at %s", pv.path, pv.name, target)
+        return str(target)
+
+    async def _unmount_unused_local_devices(self) -> None:
+        """UnmountDevice of the local PVs on block devices that no pod binds any more."""
+        if not await asyncio.to_thread(self._local_mounts.is_dir):
+            return
+        for target in await asyncio.to_thread(lambda: sorted(self._local_mounts.iterdir())):
+            if await asyncio.to_thread(self._local_pv_bound, target.name):
+                continue
+            if await asyncio.to_thread(mounts.is_mount_point, target):
+                try:
+                    await mounts.unmount(target, limit=self._timeout)
+                except mounts.MountError as exc:
+                    raise VolumeError(target.name, exc.message,
+                                      operation="UnmountDevice failed") from exc
+            await asyncio.to_thread(_remove_empty_dir, target)
+
+    def _local_pv_bound(self, name: str) -> bool:
+        """Whether some pod's directory binds the local PV `name`."""
+        return any(self._root.glob(f"*/volumes/{claims.LOCAL_PLUGIN_DIR}/{name}"))
 
     async def _map_device(self, pod: pods.Pod, pv: claims.PersistentVolume) -> Path:
         """A Block PV: its device linked at `<pod>/volumeDevices/<plugin>/<pv>`, the path the
@@ -615,6 +660,7 @@ class VolumeManager:
             await asyncio.to_thread((self._root / pod_uid).rmdir)  # when nothing else is there
         except OSError:
             pass
+        await self._unmount_unused_local_devices()
 
     async def _unmount_all(self, directory: Path) -> None:
         """Unmount everything below `directory` (mounts stacked on one path too); raises
@@ -683,6 +729,20 @@ def _link_device(device: str, link: Path) -> None:
     if os.path.lexists(link):
         os.unlink(link)
     os.symlink(device, link)
+
+
+def _is_block_device(path: str) -> bool:
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False  # the bind mount says what is wrong with the path
+
+
+def _remove_empty_dir(directory: Path) -> None:
+    try:
+        directory.rmdir()
+    except OSError:
+        pass
 
 
 def _make_dir(directory: Path) -> bool:
