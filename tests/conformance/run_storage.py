@@ -155,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         controlplane.binary(name)
     selection = run_node.Selection(args.focus, (), args.skip,
                                    seed=args.seed or int(time.time()))
+    args.out = args.out.resolve()  # ginkgo runs in it: its report paths must be absolute
     args.out.mkdir(parents=True, exist_ok=True)
     # The dry run of the whole storage suite, and of this selection without its seed.
     run_node.dry_run(args.out, "dry-all", [f"--focus={report_storage.MARK_RE}"], "e2e.test")
