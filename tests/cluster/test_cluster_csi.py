@@ -14,7 +14,9 @@ until it does.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ import pytest
 from nodelet import settings
 from support.controlplane import AdminClient, ControlPlane, node_path, pod, pod_path
 from support.criproxy import CriProxy
-from support.csipeers import csi_peers
+from support.csipeers import CsiPeers, csi_peers
 from support.csiregistrar import Registrar
 from support.polling import eventually
 
@@ -65,6 +67,20 @@ async def _events(admin: AdminClient, namespace: str, name: str) -> list[str]:
     items = await admin.items(f"/api/v1/namespaces/{namespace}/events",
                               fieldSelector=f"involvedObject.name={name}")
     return [f"{e['reason']}: {e['message']}" for e in items]
+
+
+@contextlib.asynccontextmanager
+async def _registered(plane: ControlPlane, admin: AdminClient, data: Path, tmp_path: Path,
+                      **peer_args: Any) -> AsyncIterator[CsiPeers]:
+    """The mock driver and its peers without attach (`peer_args` for csi_peers), registered
+    with the node whose data dir is `data` through the registrar."""
+    async with csi_peers(plane, admin, driver=DRIVER, socket_dir=data / "plugins" / DRIVER,
+                         attach_required=False, logs=tmp_path / "csi", **peer_args) as peers, \
+            Registrar(data / "plugins_registry", driver=DRIVER,
+                      endpoint=str(peers.mock.socket)) as registrar:
+        await eventually(lambda: registrar.registered.is_set(), within=30,
+                         what="the registration taken")
+        yield peers
 
 
 async def _metrics(plane: ControlPlane) -> str:
@@ -220,13 +236,8 @@ async def test_a_driver_that_requires_republish_is_published_again_at_each_sync(
     often = {"sync_settings": {"resync_period": 2.0}}
     async with join(NODE, harness_args=often) as harness:
         data = harness.settings.data_dir
-        async with csi_peers(control_plane, admin, driver=DRIVER,
-                             socket_dir=data / "plugins" / DRIVER, attach_required=False,
-                             requires_republish=True, logs=tmp_path / "csi") as peers, \
-                Registrar(data / "plugins_registry", driver=DRIVER,
-                          endpoint=str(peers.mock.socket)) as registrar:
-            await eventually(lambda: registrar.registered.is_set(), within=30,
-                             what="the registration taken")
+        async with _registered(control_plane, admin, data, tmp_path,
+                               requires_republish=True) as peers:
             path, claim = _claim(namespace, "vol", peers.storage_class)
             await admin.create(path, claim)
             await admin.create(pod_path(namespace), _user("renewed", "vol"))
@@ -253,13 +264,7 @@ async def test_a_claim_grown_by_its_owner_is_expanded_on_the_node(
     often = {"sync_settings": {"resync_period": 2.0}}
     async with join(NODE, harness_args=often) as harness:
         data = harness.settings.data_dir
-        async with csi_peers(control_plane, admin, driver=DRIVER,
-                             socket_dir=data / "plugins" / DRIVER, attach_required=False,
-                             resizer=True, logs=tmp_path / "csi") as peers, \
-                Registrar(data / "plugins_registry", driver=DRIVER,
-                          endpoint=str(peers.mock.socket)) as registrar:
-            await eventually(lambda: registrar.registered.is_set(), within=30,
-                             what="the registration taken")
+        async with _registered(control_plane, admin, data, tmp_path, resizer=True) as peers:
             path, claim = _claim(namespace, "vol", peers.storage_class)
             await admin.create(path, claim)
             await admin.create(pod_path(namespace), _user("grows", "vol"))
