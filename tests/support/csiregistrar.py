@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -59,19 +60,31 @@ class Registrar:
         self._server: grpc.aio.Server | None = None
 
     async def __aenter__(self) -> Registrar:
-        self.socket.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
-        server = grpc.aio.server()
-        reg_grpc.add_RegistrationServicer_to_server(_Service(self), server)
-        server.add_insecure_port(f"unix://{self.socket}")
-        await server.start()
-        self._server = server
+        self._server = await serve_on(self.socket, lambda server: (
+            reg_grpc.add_RegistrationServicer_to_server(_Service(self), server)))
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         trace: TracebackType | None) -> None:
-        if self._server is not None:
-            await self._server.stop(grace=None)
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
+        await stop_serving(self._server, self.socket)
+
+
+async def serve_on(socket: Path, add: Callable[[grpc.aio.Server], None]) -> grpc.aio.Server:
+    """A gRPC server of the services `add` registers, on the unix socket `socket` (a stale
+    socket file replaced)."""
+    socket.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        socket.unlink()
+    server = grpc.aio.server()
+    add(server)
+    server.add_insecure_port(f"unix://{socket}")
+    await server.start()
+    return server
+
+
+async def stop_serving(server: grpc.aio.Server | None, socket: Path) -> None:
+    """Stop `serve_on`'s server and remove its socket."""
+    if server is not None:
+        await server.stop(grace=None)
+    with contextlib.suppress(FileNotFoundError):
+        socket.unlink()

@@ -15,7 +15,6 @@ request is kept in `calls` (method, request as a dict).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -27,6 +26,7 @@ from google.protobuf import json_format
 
 from nodelet.adapters.csi.gen import csi_pb2 as pb
 from nodelet.adapters.csi.gen import csi_pb2_grpc as pb_grpc
+from support.csiregistrar import serve_on, stop_serving
 
 
 class _Node(pb_grpc.NodeServicer):
@@ -81,19 +81,10 @@ class FakeCsiNode:
         return [request for name, request in self.calls if name == method]
 
     async def __aenter__(self) -> FakeCsiNode:
-        self.socket.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
-        server = grpc.aio.server()
-        pb_grpc.add_NodeServicer_to_server(_Node(self), server)
-        server.add_insecure_port(f"unix://{self.socket}")
-        await server.start()
-        self._server = server
+        self._server = await serve_on(self.socket, lambda server: (
+            pb_grpc.add_NodeServicer_to_server(_Node(self), server)))
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         trace: TracebackType | None) -> None:
-        if self._server is not None:
-            await self._server.stop(grace=None)
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
+        await stop_serving(self._server, self.socket)
