@@ -61,7 +61,11 @@ $(CSI_GEN)/.generated: $(CSI_PROTO) $(VENV)/.installed
 	touch $(CSI_GEN)/__init__.py $@
 
 # Local OCI image archives (pause + busybox); nodelet imports them into containerd when missing.
-images: $(IMAGES)/pause.tar $(IMAGES)/busybox.tar
+images: $(IMAGES)/pause.tar $(IMAGES)/busybox.tar $(IMAGES)/nmeter
+$(IMAGES)/nmeter: images/nmeter.c
+	mkdir -p $(IMAGES)
+	gcc -static -Os -Wall -Werror -o $@ $<
+	strip $@
 $(IMAGES)/pause: images/pause.c
 	mkdir -p $(IMAGES)
 	gcc -static -Os -Wall -Werror -o $@ $<

@@ -28,7 +28,10 @@ in the v1.37.2 sources: busybox 86 times, agnhost 62, pause 20, the rest once or
   Debian's ash drops environment variables whose names are not shell identifiers (`env
   data-1=x busybox sh -c env` prints no data-1), which upstream's ash imports since 1.36
   (shell/ash.c: "Used to have endofname() here ... but this breaks scenarios where people do
-  want them passed to children"); Debian's 1.37 build drops them too.
+  want them passed to children"); Debian's 1.37 build drops them too. Debian's build has no
+  `nmeter` applet, which the node suite's container lifecycle specs run to time their log
+  lines (`nmeter -d0 '%3t'`): images/nmeter.c stands in for that use of it (the time with
+  milliseconds; any other specifier is refused), at /usr/bin/nmeter.
 - `pause:3.10.2`: images/pause.c, as upstream's pause image: `/pause`, user 65535:65535.
 - `e2e-test-images/nonroot:1.5`: the busybox base with `USER 1234` (upstream: debian-base).
 - `e2e-test-images/glibc-dns-testing:2.1.1`: glibc's `hostname` and dash (this host's, a
@@ -68,6 +71,10 @@ REPO = HERE.parent
 OUT = HERE / "out" / "e2e"
 BUSYBOX = Path("/bin/busybox")
 PAUSE = HERE / "out" / "pause"
+# busybox's nmeter applet, which Debian's busybox-static lacks: the node suite's container
+# lifecycle specs time every log line with `nmeter -d0 '%3t'` (images/nmeter.c, built by
+# `make images`), at /usr/bin/nmeter as Alpine/busybox put it, and in /bin.
+NMETER = HERE / "out" / "nmeter"
 AGNHOST_SOURCE = "k8s.io/kubernetes/test/images/agnhost"
 
 # The registries of the suite's image list (test/utils/image/manifest.go, initRegistry), by
@@ -149,6 +156,8 @@ def base_entries(*, passwd: str = PASSWD, group: str = GROUP) -> list[build.Entr
     entries.append(build.Entry("tmp", "dir", 0o1777))
     entries.append(build.Entry("bin/busybox", "file", 0o755, BUSYBOX.read_bytes()))
     entries += applet_links(BUSYBOX)
+    entries += [build.Entry("usr/bin/nmeter", "file", 0o755, NMETER.read_bytes()),
+                build.Entry("bin/nmeter", "link", 0o777, target="/usr/bin/nmeter")]
     entries += [build.Entry("etc/passwd", "file", 0o644, passwd.encode()),
                 build.Entry("etc/group", "file", 0o644, group.encode())]
     return entries
@@ -351,8 +360,9 @@ def build_all(out: Path = OUT) -> dict[str, Path]:
 
 
 def _stale(archive: Path) -> bool:
-    """Missing, or older than this script or images/build.py (what decides its contents)."""
-    inputs = (Path(__file__), HERE / "build.py")
+    """Missing, or older than this script, images/build.py or the programs built for the
+    images (what decides its contents)."""
+    inputs = (Path(__file__), HERE / "build.py", PAUSE, NMETER)
     return not archive.exists() or archive.stat().st_mtime < max(p.stat().st_mtime
                                                                  for p in inputs)
 
