@@ -100,7 +100,7 @@ conformance: setup
 # writes docs/conformance-node.md with a column for each. Needs root. Not part of `make test`.
 conformance-node: setup
 	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet $(E2E_PROGRAMS) e2e_node.test
-	$(PY) tests/conformance/run_node.py $(CONFORMANCE_NODE_ARGS)
+	$(PY) tests/conformance/run_node.py --host-defaults $(CONFORMANCE_NODE_ARGS)
 
 # Kubernetes' own storage tests (e2e.test [sig-storage]: the in-tree local and hostPath
 # drivers, PersistentVolumes-local, Ephemeralstorage, PV/PVC protection; no [Serial],

@@ -103,19 +103,22 @@ class Node:
             if done.returncode == 0 and "left behind" not in done.stdout + done.stderr:
                 break
             time.sleep(5)
-        # The cgroup root is this run's own (reset empties it and leaves the directory).
-        for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        # A cgroup root of the run's own: reset empties it and leaves the directory.
+        for hierarchy in Path("/sys/fs/cgroup").iterdir() if self.cgroup_root != "/" else ():
             with contextlib.suppress(OSError):
                 (hierarchy / self.cgroup_root.lstrip("/")).rmdir()
 
 
 def start_node(plane: controlplane.ControlPlane, root: Path, log: Path,
-               extra: Sequence[str] = ()) -> Node:
+               extra: Sequence[str] = (), *, cgroup_root: str | None = None,
+               read_only: int | None = None) -> Node:
     """`nodelet run` joining `plane` as NODE; `extra`: more flags of `nodelet run` (the node
-    suite's run gives it a static pod directory)."""
+    suite's run gives it a static pod directory). By default its cgroup root and read-only
+    port are the run's own; the node suite's run may give it the kubelet's ("/", 10255)."""
     root.mkdir(parents=True, exist_ok=True)
-    port, read_only = controlplane.free_ports(2)
-    cgroup_root = f"/nodelet-conformance-{os.getpid()}"
+    port, free = controlplane.free_ports(2)
+    read_only = read_only or free
+    cgroup_root = cgroup_root or f"/nodelet-conformance-{os.getpid()}"
     argv = [
         str(NODELET), "run", "--data-dir", str(root / "data"), "--node-name", NODE,
         "--bootstrap-kubeconfig", str(plane.bootstrap_kubeconfig(root / "bootstrap.conf")),

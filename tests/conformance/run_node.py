@@ -68,6 +68,12 @@ KUBELET_NODE = "kubelet-conformance"
 SUITE_TIMEOUT = "12h"
 JOIN_WITHIN = 120.0
 DRAIN_WITHIN = 180.0
+# HOST_DEFAULTS (--host-defaults): what some specs read of the node directly, not through
+# /configz: the QoS and pod cgroups under /kubepods (pods_container_manager_test.go) and the
+# read-only port 10255 on localhost (/metrics/cadvisor, container_metrics_test.go). An agent
+# beside others on one machine has its own; the node suite's run has the machine to itself.
+HOST_CGROUP_ROOT = "/"
+HOST_READ_ONLY_PORT = 10255
 
 
 @dataclass(frozen=True)
@@ -135,14 +141,17 @@ def run_suite(agent: str, *, plane: controlplane.ControlPlane, node: Joined, out
 
 
 @contextlib.asynccontextmanager
-async def nodelet_node(plane: controlplane.ControlPlane, root: Path,
-                       out: Path) -> AsyncIterator[Joined]:
+async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
+                       host: bool) -> AsyncIterator[Joined]:
     """`nodelet run` as run.py starts it, plus a static pod directory (its /configz reports
-    it as staticPodPath; the mirror and static pod specs write manifests there)."""
+    it as staticPodPath; the mirror and static pod specs write manifests there); with `host`,
+    the kubelet's cgroup root and read-only port (HOST_DEFAULTS)."""
     manifests = root / "manifests"
     manifests.mkdir(parents=True)
     log = out / "nodelet" / "nodelet.log"
-    node = run.start_node(plane, root / "node", log, extra=["--manifests", str(manifests)])
+    node = run.start_node(plane, root / "node", log, extra=["--manifests", str(manifests)],
+                          cgroup_root=HOST_CGROUP_ROOT if host else None,
+                          read_only=HOST_READ_ONLY_PORT if host else None)
     try:
         run.wait_ready(plane, node, log)
         socket = node.data_dir / "containerd" / "containerd.sock"
@@ -151,6 +160,8 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path,
         if node.alive():
             run.wait_no_pods(plane, within=DRAIN_WITHIN)
         node.stop()
+        if host:
+            remove_kubepods()
 
 
 @contextlib.asynccontextmanager
@@ -179,17 +190,40 @@ async def own_containerd(root: Path) -> AsyncIterator[tuple[containerd.EmbeddedC
             print(f"reset of the kubelet's containerd: {report.errors}", flush=True)
 
 
-def kubelet_config(manifests: Path) -> dict[str, object]:
+def kubelet_config(manifests: Path, host: bool) -> dict[str, object]:
     """Over `join_config_for`: what the suite's own kubelet (test/e2e_node/services/kubelet.go)
     has and its specs read through /configz: a static pod directory, checked every 10 s, and a
-    read-only port (the summary spec reads `address:readOnlyPort/stats/summary`)."""
-    return {"staticPodPath": str(manifests), "fileCheckFrequency": "10s",
-            "readOnlyPort": kubeletpeer.free_port()}
+    read-only port (the summary spec reads `address:readOnlyPort/stats/summary`); with
+    `host`, the kubelet's cgroup root and read-only port (HOST_DEFAULTS)."""
+    config: dict[str, object] = {"staticPodPath": str(manifests), "fileCheckFrequency": "10s",
+                                 "readOnlyPort": kubeletpeer.free_port()}
+    if host:
+        config |= {"cgroupRoot": HOST_CGROUP_ROOT, "readOnlyPort": HOST_READ_ONLY_PORT}
+    return config
+
+
+def remove_kubepods() -> None:
+    """With HOST_DEFAULTS: the QoS cgroups an agent left under the cgroup root "/" (the
+    kubelet keeps them when it stops; they are empty once its pods are gone), deepest first;
+    what is still busy is said."""
+    left = []
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        top = hierarchy / "kubepods"
+        if hierarchy.is_symlink() or not top.is_dir():
+            continue
+        for directory in sorted([top, *(p for p in top.rglob("*") if p.is_dir())],
+                                key=lambda p: len(p.parts), reverse=True):
+            try:
+                directory.rmdir()
+            except OSError:
+                left.append(str(directory))
+    if left:
+        print(f"cgroups left under /kubepods: {left}", flush=True)
 
 
 @contextlib.asynccontextmanager
-async def kubelet_node(plane: controlplane.ControlPlane, root: Path,
-                       out: Path) -> AsyncIterator[Joined]:
+async def kubelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
+                       host: bool) -> AsyncIterator[Joined]:
     """The kubelet v1.37.2 joined by TLS bootstrap (JoinedKubelet, the configuration of
     tests/support/kubeletpeer.py `join_config_for`) with a static pod directory."""
     manifests = root / "manifests"
@@ -199,7 +233,7 @@ async def kubelet_node(plane: controlplane.ControlPlane, root: Path,
         peer = await kubeletpeer.JoinedKubelet.join(
             endpoint=runner.endpoint, client_ca=plane.ca.cert, node_name=KUBELET_NODE,
             bootstrap_kubeconfig=plane.bootstrap_kubeconfig(root / "bootstrap.conf"),
-            client=client, config=kubelet_config(manifests))
+            client=client, config=kubelet_config(manifests, host))
         try:
             await peer.wait_ready(admin, within=JOIN_WITHIN)
             yield Joined(KUBELET_NODE, runner.endpoint)
@@ -213,13 +247,15 @@ async def kubelet_node(plane: controlplane.ControlPlane, root: Path,
                 await peer.stop(admin, within=DRAIN_WITHIN)
             except kubeletpeer.PeerError as exc:
                 print(f"[kubelet] not drained cleanly: {exc}", flush=True)
+            if host:
+                remove_kubepods()
 
 
 STARTERS = {"nodelet": nodelet_node, "kubelet": kubelet_node}
 
 
 @contextlib.asynccontextmanager
-async def fresh_plane(agent: str, *, root: Path, out: Path,
+async def fresh_plane(agent: str, *, root: Path, out: Path, host: bool = False,
                       apiserver_args: Sequence[str] = ()
                       ) -> AsyncIterator[tuple[controlplane.ControlPlane, Joined]]:
     """A fresh control plane in `root` with `agent` joined as its only node; after, the
@@ -228,7 +264,7 @@ async def fresh_plane(agent: str, *, root: Path, out: Path,
     plane = controlplane.ControlPlane.start(root=root / "plane",
                                             extra_apiserver_args=list(apiserver_args))
     try:
-        async with STARTERS[agent](plane, root, out) as node:
+        async with STARTERS[agent](plane, root, out, host) as node:
             yield plane, node
     finally:
         shutil.copytree(plane.logs, out / agent / "control-plane", dirs_exist_ok=True)
@@ -237,11 +273,11 @@ async def fresh_plane(agent: str, *, root: Path, out: Path,
 
 
 async def one_agent(agent: str, *, out: Path, selection: Selection, procs: int, timeout: str,
-                    repo_list: Path) -> tuple[Path, float]:
+                    repo_list: Path, host: bool) -> tuple[Path, float]:
     """A fresh plane, `agent` joined as its only node, the suite; (JUnit, wall time)."""
     root = Path(tempfile.mkdtemp(prefix=f"nlnode-{agent}-", dir="/tmp"))
     token, token_file = run.node_suite_token(root / "auth")
-    async with fresh_plane(agent, root=root, out=out,
+    async with fresh_plane(agent, root=root, out=out, host=host,
                            apiserver_args=[f"--token-auth-file={token_file}"]) as (plane, node):
         env = {**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)}
         return await asyncio.to_thread(
@@ -262,7 +298,7 @@ async def run_agents(args: argparse.Namespace, selection: Selection,
         for agent in agents:
             junits[agent], times[agent] = await one_agent(
                 agent, out=args.out, selection=selection, procs=args.procs,
-                timeout=args.timeout, repo_list=repo_list)
+                timeout=args.timeout, repo_list=repo_list, host=args.host_defaults)
     return junits, times
 
 
@@ -282,6 +318,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0,
                         help="ginkgo's order seed, the same for every agent (default: the "
                              "time of the run)")
+    parser.add_argument("--host-defaults", action="store_true",
+                        help="give each agent the kubelet's cgroup root (/) and read-only port "
+                             "(10255), which some specs read directly (no other agent may "
+                             "use them meanwhile; make conformance-node passes it)")
     parser.add_argument("--dry-run", action="store_true",
                         help="only list and count what the selection holds")
     parser.add_argument("--out", type=Path,
@@ -300,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         controlplane.binary(name)
     selection = Selection(args.focus, tuple(args.focus_file or [FOCUS_FILE]), args.skip,
                           seed=args.seed or int(time.time()))
+    args.out = args.out.resolve()  # ginkgo runs in it: its report paths must be absolute
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
     commit = report.current_commit()  # others may commit meanwhile
@@ -314,7 +355,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     junits, times = asyncio.run(run_agents(args, selection, agents))
     times["total"] = time.monotonic() - started
     results = {agent: report_node.read_results(junit, dry) for agent, junit in junits.items()}
-    report_node.write_doc(args.doc, dry, results, selection=selection.ginkgo_args(),
+    report_node.write_doc(args.doc, dry, results,
+                          selection=[*selection.ginkgo_args(),
+                                     *(["(run_node.py --host-defaults)"]
+                                       if args.host_defaults else [])],
                           procs=args.procs, times=times, commit=commit)
     for agent, found in results.items():
         print(f"{agent}: {report_node.summary(found)}")
