@@ -110,10 +110,6 @@ NOTES: dict[str, str] = {
         "kubelet restarts the container of a pod it still knows; nodelet did not report it "
         "within 120 s (its mirror pod writer was also blocked at the end of that window, see "
         "the forcibly deleted spec)"),
-    "should be able to consume variables from a file": (
-        "nodelet's: `fileKeyRef` (EnvFiles, beta in 1.37 and on by default) is refused by "
-        "nodelet's manifest validation (`the alpha EnvFiles feature is not supported`), so "
-        "the static pod and its mirror pod never exist"),
     "recursive read-only mounts": (
         "nodelet's: the suite picks its branch from the Node's `status.runtimeHandlers` "
         "features (recursiveReadOnlyMounts), which the kubelet publishes from CRI's "

@@ -173,7 +173,8 @@ REJECTED: list[tuple[str, dict[str, Any], str, str]] = [
      "not a valid environment variable name"),
     ("env-value-type", env({"name": "A", "value": 1}), f"{C0}.env[0].value", "quote it"),
     ("value-from-no-source", value_from({}), f"{C0}.env[0].valueFrom",
-     "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"),
+     "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef`, `secretKeyRef` or "
+     "`fileKeyRef`"),
     ("value-from-two-sources", value_from({
         "configMapKeyRef": {"name": "cm", "key": "k"},
         "secretKeyRef": {"name": "s", "key": "k"}}),

@@ -1,12 +1,13 @@
 """The host file system for pod volumes: tmpfs mounts, the kubelet's atomic writer, hostPath
-type checks, safe subPath access (open without following symlinks, bind-mount by descriptor)
-and shared mount propagation. The functions without `async` block (file I/O); call them in a
-thread.
+type checks, safe subPath access (open without following symlinks, bind-mount by descriptor),
+paths resolved with a volume as their root (env files) and shared mount propagation. The
+functions without `async` block (file I/O); call them in a thread.
 
 Exceptions::
 
-    MountError      a mount, unmount or hostPath check failed; `.message` says which path
-                    and why, in the kubelet's words where it has some
+    MountError      a mount, unmount or hostPath check failed, or a path inside a volume
+                    cannot be resolved; `.message` says which path and why, in the
+                    kubelet's words where it has some
 """
 
 from __future__ import annotations
@@ -415,6 +416,82 @@ def _make_target(target: Path, *, directory: bool) -> None:
         target.mkdir(mode=0o750, exist_ok=True)
     else:
         os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640))
+
+
+# ---------------------------------------------------------------------------------------------
+# A path inside a volume, with the volume as its root (the kubelet's securejoin.SecureJoin)
+#
+# An env file (fileKeyRef) is named by a path inside an emptyDir that the pod's containers
+# write: symlinks in it are followed as securejoin follows them, with the volume as "/" (an
+# absolute target and ".." start over from, or stop at, the volume). Each step is opened from
+# the descriptor of the one before with O_NOFOLLOW, so a symlink swapped in meanwhile is
+# resolved inside the volume too; the string path is only for messages.
+
+_STEP = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_LINKS = 255  # securejoin's MaxSymlinkLimit
+
+
+def _step(parent: int, part: str) -> int | None:
+    """An O_PATH descriptor of `part` in `parent`, not followed; None when it does not exist
+    (or `parent` is no directory), which securejoin takes lexically."""
+    try:
+        return os.open(part, _STEP, dir_fd=parent)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def open_in_root(root: str, unsafe: str) -> tuple[int, str]:
+    """An O_PATH descriptor of `unsafe` resolved inside the directory `root` as securejoin
+    resolves it, and the path it resolved to. Raises FileNotFoundError when it does not
+    exist, MountError after 255 symlinks (securejoin's words). The caller closes it."""
+    opened = [os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)]
+    names: list[str] = []
+    missing: list[str] = []  # past a component that does not exist: lexical
+    remaining, links = unsafe.split("/"), 0
+    try:
+        while remaining:
+            part = remaining.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if missing:
+                    missing.pop()
+                elif names:
+                    names.pop()
+                    os.close(opened.pop())
+                continue
+            fd = None if missing else _step(opened[-1], part)
+            if fd is None:
+                missing.append(part)
+            elif not stat.S_ISLNK(os.fstat(fd).st_mode):
+                opened.append(fd)
+                names.append(part)
+            else:
+                links += 1
+                target = _read_link(fd)
+                if links > _MAX_LINKS:
+                    raise MountError(f"SecureJoin {root}/{unsafe}: too many levels of "
+                                     "symbolic links")
+                if target.startswith("/"):
+                    names.clear()
+                    while len(opened) > 1:
+                        os.close(opened.pop())
+                remaining[:0] = target.split("/")
+        path = os.path.normpath(os.path.join(root, *names, *missing))
+        if missing:
+            raise FileNotFoundError(errno_.ENOENT, os.strerror(errno_.ENOENT), path)
+        return opened.pop(), path
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _read_link(fd: int) -> str:
+    """The target of the symlink `fd` (an O_PATH descriptor of it), which it closes."""
+    try:
+        return os.readlink("", dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ The kubelet's makeEnvironmentVariables, step by step:
    variables defined so far (envFrom and earlier entries); a `valueFrom` is resolved from its
    source and not expanded; an entry overrides anything defined before under its name;
 3. a missing object or key marked `optional` leaves the variable out; one that is not stops the
-   container from being created (`ConfigError`).
+   container from being created (`ConfigError`); a `fileKeyRef` takes its value from what was
+   read of its env file (`envfiles`: the rules, `files`: what the caller read).
 
 Objects are read through `lookup(kind, namespace, name)`, the volume manager's lookup (manifests
 standalone, the API cache in cluster mode); one container reads each object once, so all its
@@ -19,7 +20,8 @@ variables see the same version.
 Exceptions::
 
     ConfigError   the container's config cannot be generated (missing ConfigMap, Secret or key,
-                  a downward API value that cannot be read, a bad subPathExpr); `.message` is
+                  an env file or key, a downward API value that cannot be read, a bad
+                  subPathExpr); `.message` is
                   the kubelet's text, the waiting message of CreateContainerConfigError (the
                   `Failed` event says `Error: <message>`)
 """
@@ -33,7 +35,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from nodelet.helpers import errors
-from nodelet.model.core import configs, downward, pods
+from nodelet.model.core import configs, downward, envfiles, pods
 from nodelet.model.core import volumes as vol
 
 # The kubelet's event for envFrom keys it skips.
@@ -240,14 +242,26 @@ def _downward(
         raise ConfigError(exc.message) from exc
 
 
+def _file_key_ref(ref: envfiles.FileKeyRef, files: envfiles.FileValues) -> str | None:
+    try:
+        return envfiles.resolve(ref, files.get(ref, envfiles.FileValue(
+            error=envfiles.missing_volume_message(ref.volume))))
+    except envfiles.EnvFileError as exc:
+        raise ConfigError(exc.message) from exc
+
+
 def _value_from(
     value_from: Mapping[str, Any],
     read: _Reader,
     facts: downward.PodFacts,
     container: pods.Container,
+    files: envfiles.FileValues,
 ) -> str | None:
     """The value of one `valueFrom` (checked when the manifest was read: exactly one source)."""
     namespace = facts.pod.namespace
+    file_ref = envfiles.file_key_ref(value_from)
+    if file_ref is not None:
+        return _file_key_ref(file_ref, files)
     if isinstance(value_from.get("configMapKeyRef"), Mapping):
         return _key_ref("ConfigMap", value_from["configMapKeyRef"], read, namespace)
     if isinstance(value_from.get("secretKeyRef"), Mapping):
@@ -257,8 +271,8 @@ def _value_from(
     ):
         return _downward(value_from, facts, container)
     raise ConfigError(
-        "valueFrom must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or "
-        "`secretKeyRef`"
+        "valueFrom must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef`, "
+        "`secretKeyRef` or `fileKeyRef`"
     )
 
 
@@ -268,12 +282,14 @@ def resolve(
     lookup: vol.Lookup,
     facts: downward.PodFacts,
     service_env: Iterable[tuple[str, str]] = (),
+    files: envfiles.FileValues | None = None,
 ) -> Environment:
     """The container's environment (see the module docstring); raises ConfigError.
 
     `service_env`: the Service variables (`servicelinks.service_env`). As in the kubelet's
     makeEnvironmentVariables, `$(VAR)` in `env` values sees them after the container's own
-    variables, and they follow the container's variables, except those it defines itself."""
+    variables, and they follow the container's variables, except those it defines itself.
+    `files`: what was read for each of the container's `envfiles.file_key_refs`."""
     services = dict(service_env)
     namespace = facts.pod.namespace
     read = _reader(lookup, namespace)
@@ -287,7 +303,7 @@ def resolve(
             variables[var.name] = expand(
                 var.value, lambda name: variables.get(name, services.get(name)))
         elif var.value_from is not None:
-            value = _value_from(var.value_from, read, facts, container)
+            value = _value_from(var.value_from, read, facts, container, files or {})
             if value is not None:
                 variables[var.name] = value
         else:

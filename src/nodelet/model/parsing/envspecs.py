@@ -16,11 +16,12 @@ from typing import Any
 
 from nodelet.model.core import downward, fields, names, pods, quantities
 
-VALUE_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef")
-_VALUE_FROM_FIELDS = frozenset({*VALUE_SOURCES, "fileKeyRef"})
+VALUE_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
+_VALUE_FROM_FIELDS = frozenset(VALUE_SOURCES)
 _FIELD_REF_FIELDS = frozenset({"apiVersion", "fieldPath"})
 _RESOURCE_REF_FIELDS = frozenset({"containerName", "resource", "divisor"})
 _KEY_REF_FIELDS = frozenset({"name", "key", "optional"})
+_FILE_KEY_REF_FIELDS = frozenset({"volumeName", "path", "key", "optional"})
 _ENV_FROM_FIELDS = frozenset({"prefix", "configMapRef", "secretRef"})
 _OBJECT_REF_FIELDS = frozenset({"name", "optional"})
 
@@ -100,15 +101,23 @@ def _key_ref(ref: Mapping[str, Any], path: str) -> None:
     fields.boolean(ref, "optional", path)
 
 
+def _file_key_ref(ref: Mapping[str, Any], path: str) -> None:
+    """validateFileKeySelector (EnvFiles, on by default since 1.35): a key that is a variable
+    name, the name of a volume (that it is an emptyDir of the pod is `podspecs`' check), a
+    path without '..' steps."""
+    key = fields.string(ref, "key", path, required=True)
+    env_var_name(key, f"{path}.key")
+    names.dns_label(fields.string(ref, "volumeName", path, required=True), f"{path}.volumeName")
+    file_path = fields.string(ref, "path", path, required=True)
+    if ".." in file_path.split("/"):
+        raise fields.InvalidValueError(f"{json.dumps(file_path)}: must not contain '..'",
+                                       path=f"{path}.path")
+    fields.boolean(ref, "optional", path)
+
+
 def _sources(value_from: Mapping[str, Any], path: str, strict: bool) -> list[str]:
     if strict:
         fields.check_fields(value_from, _VALUE_FROM_FIELDS, path)
-    if value_from.get("fileKeyRef") is not None:
-        raise fields.UnsupportedError(
-            "fileKeyRef (the alpha EnvFiles feature) is not supported by nodelet: use "
-            "configMapKeyRef or secretKeyRef",
-            path=f"{path}.fileKeyRef",
-        )
     return [key for key in VALUE_SOURCES if value_from.get(key) is not None]
 
 
@@ -121,8 +130,8 @@ def value_from(obj: Mapping[str, Any], path: str, *, strict: bool) -> Mapping[st
     sources = _sources(raw, path, strict)
     if not sources:
         raise fields.InvalidValueError(
-            "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or "
-            "`secretKeyRef`",
+            "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef`, "
+            "`secretKeyRef` or `fileKeyRef`",
             path=path,
         )
     if fields.string(obj, "value", path):
@@ -132,10 +141,12 @@ def value_from(obj: Mapping[str, Any], path: str, *, strict: bool) -> Mapping[st
             "may not have more than one field specified at a time", path=path
         )
     check = {"fieldRef": _field_ref, "resourceFieldRef": _resource_ref,
-             "configMapKeyRef": _key_ref, "secretKeyRef": _key_ref}[sources[0]]  # fmt: skip
+             "configMapKeyRef": _key_ref, "secretKeyRef": _key_ref,
+             "fileKeyRef": _file_key_ref}[sources[0]]  # fmt: skip
     ref = fields.mapping(raw, sources[0], path)
     if strict:
-        allowed = {"fieldRef": _FIELD_REF_FIELDS, "resourceFieldRef": _RESOURCE_REF_FIELDS}
+        allowed = {"fieldRef": _FIELD_REF_FIELDS, "resourceFieldRef": _RESOURCE_REF_FIELDS,
+                   "fileKeyRef": _FILE_KEY_REF_FIELDS}
         fields.check_fields(ref, allowed.get(sources[0], _KEY_REF_FIELDS), f"{path}.{sources[0]}")
     check(ref, f"{path}.{sources[0]}")
     return raw

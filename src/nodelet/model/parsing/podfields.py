@@ -243,7 +243,12 @@ TABLE: tuple[Field, ...] = (
     _h(ENV + "name", "the variable's name"),
     _h(ENV + "value", "with $(VAR) expansion of earlier variables"),
     _h(ENV + "valueFrom", "configMapKeyRef, secretKeyRef (with optional), fieldRef, "
-       "resourceFieldRef; a missing object or key is `CreateContainerConfigError`"),
+       "resourceFieldRef; a missing object or key is `CreateContainerConfigError`; fileKeyRef "
+       "(EnvFiles, on by default since 1.35): a key of an env file (`KEY='value'` lines) in "
+       "an emptyDir of the pod, read as the kubelet reads it when the container is created "
+       "(the path resolved inside the volume, symlinks too; a missing key is "
+       "`CreateContainerConfigError` unless optional; a missing or malformed file always is: "
+       "`couldn't parse env file`)"),
     _h(MOUNT + "name", "the volume to mount"),
     _h(MOUNT + "mountPath", "where in the container"),
     _h(MOUNT + "readOnly", "a read-only bind mount (content volumes always are)"),

@@ -10,7 +10,7 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any, cast
 
-from nodelet.model.core import fields, names, pods
+from nodelet.model.core import envfiles, fields, names, pods
 from nodelet.model.parsing import (
     affinityspecs,
     apifields,
@@ -59,6 +59,26 @@ def _check_volumes(spec: pods.PodSpec) -> None:
         for i, container in enumerate(containers):
             _check_mounts(container, f"spec.{key}[{i}]", declared, kinds)
             _check_devices(container, f"spec.{key}[{i}]", kinds)
+    for key, containers in (*groups, ("ephemeralContainers", spec.ephemeral_containers)):
+        for i, container in enumerate(containers):
+            _check_env_files(container, f"spec.{key}[{i}]", kinds)
+
+
+def _check_env_files(container: pods.Container, path: str, kinds: Mapping[str, str]) -> None:
+    """validateFileKeyRefVolumes: a fileKeyRef names an emptyDir volume of the pod."""
+    for j, var in enumerate(container.env):
+        ref = envfiles.file_key_ref(var.value_from or {})
+        if ref is None:
+            continue
+        at = f"{path}.env[{j}].valueFrom.fileKeyRef.volumeName"
+        if ref.volume not in kinds:
+            known = ", ".join(kinds) or "none"
+            raise fields.InvalidValueError(
+                f'volume "{ref.volume}" is not declared in spec.volumes (declared: {known})',
+                path=at)
+        if kinds[ref.volume] != "emptyDir":
+            raise fields.InvalidValueError(
+                f'"{ref.volume}": referenced volume must be of type emptyDir', path=at)
 
 
 def _check_mounts(container: pods.Container, path: str, declared: Mapping[str, int],

@@ -1,7 +1,8 @@
 """Starting and stopping one container, with everything the kubelet does around it.
 
-Start: the image (policy, pull, back-off), the environment (env, envFrom, `$(VAR)` in command,
-args and subPathExpr; a missing ConfigMap or Secret is a CreateContainerConfigError), the
+Start: the image (policy, pull, back-off), the environment (env, envFrom, env files, `$(VAR)`
+in command, args and subPathExpr; a missing ConfigMap, Secret or env file is a
+CreateContainerConfigError), the
 termination-message file mounted at `terminationMessagePath`, CreateContainer + StartContainer
 with the kubelet's events, the postStart hook (a failed hook kills the container), and removal
 of instances older than the previous one. Stop: the preStop hook within the grace period, then
@@ -26,6 +27,7 @@ from nodelet.adapters.cri import client as cri
 from nodelet.model.core import (
     crilogs,
     downward,
+    envfiles,
     envvars,
     podactions,
     pods,
@@ -37,7 +39,7 @@ from nodelet.model.core import (
 )
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
-from nodelet.services.podwork import hooks, images, names, volumes
+from nodelet.services.podwork import fileenv, hooks, images, names, volumes
 from nodelet.services.status import recording
 
 log = logging.getLogger(__name__)
@@ -187,10 +189,11 @@ class ContainerRunner:
         the kubelet's generateContainerConfig, and so is a subPath that cannot be mounted;
         envFrom keys that are no variable names are skipped with a Warning event."""
         facts = downward.pod_facts(pod, self._node, sandboxes.sandbox_ips(sandbox))
+        files = await self._env_files(pod, container)
         try:
             environment = envvars.resolve(
                 container, lookup=self._lookup, facts=facts,
-                service_env=await names.service_env(pod, self._services()))
+                service_env=await names.service_env(pod, self._services()), files=files)
             if any(m.sub_path or m.sub_path_expr for m in container.volume_mounts):
                 mounts = await asyncio.to_thread(volumes.expand_sub_paths, container, mounts,
                                                  environment.mapping,
@@ -200,6 +203,17 @@ class ContainerRunner:
         for skipped in environment.skipped:
             self._recorder.record(pod, "Warning", envvars.INVALID_NAMES_REASON, skipped.message)
         return environment.variables, mounts
+
+    async def _env_files(
+        self, pod: pods.Pod, container: pods.Container
+    ) -> dict[envfiles.FileKeyRef, envfiles.FileValue]:
+        """What the container's fileKeyRefs read from their env files, now: an init container
+        that ran before it may have written them."""
+        refs = envfiles.file_key_refs(container)
+        if not refs:
+            return {}
+        dirs = fileenv.volume_dirs(pod, self._pods_root / pod.uid / "volumes")
+        return await asyncio.to_thread(fileenv.read_values, pod, refs, dirs)
 
     def _security_context(
         self,
