@@ -279,20 +279,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-all", type=Path, required=True)
     parser.add_argument("--dry-selected", type=Path, required=True)
-    parser.add_argument("--junit", action="append", default=[], metavar="AGENT=FILE")
+    parser.add_argument("--junit", action="append", default=[], metavar="AGENT=FILE",
+                        help="an agent's JUnit; again for the same agent: a later file's "
+                             "results replace the earlier's for the specs it ran (a rerun of "
+                             "some specs; say so in notes_node.HISTORY)")
+    parser.add_argument("--time", action="append", default=[], metavar="AGENT=MINUTES",
+                        help="an agent's wall time, for the report's header")
+    parser.add_argument("--commit", help="the commit the runs were of (default: HEAD's)")
     parser.add_argument("--selection", default="(see the run)")
     parser.add_argument("--procs", type=int, default=0)
     parser.add_argument("--doc", type=Path)
     args = parser.parse_args(argv)
     dry = read_dry_run(everything=args.dry_all, selected=args.dry_selected)
-    results = {}
+    results: dict[str, dict[str, report.Result]] = {}
     for item in args.junit:
         agent, _, path = item.partition("=")
-        results[agent] = read_results(Path(path), dry)
-        print(f"{agent}: {summary(results[agent])}")
+        found = read_results(Path(path), dry)
+        if agent in results:  # a rerun: its results replace those of the specs it ran
+            found = {name: r if r.status != "not run" else results[agent][name]
+                     for name, r in found.items()}
+        results[agent] = found
+    for agent, found in results.items():
+        print(f"{agent}: {summary(found)}")
+    times = {agent: float(minutes) * 60 for agent, _, minutes in
+             (t.partition("=") for t in args.time)}
     if args.doc:
         write_doc(args.doc, dry, results, selection=[args.selection], procs=args.procs,
-                  times={}, commit=report.current_commit())
+                  times=times, commit=args.commit or report.current_commit())
     return 0
 
 

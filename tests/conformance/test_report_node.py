@@ -77,3 +77,17 @@ def test_each_failure_is_read_against_the_kubelets_column(tmp_path: Path) -> Non
                              procs=1, times={"nodelet": 60.0}, commit="abc")
     assert "| mirror_pod_test.go | 3 | 2 | 3 | 0 / 2, 1 not run | 2 / 1 |" in doc
     assert "boom 1" in doc and "## nodelet's failures (2)" in doc
+
+
+def test_a_rerun_replaces_the_results_of_the_specs_it_ran(tmp_path: Path) -> None:
+    everything = _ginkgo_json(tmp_path / "a.json", {0, 1, 2, 3})
+    selected = _ginkgo_json(tmp_path / "s.json", {0, 1, 2})
+    first = _junit(tmp_path / "n1.xml", {0: "failed", 1: "failed", 2: "passed"})
+    rerun = _junit(tmp_path / "n2.xml", {1: "passed"})
+    doc = tmp_path / "doc.md"
+    report_node.main(["--dry-all", str(everything), "--dry-selected", str(selected),
+                      "--junit", f"nodelet={first}", "--junit", f"nodelet={rerun}",
+                      "--time", "nodelet=2.5", "--commit", "abc", "--doc", str(doc)])
+    text = doc.read_text()
+    assert "**2 passed, 1 failed, 0 skipped by the tests, 0 not run**" in text
+    assert "nodelet 2.5 min" in text and "commit `abc`" in text
