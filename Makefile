@@ -15,6 +15,9 @@ EVENTS_GEN := $(EVENTS_DIR)/gen
 CSI_DIR := src/nodelet/adapters/csi
 CSI_PROTO := $(CSI_DIR)/csi.proto $(CSI_DIR)/pluginregistration.proto
 CSI_GEN := $(CSI_DIR)/gen
+DP_DIR := src/nodelet/adapters/deviceplugin
+DP_PROTO := $(DP_DIR)/deviceplugin.proto
+DP_GEN := $(DP_DIR)/gen
 IMAGES := images/out
 
 .PHONY: setup run test test-system-runtime lint unit apt venv proto images runtime kube conformance conformance-node conformance-storage clean
@@ -38,7 +41,7 @@ $(VENV)/.installed: pyproject.toml
 
 # CRI, containerd-events, CSI and plugin-registration messages and stubs, generated from our
 # own .proto subsets.
-proto: $(GEN)/.generated $(EVENTS_GEN)/.generated $(CSI_GEN)/.generated
+proto: $(GEN)/.generated $(EVENTS_GEN)/.generated $(CSI_GEN)/.generated $(DP_GEN)/.generated
 $(GEN)/.generated: $(PROTO) $(VENV)/.installed
 	mkdir -p $(GEN)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I src/nodelet/adapters/cri --python_out=$(GEN) \
@@ -59,6 +62,14 @@ $(CSI_GEN)/.generated: $(CSI_PROTO) $(VENV)/.installed
 	sed -i -E 's/^import (csi|pluginregistration)_pb2/from . import \1_pb2/' \
 	  $(CSI_GEN)/*_pb2_grpc.py $(CSI_GEN)/*_pb2_grpc.pyi
 	touch $(CSI_GEN)/__init__.py $@
+
+$(DP_GEN)/.generated: $(DP_PROTO) $(VENV)/.installed
+	mkdir -p $(DP_GEN)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I $(DP_DIR) --python_out=$(DP_GEN) \
+	  --grpc_python_out=$(DP_GEN) --mypy_out=$(DP_GEN) --mypy_grpc_out=$(DP_GEN) $(DP_PROTO)
+	sed -i 's/^import deviceplugin_pb2/from . import deviceplugin_pb2/' \
+	  $(DP_GEN)/deviceplugin_pb2_grpc.py $(DP_GEN)/deviceplugin_pb2_grpc.pyi
+	touch $(DP_GEN)/__init__.py $@
 
 # Local OCI image archives (pause + busybox); nodelet imports them into containerd when missing.
 images: $(IMAGES)/pause.tar $(IMAGES)/busybox.tar $(IMAGES)/nmeter

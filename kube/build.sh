@@ -119,7 +119,7 @@ build_csi_mock_driver() {  # the e2e suite's CSI mock driver, at KUBE_VERSION (k
 
 programs=("$@")
 [ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy metrics-server local-path-provisioner
-  csi-mock-driver csi-provisioner csi-attacher csi-resizer)
+  csi-mock-driver csi-provisioner csi-attacher csi-resizer sample-device-plugin)
 for p in "${programs[@]}"; do
   case $p in
     etcd) build_etcd ;;
@@ -146,6 +146,10 @@ for p in "${programs[@]}"; do
     # k8s.io/kubernetes module itself, so they are built at the same pinned version.
     agnhost) build_kube agnhost k8s.io/kubernetes/test/images/agnhost ;;
     nnp) build_kube nnp k8s.io/kubernetes/test/images/nonewprivs ;;
+    # The node e2e suite's sample device plugin (example.com/resource, two devices): a host
+    # process beside nodelet in the device plugin tests (tests/support/deviceplugins.py).
+    sample-device-plugin) build_kube sample-device-plugin \
+      k8s.io/kubernetes/test/images/sample-device-plugin ;;
     # The ginkgo CLI at the build list's version: it runs e2e.test in parallel processes.
     ginkgo) build_kube ginkgo github.com/onsi/ginkgo/v2/ginkgo ;;
     *) echo "kube/build.sh: unknown program $p" >&2; exit 2 ;;

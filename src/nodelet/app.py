@@ -46,6 +46,7 @@ from nodelet.model.core import events as ev
 from nodelet.model.core import runtimeevents as rev
 from nodelet.model.reports import histograms as hg
 from nodelet.services.cluster import tokens
+from nodelet.services.devices import devicemanager
 from nodelet.services.nodehealth import containergc, imagegc, logrotation
 from nodelet.services.nodehealth import eviction as evicting
 from nodelet.services.nodehealth import qoscgroups as qos_service
@@ -95,6 +96,8 @@ class Agent:
         self._reads: dict[pods.PodUID, tuple[pods.Pod, frozenset[tuple[str, str, str]]]] = {}
         self._api_pods: dict[pods.PodUID, pods.Pod] = {}
         self.cluster: cluster.ClusterMode | None = None
+        # Device plugins (`_start_pod_work`).
+        self.device_manager: devicemanager.DeviceManager | None = None
         # The CSI drivers registered through the plugin registry (`_start_pod_work`).
         self.csi_drivers = csidrivers.CsiDrivers(
             call_timeout=settings.plugins.csi_call_timeout, on_change=self._csi_drivers_changed)
@@ -193,6 +196,12 @@ class Agent:
             directory=s.data_dir / "plugins_registry",
             handlers={registration.CSI_PLUGIN: self.csi_drivers},
             rescan=s.plugins.rescan_period, call_timeout=s.plugins.registration_timeout).run())
+        # Device plugins register on kubelet.sock; the syncer admits and starts with them.
+        self.device_manager = devicemanager.DeviceManager(
+            directory=s.device_plugins_dir, settings=s.devices, group=self._group,
+            active=lambda: {pod.uid for pod in self.admitted.all()},
+            ready=lambda: self._sources_synced)
+        await self.device_manager.start()
         self.volumes = volumes.VolumeManager(
             root=s.data_dir / "pods", node_name=s.node_name,
             csi=csivolumes.CsiVolumes(drivers=self.csi_drivers, api=_ClusterClaims(self),
@@ -216,7 +225,8 @@ class Agent:
             runtime=syncing.Runtime(client=self._client, relister=self.relister,
                                     events_live=self._events_live),
             managers=syncing.Managers(statuses=self.statuses, volumes=self.volumes,
-                                      probes=self.probes, recorder=self.recorder),
+                                      probes=self.probes, recorder=self.recorder,
+                                      devices=self.device_manager),
             settings=s, clock=clocks.utc_now, observer=self.metrics,
             cluster=syncing.ClusterLinks(lookup=self._lookup_object),
             health=syncing.NodeHealth(
@@ -416,7 +426,8 @@ class Agent:
                                       pod_cidrs=s.runtime.pod_cidrs, spec=self.node_spec),
             views=nodestatus.NodeViews(runtime=self._client, pressure=self.eviction.conditions,
                                        images=self._client.list_images,
-                                       volumes_in_use=self.volumes.volumes_in_use),
+                                       volumes_in_use=self.volumes.volumes_in_use,
+                                       extended=self._device_resources),
             listeners=cluster.Listeners(on_pods=self._on_api_pods, on_objects=self._wake_readers,
                                         on_token_due=lambda uid: self.workers.wake(uid)),
         )
@@ -561,6 +572,8 @@ class Agent:
             await self.cluster.stop()
         await self._group.close()
         await self.csi_drivers.close()  # after the workers: no call is in flight
+        if self.device_manager is not None:  # likewise
+            await self.device_manager.stop()
         if self._progress is not None:
             self._progress.stop()
         if self._client is not None:
@@ -582,6 +595,13 @@ class Agent:
         return self._server.port
 
     # -- callbacks ----------------------------------------------------------------------------
+
+    def _device_resources(self) -> tuple[Mapping[str, int], Mapping[str, int]]:
+        """The device plugins' resources for the Node: (capacity, allocatable)."""
+        if self.device_manager is None:
+            return {}, {}
+        found = self.device_manager.node_resources()
+        return found.capacity, found.allocatable
 
     def _runtime_changed(self, uid: pods.PodUID) -> None:
         self.metrics.runtime_changed(uid)  # before the wake: it starts the status update clock

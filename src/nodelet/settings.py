@@ -511,6 +511,23 @@ class PluginSettings:
 
 
 @dataclass(frozen=True)
+class DeviceSettings:
+    """Device plugins (the kubelet's device manager)."""
+
+    # Where plugins find the Registration socket (kubelet.sock) and put their own, and where
+    # the device checkpoint is kept; None: `<data dir>/device-plugins` (the kubelet's
+    # /var/lib/kubelet/device-plugins under its root dir).
+    plugins_dir: Path | None = None
+    # Deadline of a call to a plugin (dial, options, Allocate, GetPreferredAllocation), s.
+    call_timeout: float = 10.0
+    # Deadline of PreStartContainer: the kubelet's 30 s.
+    pre_start_timeout: float = 30.0
+    # How long a resource whose plugin went away keeps its capacity (all of it unhealthy) for
+    # the plugin to come back, s: the kubelet's endpointStopGracePeriod, 5 min.
+    stop_grace_period: float = 300.0
+
+
+@dataclass(frozen=True)
 class Settings:
     data_dir: Path = DEFAULT_DATA_DIR
     # Directory of static pod manifests; None runs no static pods.
@@ -534,6 +551,7 @@ class Settings:
     dns: DNSSettings = field(default_factory=DNSSettings)
     image_credentials: ImageCredentialSettings = field(default_factory=ImageCredentialSettings)
     plugins: PluginSettings = field(default_factory=PluginSettings)
+    devices: DeviceSettings = field(default_factory=DeviceSettings)
     # Join a Kubernetes cluster (--kubeconfig); None runs standalone.
     cluster: ClusterSettings | None = None
     # Watch the manifest directory with inotify (services/sources/manifestwatching.py);
@@ -574,6 +592,10 @@ class Settings:
     @property
     def seccomp_profile_root(self) -> Path:
         return self.security.seccomp_profile_root or self.data_dir / "seccomp"
+
+    @property
+    def device_plugins_dir(self) -> Path:
+        return self.devices.plugins_dir or self.data_dir / "device-plugins"
 
 
 _GATES = {

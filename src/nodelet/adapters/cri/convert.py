@@ -180,6 +180,7 @@ def container_config_to_pb(config: rt.ContainerConfig) -> pb.ContainerConfig:
         annotations=dict(config.annotations),
         log_path=config.log_path,
         linux=linux,
+        CDI_devices=[pb.CDIDevice(name=name) for name in config.cdi_devices],
         stop_signal=signal_to_pb(config.stop_signal),
     )
 

@@ -273,10 +273,22 @@ def admit(pod: pods.Pod, node: Node, others: Sequence[pods.Pod] = (), *,
     (the pods already admitted and not terminated), in the kubelet's order: sysctls and OS,
     the predicates (resources, node affinity, host ports), then what the runtime cannot do.
     A `critical` pod is not refused for resources: room is made for it (`preemption`)."""
+    return first_handlers(pod, node) or predicates(pod, node, others, critical=critical)
+
+
+def first_handlers(pod: pods.Pod, node: Node) -> Rejection | None:
+    """The handlers before the kubelet's resource allocation (refused fields, sysctls, OS):
+    device plugin resources are allocated after these, before `predicates`."""
     for handler in _HANDLERS:
         rejection = handler(pod, node)
         if rejection is not None:
             return rejection
+    return None
+
+
+def predicates(pod: pods.Pod, node: Node, others: Sequence[pods.Pod] = (), *,
+               critical: bool = False) -> Rejection | None:
+    """`admit` after `first_handlers`: the predicates, then what the runtime cannot do."""
     for predicate in _PREDICATES:
         if critical and predicate is _resources:
             continue

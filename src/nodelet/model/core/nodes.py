@@ -189,16 +189,20 @@ def node_status(
     images: Sequence[apijson.Obj] | None = None,
     features: rt.RuntimeStatus | None = None,
     volumes_in_use: Sequence[str] | None = None,
+    extended: tuple[Mapping[str, int], Mapping[str, int]] | None = None,
 ) -> apijson.Obj:
     """The Node status to report. Transition times are kept from `previous` (the API's status)
     for conditions whose status did not change; heartbeats are `now`; `version` None (the
     runtime did not answer) leaves containerRuntimeVersion empty; `pressure` names the
     pressure conditions that are True (the eviction manager's); `images`: `node_images`
     (None: not reported); `features`: the runtime's Status, for `status.features` (None: the
-    runtime did not answer, the Node keeps what it said)."""
+    runtime did not answer, the Node keeps what it said); `extended`: the device plugins'
+    resources, (capacity, allocatable) counts by name, a removed one as 0 (the kubelet keeps
+    it at 0, to tell it from cluster-level extended resources)."""
+    more_capacity, more_allocatable = extended or ({}, {})
     out: apijson.Obj = {
-        "capacity": _quantities(capacity(spec)),
-        "allocatable": _quantities(allocatable(spec)),
+        "capacity": _quantities({**capacity(spec), **more_capacity}),
+        "allocatable": _quantities({**allocatable(spec), **more_allocatable}),
         "conditions": _conditions(ready, pressure, previous, now),
         "addresses": nodeips.addresses(spec.host_ips or (spec.host_ip,), spec.name),
         "daemonEndpoints": {"kubeletEndpoint": {"Port": spec.kubelet_port}},

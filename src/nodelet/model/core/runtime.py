@@ -361,6 +361,8 @@ class ContainerConfig:
     # lifecycle.stopSignal by its API name ("SIGUSR1", "SIGRTMIN+3"); "": the image's
     # STOPSIGNAL, else SIGTERM (the runtime's default).
     stop_signal: str = ""
+    # Devices by fully qualified CDI name (vendor.com/class=name), from device plugins.
+    cdi_devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

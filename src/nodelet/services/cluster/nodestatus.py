@@ -20,7 +20,7 @@ caller's loop logs it and tries again); a runtime that does not answer makes the
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -52,6 +52,8 @@ class NodeViews:
     images: Callable[[], Awaitable[Sequence[rt.ImageInfo]]] | None = None
     # The attachable volumes in use (`status.volumesInUse`; None: not reported).
     volumes_in_use: Callable[[], list[str]] | None = None
+    # The device plugins' resources, (capacity, allocatable) counts by name (None: none).
+    extended: Callable[[], tuple[Mapping[str, int], Mapping[str, int]]] | None = None
 
 
 class NodeReporter:
@@ -79,6 +81,7 @@ class NodeReporter:
         self._monotonic = monotonic
         self._pressure = views.pressure
         self._volumes_in_use = views.volumes_in_use
+        self._extended = views.extended
         self.update_period = update_period
         self.report_period = report_period
         self.node: apijson.Obj | None = None
@@ -111,7 +114,8 @@ class NodeReporter:
                                    now=self._clock(), pressure=self._pressure(),
                                    images=await self._node_images(), features=features,
                                    volumes_in_use=self._volumes_in_use()
-                                   if self._volumes_in_use is not None else None)
+                                   if self._volumes_in_use is not None else None,
+                                   extended=self._extended() if self._extended else None)
         due = self._monotonic() - self._reported_at >= self.report_period
         if not force and not due and not nodes.status_changed(self._reported, status):
             return False

@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 from nodelet.adapters import hostdirs
 from nodelet.adapters.cri import client as cri
@@ -37,6 +37,7 @@ from nodelet.model.core import (
     specs,
     terminations,
 )
+from nodelet.model.core import devices as devicerules
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
 from nodelet.services.podwork import fileenv, hooks, images, names, volumes
@@ -81,6 +82,14 @@ class NodeContext:
     memory_capacity: int = 0
 
 
+class DeviceOptions(Protocol):
+    """What a container gets of its device plugin devices (`devices.DeviceManager`)."""
+
+    async def run_options(self, pod: pods.Pod,
+                          container: pods.Container) -> devicerules.RunOptions | None:
+        """None: it has none; raises devicerules.DeviceError when it cannot get them."""
+
+
 class ContainerRunner:
     def __init__(
         self,
@@ -92,8 +101,11 @@ class ContainerRunner:
         lookup: vol.Lookup,
         node: NodeContext,
         services: Callable[[], names.ServiceSource | None] = lambda: None,
+        devices: DeviceOptions | None = None,
     ) -> None:
-        """`services()`: the cluster's Services for service links (None: standalone)."""
+        """`services()`: the cluster's Services for service links (None: standalone);
+        `devices`: the device plugins' devices (None: no device manager)."""
+        self._devices = devices
         self._memory_capacity = node.memory_capacity
         self._services = services
         self._security = node.security
@@ -157,6 +169,7 @@ class ContainerRunner:
         config = specs.container_config(pod, container, attempt=attempt, kind=kind, mounts=mounts,
                                         security=context, envs=envs,
                                         memory_capacity=self._memory_capacity)
+        config = await self._with_devices(pod, container, config, waiting)
         container_id = await self._create_and_start(pod, container, sandbox, sandbox_config,
                                                     config, waiting)
         failure = await self._hooks.run(container, container_id, "postStart", pod_ip=pod_ip,
@@ -214,6 +227,21 @@ class ContainerRunner:
             return {}
         dirs = fileenv.volume_dirs(pod, self._pods_root / pod.uid / "volumes")
         return await asyncio.to_thread(fileenv.read_values, pod, refs, dirs)
+
+    async def _with_devices(
+        self, pod: pods.Pod, container: pods.Container, config: runtime.ContainerConfig,
+        waiting: MutableMapping[str, tuple[str, str]],
+    ) -> runtime.ContainerConfig:
+        """The config with the container's devices (envs, mounts, devices, annotations, CDI
+        devices); the device manager's refusal is a CreateContainerConfigError, as the
+        kubelet's GenerateRunContainerOptions failing is."""
+        if self._devices is None:
+            return config
+        try:
+            options = await self._devices.run_options(pod, container)
+        except devicerules.DeviceError as exc:
+            self.config_error(pod, container, exc.message, waiting)
+        return config if options is None else devicerules.with_devices(config, options)
 
     def _security_context(
         self,

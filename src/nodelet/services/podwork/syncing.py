@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shutil
 import time
@@ -50,6 +51,7 @@ from nodelet.model.core import (
 )
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
+from nodelet.services.devices import devicemanager
 from nodelet.services.nodehealth import containergc, qoscgroups
 from nodelet.services.pleg import relisting
 from nodelet.services.podwork import (
@@ -200,6 +202,8 @@ class Managers:
     volumes: volumes.VolumeManager
     probes: probing.ProbeManager
     recorder: recording.EventRecorder
+    # Device plugins' devices: allocated at admission, given at container start (None: none).
+    devices: devicemanager.DeviceManager | None = None
 
 
 @dataclass(frozen=True)
@@ -264,6 +268,7 @@ class PodSyncer:
         self._statuses = managers.statuses
         self._volumes = managers.volumes
         self._probes = managers.probes
+        self._devices = managers.devices
         self._recorder = recorder
         self._settings = settings
         self._node = node
@@ -299,7 +304,7 @@ class PodSyncer:
         self._containers = containers.ContainerRunner(
             client=client, recorder=recorder, puller=self._puller,
             hooks=hooks.HookRunner(client=client), lookup=lookup or vol.no_objects,
-            services=self._services,
+            services=self._services, devices=managers.devices,
             node=containers.NodeContext(
                 pods_root=node.pods_root, security=node.security,
                 downward=_downward_node(settings.node_name, node),
@@ -502,10 +507,15 @@ class PodSyncer:
         others (the kubelet's CriticalPodAdmissionHandler) or is refused if none can."""
         others = self._admitted.others(pod.uid)
         critical = eviction.is_critical(pod, static_pods_critical=self._static_pods_critical)
+        node = self._admission_node()
+        # The kubelet's order: its resource allocation (device plugins) after the first
+        # handlers, before the predicates.
         rejection = eviction.admission_rejection(
             pod, self._pressure(), static_pods_critical=self._static_pods_critical,
-        ) or admission.admit(pod, self._node.admission, others, critical=critical)
-        allocatable = self._node.admission.allocatable
+        ) or admission.first_handlers(pod, node) or (
+            await self._devices.admit(pod) if self._devices is not None else None
+        ) or admission.predicates(pod, node, others, critical=critical)
+        allocatable = node.allocatable
         if rejection is not None or not critical or allocatable is None:
             return rejection
         needed = preemption.requirements(pod, others, allocatable)
@@ -527,6 +537,15 @@ class PodSyncer:
             self._admitted.remove(victim.uid)  # its resources are the critical pod's now
         self._qos_changed()
         return None
+
+    def _admission_node(self) -> admission.Node:
+        """The node as admission weighs it: its allocatable with the device plugins'
+        resources (none below what containers hold)."""
+        node = self._node.admission
+        if self._devices is None or node.allocatable is None:
+            return node
+        return dataclasses.replace(
+            node, allocatable=self._devices.admission_allocatable(dict(node.allocatable)))
 
     async def _stopped(self, victims: Sequence[pods.Pod]) -> None:
         """Wait until the preempted pods' containers and sandboxes are stopped, as the
