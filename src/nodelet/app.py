@@ -88,6 +88,7 @@ class Agent:
         self._checkpoint: checkpointing.CheckpointWriter | None = None
         self._server: http_server.HttpServer | None = None
         self._node_server: node_server.NodeServer | None = None
+        self._node_stats: nodeserving.NodeServing | None = None
         self._source: sources.ManifestSource | None = None
         self._source_task: tasks.Supervised | None = None
         self._objects: Mapping[tuple[str, str, str], Any] = {}
@@ -518,8 +519,11 @@ class Agent:
         if not server_settings.enabled:
             log.info("the read-only HTTP API is off (--read-only-port 0)")
             return
+        # The node's stats as the node server has them: the kubelet's read-only port serves
+        # /stats/summary and the resource and probe metrics too, without credentials.
         self._server = http_server.HttpServer(
-            self, feature_gates=settings_mod.feature_gate_items(self.settings.gates))
+            self, feature_gates=settings_mod.feature_gate_items(self.settings.gates),
+            stats=self._node_stats)
         await self._server.start(server_settings.host, server_settings.port,
                                  self._checked.token)
 
@@ -534,6 +538,7 @@ class Agent:
         backend = nodeserving.NodeServing(
             view=self, client=self._client, relister=self.relister,
             facts=nodeserving.Facts(node_name=s.node_name, data_dir=s.data_dir))
+        self._node_stats = backend
         self._node_server = node_server.NodeServer(backend, config)
         try:
             await self._node_server.start()

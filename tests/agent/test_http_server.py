@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -242,25 +243,75 @@ def test_is_loopback(host: str, loopback: bool) -> None:
 
 
 @pytest.mark.parametrize(
-    ("host", "answered"),
+    ("host", "loopback", "answered"),
     [
-        ("localhost", True), ("LOCALHOST:10255", True), ("127.0.0.1", True),
-        ("127.0.0.1:10255", True), ("127.1.2.3:80", True), ("[::1]", True),
-        ("[::1]:10255", True),
+        ("localhost", True, True), ("LOCALHOST:10255", True, True), ("127.0.0.1", True, True),
+        ("127.0.0.1:10255", True, True), ("127.1.2.3:80", True, True), ("[::1]", True, True),
+        ("[::1]:10255", True, True),
+        # An address cannot be rebound: the node e2e suite reads the read-only port at the
+        # `address` /configz gives (0.0.0.0), others at the node's own address.
+        ("0.0.0.0:10255", False, True), ("10.0.0.5:10255", False, True),
+        ("[::2]:10255", False, True), ("[::]", False, True),
         # DNS rebinding: a page's own name resolved to 127.0.0.1 comes with its own name.
-        ("evil.example", False), ("evil.example:10255", False), ("localhost.evil.example", False),
-        ("127.0.0.1.nip.io", False), ("10.0.0.5:10255", False), ("[::2]:10255", False),
-        ("::1", False), ("[::1]x", False), ("127.0.0.1:port", False), ("", False),
+        ("evil.example", False, False), ("evil.example:10255", False, False),
+        ("localhost.evil.example", False, False), ("127.0.0.1.nip.io", False, False),
+        ("::1", False, False), ("[::1]x", False, False), ("127.0.0.1:port", False, False),
+        ("10.0.0.5:port", False, False), ("[10.0.0.5]", False, False), ("", False, False),
     ],
 )
-async def test_without_a_token_only_loopback_names_are_answered(
-        running: Running, host: str, answered: bool) -> None:
-    assert http_server.loopback_host(host) is answered
+async def test_without_a_token_only_localhost_and_addresses_are_answered(
+        running: Running, host: str, loopback: bool, answered: bool) -> None:
+    assert http_server.loopback_host(host) is loopback
+    assert (loopback or http_server.address_host(host)) is answered
     for path in ("/pods", "/ui", "/healthz"):
         status, _, text = await running.get(path, Host=host)
         assert (status == 200) is answered, (host, path, status, text)
         if not answered:
-            assert status == 403 and "is not a loopback name" in text
+            assert status == 403 and "neither localhost nor an IP address" in text
+
+
+@dataclass
+class FakeStats:
+    asked: list[bool] = field(default_factory=list)
+
+    async def summary(self, *, only_cpu_and_memory: bool) -> dict[str, Any]:
+        self.asked.append(only_cpu_and_memory)
+        return {"node": {"nodeName": "node-a"}, "pods": []}
+
+    async def resource_metrics(self) -> bytes:
+        return b"node_cpu_usage_seconds_total 1.5 1714564800123\n"
+
+    async def probe_metrics(self) -> bytes:
+        return b"prober_probe_total 3\n"
+
+
+async def test_the_node_stats_are_served_as_on_the_kubelets_read_only_port() -> None:
+    """/stats/summary (the node e2e suite reads it at `address:readOnlyPort`, with the Host
+    0.0.0.0 and no credentials), the resource and probe metrics; none without stats."""
+    stats = FakeStats()
+    server = http_server.HttpServer(FakeView(), stats=stats)
+    bare = http_server.HttpServer(FakeView())
+    await server.start("127.0.0.1", 0, None)
+    await bare.start("127.0.0.1", 0, None)
+    try:
+        async with aiohttp.ClientSession() as session:
+            running = Running(server, FakeView(), session)
+            status, kind, text = await running.get("/stats/summary",
+                                                   Host=f"0.0.0.0:{server.port}")
+            assert (status, kind.split(";")[0]) == (200, "application/json"), text
+            assert json.loads(text) == {"node": {"nodeName": "node-a"}, "pods": []}
+            assert (await running.get("/stats/summary/?only_cpu_and_memory=true"))[0] == 200
+            assert stats.asked == [False, True]
+            status, kind, text = await running.get("/metrics/resource")
+            assert (status, kind.split(";")[0], text) == (200, "text/plain",
+                                            "node_cpu_usage_seconds_total 1.5 1714564800123\n")
+            assert (await running.get("/metrics/probes"))[2] == "prober_probe_total 3\n"
+            without = Running(bare, FakeView(), session)
+            for path in ("/stats/summary", "/metrics/resource", "/metrics/probes"):
+                assert (await without.get(path))[0] == 404, path
+    finally:
+        await server.stop()
+        await bare.stop()
 
 
 async def test_with_a_token_any_host_is_answered() -> None:

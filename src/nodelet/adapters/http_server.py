@@ -10,6 +10,9 @@ Routes (all GET):
                  feature gates), as kube-apiserver does
     /manifests   JSON list: how each static pod manifest document was read
     /metrics     Prometheus text exposition
+    /stats/summary[?only_cpu_and_memory=true], /metrics/resource, /metrics/probes
+                 as the node server serves them (the kubelet's read-only port serves them
+                 too, without credentials); only when the app gives the server a `NodeStats`
     /ui          the web UI (HTML, `adapters/web`): the pods with their condition badges;
     /ui/pods/NAMESPACE/NAME   one pod: start-up timeline, sandbox error, conditions, events;
     /ui/node     sandbox-ready latency histogram, sandbox failures by error class, feature gates;
@@ -22,9 +25,11 @@ The UI pages are sent with a Content-Security-Policy that allows only this origi
 stylesheet, so an unescaped value could not run code. Binding a non-loopback address requires a
 bearer token; with a token every request, the UI's included, must carry
 `Authorization: Bearer <token>` or gets 401. Without a token, a request is answered only when
-its Host header is a loopback name (`localhost`, `127.0.0.1` or another 127.0.0.0/8 address,
-`[::1]`, each with or without a port): a web page elsewhere that makes a browser on the node
-resolve its own name to 127.0.0.1 (DNS rebinding) sends its own name as the Host, and gets 403.
+its Host header is `localhost` or an IP address (`127.0.0.1`, `[::1]`, the `0.0.0.0` that the
+node e2e suite reads the kubelet's read-only port at, the node's own address; each with or
+without a port): a web page elsewhere that makes a browser on the node resolve its own name to
+127.0.0.1 (DNS rebinding) sends its own name as the Host, and gets 403. An address cannot be
+rebound: a page whose origin is an address is either this server's own or another host's.
 The API can be turned off (`settings.ServerSettings.enabled`; the app then never starts it).
 
 Exceptions:
@@ -96,6 +101,17 @@ class AgentView(Protocol):
     def sandbox_metrics(self) -> hg.SandboxMetrics:
         """The sandbox histograms and failure counts, as values (the UI's node page)."""
         ...
+
+
+class NodeStats(Protocol):
+    """The node's stats as the node server serves them (`services.serving.nodeserving`):
+    what the kubelet's read-only port serves besides /pods, /healthz and /metrics."""
+
+    async def summary(self, *, only_cpu_and_memory: bool) -> dict[str, Any]: ...
+
+    async def resource_metrics(self) -> bytes: ...
+
+    async def probe_metrics(self) -> bytes: ...
 
 
 def is_loopback(host: str) -> bool:
@@ -228,10 +244,13 @@ class HttpServer:
     """The API server over `view`. `await start(...)`, then `await stop()` (idempotent)."""
 
     def __init__(self, view: AgentView, timeouts: Timeouts | None = None, *,
-                 feature_gates: Sequence[tuple[str, bool]] = ()) -> None:
+                 feature_gates: Sequence[tuple[str, bool]] = (),
+                 stats: NodeStats | None = None) -> None:
         """`feature_gates`: the agent's gates by name, shown by `/healthz?verbose` and the
-        UI's node page."""
+        UI's node page; `stats`: the node's stats (None: no /stats/summary, /metrics/resource
+        nor /metrics/probes)."""
         self._view = view
+        self._stats = stats
         self._timeouts = timeouts or Timeouts()
         self._gates = tuple(feature_gates)
         self._runner: web.AppRunner | None = None
@@ -256,7 +275,7 @@ class HttpServer:
                 f"bind 127.0.0.1 or pass a token file"
             )
         guards = _Guards(self._timeouts.header)
-        runner = web.AppRunner(_make_app(self._view, token, guards, self._gates),
+        runner = web.AppRunner(_make_app(self._view, token, guards, self._gates, self._stats),
                                access_log=None,
                                keepalive_timeout=self._timeouts.idle)
         await runner.setup()
@@ -283,9 +302,10 @@ def _bound_port(runner: web.AppRunner) -> int:
 
 
 def _make_app(view: AgentView, token: str | None, guards: _Guards,
-              gates: Sequence[tuple[str, bool]] = ()) -> web.Application:
+              gates: Sequence[tuple[str, bool]] = (),
+              stats: NodeStats | None = None) -> web.Application:
     middlewares = [guards.middleware]
-    middlewares += [_auth_middleware(token)] if token is not None else [_loopback_host]
+    middlewares += [_auth_middleware(token)] if token is not None else [_local_host]
     app = web.Application(middlewares=middlewares)
     routes = _Routes(view, gates=gates)
     app.router.add_get("/pods", routes.pods)
@@ -298,6 +318,12 @@ def _make_app(view: AgentView, token: str | None, guards: _Guards,
     app.router.add_get("/ui/node", routes.ui_node)
     app.router.add_get("/ui/pods/{namespace}/{name}", routes.ui_pod)
     app.router.add_get("/ui/static/{file}", routes.ui_static)
+    if stats is not None:
+        served = _Stats(stats)
+        for path in ("/stats/summary", "/stats/summary/"):
+            app.router.add_get(path, served.summary)
+        app.router.add_get("/metrics/resource", served.resource)
+        app.router.add_get("/metrics/probes", served.probes)
     return app
 
 
@@ -316,16 +342,36 @@ def loopback_host(header: str) -> bool:
     return name == "localhost" or (is_loopback(name) and ":" not in name)
 
 
+def address_host(header: str) -> bool:
+    """Whether a Host header names an IP address (bracketed for IPv6), with an optional
+    port: no DNS name, so no page could have had it rebound."""
+    host = header.strip()
+    if host.startswith("["):
+        address, bracket, rest = host[1:].partition("]")
+        port_ok = not rest or (rest[:1] == ":" and rest[1:].isdigit())
+        return bool(bracket) and port_ok and ":" in address and _is_address(address)
+    name, colon, port = host.partition(":")
+    return (not colon or port.isdigit()) and _is_address(name) and ":" not in name
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 @web.middleware
-async def _loopback_host(request: web.Request, handler: _Handler) -> web.StreamResponse:
-    """Without a token: only requests that name this machine by a loopback name (a request
-    without a Host header, HTTP/1.0, comes from no browser and is let through)."""
+async def _local_host(request: web.Request, handler: _Handler) -> web.StreamResponse:
+    """Without a token: only requests that name this machine `localhost` or by an address
+    (a request without a Host header, HTTP/1.0, comes from no browser and is let through)."""
     host = request.headers.get("Host")
-    if host is not None and not loopback_host(host):
+    if host is not None and not (loopback_host(host) or address_host(host)):
         return web.Response(status=403, text=(
-            f"Forbidden: the Host header {host[:100]!r} is not a loopback name (localhost, "
-            "127.0.0.1, [::1]); this API answers only local clients that name it so, unless "
-            "nodelet runs with --auth-token-file\n"))
+            f"Forbidden: the Host header {host[:100]!r} is neither localhost nor an IP "
+            "address (a page's own name resolved to this machine: DNS rebinding); this API "
+            "answers other names only when nodelet runs with --auth-token-file\n"))
     return await handler(request)
 
 
@@ -367,6 +413,27 @@ def _flag(request: web.Request, name: str) -> bool:
     if name not in request.query:
         return False
     return request.query[name].lower() not in ("false", "0", "no")
+
+
+class _Stats:
+    """The node's stats, as the node server answers them."""
+
+    def __init__(self, stats: NodeStats) -> None:
+        self._stats = stats
+
+    async def summary(self, request: web.Request) -> web.Response:
+        only = request.query.get("only_cpu_and_memory", "").lower() == "true"
+        return _json(await self._stats.summary(only_cpu_and_memory=only))
+
+    async def resource(self, request: web.Request) -> web.Response:
+        return _prometheus(await self._stats.resource_metrics())
+
+    async def probes(self, request: web.Request) -> web.Response:
+        return _prometheus(await self._stats.probe_metrics())
+
+
+def _prometheus(body: bytes) -> web.Response:
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
 
 
 class _Routes:
