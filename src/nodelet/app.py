@@ -495,7 +495,9 @@ class Agent:
         return containergc.ContainerGC(
             client=self._client, settings=self.settings.gc,
             logs_root=self.settings.data_dir / "logs", removable=self._pod_content_removable,
-            terminated=self.statuses.terminal, clock=time.time)
+            terminated=self.statuses.terminal, clock=time.time,
+            links_dir=self.settings.logs.links_dir,
+            cgroup_root=self.settings.node.cgroup_root)
 
     def _pod_content_removable(self, uid: pods.PodUID) -> bool:
         """For the container GC: no source wants the pod and no worker is terminating it

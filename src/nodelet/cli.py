@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 DEFAULT_SERVER = "http://127.0.0.1:10255"
 _T = TypeVar("_T")
+_LINKS_DIR = settings.LogSettings().links_dir
 
 
 def _parse_listen(value: str) -> tuple[str, int]:
@@ -144,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--container-log-max-files", type=int, default=5, metavar="N",
                      help="log files kept per container, the current one included "
                           "(default: %(default)s)")
+    run.add_argument("--container-logs-dir", type=Path, default=_LINKS_DIR, metavar="DIR",
+                     help="where the link to each container's log goes, "
+                          "<pod>_<namespace>_<container>-<id>.log, as the kubelet's "
+                          "(default: %(default)s)")
     run.add_argument("--minimum-container-ttl-duration", default="0s", metavar="DURATION",
                      help="keep a dead container at least this long after its creation, "
                           "e.g. 90s, 1m30s (default: %(default)s)")
@@ -195,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--cgroup-root", default="/", metavar="CGROUP",
                        help="the --cgroup-root the instance ran with (its pod and QoS cgroups "
                             "are removed under it)")
+    reset.add_argument("--container-logs-dir", type=Path, default=_LINKS_DIR, metavar="DIR",
+                       help="the --container-logs-dir the instance ran with (its links to "
+                            "its containers' logs are removed there; default: %(default)s)")
 
     get = sub.add_parser("get", help="list pods or manifests of a running nodelet")
     get.add_argument("resource", choices=("pods", "pod", "po", "manifests", "events"))
@@ -299,7 +307,8 @@ def _log_settings(args: argparse.Namespace) -> settings.LogSettings:
         raise settings.SettingsError(f"--container-log-max-size: {exc}") from exc
     if max_size < 1:
         raise settings.SettingsError("--container-log-max-size: must be more than 0")
-    return settings.LogSettings(max_size=max_size, max_files=args.container_log_max_files)
+    return settings.LogSettings(max_size=max_size, max_files=args.container_log_max_files,
+                                links_dir=args.container_logs_dir.absolute())
 
 
 def _container_gc_settings(args: argparse.Namespace,
@@ -629,7 +638,8 @@ def _cmd_reset(args: argparse.Namespace) -> int:
     config = replace(config, runtime=replace(config.runtime, endpoint=args.runtime_endpoint,
                                              runtime_bin_dir=_runtime_bin_dir(args,
                                                                               config.runtime)),
-                     node=replace(config.node, cgroup_root=args.cgroup_root))
+                     node=replace(config.node, cgroup_root=args.cgroup_root),
+                     logs=replace(config.logs, links_dir=args.container_logs_dir.absolute()))
     try:
         report = asyncio.run(resetting.reset(config))
     except instancelock.LockHeld as exc:

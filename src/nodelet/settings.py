@@ -374,7 +374,7 @@ class ManifestLimits:
 @dataclass(frozen=True)
 class LogSettings:
     """Container log rotation (the kubelet's containerLogMaxSize, containerLogMaxFiles,
-    containerLogMonitorInterval, containerLogMaxWorkers)."""
+    containerLogMonitorInterval, containerLogMaxWorkers) and the links to the logs."""
 
     # A running container's log is rotated once it is larger than this (bytes; 10 MiB).
     max_size: int = 10 * 1024 * 1024
@@ -383,6 +383,11 @@ class LogSettings:
     # Seconds between checks (10 s), and rotations at once (1).
     monitor_period: float = 10.0
     max_workers: int = 1
+    # Where the link to each started container's log goes, named
+    # `<pod>_<namespace>_<container>-<container ID>.log` (adapters/loglinks.py): the kubelet's
+    # /var/log/containers, which log shippers read (fixed in the kubelet; --container-logs-dir
+    # here, so that tests keep their links to themselves).
+    links_dir: Path = Path("/var/log/containers")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Uses the embedded containerd (no --runtime-endpoint): containerd and the pods must survive the
 agent's death, the new agent must adopt both — no second sandbox, no changed transition
-times — and `nodelet reset` must then leave nothing behind.
+times — and `nodelet reset` must then leave nothing behind (the link to the container's
+log, made in the test's own --container-logs-dir, included).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class Process:
             self.proc = subprocess.Popen(
                 [*NODELET, "run", "--manifests", str(self.root / "manifests"),
                  "--data-dir", str(self.root / "data"), "--listen", f"127.0.0.1:{self.port}",
-                 "--node-name", "clinode", "--port", "0"],
+                 "--node-name", "clinode", "--port", "0",
+                 "--container-logs-dir", str(self.root / "log-links")],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     async def pods(self) -> list[dict[str, Any]]:
@@ -92,6 +94,9 @@ async def test_kill_9_and_restart_adopts_runtime_and_pods() -> None:
         described = await nodelet.cli("describe", "pod", "web-clinode",
                                       "--server", f"http://127.0.0.1:{nodelet.port}")
         assert "PodReadyToStartContainers" in described and "Started" in described
+        main = first["status"]["containerStatuses"][0]["containerID"].partition("://")[2]
+        link = root / "log-links" / f"web-clinode_default_main-{main}.log"
+        assert link.resolve().is_file(), sorted((root / "log-links").iterdir())
 
         containerd_pid = int((root / "data" / "containerd" / "containerd.pid").read_text())
         assert nodelet.proc is not None
@@ -118,13 +123,16 @@ async def test_kill_9_and_restart_adopts_runtime_and_pods() -> None:
         if nodelet.proc is not None and nodelet.proc.poll() is None:
             nodelet.proc.kill()
             nodelet.proc.wait()
-        reset = subprocess.run([*NODELET, "reset", "--data-dir", str(root / "data")],
+        reset = subprocess.run([*NODELET, "reset", "--data-dir", str(root / "data"),
+                                "--container-logs-dir", str(root / "log-links")],
                                capture_output=True, text=True, timeout=120)
     assert reset.returncode == 0, reset.stdout + reset.stderr
     assert not (root / "data").exists()
     assert await cni.instance_netns(root / "data") == []
     assert not await cni.bridge_exists(root / "data")
     assert mounts.mounts_under(root / "data") == []
+    assert list((root / "log-links").iterdir()) == []
+    (root / "log-links").rmdir()
     for path in root.iterdir():
         path.unlink() if path.is_file() else None
     (root / "manifests" / "web.yaml").unlink()

@@ -200,3 +200,36 @@ def test_last_lines_for_termination_messages(
     raw: bytes, max_lines: int, max_bytes: int, expected: str
 ) -> None:
     assert crilogs.last_lines(raw, max_lines, max_bytes) == expected
+
+
+CID = "0123456789abcdef" * 4  # a 64-character container ID
+
+
+def test_link_name_is_the_kubelets() -> None:
+    assert crilogs.link_name("log-pod-1", "e2e-ns", "logger", CID) == (
+        f"log-pod-1_e2e-ns_logger-{CID}.log")
+
+
+def test_a_long_link_name_is_cut_to_255_bytes_keeping_log() -> None:
+    name = crilogs.link_name("p" * 200, "ns", "c", CID)
+    assert len(name) == 255 and name.endswith(".log")
+    assert name == f"{'p' * 200}_ns_c-{CID}"[:251] + ".log"
+    cut = crilogs.link_container_id(name)
+    assert cut is not None and CID.startswith(cut) and len(cut) < len(CID)
+
+
+@pytest.mark.parametrize(
+    ("name", "container_id"),
+    [
+        (f"web_default_main-{CID}.log", CID),
+        # Pod and container names may hold "-": the ID follows the last one.
+        (f"my-web_default_side-car-{CID}.log", CID),
+        ("web_default_main-abcdef.log", "abcdef"),
+        ("web_default_main-abcde.log", None),  # shorter than the kubelet reads
+        (f"web_default_main-{CID}.log.gz", None),
+        ("no-dash", None),
+        ("nodash.log", None),
+    ],
+)
+def test_link_container_id(name: str, container_id: str | None) -> None:
+    assert crilogs.link_container_id(name) == container_id

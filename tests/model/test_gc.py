@@ -195,3 +195,30 @@ def test_log_directories_of_removable_pods_only() -> None:
     names = ["default_a_u1", "default_b_u2", "lost+found", "default_c_u3"]
     assert gc.log_directories_to_remove(names, removable=frozenset({"u3", "u1"})) == (
         "default_a_u1", "default_c_u3")
+
+
+# -- the links to container logs (the kubelet's removal of dead symlinks) ----------------------
+
+LONG_ID = "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("dangling", "containers", "removed"),
+    [
+        # The container exited, or the runtime no longer has it: the link goes.
+        (["p_ns_app-abcdef12.log"], [ctr("abcdef12")], ["p_ns_app-abcdef12.log"]),
+        (["p_ns_app-abcdef12.log"], [], ["p_ns_app-abcdef12.log"]),
+        # Alive (running, created, unknown): its log is missing only while it is rotated.
+        (["p_ns_app-abcdef12.log"], [ctr("abcdef12", state=RUNNING)], []),
+        (["p_ns_app-abcdef12.log"], [ctr("abcdef12", state=CREATED)], []),
+        (["p_ns_app-abcdef12.log"], [ctr("abcdef12", state=UNKNOWN)], []),
+        # A name cut at 255 bytes ends with the start of the ID.
+        (["p_ns_app-abcdef.log"], [ctr("abcdef12", state=RUNNING)], []),
+        # No container ID in the name (none, or under 6 characters): removed, as the kubelet.
+        (["p_ns_app-abc.log", "stray.log"], [ctr("abc", state=RUNNING)],
+         ["p_ns_app-abc.log", "stray.log"]),
+    ],
+)
+def test_dangling_links_to_remove(dangling: list[str], containers: list[runtime.ContainerInfo],
+                                  removed: list[str]) -> None:
+    assert list(gc.dangling_links_to_remove(dangling, containers)) == removed

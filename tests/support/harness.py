@@ -87,7 +87,9 @@ class Harness:
             base,
             gates=gates or base.gates,
             security=security or base.security,
-            logs=logs or base.logs,
+            # The links to container logs in the test's own directory, not the host's
+            # /var/log/containers that parallel tests (and a kubelet) would share.
+            logs=replace(logs or base.logs, links_dir=self.root / "log-links"),
             eviction=eviction or base.eviction,
             gc=gc or base.gc,
             # Its own cgroup root: agents of parallel tests never rewrite each other's

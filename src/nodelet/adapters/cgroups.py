@@ -12,13 +12,17 @@ directories and writes those files, on either kind of host:
   cgroup manager does, since a cgroup can only use what its parent enabled for it.
 
 The pod's cgroup is made before RunPodSandbox, so runc puts the containers under it; runc
-removes only the containers' own cgroups, the pod level is removed here. Only empty
-directories are removed (rmdir), never their contents. Writes raise OSError.
+removes only the containers' own cgroups, the pod level is removed here — with what runc left
+in it: a RunPodSandbox cancelled while runc made the pause container's cgroups leaves that
+container's cgroup empty in some hierarchies (cpuset, seen here), and the pod level then
+cannot go. Only empty directories are removed (rmdir: the kernel refuses a cgroup that holds
+a process), never files. Writes raise OSError.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from nodelet.model.core import qoscgroups, specs
@@ -129,9 +133,68 @@ def remove_pod_cgroup(parent: str, root: Path = CGROUP_ROOT) -> list[str]:
 
 def remove_pod_cgroups(uid: str, root: Path = CGROUP_ROOT, *, cgroup_root: str = "/") -> list[str]:
     """Remove the pod's cgroup under whichever QoS level it was made (the QoS class of a pod
-    known only by its UID, such as an orphan, cannot be computed)."""
-    return [path for parent in qoscgroups.pod_parents(uid, cgroup_root)
-            for path in remove_pod_cgroup(parent, root)]
+    known only by its UID, such as an orphan, cannot be computed), with the empty cgroups
+    left in it; returns what could not be removed."""
+    left: list[str] = []
+    for parent in qoscgroups.pod_parents(uid, cgroup_root):
+        for hierarchy in _hierarchies(root):
+            path = hierarchy / parent.lstrip("/")
+            if path.is_dir():
+                left += _remove_tree(path)
+    return left
+
+
+def remove_idle_pod_cgroups(uid: str, root: Path = CGROUP_ROOT, *,
+                            cgroup_root: str = "/") -> list[str] | None:
+    """As `remove_pod_cgroups` when no process is in any of the pod's cgroups; None (nothing
+    touched) when one is: a pod found only by its cgroup may be another agent's, running (a
+    cgroup root shared with a kubelet or another nodelet)."""
+    trees = [hierarchy / parent.lstrip("/") for parent in qoscgroups.pod_parents(uid, cgroup_root)
+             for hierarchy in _hierarchies(root)]
+    if any(_has_processes(tree) for tree in trees if tree.is_dir()):
+        return None
+    return remove_pod_cgroups(uid, root, cgroup_root=cgroup_root)
+
+
+def _has_processes(top: Path) -> bool:
+    for directory, _, files in os.walk(top):
+        if "cgroup.procs" not in files:
+            continue
+        try:
+            if (Path(directory) / "cgroup.procs").read_text().strip():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _remove_tree(top: Path) -> list[str]:
+    """rmdir `top` and the cgroups in it, deepest first; what could not be removed."""
+    left: list[str] = []
+    for directory, _, _ in os.walk(top, topdown=False):
+        try:
+            os.rmdir(directory)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("cannot remove cgroup %s: %s", directory, exc.strerror)
+            left.append(directory)
+    return left
+
+
+def pod_cgroup_uids(cgroup_root: str = "/", root: Path = CGROUP_ROOT) -> set[str]:
+    """The UIDs of the pod cgroups (`pod<uid>`) under the QoS levels of `cgroup_root`, in
+    any hierarchy."""
+    uids: set[str] = set()
+    for hierarchy in _hierarchies(root):
+        for level in qoscgroups.qos_levels(cgroup_root):
+            try:
+                with os.scandir(hierarchy / level.lstrip("/")) as entries:
+                    uids |= {e.name[3:] for e in entries if e.name.startswith("pod")
+                             and len(e.name) > 3 and e.is_dir(follow_symlinks=False)}
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+    return uids
 
 
 def remove_qos_cgroups(cgroup_root: str, root: Path = CGROUP_ROOT) -> list[str]:

@@ -202,3 +202,30 @@ def last_lines(raw: bytes, max_lines: int, max_bytes: int) -> str:
     lines += [line.content for line in joiner.flush()]
     text = b"".join(lines[-max_lines:]) if max_lines > 0 else b""
     return text[-max_bytes:].decode(errors="ignore")
+
+
+# --- the links in /var/log/containers
+
+LINK_SUFFIX = ".log"
+# A file name may have at most 255 bytes on ext4: the kubelet cuts longer link names there,
+# suffix included (kuberuntime's logSymlink), so a cut name keeps `.log` but may lose the end
+# of the container ID.
+MAX_LINK_NAME = 255
+# The kubelet reads a container ID back from a link name only when at least this long.
+MIN_LINK_ID = 6
+
+
+def link_name(pod_name: str, namespace: str, container: str, container_id: str) -> str:
+    """`<pod>_<namespace>_<container>-<container ID>.log`, the name of the link the kubelet
+    keeps to a started container's log (legacyLogSymlink), cut as it cuts it."""
+    stem = f"{pod_name}_{namespace}_{container}-{container_id}"
+    return stem[:MAX_LINK_NAME - len(LINK_SUFFIX)] + LINK_SUFFIX
+
+
+def link_container_id(name: str) -> str | None:
+    """The container ID a link name ends with (what follows its last `-`), as the kubelet's
+    container GC reads it; None when the name is no link's (no `.log`, an ID too short)."""
+    if not name.endswith(LINK_SUFFIX) or "-" not in name:
+        return None
+    found = name[:-len(LINK_SUFFIX)].rsplit("-", 1)[1]
+    return found if len(found) >= MIN_LINK_ID else None

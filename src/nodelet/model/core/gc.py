@@ -14,7 +14,9 @@ The kubelet's container garbage collector (kuberuntime_gc.go) removes, in this o
   names it. Of a pod whose content should be removed every inactive sandbox goes; otherwise
   the pod's newest sandbox is always kept (it carries the next attempt number) and the older
   inactive ones go, oldest first;
-- the log directories (`<namespace>_<name>_<uid>`) of pods whose content should be removed.
+- the log directories (`<namespace>_<name>_<uid>`) of pods whose content should be removed;
+- the links to container logs (/var/log/containers) whose log file is gone, but those of a
+  container still alive.
 
 The service (`services/nodehealth/containergc.py`) lists the runtime, asks these functions and only
 executes the answer; a pod's worker applies `pod_policy` to its own pod after each sync.
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 
-from nodelet.model.core import runtime
+from nodelet.model.core import crilogs, runtime
 
 # A unit of eviction: (pod UID, container name).
 Unit = tuple[str, str]
@@ -202,3 +204,22 @@ def log_directory_uid(name: str) -> str:
 def log_directories_to_remove(names: Iterable[str], *, removable: Set[str]) -> tuple[str, ...]:
     """The pod log directories (by name) whose pod's content should be removed."""
     return tuple(sorted(n for n in names if log_directory_uid(n) in removable))
+
+
+# -- the links to container logs --------------------------------------------------------------
+
+
+def dangling_links_to_remove(dangling: Iterable[str],
+                             containers: Iterable[runtime.ContainerInfo]) -> tuple[str, ...]:
+    """Of the links (by name, `crilogs.link_name`) whose log file is gone, those to remove,
+    as the kubelet's container GC judges them: every one but those of a container the
+    runtime still has and that has not exited (a running container's log is missing only
+    for a moment while it is rotated). A name cut to 255 bytes ends with the start of its
+    container's ID."""
+    alive = [c.id for c in containers if c.state is not runtime.ContainerState.EXITED]
+    out = []
+    for name in dangling:
+        found = crilogs.link_container_id(name)
+        if found is None or not any(cid.startswith(found) for cid in alive):
+            out.append(name)
+    return tuple(sorted(out))

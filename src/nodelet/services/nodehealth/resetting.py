@@ -6,11 +6,17 @@
 2. the embedded containerd itself (stopped), whatever it left running (shims, runc
    containers) when CRI removal could not run, and its state dir outside the data dir
    (`/run/nodelet/<hash>`: unmounted, then deleted);
-3. the pod cgroups of every sandbox removed and of every pod the checkpoint knows (a pod
-   whose sandbox never came has one: it is made before RunPodSandbox);
+3. the pod cgroups of every sandbox removed, of every pod the checkpoint knows (a pod
+   whose sandbox never came has one: it is made before RunPodSandbox), and every other pod
+   cgroup under the instance's cgroup root (`pod<uid>` under kubepods and its QoS levels)
+   that no process is in: a pod removed while its sandbox was being made may have left one
+   that the running agent's container GC had not removed yet. One with a process may be
+   another agent's (the default root "/" may be shared) and is left alone;
 4. network leftovers: the sandboxes' network namespaces (recorded before removal, plus any
    found attached to the instance's bridge), the bridge's veths and the bridge;
-5. mounts under the data dir, deepest first (volume tmpfs, the subPath bind mounts under
+5. the links to its containers' logs (`settings.logs.links_dir`, /var/log/containers: those
+   pointing into the data dir's pod logs, never another agent's);
+6. mounts under the data dir, deepest first (volume tmpfs, the subPath bind mounts under
    `pods/<uid>/volume-subpaths`, the shared bind of `pods` itself, the runtime's own), then the
    data dir itself (runtime state, CNI config and IPAM allocations, checkpoint: nothing is
    kept).
@@ -36,7 +42,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from nodelet import settings as settings_
-from nodelet.adapters import cgroups, checkpoint, cni, containerd, instancelock, mounts
+from nodelet.adapters import cgroups, checkpoint, cni, containerd, instancelock, loglinks, mounts
 from nodelet.adapters.cri import client as cri_client
 from nodelet.adapters.cri import errors as cri_errors
 from nodelet.model.core import runtime as rt
@@ -56,6 +62,7 @@ class ResetReport:
     links: list[str] = field(default_factory=list)
     mounts: list[str] = field(default_factory=list)
     killed: list[str] = field(default_factory=list)
+    log_links: list[str] = field(default_factory=list)
     removed_data_dir: bool = False
     errors: list[str] = field(default_factory=list)
 
@@ -67,6 +74,7 @@ class ResetReport:
             f"  removed {len(self.netns)} network namespaces, "
             f"links: {', '.join(self.links) or '-'}",
             f"  unmounted {len(self.mounts)} mounts, killed {len(self.killed)} processes",
+            f"  removed {len(self.log_links)} links to container logs",
             f"  data dir {'removed' if self.removed_data_dir else 'kept'}",
         ]
         lines += [f"  error: {error}" for error in self.errors]
@@ -87,13 +95,23 @@ async def reset(settings: settings_.Settings) -> ResetReport:
         else:
             await _reset_embedded(data_dir, settings.runtime, cgroup_root, report)
         # A pod that never got a sandbox has its pod cgroup all the same (made before
-        # RunPodSandbox): the checkpoint knows every pod the instance ran.
-        for uid in await asyncio.to_thread(_checkpointed_pods, data_dir):
+        # RunPodSandbox): the checkpoint knows the pods the instance runs. A pod removed
+        # while its sandbox was made may have left one the checkpoint no longer knows.
+        known = set(await asyncio.to_thread(_checkpointed_pods, data_dir))
+        for uid in sorted(known):
             await _remove_pod_cgroups(uid, cgroup_root, report)
+        for uid in sorted(await asyncio.to_thread(cgroups.pod_cgroup_uids, cgroup_root)):
+            # Idle ones only: the cgroup root may be shared (the default "/") with another
+            # agent's running pods.
+            left = await asyncio.to_thread(cgroups.remove_idle_pod_cgroups, uid,
+                                           cgroup_root=cgroup_root)
+            report.errors += [f"pod cgroup left behind: {path}" for path in left or ()]
         if cgroup_root != "/":
             # An instance with a cgroup root of its own owns kubepods under it too.
             report.errors += [f"QoS cgroup left behind: {path}"
                               for path in cgroups.remove_qos_cgroups(cgroup_root)]
+        report.log_links += await asyncio.to_thread(
+            loglinks.remove_into, settings.logs.links_dir, data_dir / "logs")
         await _remove_data_dir(data_dir, report)
     finally:
         if lock is not None:

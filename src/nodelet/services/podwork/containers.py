@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, Protocol
 
-from nodelet.adapters import hostdirs
+from nodelet.adapters import hostdirs, loglinks
 from nodelet.adapters.cri import client as cri
 from nodelet.model.core import (
     crilogs,
@@ -80,6 +80,9 @@ class NodeContext:
     security: security.Options
     downward: downward.Node
     memory_capacity: int = 0
+    # Where the link to each started container's log goes (settings.LogSettings.links_dir);
+    # None: no links.
+    log_links: Path | None = None
 
 
 class DeviceOptions(Protocol):
@@ -117,6 +120,7 @@ class ContainerRunner:
         self._puller = puller
         self._hooks = hooks
         self._pods_root = node.pods_root
+        self._log_links = node.log_links
 
     def message_file(self, uid: str, name: str, attempt: int) -> Path:
         return self._pods_root / uid / "containers" / name / str(attempt)
@@ -172,6 +176,7 @@ class ContainerRunner:
         config = await self._with_devices(pod, container, config, waiting)
         container_id = await self._create_and_start(pod, container, sandbox, sandbox_config,
                                                     config, waiting)
+        await self._link_log(pod, sandbox_config, config, container_id)
         failure = await self._hooks.run(container, container_id, "postStart", pod_ip=pod_ip,
                                         budget=float(pod.spec.termination_grace_period_seconds
                                                      or 30))
@@ -355,6 +360,21 @@ class ContainerRunner:
         waiting.pop(name, None)
         self._recorder.record(pod, "Normal", ev.STARTED, "Container started", container=name)
         return container_id
+
+    async def _link_log(self, pod: pods.Pod, sandbox_config: runtime.SandboxConfig,
+                        config: runtime.ContainerConfig, container_id: str) -> None:
+        """The link to the started container's log (adapters.loglinks), as the kubelet makes
+        it after StartContainer; one that cannot be made is logged and the container runs
+        on, as with the kubelet."""
+        if self._log_links is None:
+            return
+        name = crilogs.link_name(pod.name, pod.namespace, config.name, container_id)
+        target = Path(sandbox_config.log_directory) / config.log_path
+        try:
+            await asyncio.to_thread(loglinks.make, self._log_links, name, target)
+        except OSError as exc:
+            log.warning("cannot link %s to the log of container %s of %s: %s",
+                        self._log_links / name, config.name, pod.full_name, exc)
 
     async def stop(
         self,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nodelet import settings as settings_mod
-from nodelet.adapters import cgroups, host, pullrecordfiles
+from nodelet.adapters import cgroups, host, loglinks, pullrecordfiles
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
 from nodelet.model.core import (
@@ -308,7 +308,7 @@ class PodSyncer:
             node=containers.NodeContext(
                 pods_root=node.pods_root, security=node.security,
                 downward=_downward_node(settings.node_name, node),
-                memory_capacity=node.memory_capacity),
+                memory_capacity=node.memory_capacity, log_links=settings.logs.links_dir),
         )
         self._killer = killing.PodKiller(client=client, recorder=recorder,
                                          runner=self._containers, host_ip=node.host_ip,
@@ -773,7 +773,8 @@ class PodSyncer:
         the newest go once empty. Failures only log: the collector tries again."""
         result = await containergc.collect_pod(self._client, state,
                                                containergc.policy(self._settings.gc),
-                                               now=self._now())
+                                               now=self._now(),
+                                               links_dir=self._settings.logs.links_dir)
         if result.errors:
             log.warning("pod %s: dead containers or sandboxes left for the collector: %s",
                         pod.full_name, "; ".join(result.errors))
@@ -1022,9 +1023,13 @@ class PodSyncer:
                                     cgroup_root=self._settings.node.cgroup_root)
             await asyncio.to_thread(shutil.rmtree, self._node.pods_root / pod.uid, True)
             self._userns.release(pod.uid)
-            # The pod's log directory (every container's logs, rotated ones too).
-            await asyncio.to_thread(
-                shutil.rmtree, specs.pod_log_directory(self._node.logs_root, pod), True)
+            # The pod's log directory (every container's logs, rotated ones too), and every
+            # link to them: those of the containers removed now and of those removed before
+            # with their logs kept (a restart of all containers in place).
+            log_directory = Path(specs.pod_log_directory(self._node.logs_root, pod))
+            await asyncio.to_thread(loglinks.remove_into, self._settings.logs.links_dir,
+                                    log_directory)
+            await asyncio.to_thread(shutil.rmtree, log_directory, True)
         except (cri.CriError, volumes.VolumeError) as exc:
             self._recorder.record(pod, "Warning", ev.FAILED_KILL_POD, f"error killing pod: {exc}")
             raise SyncError(f"kill pod {pod.full_name}: {exc}") from exc
