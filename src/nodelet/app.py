@@ -239,7 +239,7 @@ class Agent:
         await self.qos.start(self._group)
         self.workers = workers.PodWorkers(
             syncer=self.syncer, recorder=self.recorder, group=self._group, sync=s.sync,
-            on_gone=self._gone,
+            on_gone=self._gone, on_start=self._started,
             deletion_clock=clocks.utc_now if s.gates.pod_termination_sli else None,
         )
         await self.relister.relist()
@@ -437,6 +437,9 @@ class Agent:
         self.cluster.set_static_pods(self._static_pods)  # read before: their mirror pods
         self._track_readers()  # and the objects they read
         await self.cluster.start()  # lists the pods once (→ on_pods) before returning
+        for uid, pod in self._static_pods.items():  # their workers started before
+            if self.workers.started(uid):
+                self.cluster.static_pod_started(pod)
 
     async def _start_source(self) -> None:
         s = self.settings
@@ -720,6 +723,13 @@ class Agent:
     async def _csi_drivers_changed(self) -> None:
         if self.cluster is not None:
             await self.cluster.csi_drivers_changed(self.csi_drivers.drivers())
+
+    def _started(self, pod: pods.Pod) -> None:
+        """A pod's worker started it: a static pod's mirror pod is made now, as the kubelet
+        makes it in the pod's own sync (an edited manifest's new version waits for the old
+        one to terminate, and the old mirror pod stays until then)."""
+        if self.cluster is not None:
+            self.cluster.static_pod_started(pod)
 
     def _gone(self, uid: pods.PodUID) -> None:
         self.statuses.forget(uid)

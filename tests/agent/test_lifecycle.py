@@ -211,3 +211,32 @@ async def test_an_edited_static_pod_starts_after_the_old_one_terminated(agent: H
 
     await eventually(new_ready, within=60, every=0.05, what="the new version Ready")
     assert not overlaps, overlaps[0]
+
+
+async def test_a_manifest_removed_and_written_again_restarts_its_pod(agent: Harness) -> None:
+    """As the kubelet: a static pod's manifest removed and the same one written again (the
+    same UID) terminates the pod, then starts it again in a new sandbox, its container with
+    restartCount 1 (the kubelet keeps a terminated pod's exited containers, and a pod of the
+    same UID restarts after them) — also when both happen before the directory is read, as
+    the kubelet hears the removal on its own."""
+    text = pod_manifest("again")
+    path = agent.write("again.yaml", text)
+    first = await agent.wait_status("again", all_ready, what="the pod Ready")
+    found = agent.find("again")
+    assert found is not None
+    uid = found[0].uid
+    path.unlink()
+    path.write_text(text)  # written in place, as the node e2e suite writes manifests
+
+    def restarted(s: st.PodStatus) -> bool:
+        return all_ready(s) and s.container_statuses[0].restart_count == 1
+
+    again = await agent.wait_status("again", restarted, within=60,
+                                    what="the pod Ready again, its container restarted once")
+    found = agent.find("again")
+    assert found is not None and found[0].uid == uid
+    assert again.container_statuses[0].container_id != first.container_statuses[0].container_id
+    assert isinstance(again.container_statuses[0].last_state, st.ContainerStateTerminated)
+    nodelet = agent.agent_or_fail()
+    state = await nodelet.relister.refresh_pod(uid)
+    assert sorted(s.attempt for s in state.sandboxes) == [0, 1]

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import shutil
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +57,17 @@ async def test_the_watch_names_created_renamed_and_deleted_files(tmp_path: Path)
         (directory / ".web.yaml.tmp").rename(directory / "web.yaml")
         seen = await changes_until(watch, dirwatch.Change("web.yaml"))
         assert {c.name for c in seen} == {".web.yaml.tmp", "web.yaml"}
+        # Renamed over: no removal of web.yaml (the kubelet's podDelete comes only for a
+        # name deleted or renamed away).
+        assert [c.name for c in seen if c.removed] == [".web.yaml.tmp"]
         (directory / "web.yaml").write_text("b")  # in place
-        await changes_until(watch, dirwatch.Change("web.yaml"))
+        seen = await changes_until(watch, dirwatch.Change("web.yaml"))
+        assert not any(c.removed for c in seen)
         (directory / "web.yaml").unlink()
-        await changes_until(watch, dirwatch.Change("web.yaml"))
+        await changes_until(watch, dirwatch.Change("web.yaml", removed=True))
+        (directory / "web.yaml").write_text("c")
+        (directory / "web.yaml").rename(directory / "moved.yaml")
+        await changes_until(watch, dirwatch.Change("web.yaml", removed=True))
     finally:
         watch.close()
 
@@ -99,6 +107,31 @@ async def test_a_directory_that_does_not_exist_yet_is_watched_once_created(
 def test_a_directory_without_parent_cannot_be_watched(tmp_path: Path) -> None:
     with pytest.raises(dirwatch.WatchError, match=r"cannot watch .*missing"):
         dirwatch.open_watch(tmp_path / "missing" / "manifests")
+
+
+async def test_a_manifest_removed_and_back_before_the_read_leaves_then_returns(
+    tmp_path: Path,
+) -> None:
+    """The source on a real directory: a removal the watch reported is published even when
+    the file is back by the read (the kubelet's file source handles each event), so the pod
+    terminates and starts again; a file only rewritten is one update."""
+    published: list[set[pods.PodUID]] = []
+    source = sources.ManifestSource(
+        directory=tmp_path, node_name="n1", clock=lambda: datetime.now(UTC),
+        on_update=lambda snapshot: published.append(set(snapshot.pods)))
+    path = tmp_path / "web.yaml"
+    path.write_text(pod_manifest("web"))
+    (tmp_path / "db.yaml").write_text(pod_manifest("db"))
+    await source.scan()
+    both = published[-1]
+    web = next(uid for uid in both if source.snapshot.pods[uid].name == "web-n1")
+    path.unlink()
+    path.write_text(pod_manifest("web"))
+    await source.scan({"web.yaml"}, removed={"web.yaml"})
+    assert published[1:] == [both - {web}, both]
+    path.write_text(pod_manifest("web", grace=2))  # rewritten in place: an update only
+    await source.scan({"web.yaml"})
+    assert len(published) == 4 and web not in published[-1] and len(published[-1]) == 2
 
 
 # -- a real agent ----------------------------------------------------------------------------------

@@ -172,6 +172,47 @@ async def test_static_pod_has_a_mirror_pod_with_its_status(
                          what="mirror pod deleted with its static pod")
 
 
+async def test_an_edited_static_pod_keeps_its_mirror_pod_until_the_old_version_is_gone(
+        join: Any, admin: AdminClient) -> None:
+    """As the kubelet: the edited manifest's new version starts once the old one has
+    terminated (its `sleep` ignores SIGTERM: the grace period), and only then replaces the
+    mirror pod, which meanwhile stays the old one, Running."""
+    async with join(NODE) as harness:
+        harness.write("edited.yaml", pod_manifest("edited", grace=3))
+        name = f"edited-{NODE}"
+        first = await eventually(lambda: _mirror_ready(admin, name), within=60,
+                                 what="the first version's mirror pod")
+        found = harness.find("edited")
+        assert found is not None
+        old = found[0].uid
+        harness.write("edited.yaml", pod_manifest(
+            "edited", grace=3, container_extra="env: [{name: V, value: '2'}]"))
+        nodelet = harness.agent_or_fail()
+        kept: list[str] = []
+        early: list[str] = []
+
+        async def replaced() -> str | None:
+            mirror = await admin.get(pod_path("default", name)) or {}
+            meta = mirror.get("metadata", {})
+            uid = meta.get("uid")
+            terminating = old in nodelet.workers.uids()  # read after the mirror pod
+            if uid == first and terminating and mirror.get("status", {}).get("phase") == "Running":
+                kept.append(uid)
+            elif uid not in (None, first) and terminating:
+                early.append(f"mirror pod {uid} made while {old} was still terminating")
+            hash_ = meta.get("annotations", {}).get(pods.ANNOTATION_CONFIG_MIRROR)
+            return uid if uid not in (None, first) and hash_ != old else None
+
+        await eventually(replaced, within=60, what="the new version's mirror pod")
+        assert not early, early[0]
+        assert kept, "the old mirror pod was never seen while the old version terminated"
+        await eventually(lambda: _mirror_ready(admin, name), within=60,
+                         what="the new version's mirror pod Ready")
+        harness.remove("edited.yaml")
+        await eventually(lambda: _gone(admin, "default", name), within=60,
+                         what="mirror pod deleted with its static pod")
+
+
 async def test_pull_secret_is_read_from_the_api_for_a_private_image(
         join: Any, admin: AdminClient, runtime: Instance, control_plane: ControlPlane,
         namespace: str) -> None:

@@ -1,11 +1,13 @@
 """Mirror pods of static pods, and readiness gates written by others, on the real
 kube-apiserver (cluster mode alone, through the fault proxy: `make_rig`): the mirror pod is
-created (as NodeRestriction lets a node: owned by its Node), recreated, replaced and deleted as
-the kubelet does, static pod statuses go to it, and an API pod's conditions of others reach the
-Pod value (only those)."""
+created (as NodeRestriction lets a node: owned by its Node) once the static pod's worker
+started it (`static_pod_started`, which the agent's pod workers call), recreated, replaced and
+deleted as the kubelet does, static pod statuses go to it, a mirror pod the API refuses holds
+up no other, and an API pod's conditions of others reach the Pod value (only those)."""
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,9 +21,11 @@ from support.polling import eventually
 MIRROR = pods.ANNOTATION_CONFIG_MIRROR
 
 
-def static_pod(name: str, *, node: str, command: str = "sleep 1000000") -> pods.Pod:
+def static_pod(name: str, *, node: str, command: str = "sleep 1000000",
+               namespace: str = "default") -> pods.Pod:
     obj = pod(name, node=node, command=command)
     obj["spec"].pop("nodeSelector")
+    obj["metadata"]["namespace"] = namespace
     return manifests.pod_from_object(obj, node_name=node, source="file")
 
 
@@ -62,6 +66,7 @@ async def test_mirror_pod_is_created_gets_the_status_and_is_never_run(
     rig.mode.set_static_pods({static.uid: static})
     rig.statuses.set_status(static, running())
     async with started:
+        rig.mode.static_pod_started(static)  # as the agent says it after start()
         uid = await eventually(lambda: ready_in(admin, static), within=10,
                                what="mirror pod with the status")
         mirror = await admin.get(pod_path("default", f"etcd-{rig.node}"))
@@ -87,6 +92,7 @@ async def test_mirror_pod_deleted_by_someone_is_recreated_with_the_status(
     async with make_rig() as rig:
         static = static_pod("proxy", node=rig.node)
         rig.mode.set_static_pods({static.uid: static})
+        rig.mode.static_pod_started(static)
         rig.statuses.set_status(static, running())
         first = await eventually(lambda: ready_in(admin, static), within=10,
                                  what="first mirror pod")
@@ -106,30 +112,68 @@ async def test_mirror_pod_deleted_by_someone_is_recreated_with_the_status(
                          what="mirror pod replaced after a graceful delete")
 
 
-async def test_changed_manifest_replaces_the_mirror_and_a_removed_one_deletes_it(
+async def test_changed_manifest_replaces_the_mirror_once_the_old_pod_is_gone(
         make_rig: Any, admin: AdminClient) -> None:
+    """The kubelet's order: the new version of an edited manifest waits for the old one to
+    terminate (allowStaticPodStart), and its mirror pod is made in its own sync, so the old
+    mirror pod, with the old pod's status, stays through the old pod's grace period."""
     async with make_rig() as rig:
         old = static_pod("api", node=rig.node)
         rig.mode.set_static_pods({old.uid: old})
+        rig.mode.static_pod_started(old)
         rig.statuses.set_status(old, running())
-        await eventually(lambda: ready_in(admin, old), within=10,
-                         what="mirror of the first version")
+        first = await eventually(lambda: ready_in(admin, old), within=10,
+                                 what="mirror of the first version")
         new = static_pod("api", node=rig.node, command="sleep 2000000")
         assert new.uid != old.uid and new.full_name == old.full_name
-        rig.mode.set_static_pods({new.uid: new})
+        rig.mode.set_static_pods({new.uid: new})  # the old one terminates, the new one waits
+        rig.statuses.set_status(old, running(ready=False))
+        assert await eventually(lambda: ready_in(admin, old, "False"), within=10,
+                                what="the terminating pod's status on its mirror") == first
+        assert rig.mode.mirrors is not None and rig.mode.mirrors.pending() == []
+        rig.mode.pod_gone(old.uid)  # the old version finished terminating ...
+        assert rig.mode.mirrors.pending() == []  # ... and the new one has not started yet
+        assert await mirror_of(admin, old) is not None
+        rig.mode.static_pod_started(new)
         rig.statuses.set_status(new, running(ready=False))
-        await eventually(lambda: ready_in(admin, new, "False"), within=10,
-                         what="mirror of the new version")
-        rig.mode.pod_gone(old.uid)  # the old version finished terminating
+        second = await eventually(lambda: ready_in(admin, new, "False"), within=10,
+                                  what="mirror of the new version")
+        assert second != first
         # The manifest is removed: the mirror pod stays while the pod terminates ...
         rig.mode.set_static_pods({})
-        assert rig.mode.mirrors is not None and rig.mode.mirrors.pending() == []
+        assert rig.mode.mirrors.pending() == []
         assert await mirror_of(admin, new) is not None
         rig.mode.pod_gone(new.uid)
         # ... and goes once it is gone (grace 0, UID precondition).
         await eventually(lambda: admin.get(pod_path("default", f"api-{rig.node}")),
                          until=lambda p: p is None, within=10, what="mirror pod deleted")
         assert not rig.mode.status_sync.pending()
+
+
+async def test_a_refused_mirror_pod_holds_up_no_other(
+        make_rig: Any, admin: AdminClient, proxied: FaultProxy, namespace: str) -> None:
+    """The API refuses one static pod's mirror pod (as it refuses any pod in a namespace
+    being deleted: 403): it is tried again with a back-off of its own, while the mirror pods
+    of the others are made (the kubelet makes each in that pod's own sync)."""
+    async with make_rig() as rig:
+        refused = static_pod("doomed", node=rig.node, namespace=namespace)
+        fault = proxied.inject(method="POST", path=f"/namespaces/{namespace}/pods$",
+                               status=403, times=1000)
+        rig.mode.set_static_pods({refused.uid: refused})
+        rig.mode.static_pod_started(refused)
+        await eventually(lambda: fault.hits >= 2, within=10, what="the refusal tried again")
+        later = [static_pod(name, node=rig.node) for name in ("one", "two")]
+        rig.mode.set_static_pods({p.uid: p for p in [refused, *later]})
+        for static in later:
+            rig.mode.static_pod_started(static)
+            rig.statuses.set_status(static, running())
+        for static in later:
+            await eventually(functools.partial(ready_in, admin, static), within=10,
+                             what=f"mirror of {static.name} despite the refused one")
+        assert await mirror_of(admin, refused) is None
+        fault.times = 0  # the namespace is usable again: the back-off ends in a create
+        await eventually(lambda: mirror_of(admin, refused), within=10,
+                         what="the refused mirror pod made at last")
 
 
 async def test_a_pod_of_someone_else_with_the_static_pods_name_is_left_alone(
@@ -142,6 +186,7 @@ async def test_a_pod_of_someone_else_with_the_static_pods_name_is_left_alone(
         async with started:
             static = static_pod("dns", node=rig.node)
             rig.mode.set_static_pods({static.uid: static})
+            rig.mode.static_pod_started(static)
             assert rig.mode.mirrors is not None
             await eventually(lambda: f"default/dns-{rig.node}" in rig.mode.mirrors._blocked,
                              within=10, what="blocked")

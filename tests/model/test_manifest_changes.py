@@ -93,3 +93,14 @@ def test_a_change_of_the_directory_itself_names_no_file_but_is_due() -> None:
     pending = mc.noted(mc.Pending(), None, 10.0, finished=True)
     assert pending.names == frozenset()
     assert due(pending) is not None
+
+
+def test_a_removal_is_kept_until_the_read_even_if_the_file_came_back() -> None:
+    """The kubelet acts on each removal: a manifest deleted and written again before the read
+    must still be seen as removed (its pod terminates and starts again)."""
+    removed = mc.noted(mc.Pending(), "web.yaml", 10.0, finished=True, removed=True)
+    back = mc.noted(removed, "web.yaml", 10.001, finished=False)
+    closed = mc.noted(back, "web.yaml", 10.002, finished=True)
+    assert closed.removed == {"web.yaml"} and closed.names == {"web.yaml"}
+    assert mc.noted(mc.Pending(), "web.yaml", 10.0, finished=True).removed == frozenset()
+    assert mc.noted(mc.Pending(), ".web.tmp", 10.0, finished=True, removed=True) == mc.Pending()

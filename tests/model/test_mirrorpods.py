@@ -54,16 +54,36 @@ def test_plan_is_the_kubelets_decision() -> None:
                            "annotations": {MIRROR: "h"}}}
     actions = mirrorpods.plan({a.full_name: a, b.full_name: b},
                               {a.full_name: live, b.full_name: stale, "default/c-n1": orphan},
-                              terminating=set())
+                              terminating=set(), started={a.uid, b.uid})
     assert actions == [
         mirrorpods.Delete("default", "b-n1", "m-b", "outdated"), mirrorpods.Create(b),
         mirrorpods.Delete("default", "c-n1", "m-c", "its static pod is gone")]
-    assert mirrorpods.plan({}, {"default/c-n1": orphan}, terminating={"default/c-n1"}) == []
+    assert [a.full_name for a in actions] == ["default/b-n1", "default/b-n1", "default/c-n1"]
+    assert mirrorpods.plan({}, {"default/c-n1": orphan}, terminating={"default/c-n1"},
+                           started=set()) == []
+
+
+def test_only_a_started_static_pod_gets_or_replaces_its_mirror() -> None:
+    """As the kubelet's tryReconcileMirrorPods runs in the static pod's own sync: the new
+    version of an edited manifest, waiting for the old one to terminate, leaves the old mirror
+    pod alone (it is no orphan either: a static pod of its name is wanted)."""
+    old, new = static_pod("a"), static_pod("a", command="sleep 2")
+    mirror = mirrorpods.mirror_object(old, node_name="n1", node_uid=None)
+    mirror["metadata"]["uid"] = "m-a"
+    assert new.full_name == old.full_name and new.uid != old.uid
+    waiting = mirrorpods.plan({new.full_name: new}, {old.full_name: mirror},
+                              terminating={old.full_name}, started={old.uid})
+    assert waiting == []
+    assert mirrorpods.plan({new.full_name: new}, {}, terminating=set(), started=set()) == []
+    assert mirrorpods.plan({new.full_name: new}, {old.full_name: mirror}, terminating=set(),
+                           started={new.uid}) == [
+        mirrorpods.Delete("default", "a-n1", "m-a", "outdated"), mirrorpods.Create(new)]
 
 
 def test_a_mirror_being_deleted_is_replaced() -> None:
     a = static_pod("a")
     deleted = mirrorpods.mirror_object(a, node_name="n1", node_uid=None)
     deleted["metadata"].update(uid="m-a", deletionTimestamp="2026-01-01T00:00:00Z")
-    assert mirrorpods.plan({a.full_name: a}, {a.full_name: deleted}, terminating=set()) == [
+    assert mirrorpods.plan({a.full_name: a}, {a.full_name: deleted}, terminating=set(),
+                           started={a.uid}) == [
         mirrorpods.Delete("default", "a-n1", "m-a", "being deleted"), mirrorpods.Create(a)]

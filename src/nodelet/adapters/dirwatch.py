@@ -16,7 +16,9 @@ What is watched (as the kubelet's fsnotify file source):
   is picked up when it appears.
 `Change(None)` means "read everything": the directory appeared, vanished or was replaced, or
 the kernel's event queue overflowed and events were lost. `finished` is False for a write still
-in progress (created, modified, attributes changed: a close or rename usually follows).
+in progress (created, modified, attributes changed: a close or rename usually follows);
+`removed` is True when the entry was deleted or renamed away (the kubelet's podDelete: the
+name may be back by the time the directory is read).
 
 Errors: `WatchError` (from `open_watch`, or from `InotifyWatch.next` when the watch stopped
 working, e.g. the parent directory was removed) — the caller falls back to polling.
@@ -49,6 +51,8 @@ _PARENT_EVENTS = (
     | asyncinotify.Mask.MOVE_SELF | asyncinotify.Mask.ONLYDIR
 )
 _APPEARED = asyncinotify.Mask.CREATE | asyncinotify.Mask.MOVED_TO
+# An entry gone (the kubelet's fsnotify Remove and Rename, both a podDelete).
+_REMOVED = asyncinotify.Mask.DELETE | asyncinotify.Mask.MOVED_FROM
 # A file still being written; every other event of an entry leaves it complete or gone.
 _IN_PROGRESS = asyncinotify.Mask.CREATE | asyncinotify.Mask.MODIFY | asyncinotify.Mask.ATTRIB
 # The directory's own watch ended (it was removed, renamed, or its filesystem unmounted).
@@ -64,10 +68,12 @@ class WatchError(Exception):
 @dataclass(frozen=True)
 class Change:
     """One change: of the entry `name` in the directory, or (None) of the directory itself;
-    `finished`: the entry is complete or gone (closed after writing, renamed, deleted)."""
+    `finished`: the entry is complete or gone (closed after writing, renamed, deleted);
+    `removed`: the entry was deleted or renamed away."""
 
     name: str | None
     finished: bool = True
+    removed: bool = False
 
 
 class DirectoryWatch(Protocol):
@@ -131,7 +137,8 @@ class InotifyWatch:
             return Change(None)
         if event.name is None:  # its own attributes changed (its mode may hide the files now)
             return Change(None)
-        return Change(str(event.name), finished=not event.mask & _IN_PROGRESS)
+        return Change(str(event.name), finished=not event.mask & _IN_PROGRESS,
+                      removed=bool(event.mask & _REMOVED))
 
     def _parent_change(self, event: asyncinotify.Event) -> Change | None:
         if event.name is None:  # the parent itself was removed or renamed

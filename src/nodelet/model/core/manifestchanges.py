@@ -11,7 +11,10 @@ modified, attributes changed, not closed yet). Changes are collected in `Pending
   seconds (its close usually comes first and finishes it), and never longer than `longest`
   seconds after the first change, so a writer that never pauses still gets its files read.
 An atomic write (a dot-temp file written, then renamed over the manifest) is one finished
-change: the temp file's events are dropped (below), the rename finishes it.
+change: the temp file's events are dropped (below), the rename finishes it. A file deleted (or
+renamed away) is noted in `removed` even if it is back by the read: the kubelet handles each
+event on its own, so a manifest removed and written again terminates its pod and starts it
+again, while one replaced by a rename over it is only an update.
 
 Names that are never manifests are dropped here, before they can wake anything: hidden files
 (the kubelet ignores names starting with `.`: editors' and `kubectl`-style temp files), Emacs
@@ -37,17 +40,21 @@ class Pending:
     """Changes noticed and not read yet. `names`: files to read again even if their stamp
     looks the same (a change of the directory itself adds none: every read lists it whole);
     `writing`: those whose latest change is a write in progress; `first`/`last`: when the
-    first and the latest change came."""
+    first and the latest change came; `removed`: files deleted or renamed away since the
+    last read (they may be back)."""
 
     names: frozenset[str] = frozenset()
     writing: frozenset[str] = frozenset()
+    removed: frozenset[str] = frozenset()
     first: float | None = None
     last: float | None = None
 
 
-def noted(pending: Pending, name: str | None, now: float, *, finished: bool) -> Pending:
-    """`pending` with one more change: of the file `name`, or (None) of the directory itself.
-    A change of an ignored name leaves it as it was: it must not delay or cause a read."""
+def noted(pending: Pending, name: str | None, now: float, *, finished: bool,
+          removed: bool = False) -> Pending:
+    """`pending` with one more change: of the file `name` (`removed`: it was deleted or
+    renamed away), or (None) of the directory itself. A change of an ignored name leaves it
+    as it was: it must not delay or cause a read."""
     if name is not None and ignored_name(name):
         return pending
     writing = pending.writing
@@ -56,6 +63,7 @@ def noted(pending: Pending, name: str | None, now: float, *, finished: bool) -> 
     return Pending(
         names=pending.names if name is None else pending.names | {name},
         writing=writing,
+        removed=pending.removed | {name} if removed and name is not None else pending.removed,
         first=now if pending.first is None else pending.first,
         last=now,
     )

@@ -13,12 +13,17 @@ Node as its controlling owner. `plan` decides, like the kubelet:
   (it has a `deletionTimestamp`: a static pod cannot be deleted through the API), is deleted and
   created again;
 - a mirror pod whose static pod left the manifests is deleted once that pod finished terminating.
+The first two only for a static pod its pod worker has started: the kubelet reconciles a mirror
+pod in the static pod's own sync (`tryReconcileMirrorPods` in `SyncPod`), and the new version
+of an edited manifest is not synced until the old one has terminated (`allowStaticPodStart`),
+so the old mirror pod, with the old pod's status, stays through the old pod's grace period.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +40,10 @@ class Create:
 
     pod: pods.Pod
 
+    @property
+    def full_name(self) -> str:
+        return self.pod.full_name
+
 
 @dataclass(frozen=True)
 class Delete:
@@ -44,6 +53,10 @@ class Delete:
     name: str
     uid: str
     why: str
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 Action = Create | Delete
@@ -94,13 +107,16 @@ def mirror_object(pod: pods.Pod, *, node_name: str, node_uid: str | None) -> api
 
 
 def plan(static: Mapping[str, pods.Pod], mirrors: Mapping[str, Mapping[str, Any]],
-         terminating: set[str]) -> list[Action]:
+         terminating: AbstractSet[str], started: AbstractSet[pods.PodUID]) -> list[Action]:
     """What to do, by full name (`namespace/name`): `static` are the static pods to run,
     `mirrors` the mirror pods in the API, `terminating` static pods still being terminated
-    (their mirror pods stay, so their last status reaches them). Deletes of a replaced mirror
-    pod come right before its Create."""
+    (their mirror pods stay, so their last status reaches them), `started` the UIDs of the
+    static pods their pod workers have started (only those get or replace a mirror pod).
+    Deletes of a replaced mirror pod come right before its Create."""
     actions: list[Action] = []
     for full_name, pod in static.items():
+        if pod.uid not in started:
+            continue  # waits for the pod of its name before it: the mirror pod stays as is
         mirror = mirrors.get(full_name)
         if mirror is not None and not is_mirror_of(mirror, pod):
             why = "being deleted" if _meta(mirror).get("deletionTimestamp") else "outdated"

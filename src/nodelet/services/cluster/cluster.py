@@ -118,7 +118,10 @@ class ClusterMode:
     - `lookup_object(kind, namespace, name)`: the volume manager's lookup;
     - `pod_gone(uid)`: a pod worker finished terminating `uid` (after `statuses.forget`);
     - `set_static_pods(pods)`: the complete set of static pods (from the manifests), whose
-      mirror pods are kept in the API; may be called before `start()`.
+      mirror pods are kept in the API; may be called before `start()`;
+    - `static_pod_started(pod)`: the pod worker of a static pod started it: only then is its
+      mirror pod made or replaced; heard once `start()` returned (call it then for the static
+      pods started before).
     """
 
     certificates: certificates.ClientCertificates | None = None  # TLS bootstrap only
@@ -473,6 +476,11 @@ class ClusterMode:
         self._static_pods = {uid: p for uid, p in desired.items() if p.is_static}
         if self.mirrors is not None:
             self.mirrors.set_static_pods(self._static_pods)
+
+    def static_pod_started(self, pod: pods.Pod) -> None:
+        """The pod worker of static pod `pod` started it: its mirror pod follows."""
+        if self.mirrors is not None:
+            self.mirrors.pod_started(pod)
 
     def pod_gone(self, uid: pods.PodUID) -> None:
         """The worker of `uid` is done. A pod deleted in the API is now deleted for good; a

@@ -140,6 +140,10 @@ class PodWork:
     # The CRI runtime handler of the pod's RuntimeClass, once looked up in the cluster's API
     # (immutable both in the pod and in the class).
     runtime_handler: str | None = None
+    # The pod came back (the same UID) while it was being terminated (the kubelet's
+    # restartRequested): it starts again after, so its exited containers and stopped
+    # sandboxes stay, and its containers' restart counts go on from them.
+    restart_requested: bool = False
 
     def wake_at(self, rule: str, at: float) -> None:
         """Sync the pod again at `at` for `rule` (the earlier of two times for one rule)."""
@@ -1013,10 +1017,8 @@ class PodSyncer:
             # and (API pods) a terminal phase, which the final delete waits for.
             # (Published before removal: without the containers it would read as Pending.)
             self.publish(pod, state, work, terminal=True)
-            for container in state.containers:
-                await self._client.remove_container(container.id)
-            for sandbox in state.sandboxes:
-                await self._client.remove_pod_sandbox(sandbox.id)
+            if not work.restart_requested:
+                await self._remove_containers(state)
             await self._volumes.cleanup(pod.uid)
             # By UID under every QoS level: an orphan's spec (and so its QoS) is unknown.
             await asyncio.to_thread(cgroups.remove_pod_cgroups, pod.uid,
@@ -1027,13 +1029,22 @@ class PodSyncer:
             # link to them: those of the containers removed now and of those removed before
             # with their logs kept (a restart of all containers in place).
             log_directory = Path(specs.pod_log_directory(self._node.logs_root, pod))
-            await asyncio.to_thread(loglinks.remove_into, self._settings.logs.links_dir,
-                                    log_directory)
-            await asyncio.to_thread(shutil.rmtree, log_directory, True)
+            if not work.restart_requested:  # the kept containers' logs stay with them
+                await asyncio.to_thread(loglinks.remove_into, self._settings.logs.links_dir,
+                                        log_directory)
+                await asyncio.to_thread(shutil.rmtree, log_directory, True)
         except (cri.CriError, volumes.VolumeError) as exc:
             self._recorder.record(pod, "Warning", ev.FAILED_KILL_POD, f"error killing pod: {exc}")
             raise SyncError(f"kill pod {pod.full_name}: {exc}") from exc
         self._puller.forget_pod(pod.uid)
+
+    async def _remove_containers(self, state: runtime.PodRuntime) -> None:
+        """Remove a terminated pod's containers and sandboxes (a pod that starts again keeps
+        them: the kubelet leaves them to its garbage collection)."""
+        for container in state.containers:
+            await self._client.remove_container(container.id)
+        for sandbox in state.sandboxes:
+            await self._client.remove_pod_sandbox(sandbox.id)
 
 
 def _current_restarts(pod: pods.Pod, work: PodWork) -> dict[str, podactions.RestartState]:

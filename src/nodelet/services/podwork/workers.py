@@ -9,7 +9,8 @@ sandbox removal, final status) and then ends; the pod is dropped from the status
 Static pods of one full name run one at a time, as the kubelet's pod workers allow them
 (allowStaticPodStart): an edited manifest is a new pod (a new UID), which starts only once the
 old one has terminated, so the two never hold the same host ports or names at once; several
-waiting start in the order they came.
+waiting start in the order they came. `on_start(pod)` hears that a pod's worker started it,
+right before its first sync (cluster mode makes a static pod's mirror pod then).
 
 A failed sync is retried after `SyncSettings.retry_period` (jittered). The steps of a sync
 record their own events (FailedCreatePodSandBox, FailedMount...); an error no step
@@ -64,6 +65,7 @@ class PodWorkers:
         group: tasks.TaskGroup,
         sync: settings_mod.SyncSettings,
         on_gone: Callable[[pods.PodUID], None],
+        on_start: Callable[[pods.Pod], None] = lambda pod: None,
         deletion_clock: Callable[[], datetime] | None = None,
     ) -> None:
         """`deletion_clock` (the PodTerminationSLI gate): a pod that leaves the desired set
@@ -75,6 +77,7 @@ class PodWorkers:
         self._group = group
         self._sync = sync
         self._on_gone = on_gone
+        self._on_start = on_start
         self._workers: dict[pods.PodUID, _Worker] = {}
         self._desired: dict[pods.PodUID, pods.Pod] = {}
         # Static pods by full name: the one started, and the ones waiting in arrival order.
@@ -92,7 +95,11 @@ class PodWorkers:
                 self._start(pod)
             # `is` first: an unchanged pod is the same object (ApiPodSource keeps it), and
             # comparing two equal Pods field by field costs ~4 µs.
-            elif not worker.terminating and worker.pod is not pod and worker.pod != pod:
+            elif worker.terminating:
+                # Back while terminating (a static pod's manifest removed and written
+                # again): it starts again once terminated (`_run`), keeping its containers.
+                worker.work.restart_requested = True
+            elif worker.pod is not pod and worker.pod != pod:
                 worker.pod = pod
                 worker.wake.set()
         for uid, worker in self._workers.items():
@@ -125,6 +132,12 @@ class PodWorkers:
 
     def uids(self) -> set[pods.PodUID]:
         return set(self._workers)
+
+    def started(self, uid: pods.PodUID) -> bool:
+        """The worker of `uid` started the pod (a static pod may wait for another of its
+        name) and has not finished."""
+        worker = self._workers.get(uid)
+        return worker is not None and worker.started
 
     def pod(self, uid: pods.PodUID) -> pods.Pod | None:
         worker = self._workers.get(uid)
@@ -182,11 +195,19 @@ class PodWorkers:
             self._start(again)
 
     def _may_start(self, worker: _Worker) -> bool:
+        """Whether the pod may be synced: a static pod waits for its turn (`_static_turn`).
+        The first time it may, `on_start` hears it."""
+        if worker.started:
+            return True
+        if worker.pod.is_static and not self._static_turn(worker):
+            return False
+        worker.started = True
+        self._on_start(worker.pod)
+        return True
+
+    def _static_turn(self, worker: _Worker) -> bool:
         """allowStaticPodStart: a static pod starts when no other pod of its full name has
         started (and not yet terminated), and it is the first of its name still waiting."""
-        if worker.started or not worker.pod.is_static:
-            worker.started = True
-            return True
         name, uid = worker.pod.full_name, worker.pod.uid
         started = self._started_static.get(name)
         if started is None:
@@ -200,7 +221,6 @@ class PodWorkers:
             log.info("static pod %s (%s) waits until the pod of the same name (%s) has "
                      "terminated", name, uid, started or "queued before it")
             return False
-        worker.started = True
         return True
 
     def _static_gone(self, pod: pods.Pod) -> None:

@@ -98,7 +98,7 @@ class ManifestWatcher:
                 now = time.monotonic()
                 due = self._due(pending, last_read)
                 if now >= min(due, resync_at):
-                    await self._source.scan(pending.names)
+                    await self._source.scan(pending.names, removed=pending.removed)
                     pending, last_read = mc.Pending(), time.monotonic()
                     resync_at = last_read + self._settings.manifest_resync_period
                     continue
@@ -112,7 +112,7 @@ class ManifestWatcher:
                     self._polling(str(exc))
                     return
                 pending = mc.noted(pending, change.name, time.monotonic(),
-                                   finished=change.finished)
+                                   finished=change.finished, removed=change.removed)
                 next_change = self._next(watch)
         finally:
             await _cancel(next_change)

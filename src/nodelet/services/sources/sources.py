@@ -97,10 +97,13 @@ class ManifestSource:
         self.snapshot = SourceSnapshot()
         self.scans = 0
 
-    async def scan(self, changed: Collection[str] = ()) -> bool:
+    async def scan(self, changed: Collection[str] = (), *,
+                   removed: Collection[str] = ()) -> bool:
         """Rescan the directory; tell `on_update` and return True when anything changed. Files
         named in `changed` (an inotify event said so) are read again even when their stamp
-        looks the same: two writes within one mtime tick leave the same size and mtime."""
+        looks the same: two writes within one mtime tick leave the same size and mtime.
+        Files named in `removed` were deleted since the last scan: if they are there again,
+        `on_update` first hears the set without them (`_removed_and_back`)."""
         self.scans += 1
         try:
             listing = await asyncio.to_thread(self._list)
@@ -111,6 +114,7 @@ class ManifestSource:
             )
             self._dirty = True  # the files' pods come back as soon as it is readable again
             return self._publish(SourceSnapshot(reports=(report,)))
+        self._removed_and_back(listing, removed)
         differs = set(self._files) != set(listing)
         stale = {path: stamp for path, stamp in listing.items()
                  if self._stale(path, stamp, force=path.name in changed)}
@@ -130,6 +134,19 @@ class ManifestSource:
         self._publish(self._merge(list(listing)))
         self._dirty = False
         return True
+
+    def _removed_and_back(self, listing: Mapping[Path, _Stamp],
+                          removed: Collection[str]) -> None:
+        """Files deleted since the last scan and written again before it: their pods leave
+        the desired set before they come back, as the kubelet's file source handles the
+        removal on its own (a pod of the same UID then terminates and starts again)."""
+        back = [path for path in self._files if path.name in removed and path in listing]
+        if not back:
+            return
+        for path in back:
+            del self._files[path]
+        self._publish(self._merge([path for path in listing if path in self._files]))
+        self._dirty = True  # the files come back in this scan's publish
 
     def _list(self) -> dict[Path, _Stamp]:
         """The manifest files, sorted, with their stamps; a file removed while listing is left

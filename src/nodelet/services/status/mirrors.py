@@ -5,10 +5,14 @@
 A mirror pod is never run (`apisource` leaves mirror pods out); it only shows the static pod,
 and its status, to the cluster. What a mirror pod looks like and when one is created or
 deleted is decided by `model.core.mirrorpods` (pure: `mirror_object`, `plan`); `MirrorPods.run()`
-carries the plan out, re-planning after every change of the static pods or of the mirror pods
-the pod watch sees, retrying API errors with a back-off. Deletes use grace 0 and a UID
+carries the plan out, re-planning after every change of the static pods, of the ones their
+pod workers started (`pod_started`: the kubelet makes a mirror pod in the pod's own sync, so an
+edited manifest's new version, which waits for the old one to terminate, keeps the old mirror
+pod until then) or of the mirror pods the pod watch sees. Deletes use grace 0 and a UID
 precondition; a static pod that left the manifests keeps its mirror pod until its worker
 finished terminating it (`pod_gone`), so the last status reaches the mirror first.
+API errors are retried with a back-off per full name: a mirror pod the API refuses (its
+namespace is being deleted: 403) holds up no other, as the kubelet's syncs of other pods go on.
 The status sync writes a static pod's status to its mirror pod: `mirror_uid(pod)` is the
 translation (the kubelet's `TranslatePodUID`), and `on_retarget(uid)` says it changed.
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 
 from nodelet.adapters import kube
@@ -29,9 +34,9 @@ from nodelet.model.core import mirrorpods as mp
 log = logging.getLogger(__name__)
 
 
-
 class MirrorPods:
-    """Call `set_static_pods`, `set_mirrors` (from the pod watch) and `pod_gone`; run `run()`."""
+    """Call `set_static_pods`, `pod_started`, `set_mirrors` (from the pod watch) and
+    `pod_gone`; run `run()`."""
 
     def __init__(
         self,
@@ -44,15 +49,17 @@ class MirrorPods:
         retry_max: float = 30.0,
         resync: float = 60.0,
     ) -> None:
-        """`retry`/`retry_max`: back-off after API errors; every `resync` seconds the plan is
-        made again from the watch's view alone (seconds)."""
+        """`retry`/`retry_max`: back-off after API errors, per full name; every `resync`
+        seconds the plan is made again from the watch's view alone (seconds)."""
         self._client = client
         self._node_name = node_name
         self._node_uid = node_uid
         self._on_retarget = on_retarget
-        self._retry = backoff.Backoff(retry, retry_max)
+        self._retry = retry
+        self._retry_max = retry_max
         self._resync = resync
         self._static: dict[str, pods.Pod] = {}
+        self._started: set[pods.PodUID] = set()  # static pods their workers started
         self._terminating: dict[pods.PodUID, pods.Pod] = {}
         self._mirrors: dict[str, apijson.Obj] = {}  # as the pod watch sees them
         self._created: dict[str, apijson.Obj] = {}  # create answers the watch has not shown yet
@@ -60,6 +67,10 @@ class MirrorPods:
         self._targets: dict[pods.PodUID, str | None] = {}
         # Full names taken by a pod that is not our mirror pod: not created until the resync.
         self._blocked: set[str] = set()
+        # Full names whose last API call failed: their back-off, and when to try again
+        # (time.monotonic()).
+        self._backoffs: dict[str, backoff.Backoff] = {}
+        self._retry_at: dict[str, float] = {}
         self._wake = asyncio.Event()
         self.creates = 0
         self.deletes = 0
@@ -75,6 +86,8 @@ class MirrorPods:
                 self._terminating[pod.uid] = pod
         for uid in kept:
             self._terminating.pop(uid, None)
+        # One that left is started again by its worker if it comes back (a new worker).
+        self._started &= kept
         self._static = new
         self._blocked &= set(new)
         self._retarget()
@@ -92,8 +105,19 @@ class MirrorPods:
         self._retarget()
         self._wake.set()
 
+    def pod_started(self, pod: pods.Pod) -> None:
+        """The pod worker of static pod `pod` started it (its first sync): its mirror pod is
+        made or replaced now, at once (a back-off of its name is forgotten)."""
+        if not pod.is_static:
+            return
+        self._started.add(pod.uid)
+        self._backoffs.pop(pod.full_name, None)
+        self._retry_at.pop(pod.full_name, None)
+        self._wake.set()
+
     def pod_gone(self, uid: pods.PodUID) -> None:
         """A pod worker finished: a static pod that left the manifests may lose its mirror."""
+        self._started.discard(uid)
         if self._terminating.pop(uid, None) is not None:
             self._targets.pop(uid, None)
             self._wake.set()
@@ -125,23 +149,50 @@ class MirrorPods:
     def pending(self) -> list[mp.Action]:
         terminating = {p.full_name for p in self._terminating.values()}
         static = {k: p for k, p in self._static.items() if k not in self._blocked}
-        return mp.plan(static, self._view(), terminating)
+        return mp.plan(static, self._view(), terminating, self._started)
 
     async def run(self) -> None:
+        resync_at = time.monotonic() + self._resync
         while True:
             self._wake.clear()
-            try:
-                for action in self.pending():
-                    await self._apply(action)
-            except kube.KubeError as exc:
-                delay = self._retry.next_delay()
-                log.warning("cannot update mirror pods, retrying in %.1fs: %s", delay, exc)
-                await asyncio.sleep(delay)
-                continue
-            self._retry.reset()
-            if not await tasks.wait_event(self._wake, self._resync):
+            await self._apply_pending()
+            now = time.monotonic()
+            if now >= resync_at:
                 self._blocked.clear()
                 self._created.clear()
+                resync_at = now + self._resync
+                continue
+            due = min([resync_at, *self._retry_at.values()])
+            await tasks.wait_event(self._wake, max(0.0, due - now))
+
+    async def _apply_pending(self) -> None:
+        """Carry out the plan; a full name whose call failed waits for its back-off, the
+        others go on."""
+        actions = self.pending()
+        names = {a.full_name for a in actions}
+        for name in set(self._backoffs) - names:  # nothing to do there any more
+            self._backoffs.pop(name, None)
+            self._retry_at.pop(name, None)
+        failed: set[str] = set()
+        done: set[str] = set()
+        for action in actions:
+            name = action.full_name
+            if name in failed or self._retry_at.get(name, 0.0) > time.monotonic():
+                continue
+            try:
+                await self._apply(action)
+            except kube.KubeError as exc:
+                failed.add(name)
+                delay = self._backoffs.setdefault(
+                    name, backoff.Backoff(self._retry, self._retry_max)).next_delay()
+                self._retry_at[name] = time.monotonic() + delay
+                log.warning("cannot update mirror pod %s, retrying in %.1fs: %s", name, delay,
+                            exc)
+            else:
+                done.add(name)
+        for name in done - failed:  # every call of the name went through
+            self._backoffs.pop(name, None)
+            self._retry_at.pop(name, None)
 
     async def _apply(self, action: mp.Action) -> None:
         if isinstance(action, mp.Delete):
