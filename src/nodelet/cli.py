@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "runc): a directory such as `make runtime` builds, or `system` for "
                           "those on PATH; default: the checkout's build/runtime/<version> "
                           "when built, else PATH")
+    run.add_argument("--runtime-handler", action="append", default=[], metavar="NAME",
+                     type=_parse_runtime_handler,
+                     help="another name for the embedded containerd's runc, for RuntimeClasses "
+                          "whose handler it is (repeat for more; `runc` is always there)")
     run.add_argument("--pod-cidr", action="append", default=[],
                      help="pod IP range for the embedded CNI config (repeat for dual-stack)")
     run.add_argument("--feature-gates", default="",
@@ -237,6 +241,10 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
     elif args.bootstrap_kubeconfig is not None:
         raise settings.SettingsError("--bootstrap-kubeconfig needs --kubeconfig: the file "
                                      "the bootstrapped credentials are written to")
+    if args.runtime_handler and args.runtime_endpoint:
+        raise settings.SettingsError(
+            "--runtime-handler names handlers of the embedded containerd; with "
+            "--runtime-endpoint, configure them in that runtime instead")
     host, port = args.listen
     enabled = True
     if args.read_only_port is not None:
@@ -254,7 +262,9 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
         gates=settings.parse_feature_gates(args.feature_gates),
         runtime=replace(base.runtime, endpoint=args.runtime_endpoint,
                         pod_cidrs=tuple(args.pod_cidr),
-                        runtime_bin_dir=_runtime_bin_dir(args, base.runtime)),
+                        runtime_bin_dir=_runtime_bin_dir(args, base.runtime),
+                        runc_handlers=tuple(dict.fromkeys(
+                            h for h in args.runtime_handler if h != "runc"))),
         server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file,
                        enabled=enabled),
         node_server=serverflags.node_server_settings(args),
@@ -618,6 +628,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 _SYSTEM = Path("system")
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _parse_runtime_handler(value: str) -> str:
+    """A RuntimeClass handler's name: a DNS label, as the API requires of `handler`."""
+    if not _DNS_LABEL.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: a runtime handler is a DNS label (lower-case letters, digits and "
+            f"'-', at most 63, starting and ending with a letter or digit)")
+    return value
 
 
 def _parse_runtime_bin_dir(value: str) -> Path:

@@ -75,6 +75,11 @@ class RuntimeSettings:
     # OCI archives of the pause and busybox images (`make images`), imported into the embedded
     # containerd when missing. Default: `images/out` of the source checkout.
     images_dir: Path = field(default_factory=lambda: _checkout() / "images" / "out")
+    # More runtime handlers of the embedded containerd, each runc under another name, for
+    # RuntimeClasses that name them (--runtime-handler; the node suite's RuntimeClass specs
+    # ask for `test-handler`, as upstream's node e2e containerd config defines it). The
+    # default handler `runc` is always there. Default: none.
+    runc_handlers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,9 @@ DRAIN_WITHIN = 180.0
 # beside others on one machine has its own; the node suite's run has the machine to itself.
 HOST_CGROUP_ROOT = "/"
 HOST_READ_ONLY_PORT = 10255
+# And the runtime handler upstream's node e2e containerd config defines (runc by another
+# name), which the RuntimeClass overhead spec's pod asks for.
+HOST_RUNTIME_HANDLERS = ("test-handler",)
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,9 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
     manifests = root / "manifests"
     manifests.mkdir(parents=True)
     log = out / "nodelet" / "nodelet.log"
-    node = run.start_node(plane, root / "node", log, extra=["--manifests", str(manifests)],
+    extra = ["--manifests", str(manifests),
+             *(f"--runtime-handler={h}" for h in (HOST_RUNTIME_HANDLERS if host else ()))]
+    node = run.start_node(plane, root / "node", log, extra=extra,
                           cgroup_root=HOST_CGROUP_ROOT if host else None,
                           read_only=HOST_READ_ONLY_PORT if host else None)
     try:
@@ -165,13 +170,15 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
 
 
 @contextlib.asynccontextmanager
-async def own_containerd(root: Path) -> AsyncIterator[tuple[containerd.EmbeddedContainerd,
-                                                            cri_client.RuntimeClient]]:
+async def own_containerd(root: Path, handlers: tuple[str, ...] = ()
+                         ) -> AsyncIterator[tuple[containerd.EmbeddedContainerd,
+                                                  cri_client.RuntimeClient]]:
     """A containerd as nodelet runs its embedded one (same programs, same generated config,
-    the local pause and busybox archives imported), in `root`; reset and removed after."""
+    the local pause and busybox archives imported; `handlers`: more names for runc), in
+    `root`; reset and removed after."""
     root.mkdir(parents=True)
     base = settings_.RuntimeSettings()
-    runtime = replace(base, pod_cidrs=(cni.default_pod_cidr(root),))
+    runtime = replace(base, pod_cidrs=(cni.default_pod_cidr(root),), runc_handlers=handlers)
     settings = settings_.Settings(data_dir=root, runtime=runtime)
     runner = containerd.EmbeddedContainerd(data_dir=root, settings=runtime)
     client: cri_client.RuntimeClient | None = None
@@ -228,7 +235,8 @@ async def kubelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
     tests/support/kubeletpeer.py `join_config_for`) with a static pod directory."""
     manifests = root / "manifests"
     manifests.mkdir(parents=True)
-    async with own_containerd(root / "containerd") as (runner, client), \
+    async with own_containerd(root / "containerd",
+                              HOST_RUNTIME_HANDLERS if host else ()) as (runner, client), \
             plane.admin() as admin:
         peer = await kubeletpeer.JoinedKubelet.join(
             endpoint=runner.endpoint, client_ca=plane.ca.cert, node_name=KUBELET_NODE,
@@ -319,9 +327,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="ginkgo's order seed, the same for every agent (default: the "
                              "time of the run)")
     parser.add_argument("--host-defaults", action="store_true",
-                        help="give each agent the kubelet's cgroup root (/) and read-only port "
-                             "(10255), which some specs read directly (no other agent may "
-                             "use them meanwhile; make conformance-node passes it)")
+                        help="give each agent the kubelet's cgroup root (/), read-only port "
+                             "(10255) and upstream's `test-handler` runtime, which some specs "
+                             "read directly (no other agent may use them meanwhile; make "
+                             "conformance-node passes it)")
     parser.add_argument("--dry-run", action="store_true",
                         help="only list and count what the selection holds")
     parser.add_argument("--out", type=Path,

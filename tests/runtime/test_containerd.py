@@ -127,6 +127,31 @@ async def test_dual_stack_sandbox_gets_both_families(instances: InstanceFactory)
     await instance.client.remove_pod_sandbox(sandbox_id)
 
 
+def test_more_runtime_handlers_are_runc_under_other_names(tmp_path: Path) -> None:
+    for major, table in ((2, "io.containerd.cri.v1.runtime"), (1, "io.containerd.grpc.v1.cri")):
+        settings = dataclasses.replace(settings_.RuntimeSettings(),
+                                       runc_handlers=("test-handler",))
+        parsed = tomllib.loads(containerd.render_config(tmp_path, settings, "overlayfs",
+                                                        programs(major)))
+        runtimes = parsed["plugins"][table]["containerd"]["runtimes"]
+        assert sorted(runtimes) == ["runc", "test-handler"]
+        assert runtimes["test-handler"] == runtimes["runc"]
+
+
+async def test_a_sandbox_runs_on_a_named_runtime_handler(instances: InstanceFactory) -> None:
+    instance = await instances(runc_handlers=("test-handler",))
+    status = await instance.client.status()
+    assert "test-handler" in {h.name for h in status.handlers} or not status.handlers
+    sandbox_id = await instance.client.run_pod_sandbox(sandbox_config(instance, "handled"),
+                                                       runtime_handler="test-handler")
+    instance.netns_seen.add(await instance.client.sandbox_netns_path(sandbox_id))
+    await instance.client.stop_pod_sandbox(sandbox_id)
+    await instance.client.remove_pod_sandbox(sandbox_id)
+    with pytest.raises(cri_errors.CriError, match="absent"):  # handlers are looked up
+        await instance.client.run_pod_sandbox(sandbox_config(instance, "unhandled"),
+                                              runtime_handler="absent")
+
+
 async def test_killed_containerd_is_restarted_and_the_client_recovers(
     instances: InstanceFactory,
 ) -> None:

@@ -255,17 +255,18 @@ disabled_plugins = [{disabled}]
         return '  stats_collect_period = "10s"\n'
 
     def runc(self, table: str) -> str:
+        """The `runc` handler, and the same runc under each name of `runc_handlers`."""
         state = ContainerdPaths.of(self.data_dir).state
-        return f"""
-{table}.containerd.runtimes.runc]
+        return "".join(f"""
+{table}.containerd.runtimes.{name}]
   runtime_type = "io.containerd.runc.v2"
   runtime_path = {_toml_str(self.programs.shim)}
 
-{table}.containerd.runtimes.runc.options]
+{table}.containerd.runtimes.{name}.options]
   # runc's state of this instance's containers stays under the instance's own state dir.
   Root = {_toml_str(state / "runc")}
   BinaryName = {_toml_str(self.programs.runc)}
-"""
+""" for name in ("runc", *self.settings.runc_handlers))
 
     def cni(self, table: str, bin_dirs: str) -> str:
         return f"""
