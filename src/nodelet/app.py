@@ -521,6 +521,10 @@ class Agent:
 
     async def _start_server(self) -> None:
         server_settings = self.settings.server
+        if server_settings.healthz_port:
+            self._group.spawn("healthz", http_server.HealthzServer(
+                self, gates=settings_mod.feature_gate_items(self.settings.gates)).run(
+                    server_settings.healthz_host, server_settings.healthz_port))
         if not server_settings.enabled:
             log.info("the read-only HTTP API is off (--read-only-port 0)")
             return

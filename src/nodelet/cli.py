@@ -74,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the read-only HTTP API's port on --listen's host; 0 turns the API "
                           "off (a --config file without readOnlyPort does too, as the "
                           "kubelet's)")
+    run.add_argument("--healthz-port", type=int, metavar="PORT",
+                     help="the healthz server's port (/healthz alone, without credentials; "
+                          "default: 10248, as the kubelet's; 0 turns it off)")
+    run.add_argument("--healthz-bind-address", metavar="IP",
+                     help="the healthz server's address (default: 127.0.0.1)")
     run.add_argument("--runtime-endpoint",
                      help="CRI endpoint unix:///path; default: start the embedded containerd")
     run.add_argument("--runtime-bin-dir", type=_parse_runtime_bin_dir, metavar="DIR|system",
@@ -266,7 +271,7 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
                         runc_handlers=tuple(dict.fromkeys(
                             h for h in args.runtime_handler if h != "runc"))),
         server=replace(base.server, host=host, port=port, auth_token_file=args.auth_token_file,
-                       enabled=enabled),
+                       enabled=enabled, **_healthz(args)),
         node_server=serverflags.node_server_settings(args),
         security=_security_settings(args),
         node=_node_settings(args),
@@ -628,6 +633,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 _SYSTEM = Path("system")
+
+
+def _healthz(args: argparse.Namespace) -> dict[str, Any]:
+    """--healthz-port and --healthz-bind-address, over the settings' defaults."""
+    found: dict[str, Any] = {}
+    if args.healthz_port is not None:
+        if not 0 <= args.healthz_port < 65536:
+            raise settings.SettingsError(
+                f"--healthz-port {args.healthz_port}: must be 0 (off) to 65535")
+        found["healthz_port"] = args.healthz_port
+    if args.healthz_bind_address is not None:
+        try:
+            ipaddress.ip_address(args.healthz_bind_address)
+        except ValueError as exc:
+            raise settings.SettingsError(
+                f"--healthz-bind-address {args.healthz_bind_address!r}: not an IP address"
+            ) from exc
+        found["healthz_host"] = args.healthz_bind_address
+    return found
 
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")

@@ -51,6 +51,19 @@ def test_a_good_file_takes_effect(tmp_path: Path) -> None:
     assert s.sync.resync_period == 30.0 and s.manifest_resync_period == 5.0
     assert s.dns.cluster_dns == ("10.96.0.10",) and s.dns.cluster_domain == "cluster.local"
     assert (s.server.host, s.server.port) == ("127.0.0.1", 10266)
+    assert (s.server.healthz_host, s.server.healthz_port) == ("127.0.0.1", 10248)
+
+
+def test_the_healthz_server_is_set_by_the_file_or_the_flags(tmp_path: Path) -> None:
+    text = GOOD + "healthzPort: 10299\nhealthzBindAddress: 0.0.0.0\n"
+    s = settings_for(tmp_path, text)
+    assert (s.server.healthz_host, s.server.healthz_port) == ("0.0.0.0", 10299)
+    s = settings_for(tmp_path, text, "--healthz-port", "0", "--healthz-bind-address", "::1")
+    assert (s.server.healthz_host, s.server.healthz_port) == ("::1", 0)
+    with pytest.raises(settings.SettingsError, match="--healthz-port 70000"):
+        settings_for(tmp_path, GOOD, "--healthz-port", "70000")
+    with pytest.raises(settings.SettingsError, match="not an IP address"):
+        settings_for(tmp_path, GOOD, "--healthz-bind-address", "localhost")
 
 
 def test_flags_on_the_command_line_win(tmp_path: Path) -> None:

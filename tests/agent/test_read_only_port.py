@@ -1,6 +1,7 @@
 """The read-only API can be turned off: a real agent started from a KubeletConfiguration with
-`readOnlyPort: 0` listens on no port of its own but the node server's (the listening sockets
-of this process, read from /proc), and one with a port serves there."""
+`readOnlyPort: 0` and `healthzPort: 0` listens on no port of its own but the node server's
+(the listening sockets of this process, read from /proc), and one with a port serves there;
+so does the healthz server."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from conftest import Instance
 from nodelet import cli
 from support.harness import Harness
+from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
 
@@ -22,6 +24,7 @@ CONFIG = """\
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 readOnlyPort: {port}
+healthzPort: {healthz}
 """
 
 
@@ -46,8 +49,8 @@ def listening_ports() -> set[int]:
     return ports
 
 
-async def _agent(runtime: Instance, tmp_path: Path, port: int) -> Harness:
-    (tmp_path / "kubelet.yaml").write_text(CONFIG.format(port=port))
+async def _agent(runtime: Instance, tmp_path: Path, port: int, healthz: int = 0) -> Harness:
+    (tmp_path / "kubelet.yaml").write_text(CONFIG.format(port=port, healthz=healthz))
     from_file = cli.settings_from_argv(["run", "--data-dir", str(tmp_path / "unused"),
                                         "--config", str(tmp_path / "kubelet.yaml")])
     harness = Harness(endpoint=runtime.containerd.endpoint)
@@ -70,10 +73,15 @@ async def test_read_only_port_0_serves_nothing(runtime: Instance, tmp_path: Path
         harness.cleanup()
 
 
-async def test_read_only_port_from_the_file_serves(runtime: Instance, tmp_path: Path) -> None:
+def free_port() -> int:
     with socket.socket() as probe:  # a free port for the file to name
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def test_read_only_port_from_the_file_serves(runtime: Instance, tmp_path: Path) -> None:
+    port = free_port()
     harness = await _agent(runtime, tmp_path, port)
     try:
         assert port in listening_ports()
@@ -83,3 +91,23 @@ async def test_read_only_port_from_the_file_serves(runtime: Instance, tmp_path: 
     finally:
         await harness.stop()
         harness.cleanup()
+
+
+async def test_the_healthz_server_serves_healthz_alone(runtime: Instance,
+                                                       tmp_path: Path) -> None:
+    """The kubelet's healthz server (healthzPort, 10248 by default): /healthz without
+    credentials, nothing else; taken back when the agent stops."""
+    healthz = free_port()
+    harness = await _agent(runtime, tmp_path, 0, healthz)
+    try:
+        await eventually(lambda: healthz in listening_ports(), within=10,
+                         what="the healthz server listening")
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{healthz}/healthz") as response:
+                assert (response.status, await response.text()) == (200, "ok")
+            async with session.get(f"http://127.0.0.1:{healthz}/pods") as response:
+                assert response.status == 404
+    finally:
+        await harness.stop()
+        harness.cleanup()
+    assert healthz not in listening_ports()

@@ -75,8 +75,12 @@ DRAIN_WITHIN = 180.0
 HOST_CGROUP_ROOT = "/"
 HOST_READ_ONLY_PORT = 10255
 # And the runtime handler upstream's node e2e containerd config defines (runc by another
-# name), which the RuntimeClass overhead spec's pod asks for.
+# name), which the RuntimeClass overhead spec's pod asks for; the healthz server on
+# 127.0.0.1:10248 and the device plugin directory of the kubelet's default root, where the
+# device plugin specs look for them.
 HOST_RUNTIME_HANDLERS = ("test-handler",)
+HOST_HEALTHZ_PORT = 10248
+HOST_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 
 
 @dataclass(frozen=True)
@@ -152,8 +156,10 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
     manifests = root / "manifests"
     manifests.mkdir(parents=True)
     log = out / "nodelet" / "nodelet.log"
-    extra = ["--manifests", str(manifests),
-             *(f"--runtime-handler={h}" for h in (HOST_RUNTIME_HANDLERS if host else ()))]
+    extra = ["--manifests", str(manifests), *(
+        [*(f"--runtime-handler={h}" for h in HOST_RUNTIME_HANDLERS),
+         f"--healthz-port={HOST_HEALTHZ_PORT}", f"--device-plugins-dir={HOST_DEVICE_PLUGINS}"]
+        if host else ["--healthz-port=0"])]
     node = run.start_node(plane, root / "node", log, extra=extra,
                           cgroup_root=HOST_CGROUP_ROOT if host else None,
                           read_only=HOST_READ_ONLY_PORT if host else None)
@@ -204,8 +210,9 @@ def kubelet_config(manifests: Path, host: bool) -> dict[str, object]:
     `host`, the kubelet's cgroup root and read-only port (HOST_DEFAULTS)."""
     config: dict[str, object] = {"staticPodPath": str(manifests), "fileCheckFrequency": "10s",
                                  "readOnlyPort": kubeletpeer.free_port()}
-    if host:
-        config |= {"cgroupRoot": HOST_CGROUP_ROOT, "readOnlyPort": HOST_READ_ONLY_PORT}
+    if host:  # its device plugin directory is always the host's
+        config |= {"cgroupRoot": HOST_CGROUP_ROOT, "readOnlyPort": HOST_READ_ONLY_PORT,
+                   "healthzPort": HOST_HEALTHZ_PORT}
     return config
 
 
@@ -328,8 +335,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                              "time of the run)")
     parser.add_argument("--host-defaults", action="store_true",
                         help="give each agent the kubelet's cgroup root (/), read-only port "
-                             "(10255) and upstream's `test-handler` runtime, which some specs "
-                             "read directly (no other agent may use them meanwhile; make "
+                             "(10255), healthz port (10248), device plugin directory and "
+                             "upstream's `test-handler` runtime, which some specs use "
+                             "directly (no other agent may use them meanwhile; make "
                              "conformance-node passes it)")
     parser.add_argument("--dry-run", action="store_true",
                         help="only list and count what the selection holds")

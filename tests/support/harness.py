@@ -105,7 +105,8 @@ class Harness:
                          resync_period=settings.SyncSettings().resync_period,
                          restart_backoff=1.0, restart_backoff_max=8.0,
                          image_backoff=1.0, image_backoff_max=8.0),
-            server=replace(base.server, port=0),
+            # Any free port; no healthz server (its 10248 is for one agent per machine).
+            server=replace(base.server, port=0, healthz_port=0),
             # The node server on any free port (parallel agents, no clash on 10250), on
             # loopback unless the test chose an address.
             node_server=replace(node_server or base.node_server, address=_server_address(

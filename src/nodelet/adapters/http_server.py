@@ -296,6 +296,53 @@ class HttpServer:
             await runner.cleanup()
 
 
+class HealthzServer:
+    """The kubelet's healthz server (healthzBindAddress:healthzPort, 127.0.0.1:10248 by
+    default): `/healthz` alone, answered as the read-only API answers it, without credentials.
+    `run` keeps it listening, trying again every `retry_every` s while the address cannot be
+    bound, as the kubelet does (it never stops the agent)."""
+
+    def __init__(self, view: AgentView, *, gates: Sequence[tuple[str, bool]] = (),
+                 retry_every: float = 5.0) -> None:
+        self._routes = _Routes(view, gates=gates)
+        self._retry_every = retry_every
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int | None:
+        """The bound port, or None while not listening."""
+        return self._port
+
+    async def run(self, host: str, port: int) -> None:
+        """Listen on `host:port` until cancelled (port 0: any free port, see `port`)."""
+        app = web.Application()
+        app.router.add_get("/healthz", self._routes.healthz)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        try:
+            await self._bind(runner, host, port)
+            await asyncio.Event().wait()
+        finally:
+            self._port = None
+            await runner.cleanup()
+
+    async def _bind(self, runner: web.AppRunner, host: str, port: int) -> None:
+        failing = False
+        while True:
+            try:
+                await web.TCPSite(runner, host, port).start()
+            except OSError as exc:
+                if not failing:
+                    log.warning("healthz server: cannot listen on %s:%d (%s); trying again "
+                                "every %.0f s", host, port, exc, self._retry_every)
+                failing = True
+                await asyncio.sleep(self._retry_every)
+                continue
+            self._port = _bound_port(runner)
+            log.info("healthz server listening on %s:%d", host, self._port)
+            return
+
+
 def _bound_port(runner: web.AppRunner) -> int:
     address = runner.addresses[0]
     return int(address[1])

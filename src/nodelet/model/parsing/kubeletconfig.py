@@ -265,6 +265,8 @@ SUPPORTED: dict[str, _Flag | _Setting] = {
                                   lambda n, v: ",".join(_string_list(n, v))),
     "registerWithTaints": _Flag("register_with_taints", _taints),
     "rotateCertificates": _Flag("rotate_certificates", _boolean),
+    "healthzPort": _Flag("healthz_port", lambda n, v: _port(n, v, allow_zero=True)),
+    "healthzBindAddress": _Flag("healthz_bind_address", _string),
     "syncFrequency": _Setting("sync.resync_period", _positive_seconds),
     "fileCheckFrequency": _Setting("manifest_resync_period", _positive_seconds),
     "runtimeRequestTimeout": _Setting("runtime.timeouts.default", _positive_seconds),
