@@ -546,7 +546,8 @@ class Agent:
                                          access_client=self._access_api_client)
         backend = nodeserving.NodeServing(
             view=self, client=self._client, relister=self.relister,
-            facts=nodeserving.Facts(node_name=s.node_name, data_dir=s.data_dir))
+            facts=nodeserving.Facts(node_name=s.node_name, data_dir=s.data_dir,
+                                    cgroup_root=s.node.cgroup_root))
         self._node_stats = backend
         self._node_server = node_server.NodeServer(backend, config)
         try:
@@ -714,7 +715,8 @@ class Agent:
             measured = []
             for uid in sorted(self.workers.uids()):
                 pod = self.workers.pod(uid)
-                for volume in await self.volumes.volume_stats(pod) if pod else ():
+                for volume in await self.volumes.volume_stats(pod, directories=False) \
+                        if pod else ():
                     if volume.claim is not None:
                         measured.append((*volume.claim, volume.fs))
             self.metrics.set_volume_stats(measured)

@@ -63,6 +63,9 @@ class _Runtime:
             self.in_flight -= 1
         return sm.PodUsage(sandbox, "", "", "")
 
+    async def image_fs_info(self) -> list[runtime.FilesystemUsage]:
+        return []
+
 
 def _serving(tmp_path: Path, view: _View, cri: Any) -> nodeserving.NodeServing:
     return nodeserving.NodeServing(

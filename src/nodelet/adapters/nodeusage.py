@@ -5,6 +5,7 @@
 - Memory: working set as `host.memory_working_set` (root cgroup usage less inactive file
   pages), usage and rss from the root memory cgroup, available = MemTotal - working set.
 - Network: /proc/net/dev, the interface of the default route first (loopback left out).
+- The `pods` system container: the kubepods cgroup's CPU and memory (`read_cgroup`).
 
 Blocking file reads: call `read_node` on a thread. A figure that cannot be read is None.
 """
@@ -109,6 +110,35 @@ def network(now: int, net_dev: Path = Path("/proc/net/dev")) -> sm.Network | Non
                    interfaces[0] if interfaces else None)
     return sm.Network(time_ns=now, default=default,
                       others=tuple(i for i in interfaces if i is not default))
+
+
+def read_cgroup(name: str, cgroup: str, start_ns: int,
+                root: Path = _CGROUP) -> sm.SystemContainer | None:
+    """A system container of the Summary API (the kubelet's `pods`: the kubepods cgroup) from
+    its cgroup v1 files, as cadvisor reads them: cumulative CPU, memory usage, working set
+    (usage less inactive file pages), rss and page faults, available = limit - working set
+    when it has a limit. None on a cgroup v2 host or when the cgroup is not there."""
+    relative = cgroup.lstrip("/")
+    memory = root / "memory" / relative
+    cpu = next((value for value in (_int(root / c / relative / "cpuacct.usage")
+                                    for c in ("cpu,cpuacct", "cpuacct")) if value is not None),
+               None)
+    usage = _int(memory / "memory.usage_in_bytes")
+    if cpu is None and usage is None:
+        return None
+    now = time.time_ns()
+    stat = _stat_file(memory / "memory.stat")
+    working_set = None if usage is None else max(usage - stat.get("total_inactive_file", 0), 0)
+    limit = _int(memory / "memory.limit_in_bytes")
+    available = None
+    if limit is not None and working_set is not None and limit < 2**62:
+        available = max(limit - working_set, 0)
+    return sm.SystemContainer(
+        name=name, start_ns=start_ns, cpu=sm.Cpu(time_ns=now, usage_core_ns=cpu),
+        memory=sm.Memory(time_ns=now, working_set=working_set, usage=usage,
+                         rss=stat.get("total_rss"), available=available,
+                         page_faults=stat.get("total_pgfault"),
+                         major_page_faults=stat.get("total_pgmajfault")))
 
 
 def fs(path: Path, now: int) -> sm.Fs | None:

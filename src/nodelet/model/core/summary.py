@@ -10,7 +10,7 @@ epoch, as CRI reports them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -85,6 +85,8 @@ class VolumeUsage:
     name: str
     fs: Fs
     claim: tuple[str, str] | None = None
+    # Counted in the pod's ephemeral storage (the kubelet's IsLocalEphemeralVolume).
+    local_ephemeral: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,16 @@ class PodUsage:
 
 
 @dataclass(frozen=True)
+class SystemContainer:
+    """A system container of the node (the kubelet's `pods`: the cgroup all pods are in)."""
+
+    name: str
+    start_ns: int
+    cpu: Cpu | None = None
+    memory: Memory | None = None
+
+
+@dataclass(frozen=True)
 class NodeUsage:
     name: str
     start_ns: int
@@ -114,15 +126,52 @@ class NodeUsage:
     memory: Memory | None = None
     network: Network | None = None
     fs: Fs | None = None
+    # The runtime's filesystems (CRI ImageFsInfo): images, and containers' writable layers
+    # (the same one unless the runtime splits them).
     image_fs: Fs | None = None
+    container_fs: Fs | None = None
     max_pids: int | None = None
     cur_procs: int | None = None
+    system_containers: tuple[SystemContainer, ...] = ()
 
 
 @dataclass(frozen=True)
 class Summary:
     node: NodeUsage
     pods: tuple[PodUsage, ...] = field(default_factory=tuple)
+
+
+# -- what the kubelet adds to the runtime's figures ----------------------------------------------
+
+
+def running_only(pod: PodUsage, running: Set[str]) -> PodUsage:
+    """The pod with only its running containers (by ID), as the kubelet reports them
+    (removeTerminatedContainers): the exited instance of a restarted container is not listed
+    beside the new one under the same name."""
+    return replace(pod, containers=tuple(c for c in pod.containers if c.id in running))
+
+
+def on_filesystem(used: Fs | None, info: Fs | None) -> Fs | None:
+    """What `used` says is used (bytes, inodes) with the size and free space of the
+    filesystem it is on (`info`), as the kubelet completes a container's rootfs and logs."""
+    if used is None or info is None:
+        return used
+    return replace(used, capacity=info.capacity, available=info.available,
+                   inodes=info.inodes, inodes_free=info.inodes_free)
+
+
+def ephemeral_storage(containers: Sequence[ContainerUsage], info: Fs | None,
+                      volumes: Sequence[VolumeUsage] = ()) -> Fs | None:
+    """The pod's ephemeral-storage as the kubelet adds it up (calcEphemeralStorage): each
+    container's writable layer and logs and the local ephemeral volumes, on the filesystem
+    `info`."""
+    if info is None:
+        return None
+    used = [fs for c in containers for fs in (c.rootfs, c.logs) if fs is not None]
+    used += [v.fs for v in volumes if v.local_ephemeral]
+    return replace(info, time_ns=max([info.time_ns, *(fs.time_ns for fs in used)]),
+                   used=sum(fs.used or 0 for fs in used),
+                   inodes_used=sum(fs.inodes_used or 0 for fs in used))
 
 
 # -- CPU rates -----------------------------------------------------------------------------------
@@ -159,7 +208,12 @@ def with_rates(summary: Summary, previous: Summary | None) -> Summary:
             for c in pod.containers)
         pods.append(replace(pod, cpu=cpu_rate(old.cpu if old else None, pod.cpu),
                             containers=containers))
-    node = replace(summary.node, cpu=cpu_rate(previous.node.cpu, summary.node.cpu))
+    old_system = {c.name: c for c in previous.node.system_containers}
+    system = tuple(replace(c, cpu=cpu_rate(old_system[c.name].cpu if c.name in old_system
+                                           else None, c.cpu))
+                   for c in summary.node.system_containers)
+    node = replace(summary.node, cpu=cpu_rate(previous.node.cpu, summary.node.cpu),
+                   system_containers=system)
     return Summary(node=node, pods=tuple(pods))
 
 
@@ -256,14 +310,26 @@ def pod_to_api(pod: PodUsage) -> apijson.Obj:
     return body
 
 
+def system_container_to_api(container: SystemContainer) -> apijson.Obj:
+    body: apijson.Obj = {"name": container.name, "startTime": _time(container.start_ns)}
+    _optional(body, "cpu", container.cpu, cpu_to_api)
+    _optional(body, "memory", container.memory, memory_to_api)
+    return body
+
+
 def node_to_api(node: NodeUsage) -> apijson.Obj:
     body: apijson.Obj = {"nodeName": node.name, "startTime": _time(node.start_ns)}
+    if node.system_containers:
+        body["systemContainers"] = [system_container_to_api(c)
+                                    for c in sorted(node.system_containers,
+                                                    key=lambda c: c.name)]
     _optional(body, "cpu", node.cpu, cpu_to_api)
     _optional(body, "memory", node.memory, memory_to_api)
     _optional(body, "network", node.network, network_to_api)
     _optional(body, "fs", node.fs, fs_to_api)
     if node.image_fs is not None:
-        body["runtime"] = {"imageFs": fs_to_api(node.image_fs)}
+        body["runtime"] = {"imageFs": fs_to_api(node.image_fs),
+                           "containerFs": fs_to_api(node.container_fs or node.image_fs)}
     if node.max_pids is not None and node.cur_procs is not None:
         body["rlimit"] = {"time": _time(node.start_ns if node.cpu is None else node.cpu.time_ns),
                           "maxpid": node.max_pids, "curproc": node.cur_procs}

@@ -387,6 +387,14 @@ def volume_objects(volume: pods.Volume, namespace: str) -> set[tuple[str, str, s
 # emptyDir and hostPath parameters
 
 
+def local_ephemeral(volume: pods.Volume) -> bool:
+    """Whether the volume counts in the pod's ephemeral storage, as the kubelet's
+    IsLocalEphemeralVolume: an emptyDir on the node's disk (not in memory) or a configMap."""
+    if volume.source_type == "emptyDir":
+        return not volume.source.get("medium")
+    return volume.source_type in ("configMap", "gitRepo")
+
+
 def empty_dir_medium(source: Mapping[str, Any]) -> str:
     """"" (the node's disk) or "Memory" (tmpfs); HugePages is not supported."""
     medium = str(source.get("medium") or "")

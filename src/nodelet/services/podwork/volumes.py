@@ -46,11 +46,12 @@ import logging
 import os
 import shutil
 import stat
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from nodelet.adapters import hostdirs, mounts
+from nodelet.adapters import host, hostdirs, mounts
 from nodelet.helpers import errors
 from nodelet.model.core import (
     apijson,
@@ -242,10 +243,13 @@ class VolumeManager:
                               event=claims.failure_message(unmounted, failed))
         return self._container_mounts(pod, paths, bound)
 
-    async def volume_stats(self, pod: pods.Pod) -> list[summary.VolumeUsage]:
-        """The figures of the pod's volumes that can say them: CSI volumes whose driver has
+    async def volume_stats(self, pod: pods.Pod, *,
+                           directories: bool = True) -> list[summary.VolumeUsage]:
+        """The figures of the pod's volumes that can say them: emptyDir, configMap, secret,
+        downwardAPI and projected volumes as `du` and statfs count their directory (the
+        kubelet's MetricsDu; not with `directories` false), CSI volumes whose driver has
         GET_VOLUME_STATS (NodeGetVolumeStats); a volume that does not answer is left out."""
-        out = []
+        out = await asyncio.to_thread(self._directory_stats, pod) if directories else []
         for volume in pod.spec.volumes:
             pv = self._bound.get(pod.uid, {}).get(volume.name)
             claim = claims.claim_of(pod, volume)
@@ -254,6 +258,27 @@ class VolumeManager:
             fs = await self._csi.stats(pod.uid, pv)
             if fs is not None:
                 out.append(summary.VolumeUsage(volume.name, fs, (pod.namespace, claim.name)))
+        return out
+
+    def _directory_stats(self, pod: pods.Pod) -> list[summary.VolumeUsage]:
+        """The volumes nodelet keeps as directories, measured (blocking: on a thread)."""
+        out = []
+        for volume in pod.spec.volumes:
+            plugin = vol.PLUGIN_DIRS.get(volume.source_type)
+            directory = self.volumes_dir(pod.uid) / (plugin or "") / volume.name
+            if plugin is None or not directory.is_dir():
+                continue
+            now = time.time_ns()
+            try:
+                fs = host.filesystem_stats(directory)
+            except OSError:
+                continue
+            used, inodes = host.directory_usage(directory)
+            out.append(summary.VolumeUsage(
+                volume.name, summary.Fs(time_ns=now, used=used, inodes_used=inodes,
+                                        capacity=fs.capacity, available=fs.available,
+                                        inodes=fs.inodes, inodes_free=fs.inodes_free),
+                local_ephemeral=vol.local_ephemeral(volume)))
         return out
 
     def volumes_in_use(self) -> list[str]:

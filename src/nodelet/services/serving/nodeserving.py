@@ -11,7 +11,10 @@
 - `/stats/summary` and `/metrics/resource`: CRI PodSandboxStats per ready sandbox of the
   agent's pods (containerd 1.6 implements it; ListPodSandboxStats would fail as a whole for
   one sandbox without a cgroup parent), the node's own figures from its cgroup and /proc
-  files, CPU rates against the previous scrape (`model.core.summary.with_rates`).
+  files, CPU rates against the previous scrape (`model.core.summary.with_rates`); and what
+  the kubelet adds: running containers only, the `pods` system container (the kubepods
+  cgroup), the runtime's filesystems (CRI ImageFsInfo), containers' rootfs and logs on their
+  filesystems, the pod's ephemeral storage.
 - `server_config`: the server's TLS files and who may do what — client certificates, the
   token file, and in cluster mode TokenReview and SubjectAccessReview
   (`services.serving.webhookauth`, by `--authentication-token-webhook` and `--authorization-mode`).
@@ -32,7 +35,7 @@ from nodelet import settings as settings_
 from nodelet.adapters import containerd, host, node_server, nodeusage, servingcerts
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import inflight, ratelimit
-from nodelet.model.core import configz, crilogs, nodeauth, podjson, runtime, status
+from nodelet.model.core import configz, crilogs, nodeauth, podjson, qoscgroups, runtime, status
 from nodelet.model.core import health as hm
 from nodelet.model.core import noderequests as nr
 from nodelet.model.core import pods as podmodel
@@ -62,6 +65,8 @@ class AgentView(Protocol):
 class Facts:
     node_name: str
     data_dir: Path
+    # The cgroup root the pods' kubepods cgroup is under (the `pods` system container).
+    cgroup_root: str = "/"
     # Seconds between polls of a followed log file.
     log_poll_interval: float = logs.POLL_INTERVAL
     # CRI PodSandboxStats calls in flight at once while sampling (each with the CRI client's
@@ -249,7 +254,15 @@ class NodeServing:
     async def _sample(self) -> sm.Summary:
         node_task = asyncio.to_thread(nodeusage.read_node, self._facts.node_name,
                                       self._started_ns, self._facts.data_dir)
-        node, pod_usages = await asyncio.gather(node_task, self._pod_usages())
+        node, pod_usages, image_fs = await asyncio.gather(node_task, self._pod_usages(),
+                                                          self._image_fs())
+        pods_cgroup = await asyncio.to_thread(
+            nodeusage.read_cgroup, "pods", qoscgroups.kubepods(self._facts.cgroup_root),
+            self._started_ns)
+        node = replace(node, image_fs=image_fs,
+                       system_containers=(pods_cgroup,) if pods_cgroup is not None else ())
+        pod_usages = [await asyncio.to_thread(self._with_storage, pod, image_fs, node.fs)
+                      for pod in pod_usages]
         summary = sm.with_rates(sm.Summary(node=node, pods=tuple(pod_usages)), self._previous)
         self._previous = summary
         return summary
@@ -275,6 +288,39 @@ class NodeServing:
             measured = () if isinstance(stats, BaseException) else tuple(stats)
             usages.append(replace(_named(result, pod, state, sandbox), volumes=measured))
         return usages
+
+    async def _image_fs(self) -> sm.Fs | None:
+        """The runtime's image filesystem: what it says its images use (CRI ImageFsInfo),
+        on the filesystem of its mount point; None when it does not say."""
+        try:
+            filesystems = await self._client.image_fs_info()
+        except cri.CriError as exc:
+            log.debug("no image filesystem figures: %s", exc)
+            return None
+        if not filesystems:
+            return None
+        first = filesystems[0]
+        now = time.time_ns()
+        info = await asyncio.to_thread(nodeusage.fs, Path(first.mountpoint), now)
+        used = sm.Fs(time_ns=now, used=first.used_bytes, inodes_used=first.inodes_used)
+        return sm.on_filesystem(used, info)
+
+    def _with_storage(self, pod: sm.PodUsage, container_fs: sm.Fs | None,
+                      root_fs: sm.Fs | None) -> sm.PodUsage:
+        """The pod's containers with their rootfs on the runtime's filesystem and their
+        logs (their log directory, as `du` counts it) on the data dir's, and the pod's
+        ephemeral storage of both, as the kubelet adds them. Blocking: on a thread."""
+        pod_logs = self._facts.data_dir / "logs" / f"{pod.namespace}_{pod.name}_{pod.uid}"
+        now = time.time_ns()
+        containers = []
+        for container in pod.containers:
+            used, inodes = host.directory_usage(pod_logs / container.name)
+            logs = sm.on_filesystem(sm.Fs(time_ns=now, used=used, inodes_used=inodes), root_fs)
+            containers.append(replace(container, logs=logs,
+                                      rootfs=sm.on_filesystem(container.rootfs, container_fs)))
+        return replace(pod, containers=tuple(containers),
+                       ephemeral=pod.ephemeral or sm.ephemeral_storage(containers, root_fs,
+                                                                       pod.volumes))
 
     async def _sandbox_stats(self, sandbox: runtime.SandboxID) -> sm.PodUsage:
         async with self._stats_calls:  # the call itself has the CRI client's deadline
@@ -303,12 +349,15 @@ def _read_batch(reader: logs.Reader, final: bool) -> list[crilogs.LogLine]:
 
 def _named(usage: sm.PodUsage, pod: podmodel.Pod, state: runtime.PodRuntime,
            sandbox: runtime.SandboxInfo) -> sm.PodUsage:
-    """The runtime's figures under the pod's API name, with start times from the runtime."""
+    """The runtime's figures under the pod's API name, with start times from the runtime,
+    of its running containers only (`sm.running_only`)."""
     created = {c.id: c.started_at or c.created_at for c in state.containers}
     containers = tuple(replace(c, start_ns=created.get(runtime.ContainerID(c.id), 0))
                        for c in usage.containers)
-    return replace(usage, name=pod.name, namespace=pod.namespace, uid=pod.uid,
-                   start_ns=sandbox.created_at, containers=containers)
+    running = {c.id for c in state.containers if c.state is runtime.ContainerState.RUNNING}
+    return sm.running_only(replace(usage, name=pod.name, namespace=pod.namespace, uid=pod.uid,
+                                   start_ns=sandbox.created_at, containers=containers),
+                           running)
 
 
 def _strip_to_cpu_and_memory(body: dict[str, Any]) -> None:
