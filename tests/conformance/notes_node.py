@@ -87,12 +87,16 @@ NOTES: dict[str, str] = {
         "fixed port; both agents' read-only ports are free ports here. nodelet serves no "
         "/metrics/cadvisor at all yet (issue 38's list)"),
     "should report resource usage through the stats api": (
-        "both, for different reasons. The spec reads `http://<address>:<readOnlyPort>/stats/"
-        "summary` as /configz gives them, without credentials: nodelet's read-only port "
-        "answered 403 Forbidden (nodelet's bug: the kubelet's read-only port serves it "
-        "unauthenticated). The kubelet's summary was read and fell short of the spec here: "
-        "no `kubelet`/`runtime`/`misc` system containers (not configured on this host), no "
-        "PSI (cgroup v1), no pod network stats, an unexpected projected token volume"),
+        "this machine's, on both. The spec reads `http://<address>:<readOnlyPort>/stats/"
+        "summary` as /configz gives them, without credentials (nodelet's read-only port "
+        "answered 403 before dff9113, and its summary lacked the runtime's filesystems, the "
+        "containers' rootfs sizes and logs, ephemeral-storage, the `pods` system container "
+        "and the emptyDir's figures, and listed a restarted container twice, before "
+        "f953d38). Both summaries fall short of the spec here alike: no "
+        "`kubelet`/`runtime`/`misc` system containers (not configured on this host), no PSI "
+        "(cgroup v1), the pod's projected token volume listed beside the spec's emptyDir "
+        "(the spec expects that one only); the kubelet's also lacked pod network stats, "
+        "which nodelet's has"),
     "satisfy grace period when static pod is updated": (
         "nodelet's: the static pod's manifest changed (a new UID); within 0.2 s the mirror "
         "pod had the new UID, while the kubelet keeps the old mirror pod, and the old pod "
@@ -123,7 +127,8 @@ NOTES: dict[str, str] = {
         "and the kubelet here under its own podLogsDir"),
     "should print log to correct log path": (
         "the check pod mounts `/var/log/containers/<pod>_<ns>_<container>-<id>.log`, the link "
-        "the kubelet makes to every container's log; nodelet makes no such links"),
+        "the kubelet makes to every container's log; nodelet makes it since ee82b1a (in "
+        "`--container-logs-dir`, default /var/log/containers), before which it failed"),
 }
 
 
