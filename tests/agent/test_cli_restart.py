@@ -29,6 +29,12 @@ pytestmark = pytest.mark.runtime
 NODELET = [sys.executable, "-m", "nodelet.cli"]
 
 
+def cgroup_root(root: Path) -> str:
+    """A cgroup root of the test's own: an agent on the default "/" (a kubelet beside the
+    tests) removes pod cgroups under /kubepods that are not its own, processes and all."""
+    return f"/nodelet-test-{root.name}"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -50,7 +56,8 @@ class Process:
                 [*NODELET, "run", "--manifests", str(self.root / "manifests"),
                  "--data-dir", str(self.root / "data"), "--listen", f"127.0.0.1:{self.port}",
                  "--node-name", "clinode", "--port", "0",
-                 "--container-logs-dir", str(self.root / "log-links")],
+                 "--container-logs-dir", str(self.root / "log-links"),
+                 "--cgroup-root", cgroup_root(self.root)],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     async def pods(self) -> list[dict[str, Any]]:
@@ -124,7 +131,8 @@ async def test_kill_9_and_restart_adopts_runtime_and_pods() -> None:
             nodelet.proc.kill()
             nodelet.proc.wait()
         reset = subprocess.run([*NODELET, "reset", "--data-dir", str(root / "data"),
-                                "--container-logs-dir", str(root / "log-links")],
+                                "--container-logs-dir", str(root / "log-links"),
+                                "--cgroup-root", cgroup_root(root)],
                                capture_output=True, text=True, timeout=120)
     assert reset.returncode == 0, reset.stdout + reset.stderr
     assert not (root / "data").exists()
@@ -133,6 +141,11 @@ async def test_kill_9_and_restart_adopts_runtime_and_pods() -> None:
     assert mounts.mounts_under(root / "data") == []
     assert list((root / "log-links").iterdir()) == []
     (root / "log-links").rmdir()
+    # Reset empties the instance's own cgroup root and leaves the directory.
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        own = hierarchy / cgroup_root(root).lstrip("/")
+        if own.is_dir():
+            own.rmdir()
     for path in root.iterdir():
         path.unlink() if path.is_file() else None
     (root / "manifests" / "web.yaml").unlink()
