@@ -27,7 +27,9 @@ def status(ready: bool, *, phase: st.PodPhase | None = None) -> st.PodStatus:
         ),
         host_ip="192.0.2.10", pod_ips=("10.77.0.5",), start_time=T0,
         container_statuses=(st.ContainerStatus(
-            "main", "busybox", st.ContainerStateRunning(T0), ready=ready),),
+            "main", "busybox", st.ContainerStateTerminated(exit_code=0, reason="Completed")
+            if phase in statuspatch.TERMINAL_PHASES else st.ContainerStateRunning(T0),
+            ready=ready),),
     )
 
 
@@ -136,3 +138,19 @@ def test_an_eviction_sends_disruption_target_but_never_removes_one() -> None:
     kept = statuspatch.status_patch(api, st.to_api(status(True)))
     assert kept is not None
     assert all(c["type"] != "DisruptionTarget" for c in kept.get("conditions", []))
+
+
+def test_a_terminal_phase_waits_until_no_container_runs() -> None:
+    """The kubelet's mergePodStatus: DeadlineExceeded is reported once the container was
+    killed, not while it still runs."""
+    api = st.to_api(status(True))
+    failing = st.to_api(status(True)) | {"phase": "Failed", "reason": "DeadlineExceeded",
+                                         "message": "Pod was active too long"}
+    patch = statuspatch.status_patch(api, failing)
+    assert patch is None or not {"phase", "reason", "message"} & set(patch)
+    stopped = failing | {"containerStatuses": [{
+        "name": "main", "image": "busybox", "imageID": "", "ready": False, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]}
+    patch = statuspatch.status_patch(api, stopped)
+    assert patch is not None
+    assert (patch["phase"], patch["reason"]) == ("Failed", "DeadlineExceeded")

@@ -11,7 +11,9 @@ Rules, as the kubelet's status manager follows them (`pkg/kubelet/status/status_
   condition nodelet no longer reports (feature gate switched off) is removed with a
   `$patch: delete` entry. A condition whose `status` equals the API's keeps the API's
   `lastTransitionTime` (PodScheduled keeps the scheduler's time);
-- **a terminal phase is final**: a pod the API has as Succeeded/Failed is never moved back.
+- **a terminal phase is final**: a pod the API has as Succeeded/Failed is never moved back;
+- **and it comes last**: a pod is reported Succeeded/Failed only once none of its containers
+  runs (until then the API's phase, reason and message are kept).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 _OWNED_FIELDS = ("phase", "message", "reason", "hostIP", "podIP", "startTime",
                  "initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses",
                  "qosClass", "observedGeneration", "allocatedResources", "resources")
+# What a pod not yet reported terminal keeps of the API's status, and where its containers are.
+_PHASE_FIELDS = ("phase", "reason", "message")
+_CONTAINER_LISTS = ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
 # Lists the API merges by `ip`: sent whole, with `$patch: replace`, when they differ.
 _IP_LISTS = ("hostIPs", "podIPs")
 # What makes two versions of one condition differ (heartbeat-like fields do not).
@@ -46,6 +51,7 @@ def status_patch(api: Mapping[str, Any], desired: Mapping[str, Any]) -> apijson.
     would leave (the kubelet refuses that transition)."""
     if api.get("phase") in TERMINAL_PHASES and desired.get("phase") not in TERMINAL_PHASES:
         return None
+    desired = _terminal_once_stopped(api, desired)
     patch: apijson.Obj = {}
     for key in _OWNED_FIELDS:
         if api.get(key) != desired.get(key) and not (key not in desired and not api.get(key)):
@@ -65,6 +71,22 @@ def status_patch(api: Mapping[str, Any], desired: Mapping[str, Any]) -> apijson.
     if changed:
         patch["conditions"] = changed
     return patch or None
+
+
+def _terminal_once_stopped(api: Mapping[str, Any], desired: Mapping[str, Any]
+                           ) -> Mapping[str, Any]:
+    """`desired`, but with the API's phase, reason and message while it would turn the pod
+    Succeeded or Failed with a container still running (a sidecar being stopped after an init
+    container failed, a container being killed at activeDeadlineSeconds): the kubelet's
+    mergePodStatus never reports a terminal phase while the pod could have running
+    containers, since what they hold is released only when they stop."""
+    if desired.get("phase") not in TERMINAL_PHASES or api.get("phase") in TERMINAL_PHASES:
+        return desired
+    if not any("running" in (s.get("state") or {}) for key in _CONTAINER_LISTS
+               for s in desired.get(key) or [] if isinstance(s, dict)):
+        return desired
+    kept = {k: v for k, v in desired.items() if k not in _PHASE_FIELDS}
+    return kept | {k: api[k] for k in _PHASE_FIELDS if k in api}
 
 
 def _conditions_patch(api: list[Any], desired: list[Any]) -> list[apijson.Obj]:
