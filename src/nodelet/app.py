@@ -128,6 +128,9 @@ class Agent:
         cluster (the Node advertises its port), node health after orphans are judged."""
         s = self.settings
         await self._prepare_host()
+        if s.server.healthz_port:  # as early as the kubelet's: it answers `ok` alone
+            self._group.spawn("healthz", http_server.HealthzServer().run(
+                s.server.healthz_host, s.server.healthz_port))
         await self._start_status()
         self._start_progress()
         self._client = await self._connect_runtime()
@@ -521,10 +524,6 @@ class Agent:
 
     async def _start_server(self) -> None:
         server_settings = self.settings.server
-        if server_settings.healthz_port:
-            self._group.spawn("healthz", http_server.HealthzServer(
-                self, gates=settings_mod.feature_gate_items(self.settings.gates)).run(
-                    server_settings.healthz_host, server_settings.healthz_port))
         if not server_settings.enabled:
             log.info("the read-only HTTP API is off (--read-only-port 0)")
             return

@@ -183,9 +183,10 @@ class ServerSettings:
     # False: no read-only API at all (--read-only-port 0, or `readOnlyPort: 0` / no
     # readOnlyPort in a --config file, as the kubelet). Default on, for nodelet's own CLI.
     enabled: bool = True
-    # The healthz server: `/healthz` alone, without credentials, at this address and port
-    # (the kubelet's healthzBindAddress and healthzPort, 127.0.0.1:10248; port 0 turns it
-    # off). While the port is taken it is tried again every 5 s; the agent runs on.
+    # The healthz server: `/healthz` alone (`ok`, no checks), without credentials, at this
+    # address and port (the kubelet's healthzBindAddress and healthzPort, 127.0.0.1:10248;
+    # port 0 turns it off). While the port is taken it is tried again every 5 s; the agent
+    # runs on.
     healthz_host: str = "127.0.0.1"
     healthz_port: int = 10248
 

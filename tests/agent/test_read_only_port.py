@@ -5,6 +5,8 @@ so does the healthz server."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import socket
 from dataclasses import replace
@@ -15,6 +17,7 @@ import pytest
 
 from conftest import Instance
 from nodelet import cli
+from nodelet.adapters import http_server
 from support.harness import Harness
 from support.polling import eventually
 
@@ -111,3 +114,26 @@ async def test_the_healthz_server_serves_healthz_alone(runtime: Instance,
         await harness.stop()
         harness.cleanup()
     assert healthz not in listening_ports()
+
+
+async def test_the_healthz_server_waits_for_its_port() -> None:
+    """A taken port is tried again until it is free; the agent never stops for it."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    server = http_server.HealthzServer(retry_every=0.05)
+    task = asyncio.create_task(server.run("127.0.0.1", port), name="healthz")
+    try:
+        await asyncio.sleep(0.2)
+        assert server.port is None and not task.done()
+        taken.close()
+        await eventually(lambda: server.port, within=10, what="the healthz server bound")
+        async with aiohttp.ClientSession() as session, \
+                session.get(f"http://127.0.0.1:{port}/healthz") as response:
+            assert (response.status, await response.text()) == (200, "ok")
+    finally:
+        taken.close()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

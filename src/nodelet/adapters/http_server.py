@@ -298,13 +298,12 @@ class HttpServer:
 
 class HealthzServer:
     """The kubelet's healthz server (healthzBindAddress:healthzPort, 127.0.0.1:10248 by
-    default): `/healthz` alone, answered as the read-only API answers it, without credentials.
-    `run` keeps it listening, trying again every `retry_every` s while the address cannot be
-    bound, as the kubelet does (it never stops the agent)."""
+    default): `/healthz` alone, answering `ok` while the agent runs, without credentials and
+    without checks, as the kubelet's (its checks are on the read-only API's `/healthz` and
+    the node server's). `run` keeps it listening, trying again every `retry_every` s while the
+    address cannot be bound, as the kubelet does (it never stops the agent)."""
 
-    def __init__(self, view: AgentView, *, gates: Sequence[tuple[str, bool]] = (),
-                 retry_every: float = 5.0) -> None:
-        self._routes = _Routes(view, gates=gates)
+    def __init__(self, *, retry_every: float = 5.0) -> None:
         self._retry_every = retry_every
         self._port: int | None = None
 
@@ -315,23 +314,24 @@ class HealthzServer:
 
     async def run(self, host: str, port: int) -> None:
         """Listen on `host:port` until cancelled (port 0: any free port, see `port`)."""
-        app = web.Application()
-        app.router.add_get("/healthz", self._routes.healthz)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
+        runner = await self._bind(host, port)
         try:
-            await self._bind(runner, host, port)
             await asyncio.Event().wait()
         finally:
             self._port = None
             await runner.cleanup()
 
-    async def _bind(self, runner: web.AppRunner, host: str, port: int) -> None:
+    async def _bind(self, host: str, port: int) -> web.AppRunner:
         failing = False
         while True:
+            app = web.Application()
+            app.router.add_get("/healthz", _ok)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
             try:
                 await web.TCPSite(runner, host, port).start()
             except OSError as exc:
+                await runner.cleanup()  # a fresh runner for each attempt: nothing piles up
                 if not failing:
                     log.warning("healthz server: cannot listen on %s:%d (%s); trying again "
                                 "every %.0f s", host, port, exc, self._retry_every)
@@ -340,7 +340,11 @@ class HealthzServer:
                 continue
             self._port = _bound_port(runner)
             log.info("healthz server listening on %s:%d", host, self._port)
-            return
+            return runner
+
+
+async def _ok(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
 
 
 def _bound_port(runner: web.AppRunner) -> int:

@@ -193,14 +193,16 @@ class ContainerGC:
         """The pod cgroups of pods that are gone and have nothing left in the runtime, once no
         process is in them."""
         root = self._cgroup_root
-        if root is None:
+        if root is None or root == "/":
+            # Under the default root "/", shared with any other agent of the machine, a pod
+            # cgroup this agent does not know may be another's, made before its sandbox (and
+            # so without a process yet): only a root of the instance's own is swept.
             return
         found = await asyncio.to_thread(cgroups.pod_cgroup_uids, root)
         for uid in sorted(found - set(present)):
             if not self._removable(pods.PodUID(uid)):
                 continue
-            # Only idle ones: under a cgroup root shared with another agent, a pod cgroup
-            # this agent never made may hold that agent's running pod.
+            # Only idle ones: a process still in one is still being stopped.
             left = await asyncio.to_thread(cgroups.remove_idle_pod_cgroups, uid,
                                            cgroup_root=root)
             if left is None:

@@ -7,11 +7,11 @@
    containers) when CRI removal could not run, and its state dir outside the data dir
    (`/run/nodelet/<hash>`: unmounted, then deleted);
 3. the pod cgroups of every sandbox removed, of every pod the checkpoint knows (a pod
-   whose sandbox never came has one: it is made before RunPodSandbox), and every other pod
-   cgroup under the instance's cgroup root (`pod<uid>` under kubepods and its QoS levels)
-   that no process is in: a pod removed while its sandbox was being made may have left one
-   that the running agent's container GC had not removed yet. One with a process may be
-   another agent's (the default root "/" may be shared) and is left alone;
+   whose sandbox never came has one: it is made before RunPodSandbox), and, under a cgroup
+   root of the instance's own (not the default "/", which another agent may share), every
+   other pod cgroup (`pod<uid>` under kubepods and its QoS levels) that no process is in: a
+   pod removed while its sandbox was being made may have left one that the running agent's
+   container GC had not removed yet;
 4. network leftovers: the sandboxes' network namespaces (recorded before removal, plus any
    found attached to the instance's bridge), the bridge's veths and the bridge;
 5. the links to its containers' logs (`settings.logs.links_dir`, /var/log/containers: those
@@ -100,13 +100,14 @@ async def reset(settings: settings_.Settings) -> ResetReport:
         known = set(await asyncio.to_thread(_checkpointed_pods, data_dir))
         for uid in sorted(known):
             await _remove_pod_cgroups(uid, cgroup_root, report)
-        for uid in sorted(await asyncio.to_thread(cgroups.pod_cgroup_uids, cgroup_root)):
-            # Idle ones only: the cgroup root may be shared (the default "/") with another
-            # agent's running pods.
-            left = await asyncio.to_thread(cgroups.remove_idle_pod_cgroups, uid,
-                                           cgroup_root=cgroup_root)
-            report.errors += [f"pod cgroup left behind: {path}" for path in left or ()]
         if cgroup_root != "/":
+            # A root of the instance's own: every pod cgroup under it is the instance's (the
+            # default "/" may be shared with another agent, whose pod cgroup is made before
+            # its sandbox and so holds no process at first). Idle ones only.
+            for uid in sorted(await asyncio.to_thread(cgroups.pod_cgroup_uids, cgroup_root)):
+                left = await asyncio.to_thread(cgroups.remove_idle_pod_cgroups, uid,
+                                               cgroup_root=cgroup_root)
+                report.errors += [f"pod cgroup left behind: {path}" for path in left or ()]
             # An instance with a cgroup root of its own owns kubepods under it too.
             report.errors += [f"QoS cgroup left behind: {path}"
                               for path in cgroups.remove_qos_cgroups(cgroup_root)]
