@@ -60,6 +60,15 @@ def test_pick(resource: Resource, needed: int, in_use: frozenset[str],
     assert devices.pick(resource, needed, in_use=in_use, preferred=preferred) == chosen
 
 
+def test_an_init_containers_devices_are_reused_first() -> None:
+    """The kubelet's devicesToReuse: a container gets the devices its pod's finished init
+    containers held before any other free one, so the pod holds no more than it needs."""
+    assert devices.pick(_resource(3), 1, in_use=frozenset(), reusable=frozenset({"h2"}),
+                        preferred=("h0",)) == ("h2",)
+    assert devices.pick(_resource(3), 2, in_use=frozenset(), reusable=frozenset({"h2"}),
+                        preferred=("h1",)) == ("h2", "h1")
+
+
 @pytest.mark.parametrize(("resource", "needed", "in_use", "words"), [
     (_resource(2), 1, frozenset({"h0", "h1"}),
      "requested number of devices unavailable for example.com/resource. Requested: 1, "

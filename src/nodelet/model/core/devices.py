@@ -38,7 +38,10 @@ SUPPORTED_VERSIONS = (VERSION,)
 STOP_GRACE_PERIOD = 300.0
 # The kubelet's nodeWithoutTopology: the NUMA key of devices that name none.
 NO_NUMA = -1
-CHECKPOINT_NAME = "kubelet_internal_checkpoint"
+# The checkpoint of which devices each container holds, in the device plugin directory beside
+# the kubelet's `kubelet_internal_checkpoint`: a name of its own, since the format is nodelet's
+# and the kubelet's directory may be shared (`--device-plugins-dir /var/lib/kubelet/...`).
+CHECKPOINT_NAME = "nodelet_device_checkpoint"
 
 
 class DeviceError(errors.MessageError):
@@ -183,9 +186,11 @@ def _name_part(text: str) -> bool:
 
 
 def pick(resource: Resource, needed: int, *, in_use: frozenset[str],
-         preferred: Sequence[str] = ()) -> tuple[str, ...]:
-    """The devices of `resource` a container that asks for `needed` gets: the plugin's
-    `preferred` first (GetPreferredAllocation), then the free healthy devices in order.
+         preferred: Sequence[str] = (), reusable: frozenset[str] = frozenset()
+         ) -> tuple[str, ...]:
+    """The devices of `resource` a container that asks for `needed` gets: first those of the
+    pod's init containers that have run (`reusable`, the kubelet's devicesToReuse), then the
+    plugin's `preferred` (GetPreferredAllocation), then the free healthy devices in order.
     Raises DeviceError with the kubelet's words when it cannot."""
     healthy = resource.healthy
     if not healthy:
@@ -195,7 +200,9 @@ def pick(resource: Resource, needed: int, *, in_use: frozenset[str],
     if len(available) < needed:
         raise DeviceError(f"requested number of devices unavailable for {resource.name}. "
                           f"Requested: {needed}, Available: {len(available)}")
-    chosen = [d for d in dict.fromkeys(preferred) if d in available][:needed]
+    chosen = sorted(reusable & available)[:needed]
+    chosen += [d for d in dict.fromkeys(preferred)
+               if d in available and d not in chosen][:needed - len(chosen)]
     chosen += [d for d in sorted(available) if d not in chosen][:needed - len(chosen)]
     return tuple(chosen)
 

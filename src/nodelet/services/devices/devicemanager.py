@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import posixpath
 import stat
 import time
 from collections.abc import Callable, Collection, Iterable
@@ -147,7 +148,9 @@ class DeviceManager:
         if refusal is not None:
             log.warning("device plugin for %s refused: %s", request.resource_name, refusal)
             return refusal
-        socket = self.directory / request.endpoint
+        # As the kubelet's filepath.Join(socketDir, endpoint): an absolute endpoint is still
+        # a name in the directory.
+        socket = Path(posixpath.normpath(self.directory / request.endpoint.lstrip("/")))
         old = self._endpoints.get(request.resource_name)
         if old is not None and old.client.socket == socket and old.task is not None \
                 and not old.task.done():
@@ -285,10 +288,18 @@ class DeviceManager:
 
     def _in_use(self, resource: str, pod: pods.Pod) -> frozenset[str]:
         """The devices of `resource` held by containers, less those of the pod's init
-        containers that have run to completion before (the kubelet's devicesToReuse)."""
-        reusable = {c.name for c in pod.spec.init_containers if c.restart_policy != "Always"}
+        containers that have run to completion before (`_reusable`)."""
+        reusable = self._reusable(resource, pod)
         return frozenset(d for k, a in self._assigned.items() if k[2] == resource
-                         and not (k[0] == pod.uid and k[1] in reusable) for d in a.device_ids)
+                         for d in a.device_ids) - reusable
+
+    def _reusable(self, resource: str, pod: pods.Pod) -> frozenset[str]:
+        """The devices of `resource` of the pod's run-to-completion init containers, which
+        its next containers get first (the kubelet's devicesToReuse)."""
+        done = {c.name for c in pod.spec.init_containers if c.restart_policy != "Always"}
+        return frozenset(d for k, a in self._assigned.items()
+                         if k[2] == resource and k[0] == pod.uid and k[1] in done
+                         for d in a.device_ids)
 
     async def _allocate(self, pod: pods.Pod, container: pods.Container) -> None:
         for name, needed in sorted(self._requests(container).items()):
@@ -308,9 +319,10 @@ class DeviceManager:
             endpoint = self._endpoints.get(name)
             if endpoint is None or resource.stopped_at is not None:
                 raise devices.DeviceError(f"endpoint {name} has been stopped")
-            chosen = devices.pick(resource, needed, in_use=in_use,
-                                  preferred=await self._preferred(endpoint, resource, in_use,
-                                                                  needed))
+            reusable = self._reusable(name, pod)
+            chosen = devices.pick(resource, needed, in_use=in_use, reusable=reusable,
+                                  preferred=() if len(reusable) >= needed else
+                                  await self._preferred(endpoint, resource, in_use, needed))
             self._assigned[key] = devices.Assignment(
                 pod.uid, container.name, name, devices.by_numa(resource, chosen),
                 await self._plugin_allocate(endpoint, chosen))
