@@ -981,9 +981,11 @@ class PodSyncer:
             pod, "Normal", ev.KILLING,
             f"Container {container.name} failed {action.probe} probe{restarted}",
             container=container.name)
-        self._probes.forget_container(pod.uid, container.name)
+        # Its readiness probe runs on while it is stopped (through its preStop hook), as the
+        # kubelet's; the probe that failed has stopped itself. Its results go with it.
         await self._containers.stop(pod, container, action.latest, pod_ip=run.pod_ip,
                                     grace=action.grace)
+        self._probes.forget_container(pod.uid, container.name)
         return podactions.after_probe_kill(pod, action, run.state, facts)
 
     async def _replace(
