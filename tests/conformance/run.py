@@ -126,7 +126,9 @@ def start_node(plane: controlplane.ControlPlane, root: Path, log: Path,
         "--port", str(port), "--address", "0.0.0.0", "--client-ca-file", str(plane.ca.cert),
         "--authorization-mode", "Webhook", "--authentication-token-webhook",
         "--listen", f"127.0.0.1:{read_only}", "--cgroup-root", cgroup_root,
-        "--progress", "never", *extra,
+        # No healthz server beside other agents (its 10248 is one per machine; `extra` may
+        # ask for it: run_node.py --host-defaults).
+        "--healthz-port", "0", "--progress", "never", *extra,
     ]
     with log.open("ab") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
