@@ -309,6 +309,9 @@ async def test_the_node_stats_are_served_as_on_the_kubelets_read_only_port() -> 
             without = Running(bare, FakeView(), session)
             for path in ("/stats/summary", "/metrics/resource", "/metrics/probes"):
                 assert (await without.get(path))[0] == 404, path
+            # Not served, and a scraper that parses the body anyway finds no sample in it.
+            status, _, text = await running.get("/metrics/cadvisor")
+            assert status == 404 and all(line.startswith("#") for line in text.splitlines())
     finally:
         await server.stop()
         await bare.stop()

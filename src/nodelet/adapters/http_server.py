@@ -375,7 +375,16 @@ def _make_app(view: AgentView, token: str | None, guards: _Guards,
             app.router.add_get(path, served.summary)
         app.router.add_get("/metrics/resource", served.resource)
         app.router.add_get("/metrics/probes", served.probes)
+    app.router.add_get("/metrics/cadvisor", _no_cadvisor)
     return app
+
+
+async def _no_cadvisor(request: web.Request) -> web.Response:
+    """The kubelet's cAdvisor metrics are not served: 404, with the reason as a comment of
+    the metrics text format (a scraper that reads the body anyway finds no sample in it)."""
+    return web.Response(status=404, text=(
+        "# /metrics/cadvisor: nodelet does not serve cAdvisor's container metrics; "
+        "container usage is in /metrics/resource and /stats/summary\n"))
 
 
 def loopback_host(header: str) -> bool:
