@@ -39,53 +39,54 @@ NEEDS: tuple[str, ...] = (
     "The node's containerd over CRI (`--container-runtime-endpoint`): the mirror pod grace "
     "period and some container lifecycle specs read container states and exit codes there.",
     "The test process on the node's host: static pod manifests are written to "
-    "`staticPodPath`, and a few specs read fixed host paths that only a kubelet with its "
-    "defaults uses: `/var/lib/kubelet/pods/<uid>/volumes` (a mirror pod's volumes gone), "
-    "`/var/lib/kubelet/device-plugins/` (the device plugin specs' socket), "
-    "`/var/log/containers` and `/var/log/pods` (the log path specs), the QoS cgroups "
-    "directly under the cgroup root (`kubepods/...`, the pods container manager specs), "
-    "the read-only port 10255 on localhost (`/metrics/cadvisor`). Both agents run here with "
-    "their own root, log dir, cgroup root and ports beside the other tests of the machine, "
-    "so those specs fail on both: a harness limit, not the node's.",
+    "`staticPodPath`, and some specs use fixed host paths and ports of a kubelet with its "
+    "defaults: the QoS and pod cgroups under the cgroup root `/` (`kubepods/...`, the pods "
+    "container manager and RuntimeClass overhead specs), the read-only port 10255 on "
+    "localhost (`/metrics/cadvisor`), the healthz server on 127.0.0.1:10248 (the device "
+    "plugin specs check it first), the device plugin directory "
+    "`/var/lib/kubelet/device-plugins/`, `/var/log/containers` (a link per container) and "
+    "`/var/log/pods` (the logs themselves). `make conformance-node` runs `run_node.py "
+    "--host-defaults`: each agent, alone on the machine in turn, gets the cgroup root `/`, "
+    "ports 10255 and 10248 and that device plugin directory (the kubelet's is fixed); "
+    "nodelet makes its links in /var/log/containers by default. Both keep their pod logs "
+    "in their own directories (nodelet has no podLogsDir setting; the kubelet here has its "
+    "own podLogsDir), so the `/var/log/pods` spec fails on both: a harness limit.",
     "From the Node object: `status.runtimeHandlers[].features` (recursiveReadOnlyMounts "
-    "picks the recursive read-only branch; nodelet publishes none). From the runtime: a "
-    "handler named `test-handler` (the RuntimeClass overhead spec; not in either agent's "
-    "containerd config here).",
+    "picks the recursive read-only branch). From the runtime: a handler named "
+    "`test-handler`, as upstream's node e2e containerd config defines it (the RuntimeClass "
+    "overhead spec): with --host-defaults both agents' containerd have it "
+    "(`nodelet run --runtime-handler test-handler`).",
     "From the test images: busybox with `nmeter` (every container lifecycle spec times its "
-    "log lines with it; images/e2e.py's Debian busybox has none).",
+    "log lines with `nmeter -d0 '%3t'`): Debian's busybox-static has no nmeter applet, so "
+    "images/e2e.py adds images/nmeter.c, which prints that time and refuses any other "
+    "format.",
     "`[Serial]` and `[Disruptive]` specs (not in the default selection) restart or "
     "reconfigure the kubelet: a systemd unit named `kubelet-<word>`, a `kubelet-config` file "
     "in the suite's working directory and the healthz at 127.0.0.1:10248. Neither agent "
     "offers that here yet (issue 38).",
 )
 
-# The container lifecycle specs time-stamp every line their containers log.
-NO_NMETER = (
-    "the test image: every container of these specs logs `date -u +%FT$(nmeter -d0 '%3t' | "
-    "head -n1)Z` (milliseconds from busybox's nmeter applet, "
-    "test/e2e_node/container_lifecycle_pod_construction.go); Debian's busybox-static in "
-    "images/e2e.py has no nmeter, so each line reads `/bin/sh: nmeter: not found` or "
-    "`2026-12-06TZ ...` and the spec cannot parse it. Says nothing of either agent until the "
-    "busybox image has an nmeter (upstream's busybox, or a stand-in printing the same)")
-CGROUP_ROOT = (
-    "this harness: the check pod looks for `kubepods/<qos>/pod<uid>` directly under the "
-    "host's cgroup root (cm.RootCgroupName); both agents run under a cgroup root of their "
-    "own (`/nodelet-conformance-<pid>`, `/kubelet-node-...`) beside the machine's other "
-    "tests. A node with cgroupRoot `/` would test it")
-
 NOTES: dict[str, str] = {
-    "Containers Lifecycle": NO_NMETER,
-    "Kubelet Cgroup Manager Pod containers": CGROUP_ROOT,
+    "Device Plugin Failures": (
+        "the kubelet's column: its run of 2026-12-07 had the healthz port on a free port, and "
+        "each spec's plugin first checks `127.0.0.1:10248/healthz` (timed out after 300 s); "
+        "`--host-defaults` gives both agents 10248 since, and these specs were run again on "
+        "the kubelet alone"),
+    "Kubelet Cgroup Manager Pod containers": (
+        "the check pod looks for `kubepods/<qos>/pod<uid>` directly under the host's cgroup "
+        "root (cm.RootCgroupName): `--host-defaults` gives both agents the cgroup root `/`"),
     "PodOverhead cgroup accounting": (
-        "this harness: the pod asks for RuntimeClass handler `test-handler` "
-        "(e2eruntimeclass.PreconfiguredRuntimeClassHandler), which the upstream node e2e "
-        "containerd config defines and the containerd config of both agents here (nodelet's "
-        "generated one) does not: the pod never runs. Then it reads the pod cgroup under the "
-        "host's cgroup root, as the Cgroup Manager specs"),
+        "the pod asks for RuntimeClass handler `test-handler` "
+        "(e2eruntimeclass.PreconfiguredRuntimeClassHandler), which upstream's node e2e "
+        "containerd config defines: `--host-defaults` gives both agents' containerd that "
+        "handler since the kubelet's run of 2026-12-07, which had none (run again on the "
+        "kubelet alone)"),
     "ContainerMetrics": (
-        "this harness and nodelet: the spec reads `http://localhost:10255/metrics/cadvisor`, a "
-        "fixed port; both agents' read-only ports are free ports here. nodelet serves no "
-        "/metrics/cadvisor at all yet (issue 38's list)"),
+        "both. The spec reads `http://localhost:10255/metrics/cadvisor`. The kubelet's "
+        "cAdvisor here reports none of the test pods' containers (`container_start_time_"
+        "seconds`, `container_memory_*`, ... missing for both pods), as nodelet's has no "
+        "cAdvisor at all: it answers 404 (with a metrics-format comment since a run in which "
+        "the suite's parser looped for ever on aiohttp's `404: Not Found` body)"),
     "should report resource usage through the stats api": (
         "this machine's, on both. The spec reads `http://<address>:<readOnlyPort>/stats/"
         "summary` as /configz gives them, without credentials (nodelet's read-only port "
@@ -97,38 +98,11 @@ NOTES: dict[str, str] = {
         "(cgroup v1), the pod's projected token volume listed beside the spec's emptyDir "
         "(the spec expects that one only); the kubelet's also lacked pod network stats, "
         "which nodelet's has"),
-    "satisfy grace period when static pod is updated": (
-        "nodelet's: the static pod's manifest changed (a new UID); within 0.2 s the mirror "
-        "pod had the new UID, while the kubelet keeps the old mirror pod, and the old pod "
-        "running, through the old pod's grace period (19 s checked) before it creates the "
-        "new one"),
-    "should be recreated when mirror pod forcibly deleted": (
-        "nodelet's: its mirror pod was never created (BeforeEach, 120 s). nodelet's log: the "
-        "mirror pod writer was retrying, from 18:59:22 to 19:04:25, a POST of another "
-        "spec's mirror pod into a namespace being deleted (403 `unable to create new content "
-        "in namespace ... because it is being terminated`), and created no other mirror pod "
-        "meanwhile: one refused mirror pod blocks every other"),
-    "should successfully recreate when file is removed and recreated": (
-        "nodelet's: after the manifest was removed and written again (the same content, so "
-        "the same UID) the spec waits for the mirror pod Running with restartCount 1, as the "
-        "kubelet restarts the container of a pod it still knows; nodelet did not report it "
-        "within 120 s (its mirror pod writer was also blocked at the end of that window, see "
-        "the forcibly deleted spec)"),
-    "recursive read-only mounts": (
-        "nodelet's: the suite picks its branch from the Node's `status.runtimeHandlers` "
-        "features (recursiveReadOnlyMounts), which the kubelet publishes from CRI's "
-        "RuntimeStatus and nodelet does not publish at all; so on nodelet the `supports` specs "
-        "skip themselves and the `does not support` ones expect a recursiveReadOnly: Enabled "
-        "pod to stay Pending, which nodelet (whose runtime does support it) ran to Succeeded"),
     "should print log to correct cri log path": (
         "this harness: the check pod mounts the expected log file from the host path "
         "`/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log` (HostPath FileOrCreate: an empty "
         "file is created when it is missing); nodelet writes its logs under `<data dir>/logs` "
         "and the kubelet here under its own podLogsDir"),
-    "should print log to correct log path": (
-        "the check pod mounts `/var/log/containers/<pod>_<ns>_<container>-<id>.log`, the link "
-        "the kubelet makes to every container's log; nodelet makes it since ee82b1a (in "
-        "`--container-logs-dir`, default /var/log/containers), before which it failed"),
 }
 
 
