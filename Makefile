@@ -108,7 +108,8 @@ conformance: setup
 # The node's own suite: e2e_node.test's [NodeConformance] specs of test/e2e_node (skipping
 # [Serial], [Disruptive], [Flaky], [Slow], as the kubelet's presubmit) on nodelet, then on the
 # real kubelet, each the only node of a fresh control plane (tests/conformance/run_node.py);
-# writes docs/conformance-node.md with a column for each. Needs root. Not part of `make test`.
+# writes docs/conformance-node.md with a column for each. Needs root. Not part of `make test`,
+# which runs a subset on nodelet alone (tests/conformance/test_node_suite_subset.py).
 conformance-node: setup
 	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet $(E2E_PROGRAMS) e2e_node.test
 	$(PY) tests/conformance/run_node.py --host-defaults $(CONFORMANCE_NODE_ARGS)
@@ -148,7 +149,7 @@ unit: setup
 
 # The cluster tests run against the real control plane: `kube` builds it (skipped when built).
 test: lint kube
-	kube/build.sh $(E2E_PROGRAMS)  # the [NodeConformance] subset in tests/conformance
+	kube/build.sh $(E2E_PROGRAMS) e2e_node.test  # the [NodeConformance] subsets in tests/conformance
 	$(VENV)/bin/pytest -q
 
 # The runtime-facing tests again on the other runtime: the containerd on PATH (Debian's 1.6).

@@ -252,7 +252,8 @@ def render(dry: DryRun, results: Mapping[str, Mapping[str, report.Result]], *,
         "of the pinned release, kube/versions.env), run with `--start-services=false` "
         "against a fresh real control plane with one node: nodelet, then the real kubelet "
         "v1.37.2 on a containerd of the same build and configuration, the same images from "
-        "the same local registry.", "",
+        "the same local registry. `make test` runs a subset of it on nodelet alone "
+        "(tests/conformance/test_node_suite_subset.py).", "",
         f"- Last run: {today}, commit `{commit}`; wall time: {timing}.",
         f"- Selection: `{' '.join(selection)}`, `--procs={procs}`.",
     ]
