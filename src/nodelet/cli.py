@@ -17,14 +17,14 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import nodelet
 from nodelet import app, nodecommands, serverflags, settings
 from nodelet.adapters import instancelock
-from nodelet.model.core import admission, nodeflags, nodeips, resources
+from nodelet.model.core import admission, imagegc, nodeflags, nodeips, resources
 from nodelet.model.parsing import kubeletconfig
 from nodelet.services.nodehealth import resetting
 from nodelet.services.serving import preflight
@@ -475,7 +475,18 @@ def _run_settings(args: argparse.Namespace, argv: list[str]) -> settings.Setting
     for path, value in overrides.settings.items():
         config = _with_setting(config, path.split("."), value)
     _check_image_credentials_gate(config, overrides)
+    _check_image_gc_ages(config)
     return config
+
+
+def _check_image_gc_ages(config: settings.Settings) -> None:
+    """The kubelet validates imageMaximumGCAge (a file field) against imageMinimumGCAge (the
+    file's or --image-minimum-gc-age) once both are known."""
+    try:
+        imagegc.check_ages(timedelta(seconds=config.gc.image_minimum_gc_age),
+                           timedelta(seconds=config.gc.image_maximum_gc_age))
+    except imagegc.PolicyError as exc:
+        raise settings.SettingsError(f"--config: invalid configuration: {exc}") from exc
 
 
 def _check_image_credentials_gate(config: settings.Settings,

@@ -415,6 +415,10 @@ class GCSettings:
     # An image first seen less than this many seconds ago is never removed: it may have just
     # been pulled for a container about to start (120; --image-minimum-gc-age).
     image_minimum_gc_age: float = 120.0
+    # Whatever the disk usage, each collection removes the images no container has used for
+    # more than this many seconds (never used: counted from the collector's start); 0 is off
+    # (0, the kubelet's imageMaximumGCAge; a --config field only, greater than the minimum age).
+    image_maximum_gc_age: float = 0.0
     # Seconds between collections of dead containers and sandboxes (ContainerGCPeriod, 60).
     container_gc_period: float = 60.0
     # A dead container is kept at least this many seconds after it was created

@@ -1,7 +1,10 @@
 """Image garbage collection on real containerd: an unused image is removed when a small data-dir
 filesystem (a tmpfs made here) crosses the high threshold, and an in-use image never is, nor
 the pause image; an image too young waits for the minimum age, and when nothing more can be
-freed the Node gets the kubelet's FreeDiskSpaceFailed event."""
+freed the Node gets the kubelet's FreeDiskSpaceFailed event. With a maximum age
+(imageMaximumGCAge), an image no container used for longer than it goes whatever the disk
+usage, but not before the collector has run that long; images of running and of exited
+containers stay."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import os
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 
@@ -21,12 +25,15 @@ from conftest import AgentFactory, Instance, InstanceFactory
 from nodelet import cli, settings
 from nodelet.adapters import host
 from nodelet.model.core import imagegc
+from nodelet.services.nodehealth import imagegc as imagegc_service
 from support.disks import tiny_tmpfs
 from support.harness import all_ready, pod_manifest
 from support.polling import eventually
 
 IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
 VICTIM = "localhost/nodelet/gc-victim:1"
+# An image only an exited container uses (busybox with a marker file, so another image ID).
+DONE = "localhost/nodelet/gc-done:1"
 # The tmpfs holds containerd's root (pause, busybox, the victim: content and unpacked
 # snapshots), its state and log. 8 MiB of random data makes the victim the one image big
 # enough to bring usage from just above 85 % back under 80 %.
@@ -51,6 +58,18 @@ def victim_archive(out: Path) -> Path:
     entries = [build.Entry("data", "dir"),
                build.Entry("data/blob", "file", 0o644, os.urandom(VICTIM_BYTES))]
     build.write_archive(build.layout_files(VICTIM, entries, {"Cmd": ["/data/blob"]}), out)
+    return out
+
+
+def done_archive(out: Path) -> Path:
+    """An OCI archive of busybox (Debian's busybox-static, as images/out/busybox.tar) with a
+    marker file: an image of its own that runs `true`."""
+    build = _image_builder()
+    binary = Path("/bin/busybox")
+    entries = [*build.busybox_entries(binary, build.available_applets(binary)),
+               build.Entry("gc-done", "file", 0o644, b"done\n")]
+    build.write_archive(build.layout_files(DONE, entries, {"Cmd": ["true"],
+                                                          "Env": [build.PATH_ENV]}), out)
     return out
 
 
@@ -165,3 +184,106 @@ def test_image_gc_flags_reach_the_settings() -> None:
     default = cli.settings_from_args(cli.build_parser().parse_args(["run"])).gc
     assert (default.image_gc_high_percent, default.image_gc_low_percent,
             default.image_minimum_gc_age) == (85, 80, 120.0)
+
+
+def _config(tmp_path: Path, fields: str, *flags: str) -> settings.Settings:
+    path = tmp_path / "kubelet.yaml"
+    path.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                    + fields)
+    return cli.settings_from_argv(["run", "--config", str(path), *flags])
+
+
+def test_the_max_age_comes_from_the_config_file(tmp_path: Path) -> None:
+    # The node e2e suite's pair (test/e2e_node/image_gc_test.go).
+    gc = _config(tmp_path, "imageMaximumGCAge: 1m\nimageMinimumGCAge: 1s\n").gc
+    assert (gc.image_maximum_gc_age, gc.image_minimum_gc_age) == (60.0, 1.0)
+    assert _config(tmp_path, "imageMaximumGCAge: 0s\n").gc.image_maximum_gc_age == 0.0
+    assert cli.settings_from_args(cli.build_parser().parse_args(["run"])).gc \
+        .image_maximum_gc_age == 0.0  # off by default, as in the kubelet
+
+
+@pytest.mark.parametrize(("fields", "flags", "error"), [
+    # The minimum age's default is 2m.
+    ("imageMaximumGCAge: 1m\n", (), "--config: invalid configuration: imageMaximumGCAge 1m0s "
+     "must be greater than imageMinimumGCAge 2m0s"),
+    ("imageMaximumGCAge: 1m\nimageMinimumGCAge: 1m\n", (),
+     "imageMaximumGCAge 1m0s must be greater than imageMinimumGCAge 1m0s"),
+    # The command line's minimum age wins over the file's, and is checked against the file's
+    # maximum age.
+    ("imageMaximumGCAge: 3m\nimageMinimumGCAge: 1s\n", ("--image-minimum-gc-age", "5m"),
+     "imageMaximumGCAge 3m0s must be greater than imageMinimumGCAge 5m0s"),
+])
+def test_a_max_age_not_above_the_min_age_is_refused(
+    tmp_path: Path, fields: str, flags: tuple[str, ...], error: str
+) -> None:
+    with pytest.raises(settings.SettingsError, match=error):
+        _config(tmp_path, fields, *flags)
+
+
+# -- the maximum age --------------------------------------------------------------------------
+
+# Long enough for the agent to start its pods before their images could expire (images found
+# at start count as used then): the loop below removes the victim about this long after start.
+MAX_AGE = 8.0
+
+
+async def test_images_unused_longer_than_the_max_age_go_whatever_the_usage(
+    instances: InstanceFactory, make_agent: AgentFactory, tmp_path: Path
+) -> None:
+    """The collection loop, as `nodelet run` wires it: a short period and maximum age."""
+    instance = await instances()  # a private one: every unused image there goes
+    agent = await make_agent(endpoint=instance.containerd.endpoint, gc=settings.GCSettings(
+        image_gc_period=0.5, image_minimum_gc_age=1.0, image_maximum_gc_age=MAX_AGE))
+    agent.write("busy.yaml", pod_manifest("busy"))
+    await agent.wait_status("busy", all_ready, what="a busybox pod running")
+    await import_image(instance, victim_archive(tmp_path / "victim.tar"))
+    left = await eventually(lambda: tags(instance), until=lambda t: VICTIM not in t,
+                            within=MAX_AGE + 30, every=0.5,
+                            what="the never-used image removed once past the maximum age")
+    assert {settings.BUSYBOX_IMAGE, settings.PAUSE_IMAGE} <= left
+    busy = agent.status_of("busy")
+    assert busy is not None and busy.phase == "Running", busy
+
+
+class _Clock:
+    """Time as the test sets it."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_max_age_counts_from_the_start_and_spares_images_in_use(
+    instances: InstanceFactory, make_agent: AgentFactory, tmp_path: Path
+) -> None:
+    """A collector on a clock the test moves, over real containerd and real pods: nothing
+    before the maximum age has passed since its start; then the never-used image goes, and
+    the images of a running and an exited container and the pause image stay."""
+    instance = await instances()
+    await import_image(instance, done_archive(tmp_path / "done.tar"))
+    agent = await make_agent(endpoint=instance.containerd.endpoint, gc=settings.GCSettings(
+        image_gc_high_percent=100))  # the agent's own collector stays out of the way
+    agent.write("busy.yaml", pod_manifest("busy"))
+    agent.write("done.yaml", pod_manifest("done", command="true", restart_policy="Never")
+                .replace(settings.BUSYBOX_IMAGE, DONE))
+    await agent.wait_status("busy", all_ready, what="a busybox pod running")
+    await agent.wait_status("done", lambda s: s.phase == "Succeeded", what="done Succeeded")
+    await import_image(instance, victim_archive(tmp_path / "victim.tar"))
+    (victim_id,) = [i.id for i in await instance.client.list_images() if VICTIM in i.repo_tags]
+    clock = _Clock()
+    collector = imagegc_service.ImageGC(
+        client=instance.client, recorder=agent.agent_or_fail().recorder,
+        settings=settings.GCSettings(image_minimum_gc_age=1.0, image_maximum_gc_age=60.0),
+        protected=(settings.PAUSE_IMAGE,), clock=clock)
+    first = await collector.collect()
+    clock.now += timedelta(seconds=60)
+    not_yet = await collector.collect()
+    assert first.ok and not_yet.ok and first.expired == not_yet.expired == (), (first, not_yet)
+    assert {VICTIM, DONE} <= await tags(instance)
+    clock.now += timedelta(seconds=1)
+    expired = await collector.collect()
+    assert expired.ok and expired.expired == (victim_id,), expired
+    left = await tags(instance)
+    assert VICTIM not in left and {DONE, settings.BUSYBOX_IMAGE, settings.PAUSE_IMAGE} <= left

@@ -3,6 +3,7 @@ in use, how records follow the runtime, and which images go first."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -170,3 +171,99 @@ def test_node_event_is_about_the_node() -> None:
                                      "apiVersion": "v1"}
     assert api["metadata"]["namespace"] == "default"
     assert api["source"] == {"component": ev.COMPONENT, "host": "node-1"}
+
+
+# -- the maximum age (the kubelet's imageMaximumGCAge, freeOldImages) -------------------------
+
+MAX_AGE = timedelta(minutes=1)
+AGED = (
+    record("never-used", detected_ago=7200),
+    record("never-used-just-pulled", detected_ago=0),  # no minimum age for age GC
+    record("used-long-ago", used_ago=3000),
+    record("used-just-over", used_ago=61),
+    record("used-exactly-max-age-ago", used_ago=60),  # not *more* than the max age
+    record("used-recently", used_ago=10),
+    record("running", used_ago=0),
+    record("pause", tags=("localhost/nodelet/pause:1.0",)),
+    gc.ImageRecord("pinned", 100, ("other/pause:3.10",), NOW - timedelta(hours=2), pinned=True),
+)
+OLD = ["never-used", "never-used-just-pulled", "used-long-ago", "used-just-over"]
+
+
+@pytest.mark.parametrize(("started_ago", "max_age", "removed"), [
+    (timedelta(hours=1), MAX_AGE, OLD),
+    # Nothing until the collector has run for longer than the max age: what it knows of last
+    # uses begins at its start (the e2e "should not GC unused images prematurely").
+    (timedelta(seconds=60), MAX_AGE, []),
+    (timedelta(seconds=0), MAX_AGE, []),
+    (timedelta(seconds=61), MAX_AGE, OLD),
+    (timedelta(hours=1), timedelta(0), []),  # 0: off
+    (timedelta(hours=1), timedelta(minutes=30), ["never-used", "never-used-just-pulled",
+                                                 "used-long-ago"]),
+])
+def test_expired_images(started_ago: timedelta, max_age: timedelta, removed: list[str]) -> None:
+    old = gc.expired(AGED, in_use=frozenset({"running"}),
+                     protected=("localhost/nodelet/pause:1.0",), now=NOW,
+                     started=NOW - started_ago, max_age=max_age)
+    assert sorted(r.id for r in old) == sorted(removed)
+
+
+def test_expired_images_come_in_removal_order() -> None:
+    old = gc.expired(AGED, in_use=frozenset({"running"}), protected=("pause",), now=NOW,
+                     started=NOW - timedelta(days=1), max_age=MAX_AGE)
+    assert [r.id for r in old] == ["never-used", "never-used-just-pulled", "used-long-ago",
+                                   "used-just-over"]
+
+
+def test_in_use_protected_and_pinned_images_never_expire() -> None:
+    ancient = NOW - timedelta(days=30)
+    records = [gc.ImageRecord(i, 1, (f"{i}:1",), ancient, ancient, pinned=i == "pinned")
+               for i in ("busy", "pause", "pinned", "victim")]
+    kwargs = {"now": NOW, "started": ancient, "max_age": MAX_AGE}
+    old = gc.expired(records, in_use=frozenset({"busy"}), protected=("pause:1",), **kwargs)
+    assert [r.id for r in old] == ["victim"]
+    # Nor are they removed to free space.
+    ordered = gc.candidates(records, in_use=frozenset({"busy"}), protected=("pause:1",),
+                            now=NOW, min_age=timedelta(0))
+    assert [r.id for r in ordered] == ["victim"]
+
+
+def test_detection_follows_pinning() -> None:
+    pinned = rt.ImageInfo(id="sha256:p", repo_tags=("p:1",), pinned=True)
+    records = gc.detect({}, (pinned,), frozenset(), now=NOW)
+    assert records["sha256:p"].pinned
+    unpinned = gc.detect(records, (replace(pinned, pinned=False),), frozenset(), now=NOW)
+    assert not unpinned["sha256:p"].pinned
+
+
+@pytest.mark.parametrize(("min_age", "max_age", "error"), [
+    (timedelta(minutes=2), timedelta(0), ""),  # off: any minimum age
+    (timedelta(seconds=1), timedelta(minutes=1), ""),  # the node e2e suite's pair
+    (timedelta(minutes=2), timedelta(minutes=2),
+     "imageMaximumGCAge 2m0s must be greater than imageMinimumGCAge 2m0s"),
+    (timedelta(minutes=2), timedelta(minutes=1),
+     "imageMaximumGCAge 1m0s must be greater than imageMinimumGCAge 2m0s"),
+    (timedelta(0), timedelta(seconds=-1), "imageMaximumGCAge -1s must not be negative"),
+])
+def test_max_age_must_exceed_min_age(min_age: timedelta, max_age: timedelta,
+                                     error: str) -> None:
+    if not error:
+        gc.check_ages(min_age, max_age)
+        assert gc.Policy(min_age=min_age, max_age=max_age).max_age == max_age
+        return
+    with pytest.raises(gc.PolicyError, match=error):
+        gc.check_ages(min_age, max_age)
+    with pytest.raises(gc.PolicyError, match=error):
+        gc.Policy(min_age=min_age, max_age=max_age)
+
+
+def test_a_max_age_keeps_collection_periodic_at_100_percent() -> None:
+    # The kubelet stubs its image GC only for a high threshold of 100 AND no max age.
+    assert gc.Policy(high_percent=100, low_percent=80, min_age=timedelta(seconds=1),
+                     max_age=MAX_AGE).periodic
+
+
+def test_expiry_failure_message_is_the_kubelets() -> None:
+    assert gc.expiry_failure_message(MAX_AGE, ["sha256:a: busy", "sha256:b: gone"]) == (
+        "wanted to free images older than 1m0s, encountered errors in image deletion: "
+        "[sha256:a: busy, sha256:b: gone]")

@@ -329,6 +329,7 @@ def image_from_pb(image: pb.Image) -> rt.ImageInfo:
         size=image.size,
         uid=image.uid.value if image.HasField("uid") else None,
         username=image.username,
+        pinned=image.pinned,
     )
 
 

@@ -123,6 +123,7 @@ def kubelet_configuration(s: settings_.Settings, *, runtime_endpoint: str) -> di
         "serializeImagePulls": True,
         "imagePullCredentialsVerificationPolicy": s.image_credentials.verification_policy,
         "imageMinimumGCAge": go_duration(gc.image_minimum_gc_age),
+        "imageMaximumGCAge": go_duration(gc.image_maximum_gc_age),
         "imageGCHighThresholdPercent": gc.image_gc_high_percent,
         "imageGCLowThresholdPercent": gc.image_gc_low_percent,
         "evictionHard": _thresholds(ev.hard), "evictionSoft": _thresholds(ev.soft),

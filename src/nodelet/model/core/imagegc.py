@@ -1,4 +1,4 @@
-"""Image garbage collection by disk usage (pure): the kubelet's realImageGCManager
+"""Image garbage collection by disk usage and by age (pure): the kubelet's realImageGCManager
 (pkg/kubelet/images/image_gc_manager.go) as decisions over image records and filesystem stats.
 
 The collector keeps one `ImageRecord` per image the runtime holds: when it first saw the image
@@ -6,13 +6,21 @@ and when a container (any container the runtime lists, running or exited) last u
 (`detect`). When the image filesystem is `high_percent` full or more, it frees
 `amount_to_free` bytes — down to `low_percent` — by removing unused images, least recently
 used first, then first detected first (`plan`). An image in use is never removed, nor a
-protected one (the sandbox "pause" image), nor one detected less than `min_age` ago: it may
-have just been pulled for a container about to start. Images already there when the collector
-first looked count as detected in the unknown past (`UNKNOWN_PAST`), as the kubelet's first
-detection does, so they are old enough at once.
+protected one (the sandbox "pause" image), nor one the runtime pins, nor one detected less
+than `min_age` ago: it may have just been pulled for a container about to start. Images
+already there when the collector first looked count as detected in the unknown past
+(`UNKNOWN_PAST`), as the kubelet's first detection does, so they are old enough at once.
 
-Exceptions: `PolicyError` for thresholds out of range; `InvalidCapacity` for a filesystem of no
-capacity (the kubelet's `InvalidDiskCapacity` event).
+With a `max_age` (the kubelet's imageMaximumGCAge; 0 is off), every collection first removes,
+whatever the disk usage, the unused images last used more than `max_age` ago (`expired`, the
+kubelet's freeOldImages). As there, an image never seen in use has no last use and so counts
+as old, the minimum age does not apply, and nothing expires until the collector has run for
+longer than `max_age`: the collector keeps no history across restarts, so the images it finds
+at its start count as used at its start.
+
+Exceptions: `PolicyError` for thresholds out of range or a maximum age not above the minimum
+age; `InvalidCapacity` for a filesystem of no capacity (the kubelet's `InvalidDiskCapacity`
+event).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import usage
+from nodelet.model.core.configz import go_duration
 
 # Event reasons of the kubelet (pkg/kubelet/events/event.go), about the Node.
 FREE_DISK_SPACE_FAILED = "FreeDiskSpaceFailed"
@@ -34,7 +43,7 @@ UNKNOWN_PAST = datetime.min.replace(tzinfo=UTC)
 
 
 class PolicyError(ValueError):
-    """Image GC thresholds out of range; the message names the threshold."""
+    """Image GC thresholds or ages out of range; the message names the setting."""
 
 
 class InvalidCapacity(ValueError):
@@ -44,11 +53,13 @@ class InvalidCapacity(ValueError):
 @dataclass(frozen=True)
 class Policy:
     """When to collect (the kubelet's ImageGCPolicy): at `high_percent` usage or more, free
-    down to `low_percent`; never an image detected less than `min_age` ago."""
+    down to `low_percent`; never an image detected less than `min_age` ago. Whatever the
+    usage, images unused for more than `max_age` go (0: never)."""
 
     high_percent: int = 85
     low_percent: int = 80
     min_age: timedelta = timedelta(minutes=2)
+    max_age: timedelta = timedelta(0)
 
     def __post_init__(self) -> None:
         for name, value in (("high", self.high_percent), ("low", self.low_percent)):
@@ -57,18 +68,37 @@ class Policy:
         if self.low_percent > self.high_percent:
             raise PolicyError(f"image GC low threshold {self.low_percent}% can not be higher "
                               f"than the high threshold {self.high_percent}%")
+        check_ages(self.min_age, self.max_age)
 
     @property
     def periodic(self) -> bool:
-        """False at a high threshold of 100 %: the kubelet then runs no periodic image GC
-        (an eviction manager may still ask to delete unused images)."""
-        return self.high_percent < 100
+        """False at a high threshold of 100 % with no maximum age: the kubelet then runs no
+        periodic image GC (an eviction manager may still ask to delete unused images)."""
+        return self.high_percent < 100 or self.max_age > timedelta(0)
+
+
+def check_ages(min_age: timedelta, max_age: timedelta) -> None:
+    """The kubelet's validation of imageMaximumGCAge (pkg/kubelet/apis/config/validation):
+    not negative, and when set (not 0) greater than imageMinimumGCAge. Raises PolicyError."""
+    if max_age < timedelta(0):
+        raise PolicyError(f"imageMaximumGCAge {_go(max_age)} must not be negative")
+    if timedelta(0) < max_age <= min_age:
+        raise PolicyError(
+            f"imageMaximumGCAge {_go(max_age)} must be greater than imageMinimumGCAge "
+            f"{_go(min_age)} (raise imageMaximumGCAge, lower imageMinimumGCAge, or set "
+            "imageMaximumGCAge to 0 to turn collection by age off)")
+
+
+def _go(age: timedelta) -> str:
+    seconds = age.total_seconds()
+    return f"-{go_duration(-seconds)}" if seconds < 0 else go_duration(seconds)
 
 
 @dataclass(frozen=True)
 class ImageRecord:
     """What the collector knows of one image. `last_used` is None until a container is seen
-    using it."""
+    using it; `pinned`: the runtime asks that it be kept (CRI Image.pinned, e.g. containerd's
+    sandbox image)."""
 
     id: str
     size: int
@@ -76,6 +106,7 @@ class ImageRecord:
     first_detected: datetime
     last_used: datetime | None = None
     digests: tuple[str, ...] = ()
+    pinned: bool = False
 
     def known_as(self, ref: str) -> bool:
         """Whether `ref` names this image: its ID, one of its tags or repo digests."""
@@ -92,14 +123,15 @@ class Plan:
 
 @dataclass(frozen=True)
 class ImageGCResult:
-    """One collection: the usage seen, the bytes wanted and freed, the images removed, and
-    what went wrong ("" when nothing did)."""
+    """One collection: the usage seen, the bytes wanted and freed, the images removed to free
+    them, the images removed for age (`expired`), and what went wrong ("" when nothing did)."""
 
     usage_percent: int
     amount_to_free: int
     freed: int = 0
     removed: tuple[str, ...] = ()
     error: str = ""
+    expired: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -138,14 +170,14 @@ def detect(
     first: bool = False,
 ) -> dict[str, ImageRecord]:
     """The records after looking at the runtime's `images`: new images detected `now` (at
-    `UNKNOWN_PAST` on the `first` look), images in use used `now`, sizes and names
+    `UNKNOWN_PAST` on the `first` look), images in use used `now`, sizes, names and pinning
     refreshed, records of images that are gone dropped."""
     detected = UNKNOWN_PAST if first else now
     updated = {}
     for image in images:
         record = records.get(image.id) or ImageRecord(image.id, 0, (), detected)
         record = replace(record, size=image.size, tags=image.repo_tags,
-                         digests=image.repo_digests)
+                         digests=image.repo_digests, pinned=image.pinned)
         if image.id in in_use:
             record = replace(record, last_used=now)
         updated[image.id] = record
@@ -160,16 +192,52 @@ def candidates(
     now: datetime,
     min_age: timedelta,
 ) -> list[ImageRecord]:
-    """The images that may be removed, in removal order: never used or used longest ago first,
-    then detected earliest first."""
+    """The images that may be removed to free space, in removal order: never used or used
+    longest ago first, then detected earliest first."""
     eligible = [
-        r for r in records
-        if r.id not in in_use
-        and not any(r.known_as(ref) for ref in protected)
-        and (r.last_used is None or r.last_used < now)
+        r for r in _unused(records, in_use=in_use, protected=protected)
+        if (r.last_used is None or r.last_used < now)
         and now - r.first_detected >= min_age
     ]
-    return sorted(eligible, key=lambda r: (r.last_used or UNKNOWN_PAST, r.first_detected))
+    return sorted(eligible, key=_removal_order)
+
+
+def expired(
+    records: Iterable[ImageRecord],
+    *,
+    in_use: frozenset[str],
+    protected: Sequence[str],
+    now: datetime,
+    started: datetime,
+    max_age: timedelta,
+) -> list[ImageRecord]:
+    """The images to remove for age (the kubelet's freeOldImages), in removal order: unused,
+    not protected or pinned, and last used more than `max_age` before `now` (never used:
+    always). None when `max_age` is 0 or the collector `started` `max_age` ago or less,
+    since what it knows of last uses only begins then."""
+    if max_age <= timedelta(0) or now - started <= max_age:
+        return []
+    old = [
+        r for r in _unused(records, in_use=in_use, protected=protected)
+        if r.last_used is None or now - r.last_used > max_age
+    ]
+    return sorted(old, key=_removal_order)
+
+
+def _unused(
+    records: Iterable[ImageRecord], *, in_use: frozenset[str], protected: Sequence[str]
+) -> list[ImageRecord]:
+    """The records GC may consider at all: not in use, not protected, not pinned (the
+    kubelet's imagesInEvictionOrder)."""
+    return [
+        r for r in records
+        if r.id not in in_use and not r.pinned
+        and not any(r.known_as(ref) for ref in protected)
+    ]
+
+
+def _removal_order(record: ImageRecord) -> tuple[datetime, datetime]:
+    return (record.last_used or UNKNOWN_PAST, record.first_detected)
 
 
 def select(ordered: Sequence[ImageRecord], amount: int) -> Plan:
@@ -198,6 +266,12 @@ def plan(
     ordered = candidates(records, in_use=in_use, protected=protected, now=now,
                          min_age=policy.min_age)
     return select(ordered, amount)
+
+
+def expiry_failure_message(max_age: timedelta, errors: Sequence[str]) -> str:
+    """The kubelet's error when images older than the maximum age could not all be removed."""
+    return (f"wanted to free images older than {_go(max_age)}, encountered errors in image "
+            f"deletion: [{', '.join(errors)}]")
 
 
 def failure_message(amount: int, freed: int) -> str:

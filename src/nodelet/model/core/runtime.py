@@ -382,6 +382,9 @@ class ImageInfo:
     # None for neither, which means root).
     uid: int | None = None
     username: str = ""
+    # The runtime asks that the image never be garbage collected (CRI Image.pinned; containerd
+    # pins its sandbox image).
+    pinned: bool = False
 
 
 @dataclass(frozen=True)

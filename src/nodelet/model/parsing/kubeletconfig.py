@@ -254,6 +254,9 @@ SUPPORTED: dict[str, _Flag | _Setting] = {
     "imageGCHighThresholdPercent": _Flag("image_gc_high_threshold", _integer),
     "imageGCLowThresholdPercent": _Flag("image_gc_low_threshold", _integer),
     "imageMinimumGCAge": _Flag("image_minimum_gc_age", _duration),
+    # No flag in the kubelet; 0 (its default) is off. Checked against the minimum age by the
+    # CLI, once the command line's --image-minimum-gc-age is known.
+    "imageMaximumGCAge": _Setting("gc.image_maximum_gc_age", _seconds),
     "evictionHard": _Flag("eviction_hard", _joined("<")),
     "evictionSoft": _Flag("eviction_soft", _joined("<")),
     "evictionSoftGracePeriod": _Flag("eviction_soft_grace_period", _soft_graces),

@@ -1,13 +1,17 @@
 """Image garbage collection: the kubelet's realImageGCManager, run every `image_gc_period`.
 
 Each collection looks at the runtime (CRI ListImages and ListContainers: every container,
-running or exited, marks its image used now), reads how full the image filesystem is
-(CRI ImageFsInfo gives its mount point, `statvfs` the numbers) and, once it is
-`image_gc_high_percent` full or more, removes unused images (CRI RemoveImage, by ID) in the
+running or exited, marks its image used now). With `image_maximum_gc_age` set, it first
+removes (CRI RemoveImage, by ID) every unused image that no container has used for longer
+than that, whatever the disk usage — the kubelet's imageMaximumGCAge; an image never seen in
+use counts from the collector's start, so a restart starts every count afresh. Then it reads
+how full the image filesystem is (CRI ImageFsInfo gives its mount point, `statvfs` the
+numbers) and, once it is `image_gc_high_percent` full or more, removes unused images in the
 order `model.core.imagegc` decides until usage is back at `image_gc_low_percent`. Images in
-use, the protected ones (the sandbox image nodelet runs pods with) and images first seen less
-than `image_minimum_gc_age` ago stay. A high threshold of 100 turns the periodic collection
-off, as in the kubelet.
+use, the protected ones (the sandbox image nodelet runs pods with) and those the runtime pins
+always stay, and images first seen less than `image_minimum_gc_age` ago are not removed to
+free space. A high threshold of 100 with no maximum age turns the periodic collection off, as
+in the kubelet.
 
 Events about the Node, as the kubelet records them:
 - `FreeDiskSpaceFailed` (Warning) when fewer bytes could be freed than needed
@@ -29,6 +33,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -39,6 +44,7 @@ from nodelet.model.core import events as ev
 from nodelet.model.core import imagegc as gc
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import usage
+from nodelet.model.core.configz import go_duration
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +85,13 @@ class ImageGC:
         self._recorder = recorder
         self._period = settings.image_gc_period
         self.policy = gc.Policy(settings.image_gc_high_percent, settings.image_gc_low_percent,
-                                timedelta(seconds=settings.image_minimum_gc_age))
+                                timedelta(seconds=settings.image_minimum_gc_age),
+                                timedelta(seconds=settings.image_maximum_gc_age))
         self._protected = tuple(protected)
         self._clock = clock
+        # Last uses are known from here on (the kubelet's beganGC): no image expires before
+        # the maximum age has passed since.
+        self._started = clock()
         self._stats = stats
         self._on_removed = on_removed
         self._records: dict[str, gc.ImageRecord] = {}
@@ -96,8 +106,9 @@ class ImageGC:
         return dict(self._records)
 
     async def run(self) -> None:
-        """Look at the images at once (those already there count as old), then collect now
-        and every period; run as a named task."""
+        """Look at the images at once (those already there count as old enough to free space,
+        and as used now for the maximum age), then collect now and every period; run as a
+        named task."""
         async with self._lock:
             try:
                 await self._detect(self._clock())
@@ -139,22 +150,29 @@ class ImageGC:
     # -- one collection --------------------------------------------------------------------
 
     async def _collect(self) -> gc.ImageGCResult:
+        """As the kubelet's GarbageCollect: detect, remove the expired images, then free
+        space; a failed removal for age fails the collection before the disk is looked at."""
+        now = self._clock()
+        in_use = await self._detect(now)
+        expired, errors = await self._free_old(now, in_use)
+        if errors:
+            return gc.ImageGCResult(0, 0, expired=expired, error=gc.expiry_failure_message(
+                self.policy.max_age, errors))
         stats = await self._image_fs_stats()
         try:
             amount = gc.amount_to_free(self.policy, stats)
         except gc.InvalidCapacity as exc:
             self._recorder.record_node("Warning", gc.INVALID_DISK_CAPACITY, str(exc))
-            return gc.ImageGCResult(0, 0, error=str(exc))
-        now = self._clock()
-        in_use = await self._detect(now)
+            return gc.ImageGCResult(0, 0, expired=expired, error=str(exc))
         if amount <= 0:
-            return gc.ImageGCResult(stats.used_percent, 0)
+            return gc.ImageGCResult(stats.used_percent, 0, expired=expired)
         log.info("image filesystem is %d%% full (high threshold %d%%): freeing %d bytes to "
                  "reach %d%%", stats.used_percent, self.policy.high_percent, amount,
                  self.policy.low_percent,
                  extra={"usage_percent": stats.used_percent, "amount_to_free": amount})
         freed, removed, errors = await self._free(amount, now, in_use)
-        return self._outcome(stats.used_percent, amount, freed, removed, errors)
+        result = self._outcome(stats.used_percent, amount, freed, removed, errors)
+        return replace(result, expired=expired)
 
     def _outcome(self, percent: int, amount: int, freed: int, removed: list[str],
                  errors: list[str]) -> gc.ImageGCResult:
@@ -172,9 +190,10 @@ class ImageGC:
         """Log the result; a second failure in a row is an ImageGCFailed event (the kubelet
         events only repeated failures: the first may be stats not ready yet)."""
         if result.ok:
-            if result.removed or self._failed_last:
-                log.info("image garbage collection succeeded: %d images removed, %d bytes "
-                         "freed", len(result.removed), result.freed)
+            if result.removed or result.expired or self._failed_last:
+                log.info("image garbage collection succeeded: %d images removed for age, %d "
+                         "to free space, %d bytes freed", len(result.expired),
+                         len(result.removed), result.freed)
             self._failed_last = False
             return
         log.error("image garbage collection failed%s: %s",
@@ -204,6 +223,26 @@ class ImageGC:
         self._looked = True
         return in_use
 
+    async def _free_old(
+        self, now: datetime, in_use: frozenset[str]
+    ) -> tuple[tuple[str, ...], list[str]]:
+        """Remove the images unused for longer than the maximum age (none when it is 0);
+        a removal that fails is reported and the others go on. Returns IDs removed, errors."""
+        max_age = self.policy.max_age
+        old = gc.expired(self._records.values(), in_use=in_use, protected=self._protected,
+                         now=now, started=self._started, max_age=max_age)
+        removed, errors = [], []
+        for record in old:
+            error = await self._remove(
+                record, f"unused for more than {go_duration(max_age.total_seconds())}")
+            if error:
+                errors.append(error)
+            else:
+                removed.append(record.id)
+        if removed and self._on_removed is not None:
+            await self._on_removed(removed, now)
+        return tuple(removed), errors
+
     async def _free(
         self, amount: int, now: datetime, in_use: frozenset[str]
     ) -> tuple[int, list[str], list[str]]:
@@ -216,7 +255,7 @@ class ImageGC:
             chosen = gc.select(ordered, amount - freed).remove
             ordered = ordered[len(chosen):]
             for record in chosen:
-                error = await self._remove(record)
+                error = await self._remove(record, f"to free {record.size} bytes")
                 if error:
                     errors.append(error)
                 else:
@@ -226,8 +265,9 @@ class ImageGC:
             await self._on_removed(removed, now)
         return freed, removed, errors
 
-    async def _remove(self, record: gc.ImageRecord) -> str:
-        """Remove one image by ID; returns the error ("" when removed or already gone)."""
+    async def _remove(self, record: gc.ImageRecord, why: str) -> str:
+        """Remove one image by ID (`why` says why, for the log); returns the error ("" when
+        removed or already gone)."""
         try:
             await self._client.remove_image(record.id)
         except cri_errors.NotFound:
@@ -236,6 +276,6 @@ class ImageGC:
             log.warning("cannot remove image %s %s: %s", record.id, record.tags, exc)
             return f"{record.id}: {exc}"
         self._records.pop(record.id, None)
-        log.info("removed image %s %s to free %d bytes", record.id, list(record.tags),
-                 record.size, extra={"image_id": record.id, "size": record.size})
+        log.info("removed image %s %s %s", record.id, list(record.tags), why,
+                 extra={"image_id": record.id, "size": record.size})
         return ""
