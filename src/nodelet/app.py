@@ -162,6 +162,11 @@ class Agent:
         before, limit = host.raise_open_file_limit()
         if limit != before:
             log.info("open-file limit raised from %d to %d (the hard limit)", before, limit)
+        if (adj := self.settings.node.oom_score_adj) is not None:
+            try:  # before containerd starts, which inherits it
+                host.set_own_oom_score_adj(adj)
+            except OSError as exc:  # the kubelet logs this too and goes on
+                log.warning("could not set nodelet's oom_score_adj to %d: %s", adj, exc)
 
     async def _start_status(self) -> None:
         """The status job: the checkpoint, the status manager and the event recorder, restored

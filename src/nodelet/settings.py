@@ -483,6 +483,9 @@ class NodeSettings:
     labels: tuple[tuple[str, str], ...] = ()
     # Taints the Node is registered with, (key, value, effect) (--register-with-taints).
     register_with_taints: tuple[tuple[str, str, str], ...] = ()
+    # nodelet's own OOM score adjustment, -1000..1000, set at start (the kubelet's
+    # oomScoreAdj, whose default is -999); None (the default): left as inherited.
+    oom_score_adj: int | None = None
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,9 @@ def test_relative_paths_are_relative_to_the_file_and_zeros_are_defaults(
     ("text", "message"),
     [
         (GOOD + "cgroupDriver: systemd\n",
-         "field 'cgroupDriver' of KubeletConfiguration is not supported by nodelet"),
+         "cgroupDriver: nodelet runs with 'cgroupfs' and has no setting for it"),
+        (GOOD + "cpuManagerPolicy: static\n",
+         "field 'cpuManagerPolicy' of KubeletConfiguration is not supported by nodelet"),
         (GOOD + "maxPodz: 3\n", "unknown field 'maxPodz'"),
         (GOOD.replace("maxPods: 17", "maxPods: seventeen"),
          "maxPods: must be an integer, not a string"),

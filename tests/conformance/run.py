@@ -76,6 +76,8 @@ class Node:
     root: Path
     process: subprocess.Popen[bytes]
     cgroup_root: str
+    argv: tuple[str, ...] = ()  # its command line, for `respawn`
+    log: Path | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -83,6 +85,27 @@ class Node:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def send_signal(self, sig: int) -> None:
+        """`sig` to nodelet, and wait until it has exited (SIGKILL after
+        NODELET_STOP_WITHIN s): a restart of the node agent; its containerd and pods keep
+        running."""
+        if not self.alive():
+            return
+        os.kill(self.process.pid, sig)
+        try:
+            self.process.wait(timeout=NODELET_STOP_WITHIN)
+        except subprocess.TimeoutExpired:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def respawn(self, extra: Sequence[str] = ()) -> None:
+        """Start nodelet again once it has exited, as before, with `extra` flags more."""
+        if self.alive():
+            raise RuntimeError("nodelet is still running")
+        with (self.log or Path(os.devnull)).open("ab") as out:
+            self.process = subprocess.Popen([*self.argv, *extra], stdout=out,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
 
     def stop(self) -> None:
         """SIGTERM (SIGKILL after NODELET_STOP_WITHIN s), then `nodelet reset`; a reset that
@@ -133,7 +156,7 @@ def start_node(plane: controlplane.ControlPlane, root: Path, log: Path,
     with log.open("ab") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
-    return Node(root, process, cgroup_root)
+    return Node(root, process, cgroup_root, tuple(argv), log)
 
 
 def wait_ready(plane: controlplane.ControlPlane, node: Node, log: Path) -> None:

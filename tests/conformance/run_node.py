@@ -51,6 +51,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 import report  # noqa: E402  (tests/conformance/report.py)
 import report_node  # noqa: E402  (tests/conformance/report_node.py)
 import run  # noqa: E402  (tests/conformance/run.py: the registry, the token, nodelet's node)
+import units  # noqa: E402  (tests/conformance/units.py: the suite's systemctl)
 
 from nodelet import settings as settings_  # noqa: E402
 from nodelet.adapters import cni, containerd  # noqa: E402
@@ -80,6 +81,9 @@ HOST_READ_ONLY_PORT = 10255
 # device plugin specs look for them.
 HOST_RUNTIME_HANDLERS = ("test-handler",)
 HOST_HEALTHZ_PORT = 10248
+# The node server's port: the [Serial] specs dial 127.0.0.1:10250 (ports.KubeletPort) for
+# /configz and the serving certificate.
+HOST_NODE_PORT = 10250
 HOST_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 
 
@@ -91,10 +95,12 @@ class Selection:
     # One order for every agent (ginkgo shuffles the top-level containers by it): a run cut
     # short by --timeout has tried the same specs first on each.
     seed: int = 0
+    labels: str = ""  # ginkgo --label-filter, e.g. 'Serial || Disruptive'
 
     def ginkgo_args(self) -> list[str]:
         return [f"--focus={self.focus}", *(f"--focus-file={f}" for f in self.focus_files if f),
                 *([f"--skip={self.skip}"] if self.skip else []),
+                *([f"--label-filter={self.labels}"] if self.labels else []),
                 *([f"--seed={self.seed}"] if self.seed else [])]
 
 
@@ -104,6 +110,42 @@ class Joined:
 
     name: str
     cri_endpoint: str  # unix://... of the node's containerd (the suite talks CRI to it)
+    service: units.Service  # the agent, as the suite's `systemctl` stops and restarts it
+
+
+@dataclass(frozen=True)
+class NodeletService:
+    """nodelet as the unit runs it: stopped by a signal, started again with the suite's
+    `kubelet-config` as its `--config` (flags given on its command line win, as the
+    kubelet's do)."""
+
+    node: run.Node
+
+    def running(self) -> bool:
+        return self.node.alive()
+
+    def stop(self, sig: int) -> None:
+        self.node.send_signal(sig)
+
+    def start(self, config: Path | None) -> None:
+        self.node.respawn(["--config", str(config)] if config is not None else [])
+
+
+@dataclass(frozen=True)
+class KubeletService:
+    """The kubelet as the unit runs it (its methods run on the harness's event loop)."""
+
+    peer: kubeletpeer.JoinedKubelet
+    loop: asyncio.AbstractEventLoop
+
+    def running(self) -> bool:
+        return self.peer.process.returncode is None
+
+    def stop(self, sig: int) -> None:
+        asyncio.run_coroutine_threadsafe(self.peer.send_signal(sig), self.loop).result()
+
+    def start(self, config: Path | None) -> None:
+        asyncio.run_coroutine_threadsafe(self.peer.respawn(config), self.loop).result()
 
 
 def dry_run(out: Path, name: str, args: list[str], suite: str = "e2e_node.test") -> Path:
@@ -123,14 +165,15 @@ def run_suite(agent: str, *, plane: controlplane.ControlPlane, node: Joined, out
               selection: Selection, token: str, procs: int, timeout: str,
               env: dict[str, str]) -> tuple[Path, float]:
     """The node suite against `node`; (its JUnit file, its wall time in s). Run from the
-    agent's own directory: the framework keeps a `kubelet-config` file in its working dir."""
+    agent's own directory (`suite_in`): the framework keeps a `kubelet-config` file in its
+    working directory."""
     kube = controlplane.bin_dir()
     work = out / agent
     report_dir = work / "junit"
     report_dir.mkdir(parents=True, exist_ok=True)
     argv = [str(kube / "ginkgo"), f"--procs={procs}", *selection.ginkgo_args(),
             f"--timeout={timeout}", "--no-color", "--silence-skips",
-            f"--json-report={work / 'ginkgo.json'}", str(kube / "e2e_node.test"), "--",
+            f"--json-report={work / 'ginkgo.json'}", str(suite_in(work)), "--",
             f"--host={plane.server}", f"--node-name={node.name}",
             "--start-services=false", "--prepull-images=false", f"--bearer-token={token}",
             f"--kubectl-path={kube / 'kubectl'}", f"--report-dir={report_dir}",
@@ -139,12 +182,27 @@ def run_suite(agent: str, *, plane: controlplane.ControlPlane, node: Joined, out
     started = time.monotonic()
     print(f"[{agent}] e2e_node.test {' '.join(selection.ginkgo_args())} --procs={procs} "
           f"(output: {work / 'suite.log'})", flush=True)
-    with (work / "suite.log").open("wb") as log:
-        subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False,
-                       cwd=work)
+    try:
+        with (work / "suite.log").open("wb") as log:
+            subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False,
+                           cwd=work)
+    finally:
+        (work / "e2e_node.test").unlink(missing_ok=True)
     took = time.monotonic() - started
     print(f"[{agent}] {took / 60:.1f} min", flush=True)
     return report_dir / "junit_01.xml", took
+
+
+def suite_in(work: Path) -> Path:
+    """e2e_node.test linked into `work`: ginkgo runs a compiled suite in the binary's own
+    directory, where the [Serial] specs write `kubelet-config` (each agent's run its own)."""
+    suite = work / "e2e_node.test"
+    suite.unlink(missing_ok=True)
+    try:
+        suite.hardlink_to(controlplane.bin_dir() / "e2e_node.test")
+    except OSError:  # another file system
+        suite.symlink_to(controlplane.bin_dir() / "e2e_node.test")
+    return suite
 
 
 @contextlib.asynccontextmanager
@@ -158,7 +216,8 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
     log = out / "nodelet" / "nodelet.log"
     extra = ["--manifests", str(manifests), *(
         [*(f"--runtime-handler={h}" for h in HOST_RUNTIME_HANDLERS),
-         f"--healthz-port={HOST_HEALTHZ_PORT}", f"--device-plugins-dir={HOST_DEVICE_PLUGINS}"]
+         f"--healthz-port={HOST_HEALTHZ_PORT}", f"--device-plugins-dir={HOST_DEVICE_PLUGINS}",
+         f"--port={HOST_NODE_PORT}"]
         if host else ["--healthz-port=0"])]
     node = run.start_node(plane, root / "node", log, extra=extra,
                           cgroup_root=HOST_CGROUP_ROOT if host else None,
@@ -166,7 +225,7 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
     try:
         run.wait_ready(plane, node, log)
         socket = node.data_dir / "containerd" / "containerd.sock"
-        yield Joined(run.NODE, f"unix://{socket}")
+        yield Joined(run.NODE, f"unix://{socket}", NodeletService(node))
     finally:
         if node.alive():
             run.wait_no_pods(plane, within=DRAIN_WITHIN)
@@ -212,7 +271,7 @@ def kubelet_config(manifests: Path, host: bool) -> dict[str, object]:
                                  "readOnlyPort": kubeletpeer.free_port()}
     if host:  # its device plugin directory is always the host's
         config |= {"cgroupRoot": HOST_CGROUP_ROOT, "readOnlyPort": HOST_READ_ONLY_PORT,
-                   "healthzPort": HOST_HEALTHZ_PORT}
+                   "healthzPort": HOST_HEALTHZ_PORT, "port": HOST_NODE_PORT}
     return config
 
 
@@ -251,7 +310,8 @@ async def kubelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
             client=client, config=kubelet_config(manifests, host))
         try:
             await peer.wait_ready(admin, within=JOIN_WITHIN)
-            yield Joined(KUBELET_NODE, runner.endpoint)
+            yield Joined(KUBELET_NODE, runner.endpoint,
+                         KubeletService(peer, asyncio.get_running_loop()))
         finally:
             for manifest in manifests.iterdir():  # a spec cut short leaves its static pod
                 manifest.unlink()
@@ -294,10 +354,18 @@ async def one_agent(agent: str, *, out: Path, selection: Selection, procs: int, 
     token, token_file = run.node_suite_token(root / "auth")
     async with fresh_plane(agent, root=root, out=out, host=host,
                            apiserver_args=[f"--token-auth-file={token_file}"]) as (plane, node):
-        env = {**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)}
-        return await asyncio.to_thread(
-            run_suite, agent, plane=plane, node=node, out=out, selection=selection,
-            token=token, procs=procs, timeout=timeout, env=env)
+        # The [Serial] specs stop and restart the agent through `systemctl`, and write
+        # `kubelet-config` in their working directory (run_suite's).
+        with units.UnitServer(f"kubelet-{agent}", node.service, root / "units",
+                              out / agent / "kubelet-config") as unit:
+            env = unit.env({**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)})
+            try:
+                return await asyncio.to_thread(
+                    run_suite, agent, plane=plane, node=node, out=out, selection=selection,
+                    token=token, procs=procs, timeout=timeout, env=env)
+            finally:
+                (out / agent / "systemctl.log").write_text("".join(
+                    f"{line}\n" for line in unit.log))
 
 
 def counts_line(dry: report_node.DryRun) -> str:
@@ -327,6 +395,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                              f"them; '' for every file; default: {FOCUS_FILE})")
     parser.add_argument("--skip", default=SKIP, help="ginkgo skip ('' for none; default: "
                                                      "%(default)s)")
+    parser.add_argument("--label-filter", default="",
+                        help="ginkgo label filter, e.g. 'Serial || Disruptive' (with --skip "
+                             "'\\[Flaky\\]': the specs that restart or reconfigure the "
+                             "agent; run them with --procs 1)")
     parser.add_argument("--procs", type=int, default=3, help="parallel ginkgo processes")
     parser.add_argument("--timeout", default=SUITE_TIMEOUT,
                         help="ginkgo's limit for each agent's run (default: %(default)s)")
@@ -356,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("e2e_node.test", "ginkgo", "kubectl"):
         controlplane.binary(name)
     selection = Selection(args.focus, tuple(args.focus_file or [FOCUS_FILE]), args.skip,
-                          seed=args.seed or int(time.time()))
+                          seed=args.seed or int(time.time()), labels=args.label_filter)
     args.out = args.out.resolve()  # ginkgo runs in it: its report paths must be absolute
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)

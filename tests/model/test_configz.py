@@ -42,7 +42,13 @@ def test_the_settings_by_their_kubelet_names() -> None:
     assert config["featureGates"]["PodHasNetworkCondition"] is True
     assert config["evictionHard"]["memory.available"] == "100Mi"
     assert config["containerLogMaxSize"] == "10Mi"
-    assert config["registerNode"] is False  # standalone
+    # What nodelet does where it has no setting, and the document's kind.
+    assert config["registerNode"] is True and config["cpuCFSQuota"] is True
+    assert config["serializeImagePulls"] is False and config["cgroupDriver"] == "cgroupfs"
+    assert (config["apiVersion"], config["kind"]) == ("kubelet.config.k8s.io/v1beta1",
+                                                      "KubeletConfiguration")
+    assert (config["healthzBindAddress"], config["healthzPort"]) == ("127.0.0.1", 10248)
+    assert "oomScoreAdj" not in config  # left as inherited
     assert config["authorization"]["mode"] == "AlwaysAllow"
 
 
@@ -55,3 +61,19 @@ def test_int32_fields_are_integers() -> None:
     for key in ("kubeAPIQPS", "kubeAPIBurst", "eventRecordQPS", "eventBurst"):
         assert type(config[key]) is int, key
     assert json.dumps(config["kubeAPIQPS"]) == "50"
+
+
+def test_configz_reads_back_as_a_config_file() -> None:
+    """What /configz says nodelet runs with is a --config file nodelet accepts, and it gives
+    back the same settings (the node e2e suite restarts the agent with such a file)."""
+    from nodelet.model.parsing import kubeletconfig
+
+    s = settings.Settings(data_dir=Path("/var/lib/x"), manifests_dir=Path("/etc/m"),
+                          node=settings.NodeSettings(oom_score_adj=-999),
+                          cluster=settings.ClusterSettings(kubeconfig=Path("/k")))
+    config = configz.configz(s, runtime_endpoint="unix:///run/c.sock")["kubeletconfig"]
+    found = kubeletconfig.parse(json.dumps(config), filename="/etc/kubelet.json")
+    assert found.settings["node.oom_score_adj"] == -999
+    assert found.flags["manifests"] == "/etc/m"
+    assert found.flags["runtime_endpoint"] == "unix:///run/c.sock"
+

@@ -128,8 +128,22 @@ def test_fields_without_a_flag_become_settings(fields: dict[str, Any],
     ("fields", "message"),
     [
         ({"maxPod": 3}, "unknown field 'maxPod'"),
-        ({"cgroupDriver": "systemd"}, "field 'cgroupDriver' of KubeletConfiguration is not "
-                                      "supported by nodelet"),
+        ({"cgroupDriver": "systemd"}, "cgroupDriver: nodelet runs with 'cgroupfs' and has no "
+                                      "setting for it; 'systemd' cannot be honoured"),
+        ({"cpuCFSQuota": False}, "cpuCFSQuota: nodelet runs with true"),
+        ({"cpuCFSQuota": 1}, "cpuCFSQuota: nodelet runs with true"),
+        ({"cpuCFSQuotaPeriod": "50ms"}, "cpuCFSQuotaPeriod: nodelet runs with '100ms'"),
+        ({"enableDebuggingHandlers": False}, "enableDebuggingHandlers: nodelet runs with true"),
+        ({"nodeStatusMaxImages": -1}, "nodeStatusMaxImages: nodelet runs with 50"),
+        ({"shutdownGracePeriod": "30s"}, "shutdownGracePeriod: nodelet runs with '0s'"),
+        ({"volumeStatsAggPeriod": "1m"}, "volumeStatsAggPeriod: only 0s (the default)"),
+        ({"podPidsLimit": 1024}, "field 'podPidsLimit' of KubeletConfiguration is not "
+                                 "supported by nodelet"),
+        ({"memorySwap": {"swapBehavior": "LimitedSwap"}}, "field 'memorySwap'"),
+        ({"logging": {"format": "json"}}, "field 'logging'"),
+        ({"imageServiceEndpoint": "unix:///other.sock",
+          "containerRuntimeEndpoint": "unix:///c.sock"}, "field 'imageServiceEndpoint'"),
+        ({"oomScoreAdj": -1001}, "oomScoreAdj: -1001 is not in -1000..1000"),
         ({"authentication": {"oidc": {}}}, "authentication: unknown field 'oidc'"),
         ({"authorization": {"mode": "RBAC"}}, "authorization.mode: 'RBAC' must be"),
         ({"authentication": {"webhook": {"enabled": "yes"}}},
@@ -247,3 +261,97 @@ def test_relative_paths_are_relative_to_the_file(fields: dict[str, Any],
 def test_command_line_gates_merge_with_the_file_s_key_by_key(file: str, flags: str,
                                                              merged: str) -> None:
     assert kc.merge_feature_gates(file, flags) == merged
+
+
+def test_a_file_written_from_configz_reads_back() -> None:
+    """The node e2e suite restarts the agent with a file it writes from /configz (decoded into
+    the kubelet's internal type and encoded again: every pointer field /configz left out comes
+    back as its Go zero value). This one was written so from nodelet's /configz (paths
+    shortened): it reads back into what nodelet ran with, plus the suite's change."""
+    text = """
+address: 0.0.0.0
+apiVersion: kubelet.config.k8s.io/v1beta1
+authentication:
+  anonymous: {enabled: false}
+  webhook: {cacheTTL: 2m0s, enabled: true}
+  x509: {clientCAFile: /pki/ca.crt}
+authorization:
+  mode: Webhook
+  webhook: {cacheAuthorizedTTL: 5m0s, cacheUnauthorizedTTL: 30s}
+cgroupDriver: cgroupfs
+cgroupRoot: /
+cgroupsPerQOS: true
+containerLogMaxFiles: 5
+containerLogMaxSize: 10Mi
+containerLogMaxWorkers: 1
+containerLogMonitorInterval: 10s
+containerRuntimeEndpoint: unix:///data/containerd/containerd.sock
+cpuCFSQuota: true
+cpuCFSQuotaPeriod: 100ms
+cpuManagerReconcilePeriod: 0s
+crashLoopBackOff: {}
+enableControllerAttachDetach: true
+enableDebugFlagsHandler: false
+enableDebuggingHandlers: true
+enableProfilingHandler: false
+enableServer: true
+enableSystemLogHandler: false
+enableSystemLogQuery: false
+eventBurst: 100
+eventRecordQPS: 50
+evictionHard: {imagefs.available: 15%, memory.available: 100Mi, nodefs.available: 10%}
+evictionPressureTransitionPeriod: 5m0s
+failCgroupV1: false
+failSwapOn: false
+featureGates: {PodReadyToStartContainersCondition: true}
+fileCheckFrequency: 30s
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+httpCheckFrequency: 0s
+imageGCHighThresholdPercent: 85
+imageGCLowThresholdPercent: 80
+imageMinimumGCAge: 2m0s
+imagePullCredentialsVerificationPolicy: NeverVerifyPreloadedImages
+imageServiceEndpoint: unix:///data/containerd/containerd.sock
+kind: KubeletConfiguration
+kubeAPIBurst: 100
+kubeAPIQPS: 50
+localStorageCapacityIsolation: true
+logging:
+  flushFrequency: 0
+  options:
+    json: {infoBufferSize: "0"}
+    text: {infoBufferSize: "0"}
+  verbosity: 0
+makeIPTablesUtilChains: false
+maxPods: 110
+memorySwap: {}
+mergeDefaultEvictionSettings: false
+nodeLeaseDurationSeconds: 40
+nodeStatusMaxImages: 50
+nodeStatusReportFrequency: 5m0s
+nodeStatusUpdateFrequency: 10s
+oomScoreAdj: 0
+podPidsLimit: 0
+port: 10250
+readOnlyPort: 10255
+registerNode: true
+registryPullQPS: 0
+resolvConf: /etc/resolv.conf
+rotateCertificates: true
+runtimeRequestTimeout: 2m0s
+seccompDefault: false
+serializeImagePulls: false
+shutdownGracePeriod: 0s
+shutdownGracePeriodCriticalPods: 0s
+staticPodPath: /manifests
+streamingConnectionIdleTimeout: 0s
+syncFrequency: 1m0s
+volumeStatsAggPeriod: 0s
+"""
+    found = kc.parse(text, filename="/work/kubelet-config")
+    assert found.settings["manifest_resync_period"] == 30.0  # the suite's change
+    assert found.settings["node.oom_score_adj"] == 0
+    assert found.flags["manifests"] == "/manifests"
+    assert found.flags["port"] == 10250 and found.flags["read_only_port"] == 10255
+    assert found.flags["healthz_port"] == 10248

@@ -325,6 +325,7 @@ class JoinedKubelet:
     client: cri_client.RuntimeClient | None = None
     # The runtime's sandboxes before it started: not its own, never removed.
     foreign: frozenset[str] = frozenset()
+    argv: tuple[str, ...] = ()  # its command line, for `respawn`
 
     @classmethod
     async def join(cls, *, endpoint: str, bootstrap_kubeconfig: Path, client_ca: Path,
@@ -343,12 +344,13 @@ class JoinedKubelet:
         healthz = free_port()
         generated = join_config_for(root=root, cgroup_root=cgroup_root, port=free_port(),
                                     healthz_port=healthz, client_ca=client_ca)
+        extra = (f"--kubeconfig={root / 'kubelet.conf'}",
+                 f"--bootstrap-kubeconfig={bootstrap_kubeconfig}")
         process = await _spawn(root, cgroup_root, generated | dict(config or {}),
-                               endpoint=endpoint, node_name=node_name,
-                               extra=(f"--kubeconfig={root / 'kubelet.conf'}",
-                                      f"--bootstrap-kubeconfig={bootstrap_kubeconfig}"))
+                               endpoint=endpoint, node_name=node_name, extra=extra)
         peer = cls(root, process, root / "kubelet.log", cgroup_root, node_name, healthz,
-                   client, foreign)
+                   client, foreign,
+                   tuple(_argv(root, endpoint=endpoint, node_name=node_name, extra=extra)))
         try:
             await peer._wait_healthy(60.0)
         except BaseException:
@@ -366,6 +368,27 @@ class JoinedKubelet:
         """PeerError (with its log's tail) when the kubelet has exited."""
         if self.process.returncode is not None:
             raise PeerError(f"kubelet exited {self.process.returncode}: {self.tail()}")
+
+    async def send_signal(self, sig: int, *, within: float = 60.0) -> None:
+        """`sig` to its process group, and wait until it has exited (SIGKILL after
+        `within` s): a restart of the node agent, its pods left running."""
+        if self.process.returncode is not None:
+            return
+        os.killpg(self.process.pid, sig)
+        try:
+            await asyncio.wait_for(self.process.wait(), within)
+        except TimeoutError:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            await self.process.wait()
+
+    async def respawn(self, config: Path | None = None) -> None:
+        """Start it again once it has exited, as before, or with `config` for its config
+        file (the node suite's `kubelet-config`)."""
+        if self.process.returncode is None:
+            raise PeerError("the kubelet is still running")
+        argv = [f"--config={config}" if config is not None and a.startswith("--config=")
+                else a for a in self.argv]
+        self.process = await _exec(argv, self.log)
 
     async def _wait_healthy(self, within: float) -> None:
         loop = asyncio.get_running_loop()
@@ -455,6 +478,15 @@ def events_in(log: str) -> list[dict[str, str]]:
 # -- what both peers share: the process, its sandboxes, the host ------------------------------
 
 
+def _argv(root: Path, *, endpoint: str, node_name: str, extra: tuple[str, ...] = (),
+          binary: Path | None = None) -> list[str]:
+    """The kubelet's command line, with its config file `<root>/config.yaml`."""
+    return [str(binary or kubelet_binary()), f"--config={root / 'config.yaml'}",
+            f"--root-dir={root / 'root'}", f"--cert-dir={root / 'pki'}",
+            f"--container-runtime-endpoint={endpoint}", f"--hostname-override={node_name}",
+            *extra]
+
+
 async def _spawn(root: Path, cgroup_root: str, config: Mapping[str, Any], *, endpoint: str,
                  node_name: str, extra: tuple[str, ...] = (), binary: Path | None = None,
                  env: Mapping[str, str] | None = None) -> asyncio.subprocess.Process:
@@ -462,18 +494,21 @@ async def _spawn(root: Path, cgroup_root: str, config: Mapping[str, Any], *, end
     log (`kubelet.log`) under `root`; on failure its root and cgroup root are removed."""
     (root / "config.yaml").write_text(json.dumps(config, indent=1))
     try:
-        with (root / "kubelet.log").open("wb") as out:
-            return await asyncio.create_subprocess_exec(
-                str(binary or kubelet_binary()), f"--config={root / 'config.yaml'}",
-                f"--root-dir={root / 'root'}", f"--cert-dir={root / 'pki'}",
-                f"--container-runtime-endpoint={endpoint}",
-                f"--hostname-override={node_name}", *extra,
-                stdout=out, stderr=out, start_new_session=True,
-                env={**os.environ, **env} if env else None)
+        return await _exec(_argv(root, endpoint=endpoint, node_name=node_name, extra=extra,
+                                 binary=binary), root / "kubelet.log", env)
     except BaseException:
         _remove_cgroup_root(cgroup_root)
         shutil.rmtree(root, ignore_errors=True)
         raise
+
+
+async def _exec(argv: list[str], log: Path,
+                env: Mapping[str, str] | None = None) -> asyncio.subprocess.Process:
+    """`argv` in a session of its own, its output appended to `log`."""
+    with log.open("ab") as out:
+        return await asyncio.create_subprocess_exec(
+            *argv, stdout=out, stderr=out, start_new_session=True,
+            env={**os.environ, **env} if env else None)
 
 
 async def stop_by_pid(process: asyncio.subprocess.Process, within: float = 20.0) -> None:

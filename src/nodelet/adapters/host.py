@@ -33,6 +33,12 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, hard
 
 
+def set_own_oom_score_adj(value: int) -> None:
+    """This process's OOM score adjustment (the kubelet's --oom-score-adj for itself; the
+    runtime it starts afterwards inherits it). OSError when the kernel refuses."""
+    Path("/proc/self/oom_score_adj").write_text(f"{value}\n")
+
+
 def open_file_limit() -> int:
     """The soft RLIMIT_NOFILE (a large number when unlimited)."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]

@@ -17,6 +17,33 @@ from nodelet import settings as settings_
 
 _BINARY_UNITS = (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
+API_VERSION = "kubelet.config.k8s.io/v1beta1"
+KIND = "KubeletConfiguration"
+
+# What nodelet does where it has no setting, in the kubelet's field names and values. /configz
+# reports them; a `--config` file may repeat them (a file written from /configz, as the node e2e
+# suite writes one before it restarts the agent), but asking for another value is refused
+# (model.parsing.kubeletconfig).
+FIXED: dict[str, Any] = {
+    "enableServer": True,  # the node server always runs
+    "cgroupsPerQOS": True,  # pods under kubepods/{burstable,besteffort}
+    "cgroupDriver": "cgroupfs",
+    "cpuCFSQuota": True, "cpuCFSQuotaPeriod": "100ms",  # CPU limits are CFS quotas
+    "enableControllerAttachDetach": True,  # the node's annotation says so; no attach here
+    "enableDebuggingHandlers": True,  # exec, attach, portForward, run, containerLogs
+    "enableProfilingHandler": False, "enableDebugFlagsHandler": False,
+    "enableSystemLogHandler": False, "enableSystemLogQuery": False,
+    "localStorageCapacityIsolation": True,  # ephemeral-storage limits evict (eviction)
+    "makeIPTablesUtilChains": False,  # no KUBE-* chains of its own
+    "mergeDefaultEvictionSettings": False,  # an evictionHard given is all there is
+    "nodeStatusMaxImages": 50,  # model.core.nodes.MAX_IMAGES
+    "registryPullQPS": 0,  # pulls are not rate-limited
+    "registerNode": True,  # with an API server, the node registers itself
+    "serializeImagePulls": False,  # the images of different pods pull in parallel
+    "shutdownGracePeriod": "0s", "shutdownGracePeriodCriticalPods": "0s",  # no node shutdown
+    "failSwapOn": False, "failCgroupV1": False,  # it runs with swap and on cgroup v1
+}
+
 
 def go_duration(seconds: float) -> str:
     """Seconds as Go's time.Duration.String(): 0s, 500ms, 10s, 1m0s, 1h2m3s, 1m30.5s."""
@@ -83,9 +110,8 @@ def _authorization(s: settings_.Settings) -> dict[str, Any]:
 def _cluster_fields(s: settings_.Settings) -> dict[str, Any]:
     c = s.cluster
     if c is None:
-        return {"registerNode": False}
+        return {}
     return {
-        "registerNode": True,
         # int32 fields in KubeletConfiguration: a client that decodes it (the node e2e
         # suite) refuses `50.0`.
         "kubeAPIQPS": round(c.qps), "kubeAPIBurst": c.burst,
@@ -101,7 +127,7 @@ def kubelet_configuration(s: settings_.Settings, *, runtime_endpoint: str) -> di
     """The KubeletConfiguration (v1beta1 field names) that `s` amounts to."""
     ns, gc, ev = s.node_server, s.gc, s.eviction
     config: dict[str, Any] = {
-        "enableServer": True,
+        "apiVersion": API_VERSION, "kind": KIND, **FIXED,
         "staticPodPath": str(s.manifests_dir or ""),
         "syncFrequency": go_duration(s.sync.resync_period),
         "fileCheckFrequency": go_duration(s.manifest_resync_period),
@@ -113,14 +139,13 @@ def kubelet_configuration(s: settings_.Settings, *, runtime_endpoint: str) -> di
         "clusterDomain": s.dns.cluster_domain, "clusterDNS": list(s.dns.cluster_dns),
         "resolvConf": str(s.dns.resolv_conf or ""),
         "maxPods": s.node.max_pods, "cgroupRoot": s.node.cgroup_root,
-        "cgroupsPerQOS": True, "cgroupDriver": "cgroupfs",
+        "healthzPort": s.server.healthz_port, "healthzBindAddress": s.server.healthz_host,
         "systemReserved": _quantities(s.node.system_reserved),
         "kubeReserved": _quantities(s.node.kube_reserved),
         "registerWithTaints": [{"key": k, "value": v, "effect": e}
                                for k, v, e in s.node.register_with_taints],
         "containerRuntimeEndpoint": runtime_endpoint, "imageServiceEndpoint": runtime_endpoint,
         "runtimeRequestTimeout": go_duration(s.runtime.timeouts.default),
-        "serializeImagePulls": True,
         "imagePullCredentialsVerificationPolicy": s.image_credentials.verification_policy,
         "imageMinimumGCAge": go_duration(gc.image_minimum_gc_age),
         "imageMaximumGCAge": go_duration(gc.image_maximum_gc_age),
@@ -137,9 +162,9 @@ def kubelet_configuration(s: settings_.Settings, *, runtime_endpoint: str) -> di
         "seccompDefault": s.security.seccomp_default,
         "allowedUnsafeSysctls": list(s.security.allowed_unsafe_sysctls),
         "featureGates": dict(settings_.feature_gate_items(s.gates)),
-        # Not configurable in nodelet; as it behaves: runs with swap and on cgroup v1.
-        "failSwapOn": False, "failCgroupV1": False,
     }
+    if s.node.oom_score_adj is not None:  # else nodelet leaves its own as inherited
+        config["oomScoreAdj"] = s.node.oom_score_adj
     if s.image_credentials.preloaded_allowlist:  # omitempty, as the kubelet writes it
         config["preloadedImagesVerificationAllowlist"] = list(
             s.image_credentials.preloaded_allowlist)

@@ -38,11 +38,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodelet.model.core import nodeflags, pullrecords
+from nodelet.model.core import configz, nodeflags, pullrecords
 from nodelet.model.parsing import manifests
 
-API_VERSION = "kubelet.config.k8s.io/v1beta1"
-KIND = "KubeletConfiguration"
+API_VERSION = configz.API_VERSION
+KIND = configz.KIND
 
 
 class KubeletConfigError(ValueError):
@@ -290,7 +290,24 @@ SUPPORTED: dict[str, _Flag | _Setting] = {
     "port": _Flag("port", lambda n, v: _port(n, v, allow_zero=True)),
     "tlsCertFile": _Flag("tls_cert_file", _string),
     "tlsPrivateKeyFile": _Flag("tls_private_key_file", _string),
+    "oomScoreAdj": _Setting("node.oom_score_adj", lambda n, v: _in_range(n, v, -1000, 1000)),
 }
+
+# Fields nodelet has no setting for, and what a file may say of them (a file written from
+# /configz says what nodelet does, and the Go zero values of the fields /configz leaves out):
+# - configz.FIXED: that value, nothing else;
+# - these durations: zero, which the kubelet's defaulting turns into its default (nodelet
+#   has no static pod URL, CPU manager or volume stats cache, and its exec/attach/port-forward
+#   streams are the runtime's, with the runtime's idle timeout);
+_UNSET_WHEN_ZERO = frozenset({"httpCheckFrequency", "cpuManagerReconcilePeriod",
+                              "volumeStatsAggPeriod", "streamingConnectionIdleTimeout"})
+# - `podPidsLimit`: 0 or -1, no limit (the kubelet sets pids.max only when it is above 0);
+# - `imageServiceEndpoint`: "" or the runtime endpoint (one runtime serves both);
+# - `crashLoopBackOff`, `memorySwap`: empty (the crash back-off doubles from 10 s to 5 min, as
+#   the kubelet's default; nodelet sets no swap limit, so an explicit `swapBehavior` is
+#   refused: on a host with swap, the kubelet's default NoSwap would also cap memory+swap at
+#   the memory limit on cgroup v1, which nodelet does not);
+# - `logging`: the text format at verbosity 0 (nodelet's own --log-format and -v say more).
 
 # Fields whose zero value the kubelet's v1beta1 defaulting replaces by the default (they are not
 # pointers there): "0s", 0 or "" here means "leave it out". Pointer fields (kubeAPIQPS,
@@ -304,7 +321,9 @@ ZERO_IS_DEFAULT = frozenset({
 })
 
 _DURATIONS = frozenset({
-    "syncFrequency", "fileCheckFrequency", "nodeStatusUpdateFrequency",
+    "httpCheckFrequency", "cpuManagerReconcilePeriod", "volumeStatsAggPeriod",
+    "streamingConnectionIdleTimeout", "syncFrequency", "fileCheckFrequency",
+    "nodeStatusUpdateFrequency",
     "nodeStatusReportFrequency", "imageMinimumGCAge", "runtimeRequestTimeout",
     "evictionPressureTransitionPeriod",
 })
@@ -419,7 +438,8 @@ def _overrides(obj: Mapping[str, Any]) -> Overrides:
             continue
         target = SUPPORTED.get(name)
         if target is None:
-            raise _refused(name)
+            _check_unsettable(name, value, obj)
+            continue
         if name in ZERO_IS_DEFAULT and _is_zero(name, value):
             continue  # the kubelet's defaulting: zero is the default
         converted = target.convert(name, value)
@@ -459,6 +479,57 @@ def _is_zero(name: str, value: Any) -> bool:
     if isinstance(value, int | float):
         return value == 0
     return isinstance(value, str) and not value
+
+
+def _check_unsettable(name: str, value: Any, obj: Mapping[str, Any]) -> None:
+    """A field nodelet has no setting for: fine when it says what nodelet does (see
+    _UNSET_WHEN_ZERO), else refused by name."""
+    if name in configz.FIXED:
+        fixed = configz.FIXED[name]
+        if not _same(name, value, fixed):
+            shown = str(fixed).lower() if isinstance(fixed, bool) else repr(fixed)
+            raise KubeletConfigError(
+                f"{name}: nodelet runs with {shown} and has no setting for it; "
+                f"{value!r} cannot be honoured (write {shown} or leave the field out)")
+        return
+    if name in _UNSET_WHEN_ZERO:
+        if _is_zero(name, value):
+            return
+        raise KubeletConfigError(f"{name}: only 0s (the default) is supported, not {value!r}")
+    if name == "podPidsLimit" and value in (0, -1) and not isinstance(value, bool):
+        return
+    if name == "imageServiceEndpoint" and value in ("", obj.get("containerRuntimeEndpoint")):
+        return
+    if name in ("crashLoopBackOff", "memorySwap") and isinstance(value, dict) \
+            and not any(v not in (None, "") for v in value.values()):
+        return
+    if name == "logging" and isinstance(value, dict) and _default_logging(value):
+        return
+    raise _refused(name)
+
+
+def _same(name: str, value: Any, fixed: Any) -> bool:
+    if isinstance(fixed, str) and name in _FIXED_DURATIONS:
+        return isinstance(value, str) and duration_seconds(value) == duration_seconds(fixed)
+    return type(value) is type(fixed) and value == fixed
+
+
+_FIXED_DURATIONS = frozenset({"cpuCFSQuotaPeriod", "shutdownGracePeriod",
+                              "shutdownGracePeriodCriticalPods"})
+
+
+def _default_logging(value: Mapping[str, Any]) -> bool:
+    """The LoggingConfiguration of text at verbosity 0 (buffer and flush figures change
+    nothing of what is logged)."""
+    return value.get("format") in (None, "", "text") and value.get("verbosity") in (None, 0) \
+        and not value.get("vmodule")
+
+
+def _in_range(name: str, value: Any, low: int, high: int) -> int:
+    number = _integer(name, value)
+    if not low <= number <= high:
+        raise KubeletConfigError(f"{name}: {number} is not in {low}..{high}")
+    return number
 
 
 def _refused(name: str) -> KubeletConfigError:
