@@ -302,6 +302,9 @@ SUPPORTED: dict[str, _Flag | _Setting] = {
 _UNSET_WHEN_ZERO = frozenset({"httpCheckFrequency", "cpuManagerReconcilePeriod",
                               "volumeStatsAggPeriod", "streamingConnectionIdleTimeout"})
 # - `podPidsLimit`: 0 or -1, no limit (the kubelet sets pids.max only when it is above 0);
+# - `iptablesMasqueradeBit`, `iptablesDropBit`: any bit 0..31, which marks nothing: nodelet
+#   makes no iptables chains (`makeIPTablesUtilChains` is false, and then the kubelet uses
+#   them for nothing either);
 # - `imageServiceEndpoint`: "" or the runtime endpoint (one runtime serves both);
 # - `crashLoopBackOff`, `memorySwap`: empty (the crash back-off doubles from 10 s to 5 min, as
 #   the kubelet's default; nodelet sets no swap limit, so an explicit `swapBehavior` is
@@ -497,6 +500,9 @@ def _check_unsettable(name: str, value: Any, obj: Mapping[str, Any]) -> None:
             return
         raise KubeletConfigError(f"{name}: only 0s (the default) is supported, not {value!r}")
     if name == "podPidsLimit" and value in (0, -1) and not isinstance(value, bool):
+        return
+    if name in ("iptablesMasqueradeBit", "iptablesDropBit"):
+        _in_range(name, value, 0, 31)
         return
     if name == "imageServiceEndpoint" and value in ("", obj.get("containerRuntimeEndpoint")):
         return
