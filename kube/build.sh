@@ -119,7 +119,7 @@ build_csi_mock_driver() {  # the e2e suite's CSI mock driver, at KUBE_VERSION (k
 
 programs=("$@")
 [ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy metrics-server local-path-provisioner
-  csi-mock-driver csi-provisioner csi-attacher csi-resizer sample-device-plugin)
+  csi-mock-driver csi-provisioner csi-attacher csi-resizer sample-device-plugin test-device-plugin)
 for p in "${programs[@]}"; do
   case $p in
     etcd) build_etcd ;;
@@ -150,6 +150,10 @@ for p in "${programs[@]}"; do
     # process beside nodelet in the device plugin tests (tests/support/deviceplugins.py).
     sample-device-plugin) build_kube sample-device-plugin \
       k8s.io/kubernetes/test/images/sample-device-plugin ;;
+    # The kubelet's device plugin stub (the sample plugin's) with devices and their health
+    # given by flag and stdin (kube/kubernetes/testdeviceplugin), as the suite's
+    # testdeviceplugin changes them: the device health tests (tests/support/deviceplugins.py).
+    test-device-plugin) build_kube test-device-plugin nodelet.dev/kube/testdeviceplugin ;;
     # The ginkgo CLI at the build list's version: it runs e2e.test in parallel processes.
     ginkgo) build_kube ginkgo github.com/onsi/ginkgo/v2/ginkgo ;;
     *) echo "kube/build.sh: unknown program $p" >&2; exit 2 ;;

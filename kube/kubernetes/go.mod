@@ -1,9 +1,14 @@
-// Build glue only: pins the Kubernetes release whose programs are nodelet's test peers.
+// Build glue only: pins the Kubernetes release whose programs are nodelet's test peers
+// (testdeviceplugin/ only maps flags and stdin onto the kubelet's device plugin stub).
 module nodelet.dev/kube
 
 go 1.26.0
 
-require k8s.io/kubernetes v1.37.2
+require (
+	k8s.io/klog/v2 v2.140.0
+	k8s.io/kubelet v0.37.2
+	k8s.io/kubernetes v1.37.2
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -171,7 +176,6 @@ require (
 	k8s.io/dynamic-resource-allocation v0.37.2 // indirect
 	k8s.io/endpointslice v0.0.0 // indirect
 	k8s.io/externaljwt v0.0.0 // indirect
-	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kms v0.37.2 // indirect
 	k8s.io/kube-aggregator v0.0.0 // indirect
 	k8s.io/kube-controller-manager v0.0.0 // indirect
@@ -179,7 +183,6 @@ require (
 	k8s.io/kube-proxy v0.0.0 // indirect
 	k8s.io/kube-scheduler v0.0.0 // indirect
 	k8s.io/kubectl v0.0.0 // indirect
-	k8s.io/kubelet v0.37.2 // indirect
 	k8s.io/metrics v0.37.2 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect

@@ -209,7 +209,10 @@ class Agent:
         self.device_manager = devicemanager.DeviceManager(
             directory=s.device_plugins_dir, settings=s.devices, group=self._group,
             active=lambda: {pod.uid for pod in self.admitted.all()},
-            ready=lambda: self._sources_synced)
+            ready=lambda: self._sources_synced,
+            # The kubelet syncs the pods whose devices changed health only with its gate.
+            on_health=self._device_health_changed if s.gates.resource_health_status
+            else lambda uid: None)
         await self.device_manager.start()
         self.volumes = volumes.VolumeManager(
             root=s.data_dir / "pods", node_name=s.node_name,
@@ -621,6 +624,14 @@ class Agent:
             return {}, {}
         found = self.device_manager.node_resources()
         return found.capacity, found.allocatable
+
+    def _device_health_changed(self, uid: str) -> None:
+        """A device the pod holds changed health: its worker syncs, so that its status says
+        so at once (the kubelet's SyncLoop on its container manager's updates). The device
+        manager starts before the workers: a pod not synced yet shows it at its first sync."""
+        workers_ = getattr(self, "workers", None)
+        if workers_ is not None:
+            workers_.wake(pods.PodUID(uid))
 
     def _runtime_changed(self, uid: pods.PodUID) -> None:
         self.metrics.runtime_changed(uid)  # before the wake: it starts the status update clock

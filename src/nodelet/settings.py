@@ -111,6 +111,10 @@ class FeatureGates:
     # use an image already on the node only with the credentials that pulled it, as
     # `ImageCredentialSettings` says; off: any pod uses any present image.
     kubelet_ensure_secret_pulled_images: bool = True
+    # Kubernetes' ResourceHealthStatus (KEP-4680; beta, on by default since 1.36): the health
+    # of the devices a container holds in containerStatuses[].allocatedResourcesStatus, its
+    # pod's status generated again when one changes; off: not reported.
+    resource_health_status: bool = True
 
 
 @dataclass(frozen=True)
@@ -631,6 +635,7 @@ _GATES = {
     "PodTerminationSLI": "pod_termination_sli",
     "ContainerStopSignals": "container_stop_signals",
     "KubeletEnsureSecretPulledImages": "kubelet_ensure_secret_pulled_images",
+    "ResourceHealthStatus": "resource_health_status",
 }
 
 

@@ -4,19 +4,27 @@ the real containerd: it registers on nodelet's kubelet.sock, its devices become 
 resource, a pod asking for both runs with both mounted, a second pod is refused at admission
 with the kubelet's reason and words, and after a nodelet restart the plugin registers again
 and the first pod still holds both devices (from the checkpoint). A plugin that stops leaves
-its devices in capacity, none allocatable."""
+its devices in capacity, none allocatable.
+
+Device health in the pod status (ResourceHealthStatus), as the node e2e suite's "Device Plugin
+Failures Pod Status" specs check it, with the kubelet's device plugin stub
+(`test-device-plugin`, whose devices' health the test changes): a running pod and one whose
+image never comes show their device Healthy in containerStatuses[].allocatedResourcesStatus,
+then Unhealthy once the plugin says so."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 
 from conftest import Instance
 from nodelet.model.core import devices
-from support.deviceplugins import DEVICES, RESOURCE, sample_plugin
-from support.harness import Harness, exec_in, pod_manifest
+from support.deviceplugins import DEVICES, RESOURCE, health_plugin, sample_plugin
+from support.harness import Harness, exec_in, pod_manifest, waiting_reason
 from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -106,3 +114,106 @@ async def test_sample_plugin_devices_reach_a_pod_and_survive_a_restart(
         await eventually(lambda: node_counts(agent),
                          until=lambda c: c == ({RESOURCE: 2}, {RESOURCE: 0}), within=30,
                          what="capacity kept, allocatable 0 once the plugin stopped")
+
+
+HEALTH_RESOURCE = "test.device/health"
+ONE_DEVICE = """\
+resources:
+  limits: {test.device/health: "1"}
+"""
+NEVER_PULLED_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: health-pull}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: main
+      image: localhost/nodelet/no-such-image:v0
+      imagePullPolicy: Never
+      resources:
+        limits: {test.device/health: "1"}
+"""
+
+
+async def pod_statuses(agent: Harness) -> dict[str, dict[str, Any]]:
+    """The read-only API's /pods: each pod's status by name."""
+    url = f"http://127.0.0.1:{agent.agent_or_fail().server_port}/pods"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        listed = await response.json()
+    return {p["metadata"]["name"]: p["status"] for p in listed["items"]}
+
+
+def device_health(statuses: dict[str, dict[str, Any]], pod: str) -> Any:
+    found = statuses.get(pod, {}).get("containerStatuses") or [{}]
+    return found[0].get("allocatedResourcesStatus")
+
+
+def expected(device: str, health: str) -> list[dict[str, Any]]:
+    return [{"name": HEALTH_RESOURCE, "resources": [{"resourceID": device, "health": health}]}]
+
+
+async def test_device_health_reaches_the_pod_status(agent: Harness, tmp_path: Path) -> None:
+    directory = agent.settings.device_plugins_dir
+    node = agent.settings.node_name
+    run, pull = f"health-run-{node}", f"health-pull-{node}"
+    first = {"dev-a": "Healthy", "dev-b": "Healthy"}
+    async with health_plugin(directory, HEALTH_RESOURCE, first,
+                             log=tmp_path / "test-device-plugin.log") as plugin:
+        await eventually(lambda: node_counts(agent), within=30,
+                         until=lambda c: c == ({HEALTH_RESOURCE: 2}, {HEALTH_RESOURCE: 2}),
+                         what="the test plugin's two devices registered",
+                         seen=lambda c: f"{c}; plugin: {plugin.tail()}")
+        agent.write("health-run.yaml", pod_manifest(
+            "health-run", container_extra=ONE_DEVICE))
+        await agent.wait_status("health-run", lambda s: s.phase == "Running",
+                                what="health-run running with a device")
+        found = agent.find("health-run")
+        manager = agent.agent_or_fail().device_manager
+        assert found is not None and manager is not None
+        (held,) = manager.devices_of(found[0].uid, "main")[HEALTH_RESOURCE]
+        other = ({"dev-a", "dev-b"} - {held}).pop()
+        # A container that never starts holds its device too (the suite's second spec: an
+        # image that cannot be pulled).
+        agent.write("health-pull.yaml", NEVER_PULLED_POD)
+        await agent.wait_status("health-pull",
+                                lambda s: waiting_reason(s) == "ErrImageNeverPull",
+                                what="health-pull waiting for its image")
+
+        healthy = {run: expected(held, "Healthy"), pull: expected(other, "Healthy")}
+        await eventually(lambda: pod_statuses(agent), every=0.2, within=30,
+                         until=lambda s: {p: device_health(s, p) for p in healthy} == healthy,
+                         what="both pods' devices Healthy in /pods")
+
+        # The plugin marks the running pod's device unhealthy: its status says so without
+        # waiting for a resync (60 s), the other pod's stays.
+        plugin.update({held: "Unhealthy", other: "Healthy"})
+        sick = {run: expected(held, "Unhealthy"), pull: expected(other, "Healthy")}
+        await eventually(lambda: pod_statuses(agent), every=0.2, within=20,
+                         until=lambda s: {p: device_health(s, p) for p in sick} == sick,
+                         what="health-run's device Unhealthy in /pods",
+                         seen=lambda s: f"{[device_health(s, p) for p in sick]}; "
+                                        f"plugin: {plugin.tail()}")
+        assert node_counts(agent) == ({HEALTH_RESOURCE: 2}, {HEALTH_RESOURCE: 1})
+        plugin.update({held: "Unhealthy", other: "Unhealthy"})
+        await agent.wait_status(
+            "health-pull", lambda s: [h.health for r in s.container_statuses[0]
+                                      .allocated_resources_status for h in r.resources]
+            == ["Unhealthy"], within=20, what="health-pull's device Unhealthy")
+        # The init containers' statuses carry none (the kubelet fills containerStatuses).
+        statuses = await pod_statuses(agent)
+        assert "initContainerStatuses" not in statuses[pull]
+
+        # Healthy again, then the plugin goes away: the kubelet keeps the last health it was
+        # told (its allDevices), while the devices leave allocatable.
+        plugin.update({held: "Healthy", other: "Healthy"})
+        healthy_again = {run: expected(held, "Healthy"), pull: expected(other, "Healthy")}
+        await eventually(lambda: pod_statuses(agent), every=0.2, within=20,
+                         until=lambda s: {p: device_health(s, p) for p in sick}
+                         == healthy_again, what="both devices Healthy again")
+        plugin.stop()
+        await eventually(lambda: node_counts(agent), within=30,
+                         until=lambda c: c == ({HEALTH_RESOURCE: 2}, {HEALTH_RESOURCE: 0}),
+                         what="allocatable 0 once the plugin stopped")
+        statuses = await pod_statuses(agent)
+        assert {p: device_health(statuses, p) for p in healthy_again} == healthy_again

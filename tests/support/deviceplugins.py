@@ -19,6 +19,16 @@ Because the registration path is fixed, the plugin runs in a mount namespace of 
 directory bind-mounted at `/var/lib/kubelet/device-plugins`, so it sees nodelet's
 `kubelet.sock` where it looks and puts its socket in nodelet's directory; nothing changes on
 the host. It is stopped by PID (SIGTERM: it stops its server and removes its socket).
+
+    async with health_plugin(directory, RESOURCE, {"dev": "Healthy"}, log=...) as p:
+        p.update({"dev": "Unhealthy"})  # a new list through ListAndWatch
+
+`test-device-plugin` (`kube/build.sh test-device-plugin`, kube/kubernetes/testdeviceplugin) is
+the kubelet's own device plugin stub, the sample plugin's, serving the resource and devices
+it is given, whose health the test changes as the node e2e suite's testdeviceplugin does
+(UpdateDevices): each line on its stdin is the new device list. It registers on the
+`kubelet.sock` of the directory it is given, so it runs as a plain host process; its Allocate
+answers an env `TEST_DEVICE_IDS`. Stopped by PID likewise.
 """
 
 from __future__ import annotations
@@ -105,3 +115,66 @@ async def sample_plugin(directory: Path, *, log: Path) -> AsyncIterator[SamplePl
         for device in DEVICES:  # the files its Allocate made on the host
             with contextlib.suppress(FileNotFoundError):
                 Path("/tmp", device).unlink()
+
+
+@dataclass
+class HealthPlugin:
+    process: subprocess.Popen[bytes]
+    log: Path
+    socket: Path
+
+    def tail(self, lines: int = 20) -> str:
+        with contextlib.suppress(FileNotFoundError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return "(no log)"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def update(self, devices: dict[str, str]) -> None:
+        """Send `devices` (ID -> health) as the plugin's new list."""
+        assert self.process.stdin is not None
+        self.process.stdin.write((_device_list(devices) + "\n").encode())
+        self.process.stdin.flush()
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after STOP_WITHIN s; by PID."""
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(STOP_WITHIN)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _device_list(devices: dict[str, str]) -> str:
+    return ",".join(f"{device}={health}" for device, health in devices.items())
+
+
+@contextlib.asynccontextmanager
+async def health_plugin(directory: Path, resource: str, devices: dict[str, str], *,
+                        log: Path) -> AsyncIterator[HealthPlugin]:
+    """test-device-plugin serving `resource` with `devices` (ID -> health), registered with
+    the agent whose device plugins directory is `directory`, for the block; stopped by PID
+    after."""
+    socket = directory / f"test-device-plugin-{resource.replace('/', '_')}.sock"
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [str(binary("test-device-plugin")), f"--plugin-dir={directory}",
+             f"--socket-name={socket.name}", f"--resource={resource}",
+             f"--devices={_device_list(devices)}", "-v=2"],
+            stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    plugin = HealthPlugin(process, log, socket)
+    try:
+        await eventually(lambda: socket.is_socket() or not plugin.alive(), within=30,
+                         what=f"the test device plugin's socket {socket}",
+                         seen=lambda _: plugin.tail())
+        assert plugin.alive(), plugin.tail()
+        yield plugin
+    finally:
+        plugin.stop()
+        if process.stdin is not None:
+            process.stdin.close()

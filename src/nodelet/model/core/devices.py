@@ -11,6 +11,9 @@
   all of them (envs, mounts, devices, annotations, CDI devices; the first of duplicates wins).
 - `encode_checkpoint` / `decode_checkpoint`: the assignments as the kubelet's
   `kubelet_internal_checkpoint` lays them out (see there for the differences).
+- `health_changes` and `resource_statuses`: device health in the pod status (the
+  ResourceHealthStatus gate): which devices of a new list changed health (their pods' status
+  is generated again), and a container's `allocatedResourcesStatus`.
 
 Exceptions::
 
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nodelet.helpers import errors
-from nodelet.model.core import pods, runtime
+from nodelet.model.core import pods, runtime, status
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
@@ -215,6 +218,35 @@ def by_numa(resource: Resource, ids: Iterable[str]) -> dict[int, tuple[str, ...]
         for node in (device.numa_nodes if device is not None else ()) or (NO_NUMA,):
             out.setdefault(node, []).append(device_id)
     return {node: tuple(found) for node, found in out.items()}
+
+
+def health_changes(old: Mapping[str, Device], listed: Iterable[Device]) -> frozenset[str]:
+    """The devices of a new ListAndWatch list whose health differs from the last list's
+    (`old`, by ID), or that it did not have: a device back after a while may still be held
+    (the kubelet's genericDeviceUpdateCallback, which then syncs the pods holding them)."""
+    return frozenset(d.id for d in listed if d.id not in old or old[d.id].health != d.health)
+
+
+def resource_statuses(held: Mapping[str, Iterable[str]],
+                      listed: Mapping[str, Mapping[str, Device]]
+                      ) -> tuple[status.ResourceStatus, ...]:
+    """A container's allocatedResourcesStatus: for each resource it holds devices of (`held`,
+    by resource name), each device with its health in the plugin's last list (`listed`, by
+    resource and ID), as the kubelet's UpdateAllocatedResourcesStatus: `Healthy` as listed,
+    `Unhealthy` for any other health, and `Healthy` for a device not listed (since the agent
+    started: the kubelet's default). A plugin that went away leaves its last list in force.
+    Sorted by resource name and device ID (the kubelet's order is its maps')."""
+    out = []
+    for name, ids in sorted(held.items()):
+        known = listed.get(name, {})
+        out.append(status.ResourceStatus(name, tuple(
+            status.ResourceHealth(device_id, _health(known.get(device_id)))
+            for device_id in sorted(set(ids)))))
+    return tuple(r for r in out if r.resources)
+
+
+def _health(device: Device | None) -> status.ResourceHealthStatus:
+    return "Healthy" if device is None or device.health == HEALTHY else "Unhealthy"
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ def generate_status(
     extra: extraconditions.Facts | None = None,
     resized: resize.View | None = None,
     rro_supported: bool = False,
+    device_health: Mapping[str, tuple[status.ResourceStatus, ...]] | None = None,
 ) -> status.PodStatus:
     """`ready`/`started`: readiness and startup probe results by container name;
     `failure`: (reason, message) of a pod that failed for good (activeDeadlineSeconds passed,
@@ -105,7 +106,9 @@ def generate_status(
     containers stopped — a pod from the API then gets a terminal phase (`terminal_status`);
     `extra`: what the alpha conditions beyond KEP-3085 read (`extraconditions.Facts`);
     `resized`: the allocation and what runs (`resize.View`; None: the pod's spec as it is);
-    `rro_supported`: the pod's runtime handler makes mounts recursively read-only."""
+    `rro_supported`: the pod's runtime handler makes mounts recursively read-only;
+    `device_health`: the allocatedResourcesStatus of each app container holding devices, by
+    name (`devices.resource_statuses`), shown with the ResourceHealthStatus gate."""
     view = resized or resize.View(allocated=pod)
     init_statuses, container_statuses = _container_statuses(
         pod, containers, old, view, gates=gates, ready=ready, waiting=waiting, started=started,
@@ -117,6 +120,8 @@ def generate_status(
     if terminal and not pod.is_static:
         phase, init_statuses, container_statuses = terminal_status(
             phase, init_statuses, container_statuses)
+    container_statuses = with_device_health(
+        container_statuses, device_health if gates.resource_health_status else None)
     if failure is None and old is not None and old.phase == "Failed" and old.reason:
         failure = (old.reason, old.message)  # failed for good, also across agent restarts
     reason = message = ""
@@ -161,6 +166,19 @@ def generate_status(
                                                                        view.pod_actuated),
     )
 
+
+
+def with_device_health(
+    statuses: tuple[status.ContainerStatus, ...],
+    health: Mapping[str, tuple[status.ResourceStatus, ...]] | None,
+) -> tuple[status.ContainerStatus, ...]:
+    """The app containers' statuses with the health of the devices each holds, as the
+    kubelet's UpdateAllocatedResourcesStatus fills it (containerStatuses only, not the init
+    containers'), made anew at each generation: nothing of an old status is kept, and
+    without `health` (the gate off) none is shown."""
+    found = health or {}
+    return tuple(replace(s, allocated_resources_status=found.get(s.name, ()))
+                 for s in statuses)
 
 
 def _container_statuses(

@@ -90,6 +90,27 @@ class VolumeMountStatus:
     recursive_read_only: str = ""
 
 
+# The health of one allocated resource (v1 ResourceHealthStatus).
+ResourceHealthStatus = Literal["Healthy", "Unhealthy", "Unknown"]
+
+
+@dataclass(frozen=True)
+class ResourceHealth:
+    """One device of a resource a container holds, and its health (v1 ResourceHealth)."""
+
+    resource_id: str
+    health: ResourceHealthStatus
+
+
+@dataclass(frozen=True)
+class ResourceStatus:
+    """The devices a container holds of one resource (containerStatuses[].
+    allocatedResourcesStatus[], ResourceHealthStatus): `name` is the resource's name."""
+
+    name: str
+    resources: tuple[ResourceHealth, ...] = ()
+
+
 @dataclass(frozen=True)
 class ContainerStatus:
     name: str
@@ -110,6 +131,8 @@ class ContainerStatus:
     allocated_resources: Mapping[str, str] | None = None
     resources: Mapping[str, Mapping[str, str]] | None = None
     volume_mounts: tuple[VolumeMountStatus, ...] = ()
+    # The health of the devices it holds, by resource (allocatedResourcesStatus); empty: none.
+    allocated_resources_status: tuple[ResourceStatus, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -212,6 +235,17 @@ def _container_status_to_api(status: ContainerStatus) -> dict[str, Any]:
         out["resources"] = {k: dict(v) for k, v in status.resources.items()}
     if status.volume_mounts:
         out["volumeMounts"] = [_volume_mount_to_api(m) for m in status.volume_mounts]
+    if status.allocated_resources_status:
+        out["allocatedResourcesStatus"] = [_resource_status_to_api(r)
+                                           for r in status.allocated_resources_status]
+    return out
+
+
+def _resource_status_to_api(resource: ResourceStatus) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": resource.name}
+    if resource.resources:  # omitempty
+        out["resources"] = [{"resourceID": h.resource_id, "health": h.health}
+                            for h in resource.resources]
     return out
 
 

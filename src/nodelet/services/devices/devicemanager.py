@@ -13,6 +13,14 @@ plugin reads ListAndWatch: every list replaces the resource's devices. When the 
 capacity, none allocatable, for `stop_grace_period`, after which the resource is reported 0;
 a plugin registering again for the resource takes over.
 
+Device health (the ResourceHealthStatus gate): `resource_statuses` is each container's
+`allocatedResourcesStatus`, every device it holds with its health in its plugin's last list
+(the kubelet's allDevices, kept when the plugin goes away and past the grace period: the
+kubelet reports the last health it was told, and `Healthy` for a device not listed since the
+agent started). When a list changes a device's health, or names a device the last one did
+not, `on_health` is told the UID of each pod holding it, so its status is generated again
+at once (the kubelet's device manager update channel, which syncs those pods).
+
 Admission (`admit`): every container's device plugin resources are allocated, init
 containers first, as the kubelet's topology manager admits a pod with the `none` policy: free
 healthy devices picked (the plugin's GetPreferredAllocation first when it offers it), the
@@ -38,7 +46,7 @@ from pathlib import Path
 
 from nodelet.adapters.deviceplugin import plugins
 from nodelet.helpers import tasks
-from nodelet.model.core import admission, devices, pods, preemption
+from nodelet.model.core import admission, devices, pods, preemption, status
 from nodelet.settings import DeviceSettings
 
 log = logging.getLogger(__name__)
@@ -58,11 +66,12 @@ class DeviceManager:
     """Device plugins and the devices they give containers. `active()`: the UIDs of the pods
     that hold their devices (admitted, not terminated); `ready()`: whether every pod source
     was read once (before that no device is freed); `on_change()`: told when capacity or
-    allocatable changed."""
+    allocatable changed; `on_health(uid)`: a device the pod holds changed health."""
 
     def __init__(self, *, directory: Path, settings: DeviceSettings, group: tasks.TaskGroup,
                  active: Callable[[], Collection[str]], ready: Callable[[], bool] = lambda: True,
                  on_change: Callable[[], None] = lambda: None,
+                 on_health: Callable[[str], None] = lambda uid: None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.directory = directory
         self._settings = settings
@@ -70,8 +79,12 @@ class DeviceManager:
         self._active = active
         self._ready = ready
         self._on_change = on_change
+        self._on_health = on_health
         self._monotonic = monotonic
         self._resources: dict[str, devices.Resource] = {}
+        # Each resource's devices as its plugin last listed them, kept when the plugin goes
+        # away (the kubelet's allDevices): the health reported in pod statuses.
+        self._listed: dict[str, dict[str, devices.Device]] = {}
         self._removed: set[str] = set()
         self._endpoints: dict[str, _Endpoint] = {}
         self._assigned: dict[_Key, devices.Assignment] = {}
@@ -192,10 +205,13 @@ class DeviceManager:
             async for listed in endpoint.client.list_and_watch():
                 if self._endpoints.get(name) is not endpoint:
                     return
+                changed = devices.health_changes(self._listed.get(name, {}), listed)
+                self._listed[name] = {d.id: d for d in listed}
                 self._resources[name] = devices.Resource(
-                    name, {d.id: d for d in listed}, stopped_at=None)
+                    name, self._listed[name], stopped_at=None)
                 log.info("device plugin for %s lists %d devices, %d healthy", name,
                          len(listed), len(self._resources[name].healthy))
+                self._health_changed(name, changed)
                 await self._save()
                 self._on_change()
         except plugins.PluginError as exc:
@@ -206,6 +222,19 @@ class DeviceManager:
                                                 stopped_at=self._monotonic())
                 self._on_change()
             await endpoint.client.close()
+
+    def _health_changed(self, name: str, changed: frozenset[str]) -> None:
+        """Tell `on_health` of each pod holding one of the `changed` devices of `name`."""
+        holders = sorted({a.pod_uid for k, a in self._assigned.items()
+                          if k[2] == name and a.device_ids & changed})
+        for uid in holders:
+            log.info("devices of pod %s changed health: %s %s", uid, name,
+                     ", ".join(sorted(changed & self._held(uid, name))))
+            self._on_health(uid)
+
+    def _held(self, pod_uid: str, name: str) -> frozenset[str]:
+        return frozenset(d for k, a in self._assigned.items()
+                         if k[0] == pod_uid and k[2] == name for d in a.device_ids)
 
     async def _drop(self, endpoint: _Endpoint) -> None:
         task = endpoint.task
@@ -248,6 +277,16 @@ class DeviceManager:
         """The devices a container holds, by resource."""
         return {k[2]: a.device_ids for k, a in self._assigned.items()
                 if k[0] == pod_uid and k[1] == container}
+
+    def resource_statuses(self, pod_uid: str) -> dict[str, tuple[status.ResourceStatus, ...]]:
+        """The allocatedResourcesStatus of each container of the pod that holds devices, by
+        container name (`devices.resource_statuses`)."""
+        held: dict[str, dict[str, frozenset[str]]] = {}
+        for (uid, container, name), assignment in self._assigned.items():
+            if uid == pod_uid:
+                held.setdefault(container, {})[name] = assignment.device_ids
+        return {container: devices.resource_statuses(by_resource, self._listed)
+                for container, by_resource in held.items()}
 
     # -- admission and container start ---------------------------------------------------
 

@@ -346,6 +346,8 @@ class PodSyncer:
                                         volume_error=work.volume_error),
             resized=self._resizer.view(pod, state, work.resize),
             rro_supported=self._rro_supported(pod, work),
+            device_health=None if self._devices is None
+            else self._devices.resource_statuses(pod.uid),
         )
         self._statuses.set_status(pod, status)
 
