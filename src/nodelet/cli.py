@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import nodelet
 from nodelet import app, nodecommands, serverflags, settings
-from nodelet.adapters import instancelock
+from nodelet.adapters import containerd, instancelock
 from nodelet.model.core import admission, imagegc, nodeflags, nodeips, resources
 from nodelet.model.parsing import kubeletconfig
 from nodelet.services.nodehealth import resetting
@@ -462,6 +462,12 @@ def _run_settings(args: argparse.Namespace, argv: list[str]) -> settings.Setting
         overrides = replace(overrides, flags={k: v for k, v in overrides.flags.items()
                                               if k != "read_only_port"})
     actions = {a.dest: a for a in _run_parser(build_parser())._actions}
+    embedded = f"unix://{containerd.ContainerdPaths.of(args.data_dir.resolve()).socket}"
+    if overrides.flags.get("runtime_endpoint") == embedded:
+        # The embedded containerd's own socket, as /configz reports it (a file written from
+        # /configz): nodelet goes on running that containerd, not an outside runtime there.
+        overrides = replace(overrides, flags={k: v for k, v in overrides.flags.items()
+                                              if k != "runtime_endpoint"})
     for dest, value in overrides.flags.items():
         if dest not in actions:
             raise settings.SettingsError(f"--config: no flag for {dest!r}")  # a bug, not input

@@ -54,6 +54,18 @@ def test_a_good_file_takes_effect(tmp_path: Path) -> None:
     assert (s.server.healthz_host, s.server.healthz_port) == ("127.0.0.1", 10248)
 
 
+def test_the_embedded_containerd_s_socket_in_a_file_keeps_it_embedded(tmp_path: Path) -> None:
+    """/configz reports the embedded containerd's socket as containerRuntimeEndpoint; a file
+    written from it (the node suite's) keeps nodelet on its own containerd, with its
+    handlers, not on an outside runtime at that socket."""
+    socket = tmp_path.resolve() / "containerd" / "containerd.sock"
+    text = GOOD + f"containerRuntimeEndpoint: unix://{socket}\n"
+    s = settings_for(tmp_path, text, "--runtime-handler", "test-handler")
+    assert s.runtime.endpoint is None and s.runtime.runc_handlers == ("test-handler",)
+    outside = settings_for(tmp_path, GOOD + "containerRuntimeEndpoint: unix:///run/c.sock\n")
+    assert outside.runtime.endpoint == "unix:///run/c.sock"
+
+
 def test_the_healthz_server_is_set_by_the_file_or_the_flags(tmp_path: Path) -> None:
     text = GOOD + "healthzPort: 10299\nhealthzBindAddress: 0.0.0.0\n"
     s = settings_for(tmp_path, text)
