@@ -90,6 +90,18 @@ class FeatureGates:
     pod_ready_to_start_containers: bool = True
     # Report it under its 1.25-1.27 name PodHasNetwork instead.
     pod_has_network: bool = False
+    # Kubernetes' ReloadKubeletServerCertificateFile (beta, on by default since 1.31): the
+    # node server's serving pair given as files (--tls-cert-file, --tls-private-key-file) is
+    # read again when the files change; off: the pair read at start is served until a restart.
+    reload_kubelet_server_certificate_file: bool = True
+    # Kubernetes' ReloadKubeletClientCAFile (beta, on by default since 1.36): the same for the
+    # client CA file (--client-ca-file), whose certificates replace the old set.
+    reload_kubelet_client_ca_file: bool = True
+    # Kubernetes' RotateKubeletServerCertificate (beta, on by default since 1.12): the kubelet
+    # asks for its serving certificate by CSR only with serverTLSBootstrap, which nodelet does
+    # not do (a --config file naming it is refused); without it the kubelet ignores the gate,
+    # as nodelet does: accepted at either value, changes nothing.
+    rotate_kubelet_server_certificate: bool = True
     # Beyond KEP-3085 (issue 17, docs/kep3085.md "Beyond the KEP"); alpha, default off, so the
     # default status is exactly the kubelet's.
     # One condition per IP family the node serves (nodelet.dev/IPv4Ready, .../IPv6Ready).
@@ -213,6 +225,10 @@ class NodeServerSettings:
     self_signed_timeout: float = 60.0
     # Client certificates signed by this CA authenticate as CN (user) and O (groups).
     client_ca_file: Path | None = None
+    # Seconds between checks of the TLS files above for changes (a stat of each), while the
+    # gates ReloadKubeletServerCertificateFile and ReloadKubeletClientCAFile have them read
+    # again (nodelet's self-signed pair is not watched). The kubelet watches with fsnotify.
+    tls_files_check_period: float = 2.0
     # Seconds between measurements of the claims' volumes for the kubelet_volume_stats_*
     # metrics (the kubelet's volumeStatsAggPeriod, 1 minute).
     volume_stats_period: float = 60.0
@@ -628,6 +644,9 @@ class Settings:
 _GATES = {
     "PodReadyToStartContainersCondition": "pod_ready_to_start_containers",
     "PodHasNetworkCondition": "pod_has_network",
+    "ReloadKubeletServerCertificateFile": "reload_kubelet_server_certificate_file",
+    "ReloadKubeletClientCAFile": "reload_kubelet_client_ca_file",
+    "RotateKubeletServerCertificate": "rotate_kubelet_server_certificate",
     "PodIPFamilyConditions": "pod_ip_family_conditions",
     "PodReadyToStartContainersAllIPFamilies": "pod_ready_needs_all_ip_families",
     "PodVolumesCondition": "pod_volumes_condition",

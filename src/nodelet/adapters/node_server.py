@@ -22,7 +22,9 @@ answer comes back, and after a `101 Switching Protocols` bytes flow both ways un
 TLS is done by `adapters.tlsfront` on a thread and event loop of its own, which also caps the
 connections (in all and per client address) before any handshake: the agent's loop only
 serves connections whose handshake finished, handed over as plain sockets with the client's
-address and verified certificate.
+address and verified certificate. Its context comes from `adapters.servingtls`, which makes it
+again when the serving pair or the client CA file changes (`NodeServerConfig.reload`, as the
+kubelet's ReloadKubeletServerCertificateFile and ReloadKubeletClientCAFile gates).
 
 Every request is authenticated (client certificate verified by TLS against the client CA, then
 bearer token; anonymous only when allowed, else 401) and authorized with the kubelet's
@@ -47,15 +49,16 @@ import termios
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from nodelet.adapters import http_server, tlsfront
+from nodelet.adapters import http_server, servingtls, tlsfront
+from nodelet.adapters.servingtls import TlsFiles as TlsFiles
+from nodelet.helpers import tasks
 from nodelet.model.core import health as hm
-from nodelet.model.core import nodeauth, podjson
+from nodelet.model.core import nodeauth, podjson, servingfiles
 from nodelet.model.core import noderequests as nr
 from nodelet.model.core import pods as podmodel
 from nodelet.model.core import status as st
@@ -114,13 +117,6 @@ class NodeBackend(Protocol):
 
 
 @dataclass(frozen=True)
-class TlsFiles:
-    cert: Path
-    key: Path
-    client_ca: Path | None = None
-
-
-@dataclass(frozen=True)
 class NodeServerConfig:
     address: str
     port: int
@@ -137,22 +133,9 @@ class NodeServerConfig:
     max_connections_per_source: int = 256
     # The body of GET /configz (`model.core.configz`): {"kubeletconfig": {...}}.
     configz: Mapping[str, Any] = field(default_factory=dict)
-
-
-def ssl_context(tls: TlsFiles) -> ssl.SSLContext:
-    """Server TLS (1.2 and up): the serving pair, and with a client CA, client certificates
-    verified when presented (one from another CA fails the handshake)."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        context.load_cert_chain(tls.cert, tls.key)
-        if tls.client_ca is not None:
-            context.load_verify_locations(cafile=str(tls.client_ca))
-            context.verify_mode = ssl.CERT_OPTIONAL
-    except (OSError, ssl.SSLError) as exc:
-        raise NodeServerError(f"cannot load TLS files ({tls.cert}, {tls.key}, "
-                              f"{tls.client_ca}): {exc}") from exc
-    return context
+    # The TLS files read again when they change, checked every `reload_period` seconds.
+    reload: servingfiles.Watch = field(default_factory=servingfiles.Watch)
+    reload_period: float = 2.0
 
 
 class NodeServer:
@@ -165,6 +148,8 @@ class NodeServer:
         self._port: int | None = None
         self._guards = http_server.ConnectionGuards(config.header_timeout)
         self._front: tlsfront.TlsFront | None = None
+        self._reloader: servingtls.Reloader | None = None
+        self._tasks = tasks.TaskGroup()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Connections handed over by the front, being connected to aiohttp on this loop.
         self._adopting: set[asyncio.Task[None]] = set()
@@ -175,6 +160,12 @@ class NodeServer:
         return self._front
 
     @property
+    def reloader(self) -> servingtls.Reloader | None:
+        """What reloads the TLS files (its counters, the failure it keeps); None when no file
+        is watched."""
+        return self._reloader
+
+    @property
     def port(self) -> int:
         if self._port is None:
             raise RuntimeError("NodeServer is not started")
@@ -182,7 +173,10 @@ class NodeServer:
 
     async def start(self) -> None:
         c = self._config
-        context = ssl_context(c.tls)
+        try:
+            content, context = servingtls.load(c.tls)
+        except servingtls.TlsFilesError as exc:
+            raise NodeServerError(str(exc)) from exc
         # Slow clients (a handshake or headers trickling in) are cut off, as on the read-only
         # API; open streams and followed logs are cut at shutdown after 1 s.
         runner = web.AppRunner(self._app(self._guards), access_log=None, shutdown_timeout=1.0)
@@ -198,11 +192,18 @@ class NodeServer:
             await runner.cleanup()
             raise NodeServerError(f"cannot listen on {c.address}:{c.port}: {exc}") from exc
         self._front = front
+        if c.reload.any:
+            self._reloader = servingtls.Reloader(files=c.tls, served=content, watch=c.reload,
+                                                 use=front.use_context)
+            self._tasks.spawn("node-server-tls-reload", self._reloader.run(c.reload_period))
         log.info("node server listening on https://%s:%d (client CA: %s, anonymous: %s, "
-                 "connections: %d, %d per address)", c.address, self._port, c.tls.client_ca,
-                 c.anonymous, c.max_connections, c.max_connections_per_source)
+                 "connections: %d, %d per address, TLS files reloaded: %s)", c.address,
+                 self._port, c.tls.client_ca, c.anonymous, c.max_connections,
+                 c.max_connections_per_source,
+                 ", ".join(str(p) for p in self._reloader.paths()) if self._reloader else "none")
 
     async def stop(self) -> None:
+        await self._tasks.close()
         front, self._front = self._front, None
         if front is not None:
             await asyncio.to_thread(front.stop)  # no connection is handed over after this

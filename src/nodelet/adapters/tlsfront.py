@@ -146,6 +146,12 @@ class TlsFront:
         thread.join(timeout)
         self._thread = None
 
+    def use_context(self, context: ssl.SSLContext) -> None:
+        """Handshakes that start from now on use `context` (a reloaded serving pair or client
+        CA); connections open or in their handshake keep the one they started with. From any
+        thread: a handshake reads the context once, as it starts."""
+        self._context = context
+
     def held(self) -> int:
         """Connections held now (in a handshake or handed over)."""
         return self._total

@@ -39,6 +39,7 @@ from nodelet.model.core import configz, crilogs, nodeauth, podjson, qoscgroups, 
 from nodelet.model.core import health as hm
 from nodelet.model.core import noderequests as nr
 from nodelet.model.core import pods as podmodel
+from nodelet.model.core import servingfiles as tlsfiles
 from nodelet.model.core import summary as sm
 from nodelet.services.pleg import relisting
 from nodelet.services.serving import logs, preflight
@@ -385,13 +386,15 @@ def server_config(
     authenticators: Sequence[nodeauth.Authenticator] = (),
     authorizer: nodeauth.Authorizer | None = None,
 ) -> node_server.NodeServerConfig:
-    """The node server's configuration from the settings: the serving pair (`_serving_pair`),
-    the authenticators (client certificates, the token file, then TokenReview when the token
-    webhook is on, then `authenticators`) and the authorizer: `authorizer` if given, else by
-    the authorization mode — SubjectAccessReview (Webhook) or any authenticated user
-    (AlwaysAllow). The webhooks ask the API server through cluster mode's review clients
-    (None until it started): TokenReviews through `api_client()`, SubjectAccessReviews through
-    `access_client()` (default: `api_client`), each with its own cap on reviews in flight.
+    """The node server's configuration from the settings: the serving pair (`_serving_pair`)
+    and the TLS files read again when they change (`tlsfiles.watch`: the given pair and
+    client CA, as the gates say), the authenticators (client certificates, the token file,
+    then TokenReview when the token webhook is on, then `authenticators`) and the authorizer:
+    `authorizer` if given, else by the authorization mode — SubjectAccessReview (Webhook) or
+    any authenticated user (AlwaysAllow). The webhooks ask the API server through cluster
+    mode's review clients (None until it started): TokenReviews through `api_client()`,
+    SubjectAccessReviews through `access_client()` (default: `api_client`), each with its own
+    cap on reviews in flight.
 
     Blocking (reads files, may generate a key). Raises preflight.StartupError for a token
     file, certificate or auth setting that cannot work."""
@@ -407,7 +410,10 @@ def server_config(
         anonymous=s.anonymous_auth, stream_connect_timeout=s.stream_connect_timeout,
         header_timeout=s.header_timeout, max_connections=connection_cap(s),
         max_connections_per_source=max(1, s.max_connections_per_source),
-        configz=configz.configz(settings, runtime_endpoint=_runtime_endpoint(settings)))
+        configz=configz.configz(settings, runtime_endpoint=_runtime_endpoint(settings)),
+        reload=tlsfiles.watch(settings.gates, pair_given=s.tls_cert_file is not None,
+                                  client_ca_given=s.client_ca_file is not None),
+        reload_period=s.tls_files_check_period)
 
 
 def _runtime_endpoint(settings: settings_.Settings) -> str:

@@ -1,0 +1,338 @@
+"""The node server reads its serving pair and client CA files again when they change, as the
+kubelet with ReloadKubeletServerCertificateFile and ReloadKubeletClientCAFile (both on by
+default in 1.37): new connections get the new certificate and the new CA's clients, connections
+already open keep theirs, and content that does not load (a certificate whose key is not
+written yet) leaves the old pair served until it does.
+
+Real TLS end to end: the server built by `nodeserving.server_config` from settings, as the
+agent builds it, with a stub backend (only TLS and authentication are under test); files
+rewritten in place, as the node e2e suite's specs (kubelet_tls_test.go,
+kubelet_server_tls_test.go) rewrite them. The check period is shortened; every wait polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import http.client
+import ipaddress
+import logging
+import ssl
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from nodelet import settings
+from nodelet.adapters import node_server
+from nodelet.model.core import health as hm
+from nodelet.model.core import noderequests as nr
+from nodelet.model.core import servingfiles
+from nodelet.services.serving import nodeserving
+from support.polling import eventually
+
+CHECK = 0.05  # the check period of these tests, in seconds
+
+
+class _Backend:
+    def pods(self) -> list[Any]:
+        return []
+
+    def health(self) -> list[hm.HealthCheck]:
+        return [hm.HealthCheck("stub", True, "")]
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        return b"", "text/plain"
+
+    async def summary(self, *, only_cpu_and_memory: bool) -> dict[str, Any]:
+        return {}
+
+    async def resource_metrics(self) -> bytes:
+        return b""
+
+    async def probe_metrics(self) -> bytes:
+        return b""
+
+    async def stream_url(self, request: nr.StreamRequest) -> str:
+        raise nr.NotFoundError("no pods here")
+
+    async def run(self, pod: nr.PodRef, container: str, command: Sequence[str]) -> bytes:
+        raise nr.NotFoundError("no pods here")
+
+    async def open_logs(self, pod: nr.PodRef, container: str,
+                        options: nr.LogOptions) -> AsyncIterator[bytes]:
+        raise nr.NotFoundError("no pods here")
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A CA, a serving pair for 127.0.0.1 and a client pair (CN alice), all signed by it."""
+
+    ca: bytes
+    cert: bytes
+    key: bytes
+    client_cert: bytes
+    client_key: bytes
+
+    @property
+    def serving_der(self) -> bytes:
+        return x509.load_pem_x509_certificate(self.cert).public_bytes(serialization.Encoding.DER)
+
+    @classmethod
+    def make(cls, name: str) -> Issued:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} CA")])
+        ca = cls._sign(_builder(ca_name, ca_name, ca_key)
+                       .add_extension(x509.BasicConstraints(ca=True, path_length=None), True),
+                       ca_key)
+        key, client_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(
+            ec.SECP256R1())
+        serving = cls._sign(_leaf(ca_name, key, "localhost", ExtendedKeyUsageOID.SERVER_AUTH)
+                            .add_extension(x509.SubjectAlternativeName([
+                                x509.DNSName("localhost"),
+                                x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False),
+                            ca_key)
+        client = cls._sign(_leaf(ca_name, client_key, "alice", ExtendedKeyUsageOID.CLIENT_AUTH),
+                           ca_key)
+        return cls(_pem(ca), _pem(serving), _key_pem(key), _pem(client), _key_pem(client_key))
+
+    @staticmethod
+    def _sign(builder: x509.CertificateBuilder, key: ec.EllipticCurvePrivateKey
+              ) -> x509.Certificate:
+        return builder.sign(key, hashes.SHA256())
+
+
+def _builder(subject: x509.Name, issuer: x509.Name,
+             key: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1)))
+
+
+def _leaf(issuer: x509.Name, key: ec.EllipticCurvePrivateKey, cn: str,
+          usage: x509.ObjectIdentifier) -> x509.CertificateBuilder:
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    return (_builder(subject, issuer, key)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), False))
+
+
+@dataclass
+class Files:
+    directory: Path
+
+    @property
+    def ca(self) -> Path:
+        return self.directory / "client-ca.crt"
+
+    @property
+    def cert(self) -> Path:
+        return self.directory / "serving.crt"
+
+    @property
+    def key(self) -> Path:
+        return self.directory / "serving.key"
+
+    def client(self, issued: Issued, name: str) -> tuple[Path, Path]:
+        cert, key = self.directory / f"{name}.crt", self.directory / f"{name}.key"
+        cert.write_bytes(issued.client_cert)
+        key.write_bytes(issued.client_key)
+        return cert, key
+
+    def write(self, issued: Issued) -> None:
+        """In place (same inodes, truncated and written), as the node e2e specs do."""
+        self.ca.write_bytes(issued.ca)
+        self.cert.write_bytes(issued.cert)
+        self.key.write_bytes(issued.key)
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """A new file renamed over `path` (another inode)."""
+    temporary = path.with_name(f".{path.name}.new")
+    temporary.write_bytes(data)
+    temporary.replace(path)
+
+
+@contextlib.asynccontextmanager
+async def _serving(tmp_path: Path, files: Files, gates: str = ""
+                   ) -> AsyncIterator[node_server.NodeServer]:
+    s = settings.Settings(
+        data_dir=tmp_path / "data", node_name="n1", gates=settings.parse_feature_gates(gates),
+        node_server=settings.NodeServerSettings(
+            address="127.0.0.1", port=0, tls_cert_file=files.cert,
+            tls_private_key_file=files.key, client_ca_file=files.ca,
+            tls_files_check_period=CHECK))
+    config = await asyncio.to_thread(nodeserving.server_config, s)
+    server = node_server.NodeServer(_Backend(), config)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@dataclass(frozen=True)
+class Seen:
+    serving: bytes  # the server's certificate, DER
+    status: int  # of GET /healthz
+
+
+def _context(trust: bytes, client: tuple[Path, Path] | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cadata=trust.decode())
+    if client is not None:
+        context.load_cert_chain(*client)
+    return context
+
+
+def _get(port: int, trust: bytes, client: tuple[Path, Path] | None = None) -> Seen:
+    """A new connection: GET /healthz (the client certificate is checked by the server after
+    a TLS 1.3 handshake, so a refused one shows as an error on reading the answer)."""
+    connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=10,
+                                             context=_context(trust, client))
+    with contextlib.closing(connection):
+        return _ask(connection)
+
+
+def _ask(connection: http.client.HTTPSConnection) -> Seen:
+    connection.request("GET", "/healthz")
+    response = connection.getresponse()
+    response.read()
+    sock = connection.sock
+    assert isinstance(sock, ssl.SSLSocket)
+    serving = sock.getpeercert(binary_form=True)
+    assert serving is not None
+    return Seen(serving, response.status)
+
+
+def _refused(port: int, trust: bytes, client: tuple[Path, Path]) -> None:
+    """A new connection with `client` fails (the test fails if it does not)."""
+    try:
+        seen = _get(port, trust, client)
+    except (ssl.SSLError, ConnectionError):
+        return
+    raise AssertionError(f"a client certificate of another CA was accepted: {seen.status}")
+
+
+async def test_a_new_ca_and_pair_are_served_to_new_connections(tmp_path: Path) -> None:
+    files = Files(tmp_path)
+    old, new = Issued.make("old"), Issued.make("new")
+    files.write(old)
+    old_client, new_client = files.client(old, "old-client"), files.client(new, "new-client")
+    async with _serving(tmp_path, files) as server:
+        assert server.reloader is not None
+        assert server.reloader.paths() == [files.cert, files.key, files.ca]
+        port = server.port
+        assert await asyncio.to_thread(_get, port, old.ca, old_client) == Seen(
+            old.serving_der, 200)
+        # A connection open across the reload keeps its certificate and its client.
+        kept = http.client.HTTPSConnection("127.0.0.1", port, timeout=10,
+                                           context=_context(old.ca, old_client))
+        with contextlib.closing(kept):
+            assert await asyncio.to_thread(_ask, kept) == Seen(old.serving_der, 200)
+            files.write(new)
+            seen = await eventually(
+                lambda: asyncio.to_thread(_get, port, new.ca, new_client), within=30,
+                what="the new pair served, a client of the new CA accepted",
+                until=lambda s: s == Seen(new.serving_der, 200),
+                ignoring=(ssl.SSLError, ConnectionError))
+            assert seen.status == 200
+            assert await asyncio.to_thread(_ask, kept) == Seen(old.serving_der, 200)
+        # The CA set is replaced, not added to: the old CA's client fails its handshake.
+        front = server.front
+        assert front is not None
+        failed = front.counters.handshakes_failed
+        await asyncio.to_thread(_refused, port, new.ca, old_client)
+        await eventually(lambda: front.counters.handshakes_failed, within=10,
+                         until=lambda n: n == failed + 1, what="the handshake refused")
+        assert (await asyncio.to_thread(_get, port, new.ca)).status == 401  # no credentials
+        # Once or twice: a check may fall between the CA's write and the pair's.
+        assert server.reloader.reloads in (1, 2) and server.reloader.failure is None
+
+
+async def test_a_pair_that_does_not_load_leaves_the_old_one_served(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The certificate written before its key (the two do not match meanwhile): the old pair
+    stays, the failure is logged once and tried again at each check until the key arrives.
+    The client CA, changed meanwhile, is taken on its own (upstream reloads them apart)."""
+    files = Files(tmp_path)
+    old, new = Issued.make("old"), Issued.make("new")
+    files.write(old)
+    new_client = files.client(new, "new-client")
+    caplog.set_level(logging.WARNING, logger="nodelet.adapters.servingtls")
+    async with _serving(tmp_path, files) as server:
+        reloader, port = server.reloader, server.port
+        assert reloader is not None
+        # Renamed into place (no check sees them half-written: the only failure is the
+        # mismatch); both CAs trusted while the clients move over.
+        _replace(files.ca, old.ca + new.ca)
+        _replace(files.cert, new.cert)
+        await eventually(lambda: reloader.failure, within=30, what="the mismatch seen")
+        assert reloader.failure is not None and "mismatch" in reloader.failure.lower()
+        seen = await eventually(
+            lambda: asyncio.to_thread(_get, port, old.ca, new_client), within=30,
+            what="a client of the new CA accepted", until=lambda s: s.status == 200,
+            ignoring=(ssl.SSLError, ConnectionError))
+        assert seen.serving == old.serving_der
+        checks = reloader.checks
+        await eventually(lambda: reloader.checks, until=lambda n: n >= checks + 3, within=30,
+                         what="three more checks")
+        assert (await asyncio.to_thread(_get, port, old.ca)).serving == old.serving_der
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, [r.getMessage() for r in warnings]
+        assert str(files.cert) in warnings[0].getMessage()
+        files.key.write_bytes(new.key)
+        await eventually(lambda: asyncio.to_thread(_get, port, new.ca), within=30,
+                         what="the new pair served once its key is written",
+                         until=lambda s: s.serving == new.serving_der,
+                         ignoring=(ssl.SSLError, ConnectionError))
+        assert (reloader.reloads, reloader.failure) == (2, None)  # the CA, then the pair
+
+
+async def test_with_the_serving_gate_off_only_the_client_ca_is_reloaded(tmp_path: Path) -> None:
+    """ReloadKubeletServerCertificateFile=false: the pair read at start is served, whatever
+    the files hold later; the client CA (its own gate on) is still read again."""
+    files = Files(tmp_path)
+    old, new = Issued.make("old"), Issued.make("new")
+    files.write(old)
+    new_client = files.client(new, "new-client")
+    async with _serving(tmp_path, files, "ReloadKubeletServerCertificateFile=false") as server:
+        assert server.reloader is not None and server.reloader.paths() == [files.ca]
+        files.write(new)
+        seen = await eventually(
+            lambda: asyncio.to_thread(_get, server.port, old.ca, new_client), within=30,
+            what="a client of the new CA accepted", until=lambda s: s.status == 200,
+            ignoring=(ssl.SSLError, ConnectionError))
+        assert seen.serving == old.serving_der
+
+
+async def test_what_the_settings_have_reloaded(tmp_path: Path) -> None:
+    """Both gates off: nothing watched. nodelet's own self-signed pair: never watched; a
+    client CA file still is."""
+    files = Files(tmp_path)
+    files.write(Issued.make("old"))
+    async with _serving(tmp_path, files, "ReloadKubeletServerCertificateFile=false,"
+                                         "ReloadKubeletClientCAFile=false") as server:
+        assert server.reloader is None
+    self_signed = settings.Settings(
+        data_dir=tmp_path / "data", node_name="n1",
+        node_server=settings.NodeServerSettings(client_ca_file=files.ca))
+    config = await asyncio.to_thread(nodeserving.server_config, self_signed)
+    assert config.reload == servingfiles.Watch(pair=False, client_ca=True)
