@@ -105,11 +105,14 @@ conformance: setup
 	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl $(E2E_PROGRAMS) e2e_node.test
 	$(PY) tests/conformance/run.py $(CONFORMANCE_ARGS)
 
-# The node's own suite: e2e_node.test's [NodeConformance] specs of test/e2e_node (skipping
-# [Serial], [Disruptive], [Flaky], [Slow], as the kubelet's presubmit) on nodelet, then on the
-# real kubelet, each the only node of a fresh control plane (tests/conformance/run_node.py);
-# writes docs/conformance-node.md with a column for each. Needs root. Not part of `make test`,
-# which runs a subset on nodelet alone (tests/conformance/test_node_suite_subset.py).
+# The node's own suite: e2e_node.test's [NodeConformance] specs of test/e2e_node on nodelet,
+# then on the real kubelet, each the only node of a fresh control plane
+# (tests/conformance/run_node.py): those the kubelet's presubmit runs (no [Serial],
+# [Disruptive], [Flaky], [Slow]) in parallel, then the [Serial], [Disruptive] and [Slow] ones
+# one at a time (they restart and reconfigure the agent through a stand-in for systemd); writes
+# docs/conformance-node.md with a column for each. Needs root and the machine's kubelet ports.
+# Not part of `make test`, which runs a subset on nodelet alone
+# (tests/conformance/test_node_suite_subset.py).
 conformance-node: setup
 	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet $(E2E_PROGRAMS) e2e_node.test
 	$(PY) tests/conformance/run_node.py --host-defaults $(CONFORMANCE_NODE_ARGS)

@@ -78,13 +78,19 @@ NEEDS: tuple[str, ...] = (
     "log lines with `nmeter -d0 '%3t'`): Debian's busybox-static has no nmeter applet, so "
     "images/e2e.py adds images/nmeter.c, which prints that time and refuses any other "
     "format.",
-    "`[Serial]` and `[Disruptive]` specs (not in the default selection; 33 of the node "
-    "suite's own) restart or reconfigure the kubelet: `sudo systemctl` on a unit named "
-    "`kubelet-<word>` (restart, kill), a `kubelet-config` file in the suite's working "
-    "directory that the restarted kubelet reads, and the healthz at 127.0.0.1:10248 (which "
-    "nodelet now serves). This machine has no systemd (pid 1 is not systemd): a harness that "
-    "stands in for the unit, and nodelet reading that file at a restart, are still to come "
-    "(issue 38).",
+    "`[Serial]` and `[Disruptive]` specs (34 of the node suite's own with `[Slow]`, run "
+    "with `--label-filter 'Serial || Disruptive || Slow' --skip '\\[Flaky\\]' --procs 1`) "
+    "restart or reconfigure the agent: `sudo systemctl` on a unit named `kubelet-<word>` "
+    "(list-units, reset-failed, kill, restart), the healthz at 127.0.0.1:10248 to see it "
+    "stop and start, the node server at 127.0.0.1:10250 (/configz, the serving "
+    "certificate), and a `kubelet-config` file (the whole KubeletConfiguration, written from "
+    "/configz with the spec's change) in the directory of the compiled suite, which the "
+    "restarted agent reads. This machine has no systemd (pid 1 is not systemd, no sudo): "
+    "tests/conformance/units.py stands in for the unit (a `systemctl` and a `sudo` first on "
+    "the suite's PATH, served by the harness, which stops the agent by signal and starts it "
+    "again with `--config` of that file); the suite is linked into each agent's directory, "
+    "so each run has its own `kubelet-config`. The specs that stop the container runtime "
+    "through D-Bus find no bus, on either agent.",
 )
 
 NOTES: dict[str, str] = {

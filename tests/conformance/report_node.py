@@ -93,10 +93,13 @@ def _short_file(path: str) -> str:
     return re.sub(r"^.*?/test/", "test/", path)
 
 
-def read_dry_run(*, everything: Path, selected: Path) -> DryRun:
+def read_dry_run(*, everything: Path, selected: Path | Sequence[Path]) -> DryRun:
     """`everything`: the dry run focused on [NodeConformance] only; `selected`: the run's
-    own selection. A spec the dry run would run is reported as passed."""
-    chosen = {_name_and_file(s)[0] for s in spec_reports(selected) if s.get("State") == "passed"}
+    own selection (the dry runs of each of its passes). A spec the dry run would run is
+    reported as passed."""
+    chosen = {_name_and_file(s)[0] for path in ([selected] if isinstance(selected, Path)
+                                                 else selected)
+              for s in spec_reports(path) if s.get("State") == "passed"}
     specs = []
     for spec in spec_reports(everything):
         if spec.get("State") != "passed":
@@ -109,6 +112,17 @@ def read_dry_run(*, everything: Path, selected: Path) -> DryRun:
 def read_results(junit: Path, dry: DryRun) -> dict[str, report.Result]:
     """The agent's result of each selected spec, by name (`results_by_name`)."""
     return results_by_name(junit, [s.name for s in dry.selected()])
+
+
+def merged_results(junits: Sequence[Path], dry: DryRun) -> dict[str, report.Result]:
+    """`read_results` of each JUnit (the passes of one run, or a rerun of some specs); a
+    later file's result replaces an earlier one's for the specs it ran."""
+    merged: dict[str, report.Result] = {}
+    for junit in junits:
+        found = read_results(junit, dry)
+        merged = {name: r if r.status != "not run" or name not in merged else merged[name]
+                  for name, r in found.items()}
+    return merged
 
 
 def results_by_name(junit: Path, names: Iterable[str], *,
@@ -255,7 +269,8 @@ def render(dry: DryRun, results: Mapping[str, Mapping[str, report.Result]], *,
         "the same local registry. `make test` runs a subset of it on nodelet alone "
         "(tests/conformance/test_node_suite_subset.py).", "",
         f"- Last run: {today}, commit `{commit}`; wall time: {timing}.",
-        f"- Selection: `{' '.join(selection)}`, `--procs={procs}`.",
+        f"- Selection: {'; '.join(f'`{part}`' for part in selection)}"
+        f"{f', `--procs={procs}`' if procs else ''}.",
     ]
     head += [f"- {agent}: **{summary(got)}**." for agent, got in results.items()]
     head += ["", "A nodelet failure the kubelet shares is this machine's or this harness's "
@@ -279,7 +294,8 @@ def write_doc(doc: Path, dry: DryRun, results: Mapping[str, Mapping[str, report.
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-all", type=Path, required=True)
-    parser.add_argument("--dry-selected", type=Path, required=True)
+    parser.add_argument("--dry-selected", type=Path, action="append", required=True,
+                        help="the dry run of the selection; again for each pass")
     parser.add_argument("--junit", action="append", default=[], metavar="AGENT=FILE",
                         help="an agent's JUnit; again for the same agent: a later file's "
                              "results replace the earlier's for the specs it ran (a rerun of "
@@ -292,14 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path)
     args = parser.parse_args(argv)
     dry = read_dry_run(everything=args.dry_all, selected=args.dry_selected)
-    results: dict[str, dict[str, report.Result]] = {}
+    files: dict[str, list[Path]] = {}
     for item in args.junit:
         agent, _, path = item.partition("=")
-        found = read_results(Path(path), dry)
-        if agent in results:  # a rerun: its results replace those of the specs it ran
-            found = {name: r if r.status != "not run" else results[agent][name]
-                     for name, r in found.items()}
-        results[agent] = found
+        files.setdefault(agent, []).append(Path(path))
+    results = {agent: merged_results(paths, dry) for agent, paths in files.items()}
     for agent, found in results.items():
         print(f"{agent}: {summary(found)}")
     times = {agent: float(minutes) * 60 for agent, _, minutes in

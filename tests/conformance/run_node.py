@@ -3,14 +3,19 @@
 and on the real kubelet, in the same harness, one column each.
 
     tests/conformance/run_node.py [--agents nodelet,kubelet] [--focus RE] [--focus-file RE]
-                                  [--skip RE] [--procs N] [--timeout DURATION] [--dry-run]
-                                  [--out DIR] [--doc FILE]
+                                  [--skip RE] [--label-filter EXPR] [--procs N]
+                                  [--host-defaults [--no-serial]] [--timeout DURATION]
+                                  [--seed N] [--dry-run] [--out DIR] [--doc FILE]
 
 1. A dry run (`ginkgo --dry-run`, seconds, no services) lists what the selection holds: every
    `[NodeConformance]` spec of the binary and, of those, the ones in `--focus-file` (default
    `test/e2e_node/`: the node suite's own files, not the test/e2e/common specs that `e2e.test`
    also carries and docs/conformance.md reports on) that `--skip` keeps (default: the kubelet
-   presubmit's `[Serial]|[Disruptive]|[Flaky]|[Slow]`). `--dry-run` stops there.
+   presubmit's `[Serial]|[Disruptive]|[Flaky]|[Slow]`): the parallel pass. With
+   `--host-defaults` (and no `--label-filter` or `--no-serial`), a serial pass follows on the
+   same node: the specs labelled Serial, Disruptive or Slow, but [Flaky], one at a time; they
+   stop, restart and reconfigure the agent through the suite's `systemctl`, which
+   tests/conformance/units.py stands in for. `--dry-run` stops there.
 2. The suite's images go to a local registry, as for `make conformance` (run.py).
 3. For each agent, one after the other: a fresh control plane (the suite wants exactly one
    node), the agent joined by TLS bootstrap, then `ginkgo --procs=N e2e_node.test` with
@@ -22,8 +27,10 @@ and on the real kubelet, in the same harness, one column each.
      own), with a static pod directory.
    Each test process runs on this host, as the node suite expects (it writes static pod
    manifests and talks CRI to the node's containerd).
-4. tests/conformance/report_node.py writes docs/conformance-node.md from the two JUnit files:
-   a nodelet column and a kubelet column per spec.
+   The passes run one after the other on that node; an agent a spec left stopped is started
+   again between them.
+4. tests/conformance/report_node.py writes docs/conformance-node.md from the JUnit files
+   (each agent's passes merged): a nodelet column and a kubelet column per spec.
 
 Everything goes under --out (default test-artifacts/conformance-node): the dry-run reports,
 each agent's JUnit, suite output and logs, the control planes' logs. Processes are stopped by
@@ -64,6 +71,9 @@ FOCUS = r"\[NodeConformance\]"
 FOCUS_FILE = "test/e2e_node/"
 # The kubelet's required presubmit (the containerd node e2e job) skips these.
 SKIP = r"\[Serial\]|\[Disruptive\]|\[Flaky\]|\[Slow\]"
+# The serial pass (with --host-defaults): the rest but [Flaky], one spec at a time.
+SERIAL_LABELS = "Serial || Disruptive || Slow"
+SERIAL_SKIP = r"\[Flaky\]"
 AGENTS = ("nodelet", "kubelet")
 KUBELET_NODE = "kubelet-conformance"
 SUITE_TIMEOUT = "12h"
@@ -163,27 +173,29 @@ def dry_run(out: Path, name: str, args: list[str], suite: str = "e2e_node.test")
 
 def run_suite(agent: str, *, plane: controlplane.ControlPlane, node: Joined, out: Path,
               selection: Selection, token: str, procs: int, timeout: str,
-              env: dict[str, str]) -> tuple[Path, float]:
+              env: dict[str, str], name: str = "") -> tuple[Path, float]:
     """The node suite against `node`; (its JUnit file, its wall time in s). Run from the
     agent's own directory (`suite_in`): the framework keeps a `kubelet-config` file in its
-    working directory."""
+    working directory. `name`: the pass's (its reports and log get it as a suffix)."""
     kube = controlplane.bin_dir()
     work = out / agent
-    report_dir = work / "junit"
+    suffix = f"-{name}" if name else ""
+    report_dir = work / f"junit{suffix}"
     report_dir.mkdir(parents=True, exist_ok=True)
     argv = [str(kube / "ginkgo"), f"--procs={procs}", *selection.ginkgo_args(),
             f"--timeout={timeout}", "--no-color", "--silence-skips",
-            f"--json-report={work / 'ginkgo.json'}", str(suite_in(work)), "--",
+            f"--json-report={work / f'ginkgo{suffix}.json'}", str(suite_in(work)), "--",
             f"--host={plane.server}", f"--node-name={node.name}",
             "--start-services=false", "--prepull-images=false", f"--bearer-token={token}",
             f"--kubectl-path={kube / 'kubectl'}", f"--report-dir={report_dir}",
             f"--container-runtime-endpoint={node.cri_endpoint}",
             f"--image-service-endpoint={node.cri_endpoint}", "-v=2"]
     started = time.monotonic()
+    log_path = work / f"suite{suffix}.log"
     print(f"[{agent}] e2e_node.test {' '.join(selection.ginkgo_args())} --procs={procs} "
-          f"(output: {work / 'suite.log'})", flush=True)
+          f"(output: {log_path})", flush=True)
     try:
-        with (work / "suite.log").open("wb") as log:
+        with log_path.open("wb") as log:
             subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False,
                            cwd=work)
     finally:
@@ -347,11 +359,23 @@ async def fresh_plane(agent: str, *, root: Path, out: Path, host: bool = False,
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def one_agent(agent: str, *, out: Path, selection: Selection, procs: int, timeout: str,
-                    repo_list: Path, host: bool) -> tuple[Path, float]:
-    """A fresh plane, `agent` joined as its only node, the suite; (JUnit, wall time)."""
+@dataclass(frozen=True)
+class Pass:
+    """One ginkgo run on the node: the parallel pass, or the serial one after it."""
+
+    name: str  # "" for the first
+    selection: Selection
+    procs: int
+
+
+async def one_agent(agent: str, *, out: Path, passes: Sequence[Pass], timeout: str,
+                    repo_list: Path, host: bool) -> tuple[list[Path], float]:
+    """A fresh plane, `agent` joined as its only node, the suite's passes one after the other
+    on it; (their JUnit files, the wall time of all)."""
     root = Path(tempfile.mkdtemp(prefix=f"nlnode-{agent}-", dir="/tmp"))
     token, token_file = run.node_suite_token(root / "auth")
+    junits: list[Path] = []
+    took = 0.0
     async with fresh_plane(agent, root=root, out=out, host=host,
                            apiserver_args=[f"--token-auth-file={token_file}"]) as (plane, node):
         # The [Serial] specs stop and restart the agent through `systemctl`, and write
@@ -360,12 +384,19 @@ async def one_agent(agent: str, *, out: Path, selection: Selection, procs: int, 
                               out / agent / "kubelet-config") as unit:
             env = unit.env({**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)})
             try:
-                return await asyncio.to_thread(
-                    run_suite, agent, plane=plane, node=node, out=out, selection=selection,
-                    token=token, procs=procs, timeout=timeout, env=env)
+                for one in passes:
+                    junit, seconds = await asyncio.to_thread(
+                        run_suite, agent, plane=plane, node=node, out=out,
+                        selection=one.selection, token=token, procs=one.procs,
+                        timeout=timeout, env=env, name=one.name)
+                    junits.append(junit)
+                    took += seconds
+                    if not node.service.running():  # a spec cut short left it stopped
+                        node.service.start(unit.config if unit.config.exists() else None)
             finally:
                 (out / agent / "systemctl.log").write_text("".join(
                     f"{line}\n" for line in unit.log))
+    return junits, took
 
 
 def counts_line(dry: report_node.DryRun) -> str:
@@ -373,15 +404,15 @@ def counts_line(dry: report_node.DryRun) -> str:
             f"the node suite's files, {dry.selected_count} selected")
 
 
-async def run_agents(args: argparse.Namespace, selection: Selection,
-                     agents: list[str]) -> tuple[dict[str, Path], dict[str, float]]:
-    junits: dict[str, Path] = {}
+async def run_agents(args: argparse.Namespace, passes: Sequence[Pass],
+                     agents: list[str]) -> tuple[dict[str, list[Path]], dict[str, float]]:
+    junits: dict[str, list[Path]] = {}
     times: dict[str, float] = {}
     with run.local_registry(args.out) as repo_list:
         for agent in agents:
             junits[agent], times[agent] = await one_agent(
-                agent, out=args.out, selection=selection, procs=args.procs,
-                timeout=args.timeout, repo_list=repo_list, host=args.host_defaults)
+                agent, out=args.out, passes=passes, timeout=args.timeout,
+                repo_list=repo_list, host=args.host_defaults)
     return junits, times
 
 
@@ -405,6 +436,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0,
                         help="ginkgo's order seed, the same for every agent (default: the "
                              "time of the run)")
+    parser.add_argument("--no-serial", action="store_true",
+                        help="with --host-defaults: no serial pass (by default the specs "
+                             f"labelled {SERIAL_LABELS}, but {SERIAL_SKIP}, run after the "
+                             "others, one at a time, on the same node; they restart and "
+                             "reconfigure it, so they need --host-defaults)")
     parser.add_argument("--host-defaults", action="store_true",
                         help="give each agent the kubelet's cgroup root (/), read-only port "
                              "(10255), healthz port (10248), device plugin directory and "
@@ -427,28 +463,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"--agents: {unknown} not among {AGENTS}")
     for name in ("e2e_node.test", "ginkgo", "kubectl"):
         controlplane.binary(name)
-    selection = Selection(args.focus, tuple(args.focus_file or [FOCUS_FILE]), args.skip,
-                          seed=args.seed or int(time.time()), labels=args.label_filter)
+    seed = args.seed or int(time.time())
+    focus_files = tuple(args.focus_file or [FOCUS_FILE])
+    passes = [Pass("", Selection(args.focus, focus_files, args.skip, seed=seed,
+                                 labels=args.label_filter), args.procs)]
+    if args.host_defaults and not args.no_serial and not args.label_filter:
+        passes.append(Pass("serial", Selection(args.focus, focus_files, SERIAL_SKIP, seed=seed,
+                                               labels=SERIAL_LABELS), 1))
     args.out = args.out.resolve()  # ginkgo runs in it: its report paths must be absolute
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
     commit = report.current_commit()  # others may commit meanwhile
+    chosen = [dry_run(args.out, f"dry-selected{'-' + p.name if p.name else ''}",
+                      p.selection.ginkgo_args()) for p in passes]
     dry = report_node.read_dry_run(
-        everything=dry_run(args.out, "dry-all", [f"--focus={FOCUS}"]),
-        selected=dry_run(args.out, "dry-selected", selection.ginkgo_args()))
+        everything=dry_run(args.out, "dry-all", [f"--focus={FOCUS}"]), selected=chosen)
     print(counts_line(dry), flush=True)
     if args.dry_run:
         print(report_node.by_file_text(dry))
         return 0
+    passes = [p for p, path in zip(passes, chosen, strict=True)
+              if report_node.read_dry_run(everything=path, selected=[path]).selected_count]
     started = time.monotonic()
-    junits, times = asyncio.run(run_agents(args, selection, agents))
+    junits, times = asyncio.run(run_agents(args, passes, agents))
     times["total"] = time.monotonic() - started
-    results = {agent: report_node.read_results(junit, dry) for agent, junit in junits.items()}
+    results = {agent: report_node.merged_results(files, dry)
+               for agent, files in junits.items()}
     report_node.write_doc(args.doc, dry, results,
-                          selection=[*selection.ginkgo_args(),
-                                     *(["(run_node.py --host-defaults)"]
-                                       if args.host_defaults else [])],
-                          procs=args.procs, times=times, commit=commit)
+                          selection=[f"{p.name or 'parallel'} pass: "
+                                     f"{' '.join(p.selection.ginkgo_args())} --procs={p.procs}"
+                                     for p in passes] + (["(run_node.py --host-defaults)"]
+                                                         if args.host_defaults else []),
+                          procs=0, times=times, commit=commit)
     for agent, found in results.items():
         print(f"{agent}: {report_node.summary(found)}")
     return 0
