@@ -28,7 +28,7 @@ and on the real kubelet, in the same harness, one column each.
    Each test process runs on this host, as the node suite expects (it writes static pod
    manifests and talks CRI to the node's containerd).
    The passes run one after the other on that node; an agent a spec left stopped is started
-   again between them.
+   again between them, and the next pass waits until its Node is Ready.
 4. tests/conformance/report_node.py writes docs/conformance-node.md from the JUnit files
    (each agent's passes merged): a nodelet column and a kubelet column per spec.
 
@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -392,11 +393,28 @@ async def one_agent(agent: str, *, out: Path, passes: Sequence[Pass], timeout: s
                     junits.append(junit)
                     took += seconds
                     if not node.service.running():  # a spec cut short left it stopped
-                        node.service.start(unit.config if unit.config.exists() else None)
+                        await asyncio.to_thread(
+                            node.service.start, unit.config if unit.config.exists() else None)
+                        await asyncio.to_thread(wait_node_ready, plane, node.name)
             finally:
                 (out / agent / "systemctl.log").write_text("".join(
                     f"{line}\n" for line in unit.log))
     return junits, took
+
+
+def wait_node_ready(plane: controlplane.ControlPlane, name: str,
+                    within: float = JOIN_WITHIN) -> None:
+    """Until Node `name` is Ready again (an agent started again between passes)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        got = subprocess.run(plane.kubectl_args("get", "node", name, "-o", "json"),
+                             capture_output=True, text=True, check=False)
+        if got.returncode == 0 and any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in json.loads(got.stdout).get("status", {}).get("conditions") or []):
+            return
+        time.sleep(1)
+    print(f"node {name} not Ready within {within:.0f}s after its restart", flush=True)
 
 
 def counts_line(dry: report_node.DryRun) -> str:

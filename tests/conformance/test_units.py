@@ -67,6 +67,9 @@ def test_the_suite_s_systemctl_stops_and_restarts_the_agent(tmp_path: Path) -> N
             assert service.process is not None
             assert service.process.returncode == -signal.SIGKILL
 
+            bad = systemctl(server, "kill", "--signal=NOPE", "kubelet-test")
+            assert bad.returncode == 1 and "Failed to parse signal string NOPE" in bad.stdout
+
             unknown = systemctl(server, "restart", "containerd")
             assert unknown.returncode == 5 and "not found" in unknown.stdout
             assert server.log[:2] == ["list-units *kubelet* --state=running",

@@ -18,7 +18,11 @@ starts the agent through its `Service`, as the unit would. The agent is started 
 the suite's `kubelet-config` once the suite has written one.
 
 Nothing else of systemd is there: the specs that stop the container runtime through D-Bus
-(`mirror_pod_grace_period_test.go`) find no bus, on either agent.
+(`mirror_pod_grace_period_test.go`) find no bus, on either agent. And it is simpler than a
+unit: `kill` signals the agent's own process (not a control group; nodelet's containerd and
+the pods are not the agent's to kill, as they are not the kubelet's unit's) and waits until it
+has exited, where `systemctl kill` returns at once (the suite waits for healthz to fail
+anyway).
 """
 
 from __future__ import annotations
@@ -108,7 +112,10 @@ class UnitServer:
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
                 argv = json.loads(self.rfile.readline())
-                code, out = units.call(argv)
+                try:
+                    code, out = units.call(argv)
+                except Exception as exc:  # the harness's failure, said as systemctl would
+                    code, out = 1, f"Job for {units.name}.service failed: {exc}\n"
                 self.wfile.write(json.dumps({"code": code, "out": out}).encode() + b"\n")
 
         self._server = socketserver.ThreadingUnixStreamServer(str(self.socket_path), Handler)
@@ -173,13 +180,17 @@ class UnitServer:
 
 
 def _signal(options: list[str]) -> int:
-    """`--signal=NAME|N` (`-s` is not used by the suite); SIGTERM by default, as systemd."""
+    """`--signal=NAME|N` (`-s` is not used by the suite); SIGTERM by default, as systemd.
+    ValueError for a signal that is not one."""
     for option in options:
         if option.startswith("--signal="):
             value = option.partition("=")[2]
             if value.isdigit():
                 return int(value)
-            return int(getattr(signal, value if value.startswith("SIG") else f"SIG{value}"))
+            name = value if value.startswith("SIG") else f"SIG{value}"
+            if not isinstance(found := getattr(signal.Signals, name, None), signal.Signals):
+                raise ValueError(f"Failed to parse signal string {value}.")
+            return int(found)
     return signal.SIGTERM
 
 
