@@ -482,7 +482,25 @@ def _run_settings(args: argparse.Namespace, argv: list[str]) -> settings.Setting
         config = _with_setting(config, path.split("."), value)
     _check_image_credentials_gate(config, overrides)
     _check_image_gc_ages(config)
+    _check_image_service_endpoint(config, overrides.image_service_endpoint,
+                                  embedded=embedded, flag="runtime_endpoint" in given)
     return config
+
+
+def _check_image_service_endpoint(config: settings.Settings, image: str, *, embedded: str,
+                                  flag: bool) -> None:
+    """The file's imageServiceEndpoint must name the runtime nodelet uses ("" says so too):
+    nodelet pulls images through that runtime, so another image endpoint (the file's, when
+    --runtime-endpoint overrides its containerRuntimeEndpoint) would be silently ignored."""
+    runtime = config.runtime.endpoint or embedded
+    if not image or image == runtime:
+        return
+    source = ("--runtime-endpoint" if flag else "the file's containerRuntimeEndpoint"
+              if config.runtime.endpoint else "the embedded containerd")
+    raise settings.SettingsError(
+        f"--config: imageServiceEndpoint {image!r} is not the runtime endpoint nodelet uses "
+        f"({runtime!r}, from {source}): nodelet pulls images through the runtime it runs pods "
+        f"with (write {runtime!r} or \"\", or leave the field out)")
 
 
 def _check_image_gc_ages(config: settings.Settings) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nodelet import settings
-from nodelet.model.parsing import kubeletconfig
+from nodelet.model.core import durations
 
 
 def add_server_flags(run: argparse.ArgumentParser) -> None:
@@ -62,7 +62,7 @@ def _duration(example: str) -> Any:
     def convert(text: str | float) -> float:
         if isinstance(text, float):
             return text
-        seconds = kubeletconfig.duration_seconds(text)
+        seconds = durations.duration_seconds(text)
         if seconds is None:
             raise argparse.ArgumentTypeError(
                 f"{text!r} is not a duration (write e.g. {example}, 90s, 0s)")

@@ -99,7 +99,7 @@ class FeatureGates:
     reload_kubelet_client_ca_file: bool = True
     # Kubernetes' RotateKubeletServerCertificate (beta, on by default since 1.12): the kubelet
     # asks for its serving certificate by CSR only with serverTLSBootstrap, which nodelet does
-    # not do (a --config file naming it is refused); without it the kubelet ignores the gate,
+    # not do (a --config file may only say false); without it the kubelet ignores the gate,
     # as nodelet does: accepted at either value, changes nothing.
     rotate_kubelet_server_certificate: bool = True
     # Beyond KEP-3085 (issue 17, docs/kep3085.md "Beyond the KEP"); alpha, default off, so the

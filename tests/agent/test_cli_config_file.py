@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from nodelet import cli, settings
+from nodelet.model.core import configz
 
 GOOD = """\
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -205,3 +208,75 @@ def test_image_credential_verification_is_read_and_needs_its_gate(tmp_path: Path
                        "must not be set if KubeletEnsureSecretPulledImages feature gate is not"):
         settings_for(tmp_path, chosen, "--feature-gates",
                      "KubeletEnsureSecretPulledImages=false")
+
+
+def test_the_image_service_endpoint_must_name_the_runtime_in_effect(tmp_path: Path) -> None:
+    """One runtime serves nodelet's pods and images, so a file's imageServiceEndpoint must be
+    the runtime endpoint nodelet uses: the file's containerRuntimeEndpoint, or the command
+    line's --runtime-endpoint, which wins over it (the kubelet would then pull from the file's
+    image endpoint, nodelet from the flag's runtime)."""
+    embedded = f"unix://{tmp_path.resolve() / 'containerd' / 'containerd.sock'}"
+    own = GOOD + f"containerRuntimeEndpoint: {embedded}\nimageServiceEndpoint: {embedded}\n"
+    assert settings_for(tmp_path, own).runtime.endpoint is None  # the embedded containerd
+    assert settings_for(tmp_path, GOOD + f"imageServiceEndpoint: {embedded}\n",
+                        ).runtime.endpoint is None
+    outside = GOOD + ("containerRuntimeEndpoint: unix:///run/c.sock\n"
+                      "imageServiceEndpoint: unix:///run/c.sock\n")
+    assert settings_for(tmp_path, outside).runtime.endpoint == "unix:///run/c.sock"
+    assert settings_for(tmp_path, outside, "--runtime-endpoint", "unix:///run/c.sock",
+                        ).runtime.endpoint == "unix:///run/c.sock"
+    empty = GOOD + "containerRuntimeEndpoint: unix:///run/c.sock\nimageServiceEndpoint: ''\n"
+    assert settings_for(tmp_path, empty, "--runtime-endpoint", "unix:///run/other.sock",
+                        ).runtime.endpoint == "unix:///run/other.sock"
+    # The flag names the file's image endpoint: the kubelet would use it for both too.
+    split = GOOD + ("containerRuntimeEndpoint: unix:///run/c.sock\n"
+                    "imageServiceEndpoint: unix:///run/i.sock\n")
+    assert settings_for(tmp_path, split, "--runtime-endpoint", "unix:///run/i.sock",
+                        ).runtime.endpoint == "unix:///run/i.sock"
+    refused = [
+        (own, ("--runtime-endpoint", "unix:///run/c.sock"),
+         f"imageServiceEndpoint '{embedded}' is not the runtime endpoint nodelet uses "
+         "('unix:///run/c.sock', from --runtime-endpoint)"),
+        (split, (), "imageServiceEndpoint 'unix:///run/i.sock' is not the runtime endpoint "
+         "nodelet uses ('unix:///run/c.sock', from the file's containerRuntimeEndpoint)"),
+        (GOOD + "imageServiceEndpoint: unix:///run/i.sock\n", (),
+         f"('{embedded}', from the embedded containerd): nodelet pulls images through the "
+         f"runtime it runs pods with (write '{embedded}' or \"\", or leave the field out)"),
+    ]
+    for text, flags, message in refused:
+        with pytest.raises(settings.SettingsError) as caught:
+            settings_for(tmp_path, text, *flags)
+        assert message in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize("flags", [
+    # Without --manifests, --tls-*: /configz writes "" for them, which reads back as unset.
+    (),
+    ("--manifests", "/etc/m", "--cgroup-root", "/n", "--kube-reserved", "cpu=50m",
+     "--image-gc-high-threshold", "90", "--image-minimum-gc-age", "5m",
+     "--eviction-soft", "memory.available<300Mi",
+     "--eviction-soft-grace-period", "memory.available=1m30s", "--seccomp-default",
+     "--allowed-unsafe-sysctls", "net.core.somaxconn", "--tls-cert-file", "/p/k.crt",
+     "--tls-private-key-file", "/p/k.key", "--client-ca-file", "/p/ca.crt",
+     "--port", "10251", "--kube-api-qps", "20"),
+])
+def test_configz_reads_back_as_the_same_settings(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    """What /configz says nodelet runs with is a --config file that gives back the same
+    settings (the node e2e suite restarts the agent with such a file)."""
+    base = ["run", "--data-dir", str(tmp_path), "--kubeconfig", str(tmp_path / "kubeconfig")]
+    first = tmp_path / "first.yaml"  # for the settings that have no flag
+    first.write_text(GOOD + "oomScoreAdj: -999\nimageMaximumGCAge: 1h\neventRecordQPS: 7\n"
+                            "containerLogMonitorInterval: 20s\nruntimeRequestTimeout: 1m\n")
+    ran = cli.settings_from_argv([*base, "--config", str(first), *flags])
+    embedded = f"unix://{tmp_path.resolve() / 'containerd' / 'containerd.sock'}"
+    written = tmp_path / "configz.json"
+    written.write_text(json.dumps(configz.configz(ran, runtime_endpoint=embedded)
+                                  ["kubeletconfig"]))
+    back = cli.settings_from_argv([*base, "--config", str(written)])
+    # /configz says what the node server's defaults amount to with a cluster (token webhook
+    # and Webhook authorization), which the file then says explicitly.
+    assert (ran.node_server.authentication_token_webhook,
+            ran.node_server.authorization_mode) == (None, None)
+    assert back == replace(ran, node_server=replace(
+        ran.node_server, authentication_token_webhook=True, authorization_mode="Webhook"))
+    assert back.node.oom_score_adj == -999 and back.runtime.endpoint is None

@@ -11,14 +11,6 @@ from nodelet import settings
 from nodelet.model.core import configz
 
 
-@pytest.mark.parametrize(("seconds", "text"), [
-    (0, "0s"), (0.5, "500ms"), (1, "1s"), (10, "10s"), (60, "1m0s"), (90.5, "1m30.5s"),
-    (300, "5m0s"), (3723, "1h2m3s"), (7200, "2h0m0s"),
-])
-def test_go_durations(seconds: float, text: str) -> None:
-    assert configz.go_duration(seconds) == text
-
-
 @pytest.mark.parametrize(("value", "text"), [(10 * 2**20, "10Mi"), (2**30, "1Gi"),
                                              (1536, "1536"), (3 * 1024, "3Ki")])
 def test_byte_quantities(value: int, text: str) -> None:
@@ -61,19 +53,3 @@ def test_int32_fields_are_integers() -> None:
     for key in ("kubeAPIQPS", "kubeAPIBurst", "eventRecordQPS", "eventBurst"):
         assert type(config[key]) is int, key
     assert json.dumps(config["kubeAPIQPS"]) == "50"
-
-
-def test_configz_reads_back_as_a_config_file() -> None:
-    """What /configz says nodelet runs with is a --config file nodelet accepts, and it gives
-    back the same settings (the node e2e suite restarts the agent with such a file)."""
-    from nodelet.model.parsing import kubeletconfig
-
-    s = settings.Settings(data_dir=Path("/var/lib/x"), manifests_dir=Path("/etc/m"),
-                          node=settings.NodeSettings(oom_score_adj=-999),
-                          cluster=settings.ClusterSettings(kubeconfig=Path("/k")))
-    config = configz.configz(s, runtime_endpoint="unix:///run/c.sock")["kubeletconfig"]
-    found = kubeletconfig.parse(json.dumps(config), filename="/etc/kubelet.json")
-    assert found.settings["node.oom_score_adj"] == -999
-    assert found.flags["manifests"] == "/etc/m"
-    assert found.flags["runtime_endpoint"] == "unix:///run/c.sock"
-

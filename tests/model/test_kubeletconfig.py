@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from nodelet.model.core import configz
 from nodelet.model.parsing import kubeletconfig as kc
 
 HEAD = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
@@ -78,6 +80,8 @@ def parse(fields: dict[str, Any], filename: str = "kubelet.json") -> kc.Override
         ({"maxPods": 0, "kubeAPIBurst": 0, "port": 0, "address": "", "containerLogMaxSize": "",
           "containerRuntimeEndpoint": "", "imageMinimumGCAge": "0s",
           "evictionPressureTransitionPeriod": "0"}, {}),
+        # "" is none there, as nodelet's default (/configz writes "" for them).
+        ({"staticPodPath": "", "tlsCertFile": "", "tlsPrivateKeyFile": ""}, {}),
         # Pointer fields keep their zero (kubeAPIQPS 0, imageGCHighThresholdPercent 0).
         ({"kubeAPIQPS": 0, "imageGCHighThresholdPercent": 0},
          {"kube_api_qps": 0.0, "image_gc_high_threshold": 0}),
@@ -125,6 +129,55 @@ def test_fields_without_a_flag_become_settings(fields: dict[str, Any],
 
 
 @pytest.mark.parametrize(
+    "fields",
+    [
+        # configz.FIXED: what nodelet does; a duration compared as a duration.
+        {"serverTLSBootstrap": False, "cgroupDriver": "cgroupfs", "cpuCFSQuota": True},
+        {"cpuCFSQuotaPeriod": "0.1s", "shutdownGracePeriod": "0"},
+        # The Go zero values /configz leaves out, and the kubelet's defaults.
+        {"httpCheckFrequency": "0s", "volumeStatsAggPeriod": "0"},
+        {"podPidsLimit": 0}, {"podPidsLimit": -1},
+        {"iptablesMasqueradeBit": 14, "iptablesDropBit": 15},
+        {"crashLoopBackOff": {}, "memorySwap": {"swapBehavior": ""}},
+        # `logging` as a /configz round trip writes it, and with the kubelet's defaults.
+        {"logging": {"flushFrequency": 0, "verbosity": 0,
+                     "options": {"json": {"infoBufferSize": "0"},
+                                 "text": {"infoBufferSize": "0"}}}},
+        {"logging": {"format": "text", "flushFrequency": "5s", "vmodule": [],
+                     "options": {"text": {"splitStream": False, "infoBufferSize": 0}}}},
+        {"logging": {"format": "", "flushFrequency": 5_000_000_000, "options": {}}},
+        {"logging": {"flushFrequency": "0s", "verbosity": None}},
+    ],
+)
+def test_what_nodelet_does_is_accepted_where_it_has_no_setting(fields: dict[str, Any]) -> None:
+    assert parse(fields) == kc.Overrides(flags={"read_only_port": 0}, settings={})
+
+
+def test_the_image_service_endpoint_is_left_to_the_cli() -> None:
+    """The CLI checks it against the runtime endpoint in effect (the command line's
+    --runtime-endpoint wins over the file's containerRuntimeEndpoint)."""
+    found = parse({"imageServiceEndpoint": "unix:///i.sock",
+                   "containerRuntimeEndpoint": "unix:///c.sock"})
+    assert found.image_service_endpoint == "unix:///i.sock"
+    assert found.flags["runtime_endpoint"] == "unix:///c.sock"
+    assert parse({"imageServiceEndpoint": None}).image_service_endpoint == ""
+
+
+def test_the_docs_name_every_field_a_file_may_give() -> None:
+    """docs/cluster.md's section on the config file names what nodelet implements and what it
+    accepts without a setting (configz.FIXED), so it cannot go stale by a field."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text()
+    section = doc.split("## The config file (`--config`)", 1)[1].split("\n## ", 1)[0]
+    missing = [name for name in (*kc.SUPPORTED, *configz.FIXED) if f"`{name}" not in section]
+    assert not missing, missing
+
+
+def test_fixed_values_are_read_only() -> None:
+    with pytest.raises(TypeError):
+        configz.FIXED["cgroupDriver"] = "systemd"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
     ("fields", "message"),
     [
         ({"maxPod": 3}, "unknown field 'maxPod'"),
@@ -137,12 +190,40 @@ def test_fields_without_a_flag_become_settings(fields: dict[str, Any],
         ({"nodeStatusMaxImages": -1}, "nodeStatusMaxImages: nodelet runs with 50"),
         ({"shutdownGracePeriod": "30s"}, "shutdownGracePeriod: nodelet runs with '0s'"),
         ({"volumeStatsAggPeriod": "1m"}, "volumeStatsAggPeriod: only 0s (the default)"),
+        ({"serverTLSBootstrap": True}, "serverTLSBootstrap: nodelet runs with false and has "
+                                       "no setting for it; true cannot be honoured"),
         ({"podPidsLimit": 1024}, "field 'podPidsLimit' of KubeletConfiguration is not "
                                  "supported by nodelet"),
+        ({"podPidsLimit": 0.0}, "podPidsLimit: must be an integer, not a number (0.0)"),
+        ({"podPidsLimit": -1.0}, "podPidsLimit: must be an integer, not a number (-1.0)"),
+        ({"podPidsLimit": False}, "podPidsLimit: must be an integer, not a boolean"),
+        ({"iptablesDropBit": 32}, "iptablesDropBit: 32 is not in 0..31"),
         ({"memorySwap": {"swapBehavior": "LimitedSwap"}}, "field 'memorySwap'"),
-        ({"logging": {"format": "json"}}, "field 'logging'"),
-        ({"imageServiceEndpoint": "unix:///other.sock",
-          "containerRuntimeEndpoint": "unix:///c.sock"}, "field 'imageServiceEndpoint'"),
+        ({"imageServiceEndpoint": 5}, "imageServiceEndpoint: must be a string"),
+        # `logging`: what a /configz round trip writes, and the kubelet's defaults, only.
+        ({"logging": {"format": "json"}}, "logging.format: 'json' cannot be honoured: "
+                                          "nodelet's own --log-format and -v set how it logs"),
+        ({"logging": {"verbosity": 4}}, "logging.verbosity: 4 cannot be honoured"),
+        ({"logging": {"verbosity": 0.0}}, "logging.verbosity: 0.0 cannot be honoured"),
+        ({"logging": {"vmodule": [{"filePattern": "cli*", "verbosity": 4}]}},
+         "logging.vmodule: [{'filePattern': 'cli*', 'verbosity': 4}] cannot be honoured"),
+        ({"logging": {"flushFrequency": "1s"}},
+         "logging.flushFrequency: '1s' cannot be honoured: nodelet writes each log line at "
+         "once (write 0s or 5s or leave the field out)"),
+        ({"logging": {"flushFrequency": 1000}}, "logging.flushFrequency: 1000 cannot be"),
+        ({"logging": {"flushFrequency": "soon"}}, "logging.flushFrequency: 'soon' is not a "
+                                                  "duration"),
+        ({"logging": {"options": {"text": {"splitStream": True}}}},
+         "logging.options.text.splitStream: true cannot be honoured: nodelet writes all its "
+         "log lines to stderr (write false or leave the field out)"),
+        ({"logging": {"options": {"json": {"infoBufferSize": "64Ki"}}}},
+         "logging.options.json.infoBufferSize: '64Ki' cannot be honoured: nodelet buffers no "
+         "log lines"),
+        ({"logging": {"options": {"yaml": {}}}}, "logging.options: unknown field 'yaml'"),
+        ({"logging": {"options": {"text": {"color": True}}}},
+         "logging.options.text: unknown field 'color'"),
+        ({"logging": {"sampling": 1}}, "logging: unknown field 'sampling'"),
+        ({"logging": "text"}, "logging: must be a mapping"),
         ({"oomScoreAdj": -1001}, "oomScoreAdj: -1001 is not in -1000..1000"),
         ({"authentication": {"oidc": {}}}, "authentication: unknown field 'oidc'"),
         ({"authorization": {"mode": "RBAC"}}, "authorization.mode: 'RBAC' must be"),
@@ -214,13 +295,6 @@ def test_yaml_file() -> None:
         flags={"max_pods": 12, "feature_gates": "PodHasNetworkCondition=true",
                "read_only_port": 0},
         settings={"sync.resync_period": 30.0})
-
-
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("0", 0.0), ("0s", 0.0), ("90s", 90.0), ("1m30s", 90.0), ("1.5h", 5400.0), ("300ms", 0.3),
-    ("2h45m", 9900.0), ("10us", 1e-5), ("-1s", None), ("1d", None), ("", None), ("5", None)])
-def test_go_durations(text: str, seconds: float | None) -> None:
-    assert kc.duration_seconds(text) == (pytest.approx(seconds) if seconds is not None else None)
 
 
 def test_every_supported_field_is_a_kubelet_field() -> None:

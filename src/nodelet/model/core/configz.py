@@ -11,9 +11,12 @@ writes them (`1m0s`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from nodelet import settings as settings_
+from nodelet.model.core.durations import go_duration
 
 _BINARY_UNITS = (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
@@ -24,7 +27,7 @@ KIND = "KubeletConfiguration"
 # reports them; a `--config` file may repeat them (a file written from /configz, as the node e2e
 # suite writes one before it restarts the agent), but asking for another value is refused
 # (model.parsing.kubeletconfig).
-FIXED: dict[str, Any] = {
+FIXED: Mapping[str, Any] = MappingProxyType({
     "enableServer": True,  # the node server always runs
     "cgroupsPerQOS": True,  # pods under kubepods/{burstable,besteffort}
     "cgroupDriver": "cgroupfs",
@@ -42,26 +45,8 @@ FIXED: dict[str, Any] = {
     "serializeImagePulls": False,  # the images of different pods pull in parallel
     "shutdownGracePeriod": "0s", "shutdownGracePeriodCriticalPods": "0s",  # no node shutdown
     "failSwapOn": False, "failCgroupV1": False,  # it runs with swap and on cgroup v1
-}
-
-
-def go_duration(seconds: float) -> str:
-    """Seconds as Go's time.Duration.String(): 0s, 500ms, 10s, 1m0s, 1h2m3s, 1m30.5s."""
-    if seconds == 0:
-        return "0s"
-    if 0 < seconds < 1:
-        return f"{_trim(seconds * 1000)}ms"
-    whole_hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    out = f"{int(whole_hours)}h" if whole_hours else ""
-    if whole_hours or minutes:
-        out += f"{int(minutes)}m"
-    return out + f"{_trim(secs)}s"
-
-
-def _trim(value: float) -> str:
-    text = f"{value:.6f}".rstrip("0").rstrip(".")
-    return text or "0"
+    "serverTLSBootstrap": False,  # a self-signed or given serving pair, no serving CSR
+})
 
 
 def byte_quantity(value: int) -> str:

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import usage
-from nodelet.model.core.configz import go_duration
+from nodelet.model.core.durations import go_duration
 
 # Event reasons of the kubelet (pkg/kubelet/events/event.go), about the Node.
 FREE_DISK_SPACE_FAILED = "FreeDiskSpaceFailed"

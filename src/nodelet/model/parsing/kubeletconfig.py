@@ -9,8 +9,15 @@ those of `k8s.io/kubelet/config/v1beta1` (`FIELDS`). Rules:
   field without a flag, into the setting's value (`Overrides.settings`, by dotted settings
   path, e.g. `sync.resync_period`). A flag given on the command line wins over the file (the
   kubelet's rule), which the CLI decides;
-- an unknown field, or a KubeletConfiguration field nodelet does not implement, is an error
-  that names it, as is a value of the wrong type (the message names the expected type);
+- a KubeletConfiguration field nodelet has no setting for may only say what nodelet does, as
+  a file written from its /configz does: the value in `configz.FIXED` (`cgroupDriver:
+  cgroupfs`, `serverTLSBootstrap: false`, ...), or the Go zero value or the kubelet's default
+  of a field /configz leaves out (the rules beside `_UNSET_WHEN_ZERO`: `podPidsLimit` 0 or
+  -1, `logging` as text at verbosity 0, ...). Another value is an error that names the field
+  and what nodelet does, as is an unknown field or a value of the wrong type (the message
+  names the expected type);
+- `imageServiceEndpoint` is returned apart (`Overrides.image_service_endpoint`): one runtime
+  serves pods and images, so the CLI checks it against the runtime endpoint in effect;
 - `null` is the same as leaving the field out, and so is the zero value (`0`, `"0s"`, `""`)
   of a field the kubelet's v1beta1 defaulting (SetDefaults_KubeletConfiguration) fills in when
   zero (`ZERO_IS_DEFAULT`; kubeadm writes e.g. `syncFrequency: 0s`); as there,
@@ -33,12 +40,12 @@ file: the file's gates stay, the command line's win gate by gate.
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nodelet.model.core import configz, nodeflags, pullrecords
+from nodelet.model.core.durations import duration_seconds
 from nodelet.model.parsing import manifests
 
 API_VERSION = configz.API_VERSION
@@ -55,24 +62,13 @@ class Overrides:
 
     flags: Mapping[str, Any] = field(default_factory=dict)
     settings: Mapping[str, Any] = field(default_factory=dict)
+    # The file's imageServiceEndpoint ("" when left out: the runtime endpoint). nodelet pulls
+    # through the runtime it runs pods with, so the CLI checks that this names the runtime
+    # endpoint in effect (the file's containerRuntimeEndpoint, or the command line's).
+    image_service_endpoint: str = ""
 
 
 # --- value types -----------------------------------------------------------------------------
-
-_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|h|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
-                 "ns": 1e-9}
-
-
-def duration_seconds(text: str) -> float | None:
-    """Seconds of a non-negative Go duration ("1m30s", "0"), None if `text` is not one."""
-    text = text.strip()
-    if text == "0":
-        return 0.0
-    parts = _GO_DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
-    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
 def _type_error(name: str, expected: str, value: Any) -> KubeletConfigError:
@@ -295,40 +291,51 @@ SUPPORTED: dict[str, _Flag | _Setting] = {
 
 # Fields nodelet has no setting for, and what a file may say of them (a file written from
 # /configz says what nodelet does, and the Go zero values of the fields /configz leaves out):
-# - configz.FIXED: that value, nothing else;
+# - configz.FIXED: that value, nothing else (a duration compared as one: "0.1s" is "100ms");
 # - these durations: zero, which the kubelet's defaulting turns into its default (nodelet
 #   has no static pod URL, CPU manager or volume stats cache, and its exec/attach/port-forward
 #   streams are the runtime's, with the runtime's idle timeout);
 _UNSET_WHEN_ZERO = frozenset({"httpCheckFrequency", "cpuManagerReconcilePeriod",
                               "volumeStatsAggPeriod", "streamingConnectionIdleTimeout"})
-# - `podPidsLimit`: 0 or -1, no limit (the kubelet sets pids.max only when it is above 0);
+# - `podPidsLimit`: the integer 0 or -1, no limit (the kubelet sets pids.max only when it is
+#   above 0);
 # - `iptablesMasqueradeBit`, `iptablesDropBit`: any bit 0..31, which marks nothing: nodelet
 #   makes no iptables chains (`makeIPTablesUtilChains` is false, and then the kubelet uses
 #   them for nothing either);
-# - `imageServiceEndpoint`: "" or the runtime endpoint (one runtime serves both);
+# - `imageServiceEndpoint`: "" or the runtime endpoint in effect (one runtime serves both),
+#   which the CLI checks (Overrides.image_service_endpoint) once the command line's
+#   --runtime-endpoint is known;
 # - `crashLoopBackOff`, `memorySwap`: empty (the crash back-off doubles from 10 s to 5 min, as
 #   the kubelet's default; nodelet sets no swap limit, so an explicit `swapBehavior` is
 #   refused: on a host with swap, the kubelet's default NoSwap would also cap memory+swap at
 #   the memory limit on cgroup v1, which nodelet does not);
-# - `logging`: the text format at verbosity 0 (nodelet's own --log-format and -v say more).
+# - `logging`: the text format at verbosity 0, without vmodule, with the default flush and
+#   buffer figures and one output stream (_LOGGING; nodelet's own --log-format and -v say
+#   more).
 
 # Fields whose zero value the kubelet's v1beta1 defaulting replaces by the default (they are not
 # pointers there): "0s", 0 or "" here means "leave it out". Pointer fields (kubeAPIQPS,
 # eventRecordQPS, containerLogMaxFiles, imageGCHighThresholdPercent, ...) keep their zero.
+# The same for the paths whose "" is "none" there as nodelet's default is (no static pod
+# directory, a self-signed serving pair): /configz writes "" for them.
 ZERO_IS_DEFAULT = frozenset({
     "syncFrequency", "fileCheckFrequency", "nodeStatusUpdateFrequency",
     "nodeStatusReportFrequency", "imageMinimumGCAge", "runtimeRequestTimeout",
     "evictionPressureTransitionPeriod", "nodeLeaseDurationSeconds", "eventBurst", "maxPods",
     "kubeAPIBurst", "port", "address", "containerLogMaxSize", "containerRuntimeEndpoint",
-    "imagePullCredentialsVerificationPolicy",
+    "imagePullCredentialsVerificationPolicy", "staticPodPath", "tlsCertFile",
+    "tlsPrivateKeyFile",
 })
 
+# Every top-level duration field (metav1.Duration) of KubeletConfiguration: their zero is any
+# zero duration ("0s", "0"), and a fixed value (configz.FIXED) is compared as a duration.
 _DURATIONS = frozenset({
-    "httpCheckFrequency", "cpuManagerReconcilePeriod", "volumeStatsAggPeriod",
-    "streamingConnectionIdleTimeout", "syncFrequency", "fileCheckFrequency",
-    "nodeStatusUpdateFrequency",
-    "nodeStatusReportFrequency", "imageMinimumGCAge", "runtimeRequestTimeout",
-    "evictionPressureTransitionPeriod",
+    "syncFrequency", "fileCheckFrequency", "httpCheckFrequency",
+    "streamingConnectionIdleTimeout", "nodeStatusUpdateFrequency", "nodeStatusReportFrequency",
+    "imageMinimumGCAge", "imageMaximumGCAge", "volumeStatsAggPeriod",
+    "cpuManagerReconcilePeriod", "runtimeRequestTimeout", "cpuCFSQuotaPeriod",
+    "evictionPressureTransitionPeriod", "containerLogMonitorInterval", "shutdownGracePeriod",
+    "shutdownGracePeriodCriticalPods",
 })
 
 # Path fields, by flag destination (the kubelet's KubeletConfigurationPathRefs, those nodelet
@@ -340,6 +347,9 @@ PATH_FIELDS = ("manifests", "resolv_conf", "tls_cert_file", "tls_private_key_fil
 # absent: off, the kubelet's default in a file), `authentication` and `authorization` are
 # objects of several flags.
 _LISTEN_FIELDS = ("readOnlyPort", "authentication", "authorization")
+# Read apart from the settings: the document's type, and `imageServiceEndpoint`
+# (Overrides.image_service_endpoint).
+_READ_APART = ("apiVersion", "kind", "imageServiceEndpoint")
 
 # Every top-level field of k8s.io/kubelet/config/v1beta1 KubeletConfiguration: the ones not
 # in SUPPORTED (or _LISTEN_FIELDS) are refused by name as "not supported".
@@ -392,8 +402,7 @@ def parse(text: str, *, filename: str) -> Overrides:
         overrides = _overrides(_document(text, filename))
     except KubeletConfigError as exc:
         raise KubeletConfigError(f"{filename}: {exc}") from exc
-    return Overrides(flags=_resolved(overrides.flags, posixpath.dirname(filename)),
-                     settings=overrides.settings)
+    return replace(overrides, flags=_resolved(overrides.flags, posixpath.dirname(filename)))
 
 
 def _resolved(flags: Mapping[str, Any], root: str) -> dict[str, Any]:
@@ -437,11 +446,11 @@ def _overrides(obj: Mapping[str, Any]) -> Overrides:
     flags: dict[str, Any] = {}
     settings: dict[str, Any] = {}
     for name, value in obj.items():
-        if name in ("apiVersion", "kind") or name in _LISTEN_FIELDS or value is None:
+        if name in _READ_APART or name in _LISTEN_FIELDS or value is None:
             continue
         target = SUPPORTED.get(name)
         if target is None:
-            _check_unsettable(name, value, obj)
+            _check_unsettable(name, value)
             continue
         if name in ZERO_IS_DEFAULT and _is_zero(name, value):
             continue  # the kubelet's defaulting: zero is the default
@@ -459,7 +468,9 @@ def _overrides(obj: Mapping[str, Any]) -> Overrides:
     flags["read_only_port"] = _read_only_port(obj)
     flags.update(_authentication(obj.get("authentication")))
     flags.update(_authorization(obj.get("authorization")))
-    return Overrides(flags=flags, settings=settings)
+    image = obj.get("imageServiceEndpoint")
+    return Overrides(flags=flags, settings=settings, image_service_endpoint=(
+        "" if image is None else _string("imageServiceEndpoint", image)))
 
 
 def _check_image_credentials(settings: Mapping[str, Any]) -> None:
@@ -484,51 +495,91 @@ def _is_zero(name: str, value: Any) -> bool:
     return isinstance(value, str) and not value
 
 
-def _check_unsettable(name: str, value: Any, obj: Mapping[str, Any]) -> None:
-    """A field nodelet has no setting for: fine when it says what nodelet does (see
-    _UNSET_WHEN_ZERO), else refused by name."""
+def _check_unsettable(name: str, value: Any) -> None:
+    """A field nodelet has no setting for: fine when it says what nodelet does (configz.FIXED,
+    _UNSET_WHEN_ZERO and the rules beside it), else refused by name."""
     if name in configz.FIXED:
-        fixed = configz.FIXED[name]
-        if not _same(name, value, fixed):
-            shown = str(fixed).lower() if isinstance(fixed, bool) else repr(fixed)
+        _check_fixed(name, value, configz.FIXED[name])
+    elif name in _UNSET_WHEN_ZERO:
+        if not _is_zero(name, value):
             raise KubeletConfigError(
-                f"{name}: nodelet runs with {shown} and has no setting for it; "
-                f"{value!r} cannot be honoured (write {shown} or leave the field out)")
-        return
-    if name in _UNSET_WHEN_ZERO:
-        if _is_zero(name, value):
-            return
-        raise KubeletConfigError(f"{name}: only 0s (the default) is supported, not {value!r}")
-    if name == "podPidsLimit" and value in (0, -1) and not isinstance(value, bool):
-        return
-    if name in ("iptablesMasqueradeBit", "iptablesDropBit"):
+                f"{name}: only 0s (the default) is supported, not {value!r}")
+    elif name == "podPidsLimit":
+        if _integer(name, value) not in (0, -1):
+            raise _refused(name)
+    elif name in ("iptablesMasqueradeBit", "iptablesDropBit"):
         _in_range(name, value, 0, 31)
+    elif name in ("crashLoopBackOff", "memorySwap"):
+        if not isinstance(value, dict) or any(v not in (None, "") for v in value.values()):
+            raise _refused(name)
+    elif name == "logging":
+        _check_logging(value)
+    else:
+        raise _refused(name)
+
+
+def _check_fixed(name: str, value: Any, fixed: Any) -> None:
+    if isinstance(fixed, str) and name in _DURATIONS:
+        same = isinstance(value, str) and duration_seconds(value) == duration_seconds(fixed)
+    else:
+        same = type(value) is type(fixed) and value == fixed
+    if not same:
+        shown = _shown(fixed)
+        raise KubeletConfigError(
+            f"{name}: nodelet runs with {shown} and has no setting for it; "
+            f"{_shown(value)} cannot be honoured (write {shown} or leave the field out)")
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it: booleans as YAML writes them, the rest as Python's."""
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+# `logging` (component-base's LoggingConfiguration), field by field: the values a file may
+# give, as (allowed values, how to write them, why nothing else can be honoured). They are
+# what a /configz round trip writes (Go zero values) and the kubelet's defaults.
+_HOW_NODELET_LOGS = "nodelet's own --log-format and -v set how it logs"
+_LOGGING: dict[str, tuple[tuple[Any, ...], str, str]] = {
+    "format": (("", "text"), "text", _HOW_NODELET_LOGS),
+    "verbosity": ((0,), "0", _HOW_NODELET_LOGS),
+    "vmodule": (([],), "[]", _HOW_NODELET_LOGS),
+    # 0 (which the kubelet's defaulting makes 5s; a round trip writes 0) or 5s, a duration
+    # string or, in JSON, nanoseconds.
+    "flushFrequency": ((0, 5_000_000_000), "0s or 5s",
+                       "nodelet writes each log line at once"),
+    "splitStream": ((False,), "false", "nodelet writes all its log lines to stderr"),
+    "infoBufferSize": ((0, "0"), '"0"', "nodelet buffers no log lines"),
+}
+
+
+def _check_logging(value: Any) -> None:
+    """`logging`: text at verbosity 0, no vmodule, the default flush and buffer figures, one
+    output stream; other values and unknown fields are refused by name."""
+    section = _section("logging", value, frozenset(
+        {"format", "flushFrequency", "verbosity", "vmodule", "options"}))
+    for key in ("format", "verbosity", "vmodule", "flushFrequency"):
+        _check_logging_value(f"logging.{key}", key, section.get(key))
+    options = _section("logging.options", section.get("options"), frozenset({"json", "text"}))
+    for output in ("json", "text"):
+        where = f"logging.options.{output}"
+        routing = _section(where, options.get(output),
+                           frozenset({"splitStream", "infoBufferSize"}))
+        for key in ("splitStream", "infoBufferSize"):
+            _check_logging_value(f"{where}.{key}", key, routing.get(key))
+
+
+def _check_logging_value(name: str, key: str, value: Any) -> None:
+    allowed, shown, why = _LOGGING[key]
+    if value is None:
         return
-    if name == "imageServiceEndpoint" and value in ("", obj.get("containerRuntimeEndpoint")):
+    if isinstance(value, str) and key == "flushFrequency":
+        value = _duration(name, value)
+        if duration_seconds(value) in (0, 5):
+            return
+    if any(type(value) is type(ok) and value == ok for ok in allowed):
         return
-    if name in ("crashLoopBackOff", "memorySwap") and isinstance(value, dict) \
-            and not any(v not in (None, "") for v in value.values()):
-        return
-    if name == "logging" and isinstance(value, dict) and _default_logging(value):
-        return
-    raise _refused(name)
-
-
-def _same(name: str, value: Any, fixed: Any) -> bool:
-    if isinstance(fixed, str) and name in _FIXED_DURATIONS:
-        return isinstance(value, str) and duration_seconds(value) == duration_seconds(fixed)
-    return type(value) is type(fixed) and value == fixed
-
-
-_FIXED_DURATIONS = frozenset({"cpuCFSQuotaPeriod", "shutdownGracePeriod",
-                              "shutdownGracePeriodCriticalPods"})
-
-
-def _default_logging(value: Mapping[str, Any]) -> bool:
-    """The LoggingConfiguration of text at verbosity 0 (buffer and flush figures change
-    nothing of what is logged)."""
-    return value.get("format") in (None, "", "text") and value.get("verbosity") in (None, 0) \
-        and not value.get("vmodule")
+    raise KubeletConfigError(f"{name}: {_shown(value)} cannot be honoured: {why} "
+                             f"(write {shown} or leave the field out)")
 
 
 def _in_range(name: str, value: Any, low: int, high: int) -> int:

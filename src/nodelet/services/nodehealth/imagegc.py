@@ -44,7 +44,7 @@ from nodelet.model.core import events as ev
 from nodelet.model.core import imagegc as gc
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import usage
-from nodelet.model.core.configz import go_duration
+from nodelet.model.core.durations import go_duration
 
 log = logging.getLogger(__name__)
 

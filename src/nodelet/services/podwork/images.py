@@ -46,7 +46,7 @@ from pathlib import Path
 from nodelet import settings as settings_mod
 from nodelet.adapters.cri import client as cri
 from nodelet.helpers import backoff
-from nodelet.model.core import configz, credentials, imagerefs, pods, pullrecords
+from nodelet.model.core import credentials, durations, imagerefs, pods, pullrecords
 from nodelet.model.core import events as ev
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import volumes as vol
@@ -240,7 +240,7 @@ class ImagePuller:
         self._failures.pop(key, None)
         # The kubelet's words, its durations truncated to milliseconds; nodelet's pulls do
         # not queue, so the pull and the pull with its wait take the same time.
-        took = configz.go_duration(math.floor((time.monotonic() - started) * 1000) / 1000)
+        took = durations.go_duration(math.floor((time.monotonic() - started) * 1000) / 1000)
         present = await self._client.image_status(image)
         size = present.size if present is not None else 0
         self._recorder.record(
