@@ -125,7 +125,10 @@ class FeatureGates:
     kubelet_ensure_secret_pulled_images: bool = True
     # Kubernetes' ResourceHealthStatus (KEP-4680; beta, on by default since 1.36): the health
     # of the devices a container holds in containerStatuses[].allocatedResourcesStatus, its
-    # pod's status generated again when one changes; off: not reported.
+    # pod's status generated again when one changes; off: not reported. Upstream it depends
+    # on DynamicResourceAllocation (kube_features.go: the kubelet refuses it on with DRA off),
+    # but DRA is GA and locked on since 1.35, so in 1.37 that check never refuses anything;
+    # nodelet has no DRA gate (DRA is always on) and checks nothing.
     resource_health_status: bool = True
 
 
@@ -436,8 +439,10 @@ class GCSettings:
     # been pulled for a container about to start (120; --image-minimum-gc-age).
     image_minimum_gc_age: float = 120.0
     # Whatever the disk usage, each collection removes the images no container has used for
-    # more than this many seconds (never used: counted from the collector's start); 0 is off
-    # (0, the kubelet's imageMaximumGCAge; a --config field only, greater than the minimum age).
+    # more than this many seconds, none before the collector has run that long; an image
+    # never used goes at the first collection after that, or, appearing later, at the first
+    # collection that sees it (the kubelet's freeOldImages); 0 is off (0, the kubelet's
+    # imageMaximumGCAge; a --config field only, greater than the minimum age).
     image_maximum_gc_age: float = 0.0
     # Seconds between collections of dead containers and sandboxes (ContainerGCPeriod, 60).
     container_gc_period: float = 60.0

@@ -10,11 +10,13 @@ Device health in the pod status (ResourceHealthStatus), as the node e2e suite's 
 Failures Pod Status" specs check it, with the kubelet's device plugin stub
 (`test-device-plugin`, whose devices' health the test changes): a running pod and one whose
 image never comes show their device Healthy in containerStatuses[].allocatedResourcesStatus,
-then Unhealthy once the plugin says so."""
+then Unhealthy once the plugin says so; once the plugin stops, each status generated after
+keeps the health of its last list (Unhealthy stays Unhealthy)."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,8 @@ import aiohttp
 import pytest
 
 from conftest import Instance
-from nodelet.model.core import devices
+from nodelet.model.core import devices, status
+from nodelet.services.devices.devicemanager import DeviceManager
 from support.deviceplugins import DEVICES, RESOURCE, health_plugin, sample_plugin
 from support.harness import Harness, exec_in, pod_manifest, waiting_reason
 from support.polling import eventually
@@ -153,7 +156,22 @@ def expected(device: str, health: str) -> list[dict[str, Any]]:
     return [{"name": HEALTH_RESOURCE, "resources": [{"resourceID": device, "health": health}]}]
 
 
-async def test_device_health_reaches_the_pod_status(agent: Harness, tmp_path: Path) -> None:
+def count_generations(manager: DeviceManager, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How many statuses of each pod (by UID) are generated from now on: generating one reads
+    the pod's device health from the device manager once (`resource_statuses`)."""
+    counts: Counter[str] = Counter()
+    read = manager.resource_statuses
+
+    def counted(pod_uid: str) -> dict[str, tuple[status.ResourceStatus, ...]]:
+        counts[pod_uid] += 1
+        return read(pod_uid)
+
+    monkeypatch.setattr(manager, "resource_statuses", counted)
+    return counts
+
+
+async def test_device_health_reaches_the_pod_status(agent: Harness, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     directory = agent.settings.device_plugins_dir
     node = agent.settings.node_name
     run, pull = f"health-run-{node}", f"health-pull-{node}"
@@ -204,16 +222,31 @@ async def test_device_health_reaches_the_pod_status(agent: Harness, tmp_path: Pa
         statuses = await pod_statuses(agent)
         assert "initContainerStatuses" not in statuses[pull]
 
-        # Healthy again, then the plugin goes away: the kubelet keeps the last health it was
-        # told (its allDevices), while the devices leave allocatable.
-        plugin.update({held: "Healthy", other: "Healthy"})
-        healthy_again = {run: expected(held, "Healthy"), pull: expected(other, "Healthy")}
+        # health-pull's device Healthy again, health-run's still Unhealthy; then the plugin
+        # goes away: the kubelet keeps the last health it was told (its allDevices), while the
+        # devices leave allocatable. A device no list names is Healthy, so the Unhealthy one
+        # shows the last list is kept; the Healthy one, that a stop marks nothing Unhealthy.
+        plugin.update({held: "Unhealthy", other: "Healthy"})
         await eventually(lambda: pod_statuses(agent), every=0.2, within=20,
-                         until=lambda s: {p: device_health(s, p) for p in sick}
-                         == healthy_again, what="both devices Healthy again")
+                         until=lambda s: {p: device_health(s, p) for p in sick} == sick,
+                         what="health-pull's device Healthy again, health-run's Unhealthy")
         plugin.stop()
         await eventually(lambda: node_counts(agent), within=30,
                          until=lambda c: c == ({HEALTH_RESOURCE: 2}, {HEALTH_RESOURCE: 0}),
                          what="allocatable 0 once the plugin stopped")
-        statuses = await pod_statuses(agent)
-        assert {p: device_health(statuses, p) for p in healthy_again} == healthy_again
+        # Nothing wakes the pods at the stop: each is synced again, as a resync would, and
+        # every status generated after still says what the last list said.
+        found_pull = agent.find("health-pull")
+        assert found_pull is not None
+        uids = (found[0].uid, found_pull[0].uid)
+        generated = count_generations(manager, monkeypatch)
+        workers = agent.agent_or_fail().workers
+        for _ in range(3):
+            before = {uid: generated[uid] for uid in uids}
+            for uid in uids:
+                workers.wake(uid)
+            await eventually(lambda: {uid: generated[uid] for uid in uids}, within=20,
+                             until=lambda g, b=before: all(g[u] > b[u] for u in uids),
+                             what="both pods' statuses generated again")
+            statuses = await pod_statuses(agent)
+            assert {p: device_health(statuses, p) for p in sick} == sick, statuses

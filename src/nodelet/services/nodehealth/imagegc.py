@@ -3,8 +3,10 @@
 Each collection looks at the runtime (CRI ListImages and ListContainers: every container,
 running or exited, marks its image used now). With `image_maximum_gc_age` set, it first
 removes (CRI RemoveImage, by ID) every unused image that no container has used for longer
-than that, whatever the disk usage — the kubelet's imageMaximumGCAge; an image never seen in
-use counts from the collector's start, so a restart starts every count afresh. Then it reads
+than that, whatever the disk usage — the kubelet's imageMaximumGCAge. None goes before the
+collector has run that long (it knows uses from its start on, so a restart starts every count
+afresh); an image never seen in use has no last use, and goes at the first collection after
+that, or, appearing later, at the first collection that sees it (freeOldImages). Then it reads
 how full the image filesystem is (CRI ImageFsInfo gives its mount point, `statvfs` the
 numbers) and, once it is `image_gc_high_percent` full or more, removes unused images in the
 order `model.core.imagegc` decides until usage is back at `image_gc_low_percent`. Images in
