@@ -1,8 +1,12 @@
 """The node server reads its serving pair and client CA files again when they change, as the
 kubelet with ReloadKubeletServerCertificateFile and ReloadKubeletClientCAFile (both on by
-default in 1.37): new connections get the new certificate and the new CA's clients, connections
-already open keep theirs, and content that does not load (a certificate whose key is not
-written yet) leaves the old pair served until it does.
+default in 1.37): new connections get the new certificate and the new CA's clients;
+connections already open keep their serving certificate, but their client certificate is
+verified again at every request against the CA served then (the kubelet's x509
+authenticator), so a client of a CA taken out of the file, or whose certificate expired, is
+refused there (401); content that does not load (a certificate whose key is not written yet)
+leaves the old pair served until it does; and a rewrite a stat cannot see is read at the
+periodic resync.
 
 Real TLS end to end: the server built by `nodeserving.server_config` from settings, as the
 agent builds it, with a stub backend (only TLS and authentication are under test); files
@@ -18,6 +22,7 @@ import datetime
 import http.client
 import ipaddress
 import logging
+import os
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -31,7 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from nodelet import settings
-from nodelet.adapters import node_server
+from nodelet.adapters import node_server, servingtls
 from nodelet.model.core import health as hm
 from nodelet.model.core import noderequests as nr
 from nodelet.model.core import servingfiles
@@ -82,20 +87,23 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 @dataclass(frozen=True)
 class Issued:
-    """A CA, a serving pair for 127.0.0.1 and a client pair (CN alice), all signed by it."""
+    """A CA (and its key), a serving pair for 127.0.0.1 and a client pair (CN alice), all
+    signed by it."""
 
     ca: bytes
     cert: bytes
     key: bytes
     client_cert: bytes
     client_key: bytes
+    ca_key: bytes
 
     @property
     def serving_der(self) -> bytes:
         return x509.load_pem_x509_certificate(self.cert).public_bytes(serialization.Encoding.DER)
 
     @classmethod
-    def make(cls, name: str) -> Issued:
+    def make(cls, name: str, *, client_for: datetime.timedelta | None = None) -> Issued:
+        """`client_for`: the client certificate's lifetime from now (default: an hour)."""
         ca_key = ec.generate_private_key(ec.SECP256R1())
         ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} CA")])
         ca = cls._sign(_builder(ca_name, ca_name, ca_key)
@@ -108,9 +116,10 @@ class Issued:
                                 x509.DNSName("localhost"),
                                 x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False),
                             ca_key)
-        client = cls._sign(_leaf(ca_name, client_key, "alice", ExtendedKeyUsageOID.CLIENT_AUTH),
-                           ca_key)
-        return cls(_pem(ca), _pem(serving), _key_pem(key), _pem(client), _key_pem(client_key))
+        client = cls._sign(_leaf(ca_name, client_key, "alice", ExtendedKeyUsageOID.CLIENT_AUTH,
+                                 lifetime=client_for or HOUR), ca_key)
+        return cls(_pem(ca), _pem(serving), _key_pem(key), _pem(client), _key_pem(client_key),
+                   _key_pem(ca_key))
 
     @staticmethod
     def _sign(builder: x509.CertificateBuilder, key: ec.EllipticCurvePrivateKey
@@ -118,19 +127,23 @@ class Issued:
         return builder.sign(key, hashes.SHA256())
 
 
-def _builder(subject: x509.Name, issuer: x509.Name,
-             key: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
+HOUR = datetime.timedelta(hours=1)
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey,
+             lifetime: datetime.timedelta = HOUR) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
     return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(hours=1)))
+            .not_valid_after(now + lifetime))
 
 
 def _leaf(issuer: x509.Name, key: ec.EllipticCurvePrivateKey, cn: str,
-          usage: x509.ObjectIdentifier) -> x509.CertificateBuilder:
+          usage: x509.ObjectIdentifier, lifetime: datetime.timedelta = HOUR
+          ) -> x509.CertificateBuilder:
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-    return (_builder(subject, issuer, key)
+    return (_builder(subject, issuer, key, lifetime)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
             .add_extension(x509.ExtendedKeyUsage([usage]), False))
 
@@ -242,7 +255,9 @@ async def test_a_new_ca_and_pair_are_served_to_new_connections(tmp_path: Path) -
         port = server.port
         assert await asyncio.to_thread(_get, port, old.ca, old_client) == Seen(
             old.serving_der, 200)
-        # A connection open across the reload keeps its certificate and its client.
+        # A connection open across the reload keeps its serving certificate; its client's
+        # certificate is verified again at each request, against the CA served then, as the
+        # kubelet's x509 authenticator does: of a CA no longer in the file, it is refused.
         kept = http.client.HTTPSConnection("127.0.0.1", port, timeout=10,
                                            context=_context(old.ca, old_client))
         with contextlib.closing(kept):
@@ -254,7 +269,7 @@ async def test_a_new_ca_and_pair_are_served_to_new_connections(tmp_path: Path) -
                 until=lambda s: s == Seen(new.serving_der, 200),
                 ignoring=(ssl.SSLError, ConnectionError))
             assert seen.status == 200
-            assert await asyncio.to_thread(_ask, kept) == Seen(old.serving_der, 200)
+            assert await asyncio.to_thread(_ask, kept) == Seen(old.serving_der, 401)
         # The CA set is replaced, not added to: the old CA's client fails its handshake.
         front = server.front
         assert front is not None
@@ -275,22 +290,28 @@ async def test_a_pair_that_does_not_load_leaves_the_old_one_served(
     files = Files(tmp_path)
     old, new = Issued.make("old"), Issued.make("new")
     files.write(old)
-    new_client = files.client(new, "new-client")
+    old_client, new_client = files.client(old, "old-client"), files.client(new, "new-client")
     caplog.set_level(logging.WARNING, logger="nodelet.adapters.servingtls")
     async with _serving(tmp_path, files) as server:
         reloader, port = server.reloader, server.port
         assert reloader is not None
-        # Renamed into place (no check sees them half-written: the only failure is the
-        # mismatch); both CAs trusted while the clients move over.
-        _replace(files.ca, old.ca + new.ca)
-        _replace(files.cert, new.cert)
-        await eventually(lambda: reloader.failure, within=30, what="the mismatch seen")
-        assert reloader.failure is not None and "mismatch" in reloader.failure.lower()
-        seen = await eventually(
-            lambda: asyncio.to_thread(_get, port, old.ca, new_client), within=30,
-            what="a client of the new CA accepted", until=lambda s: s.status == 200,
-            ignoring=(ssl.SSLError, ConnectionError))
-        assert seen.serving == old.serving_der
+        kept = http.client.HTTPSConnection("127.0.0.1", port, timeout=10,
+                                           context=_context(old.ca, old_client))
+        with contextlib.closing(kept):
+            assert await asyncio.to_thread(_ask, kept) == Seen(old.serving_der, 200)
+            # Renamed into place (no check sees them half-written: the only failure is the
+            # mismatch); both CAs trusted while the clients move over.
+            _replace(files.ca, old.ca + new.ca)
+            _replace(files.cert, new.cert)
+            await eventually(lambda: reloader.failure, within=30, what="the mismatch seen")
+            assert reloader.failure is not None and "mismatch" in reloader.failure.lower()
+            seen = await eventually(
+                lambda: asyncio.to_thread(_get, port, old.ca, new_client), within=30,
+                what="a client of the new CA accepted", until=lambda s: s.status == 200,
+                ignoring=(ssl.SSLError, ConnectionError))
+            assert seen.serving == old.serving_der
+            # Its CA still in the file: the open connection's client is still accepted.
+            assert await asyncio.to_thread(_ask, kept) == Seen(old.serving_der, 200)
         checks = reloader.checks
         await eventually(lambda: reloader.checks, until=lambda n: n >= checks + 3, within=30,
                          what="three more checks")
@@ -314,13 +335,101 @@ async def test_with_the_serving_gate_off_only_the_client_ca_is_reloaded(tmp_path
     files.write(old)
     new_client = files.client(new, "new-client")
     async with _serving(tmp_path, files, "ReloadKubeletServerCertificateFile=false") as server:
-        assert server.reloader is not None and server.reloader.paths() == [files.ca]
+        reloader = server.reloader
+        assert reloader is not None and reloader.paths() == [files.ca]
         files.write(new)
         seen = await eventually(
             lambda: asyncio.to_thread(_get, server.port, old.ca, new_client), within=30,
             what="a client of the new CA accepted", until=lambda s: s.status == 200,
             ignoring=(ssl.SSLError, ConnectionError))
         assert seen.serving == old.serving_der
+        # The CA may have been read before the pair's files were written: two more checks,
+        # each after the writes, and the pair read at start is still the one served.
+        checks = reloader.checks
+        await eventually(lambda: reloader.checks, until=lambda n: n >= checks + 2, within=30,
+                         what="two more checks")
+        assert (await asyncio.to_thread(_get, server.port, old.ca, new_client)) == Seen(
+            old.serving_der, 200)
+        assert reloader.reloads == 1
+
+
+async def test_an_expired_client_certificate_is_refused_on_an_open_connection(
+        tmp_path: Path) -> None:
+    """The kubelet verifies the client certificate at every request, its dates too: one that
+    expires while its connection is open is refused there (401), with nothing reloaded."""
+    files = Files(tmp_path)
+    issued = Issued.make("ca", client_for=datetime.timedelta(seconds=5))
+    files.write(issued)
+    client = files.client(issued, "brief-client")
+    async with _serving(tmp_path, files) as server:
+        kept = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=10,
+                                           context=_context(issued.ca, client))
+        with contextlib.closing(kept):
+            assert (await asyncio.to_thread(_ask, kept)).status == 200
+            await eventually(lambda: asyncio.to_thread(_ask, kept), within=30,
+                             what="the expired certificate refused on its connection",
+                             until=lambda s: s.status == 401)
+        assert server.reloader is not None and server.reloader.reloads == 0
+
+
+async def test_a_client_of_an_intermediate_ca_is_verified_again_at_each_request(
+        tmp_path: Path) -> None:
+    """A client certificate signed by an intermediate CA that the client sends along (the
+    file holds the root only): accepted at each request while the root is in the file,
+    refused on its open connection once the file holds another CA."""
+    files = Files(tmp_path)
+    issued, other = Issued.make("root"), Issued.make("other")
+    files.write(issued)
+    root_key = serialization.load_pem_private_key(issued.ca_key, None)
+    assert isinstance(root_key, ec.EllipticCurvePrivateKey)
+    root_name = x509.load_pem_x509_certificate(issued.ca).subject
+    middle_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(
+        ec.SECP256R1())
+    middle_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "intermediate")])
+    middle = _builder(middle_name, root_name, middle_key).add_extension(
+        x509.BasicConstraints(ca=True, path_length=0), True).sign(root_key, hashes.SHA256())
+    leaf = _leaf(middle_name, leaf_key, "bob", ExtendedKeyUsageOID.CLIENT_AUTH).sign(
+        middle_key, hashes.SHA256())
+    cert, key = tmp_path / "bob.crt", tmp_path / "bob.key"
+    cert.write_bytes(_pem(leaf) + _pem(middle))
+    key.write_bytes(_key_pem(leaf_key))
+    async with _serving(tmp_path, files) as server:
+        kept = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=10,
+                                           context=_context(issued.ca, (cert, key)))
+        with contextlib.closing(kept):
+            assert await asyncio.to_thread(_ask, kept) == Seen(issued.serving_der, 200)
+            assert await asyncio.to_thread(_ask, kept) == Seen(issued.serving_der, 200)
+            files.ca.write_bytes(other.ca)
+            await eventually(lambda: asyncio.to_thread(_ask, kept), within=30,
+                             what="the client refused once its root is out of the file",
+                             until=lambda s: s.status == 401)
+
+
+def test_a_rewrite_a_stat_cannot_see_is_read_at_the_periodic_resync(tmp_path: Path) -> None:
+    """Same inode, same size, the mtime put back (as a rewrite within the filesystem's time
+    granularity leaves it): no check sees it by its stat, the resync (about every minute, as
+    upstream's) reads it. A period of 30 s makes the resync every second check."""
+    files = Files(tmp_path)
+    one, two = Issued.make("one"), Issued.make("two")
+    files.write(one)
+    files.ca.write_bytes(one.ca + two.ca)
+    tls = servingtls.TlsFiles(files.cert, files.key, files.ca)
+    used: list[servingtls.Served] = []
+    reloader = servingtls.Reloader(
+        files=tls, served=servingtls.load(tls), use=used.append, period=30.0,
+        watch=servingfiles.Watch(pair=True, client_ca=True))
+    reloader.check()  # the first check reads the files: unchanged
+    assert (reloader.reloads, used) == (0, [])
+    before = files.ca.stat()
+    files.ca.write_bytes(two.ca + one.ca)  # same size, other content
+    os.utime(files.ca, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = files.ca.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        before.st_ino, before.st_size, before.st_mtime_ns)
+    reloader.check()
+    assert reloader.reloads == 0  # the stat says nothing changed
+    reloader.check()
+    assert reloader.reloads == 1 and used[0].content.client_ca == two.ca + one.ca
 
 
 async def test_what_the_settings_have_reloaded(tmp_path: Path) -> None:

@@ -65,8 +65,23 @@ A = sf.Stamp(device=1, inode=10, mtime_ns=100, size=50)
 ])
 def test_when_the_files_are_read_again(seen: sf.Stamps | None, now: sf.Stamps, failing: bool,
                                        due: bool, changed: tuple[str, ...]) -> None:
-    assert sf.due(seen, now, failing=failing) is due
+    assert sf.due(seen, now, failing=failing, since_read=1, resync=30) is due
     assert sf.changed(seen, now) == changed
+
+
+@pytest.mark.parametrize(("period", "checks"), [
+    (2.0, 30),  # the default check period: read every minute, as upstream's resync
+    (0.05, 1200), (7.0, 9), (60.0, 1), (600.0, 1), (0.0, 1),
+])
+def test_the_files_are_read_about_every_minute_whatever_their_stamps(period: float,
+                                                                     checks: int) -> None:
+    """A rewrite that keeps the inode, the size and (within the filesystem's granularity)
+    the mtime is not seen by a stat: it is read at the periodic resync."""
+    assert sf.resync_checks(period) == checks
+    stamps = {"c": A}
+    assert not sf.due(stamps, stamps, failing=False, since_read=checks - 1, resync=checks) \
+        or checks == 1
+    assert sf.due(stamps, stamps, failing=False, since_read=checks, resync=checks)
 
 
 def test_the_suite_s_feature_gates_in_a_config_file(tmp_path: Path) -> None:

@@ -22,15 +22,17 @@ answer comes back, and after a `101 Switching Protocols` bytes flow both ways un
 TLS is done by `adapters.tlsfront` on a thread and event loop of its own, which also caps the
 connections (in all and per client address) before any handshake: the agent's loop only
 serves connections whose handshake finished, handed over as plain sockets with the client's
-address and verified certificate. Its context comes from `adapters.servingtls`, which makes it
-again when the serving pair or the client CA file changes (`NodeServerConfig.reload`, as the
-kubelet's ReloadKubeletServerCertificateFile and ReloadKubeletClientCAFile gates).
+address and verified certificate chain. Its context comes from `adapters.servingtls`, which
+makes it again when the serving pair or the client CA file changes (`NodeServerConfig.reload`,
+as the kubelet's ReloadKubeletServerCertificateFile and ReloadKubeletClientCAFile gates).
 
-Every request is authenticated (client certificate verified by TLS against the client CA, then
-bearer token; anonymous only when allowed, else 401) and authorized with the kubelet's
-attributes (`model.core.nodeauth`), else 403. The authenticators and the authorizer are
-Protocols: standalone uses the token file and `AllowAuthenticated`; cluster mode plugs in
-TokenReview and SubjectAccessReview.
+Every request is authenticated (the client certificate, verified by TLS against the client CA
+at the handshake and again at every request against the client CA served then, as the
+kubelet's x509 authenticator: a CA taken out of the file or a certificate expired since is
+refused on a connection already open; then the bearer token; anonymous only when allowed,
+else 401) and authorized with the kubelet's attributes (`model.core.nodeauth`), else 403.
+The authenticators and the authorizer are Protocols: standalone uses the token file and
+`AllowAuthenticated`; cluster mode plugs in TokenReview and SubjectAccessReview.
 
 Exceptions: `NodeServerError` (cannot listen, certificate unreadable).
 """
@@ -54,6 +56,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from nodelet import settings as settings_
 from nodelet.adapters import http_server, servingtls, tlsfront
 from nodelet.adapters.servingtls import TlsFiles as TlsFiles
 from nodelet.helpers import tasks
@@ -135,7 +138,7 @@ class NodeServerConfig:
     configz: Mapping[str, Any] = field(default_factory=dict)
     # The TLS files read again when they change, checked every `reload_period` seconds.
     reload: servingfiles.Watch = field(default_factory=servingfiles.Watch)
-    reload_period: float = 2.0
+    reload_period: float = settings_.NodeServerSettings.tls_files_check_period
 
 
 class NodeServer:
@@ -149,6 +152,9 @@ class NodeServer:
         self._guards = http_server.ConnectionGuards(config.header_timeout)
         self._front: tlsfront.TlsFront | None = None
         self._reloader: servingtls.Reloader | None = None
+        # The client CA set served now: every request's client certificate is verified
+        # against it (replaced by the reloader, on its thread: one reference, swapped whole).
+        self._client_cas: servingtls.ClientCAs | None = None
         self._tasks = tasks.TaskGroup()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Connections handed over by the front, being connected to aiohttp on this loop.
@@ -174,15 +180,17 @@ class NodeServer:
     async def start(self) -> None:
         c = self._config
         try:
-            content, context = servingtls.load(c.tls)
+            served = servingtls.load(c.tls)
         except servingtls.TlsFilesError as exc:
             raise NodeServerError(str(exc)) from exc
+        self._client_cas = served.client_cas
         # Slow clients (a handshake or headers trickling in) are cut off, as on the read-only
         # API; open streams and followed logs are cut at shutdown after 1 s.
         runner = web.AppRunner(self._app(self._guards), access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         self._runner, self._loop = runner, asyncio.get_running_loop()
-        front = tlsfront.TlsFront(context=context, deliver=self._deliver, limits=tlsfront.Limits(
+        front = tlsfront.TlsFront(context=served.context, deliver=self._deliver,
+                                  limits=tlsfront.Limits(
             max_total=c.max_connections, max_per_source=c.max_connections_per_source,
             handshake_timeout=c.header_timeout))
         try:
@@ -193,9 +201,9 @@ class NodeServer:
             raise NodeServerError(f"cannot listen on {c.address}:{c.port}: {exc}") from exc
         self._front = front
         if c.reload.any:
-            self._reloader = servingtls.Reloader(files=c.tls, served=content, watch=c.reload,
-                                                 use=front.use_context)
-            self._tasks.spawn("node-server-tls-reload", self._reloader.run(c.reload_period))
+            self._reloader = servingtls.Reloader(files=c.tls, served=served, watch=c.reload,
+                                                 use=self._use, period=c.reload_period)
+            self._tasks.spawn("node-server-tls-reload", self._reloader.run())
         log.info("node server listening on https://%s:%d (client CA: %s, anonymous: %s, "
                  "connections: %d, %d per address, TLS files reloaded: %s)", c.address,
                  self._port, c.tls.client_ca, c.anonymous, c.max_connections,
@@ -212,6 +220,15 @@ class NodeServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+
+    def _use(self, served: servingtls.Served) -> None:
+        """What the reloader made (on its thread): requests from now on are verified against
+        its client CA set, on every connection; handshakes from now on use its context. The
+        CA set first, so a connection of the new context is never checked against the old
+        one."""
+        self._client_cas = served.client_cas
+        if self._front is not None:
+            self._front.use_context(served.context)
 
     def _deliver(self, sock: socket.socket, peer: tlsfront.Peer) -> None:
         """A connection from the front (on its thread): served on this loop. Raises
@@ -287,10 +304,9 @@ class NodeServer:
         """401, 403 or 500 for a request that may not go on; None when it may."""
         c = self._config
         peer = self._guards.peer_of(request)
-        user = await nodeauth.authenticate(
-            c.authenticators,
-            _credentials(request, peer if isinstance(peer, tlsfront.Peer) else None),
-            anonymous=c.anonymous)
+        credentials = _credentials(request, peer if isinstance(peer, tlsfront.Peer) else None,
+                                   self._client_cas)
+        user = await nodeauth.authenticate(c.authenticators, credentials, anonymous=c.anonymous)
         if user is None:
             return web.Response(status=401, text="Unauthorized\n")
         attributes = nodeauth.request_attributes(user, request.method, request.path,
@@ -309,18 +325,34 @@ class NodeServer:
             f"subresource(s)=[{subresources}])\n"))
 
 
-def _credentials(request: web.Request, peer: tlsfront.Peer | None) -> nodeauth.Credentials:
+def _credentials(request: web.Request, peer: tlsfront.Peer | None,
+                 client_cas: servingtls.ClientCAs | None) -> nodeauth.Credentials:
     """The request's bearer token, and from the TLS front the client's address and the
-    subject of the certificate its handshake verified."""
+    subject of the certificate its handshake verified, when its chain verifies now against
+    `client_cas` (the client CA served now), as the kubelet's x509 authenticator verifies the
+    peer's certificates at every request."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     subject: list[tuple[str, str]] = []
     certificate = peer.certificate if peer is not None else None
-    if certificate:
+    presented = bool(certificate) or (peer is not None and bool(peer.chain))
+    if peer is not None and certificate and _verifies_now(peer, client_cas):
         for rdn in certificate.get("subject", ()):
             subject.extend((str(k), str(v)) for k, v in rdn)
     return nodeauth.Credentials(
         token=token.strip() if scheme.lower() == "bearer" and token.strip() else None,
-        certificate_subject=tuple(subject), source=peer.address if peer is not None else "")
+        certificate_subject=tuple(subject), certificate_presented=presented,
+        source=peer.address if peer is not None else "")
+
+
+def _verifies_now(peer: tlsfront.Peer, client_cas: servingtls.ClientCAs | None) -> bool:
+    """Whether the chain `peer`'s handshake verified still does, against `client_cas` now."""
+    refusal = "no client CA is served" if client_cas is None else \
+        "its handshake kept no certificate chain" if not peer.chain else \
+        client_cas.refusal(peer.chain, datetime.now(UTC))
+    if refusal is not None:
+        log.debug("the client certificate of %s:%d is refused: %s", peer.address, peer.port,
+                  refusal)
+    return refusal is None
 
 
 def _query(request: web.Request) -> nr.Query:

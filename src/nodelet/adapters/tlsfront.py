@@ -3,13 +3,14 @@
 `TlsFront` owns the node server's listening socket. Its loop accepts connections, admits
 them against the connection caps (below), does each TLS handshake (within
 `Limits.handshake_timeout`), and then hands the connection to the agent's loop as a plain
-socket — one end of a socketpair — with the client's address and verified certificate
-(`Peer`, to `deliver`); from then on it carries the bytes between the TLS connection and the
-socketpair, encrypting and decrypting them, with flow control both ways (a side whose
-buffer is full stops the other side's reading). So the handshakes — what a flood of new
-connections costs — and the TLS of every stream never run on the agent's event loop, which
-renews the Lease and drives CRI; OpenSSL releases the GIL while it works, so they use the
-machine's other core. The agent's loop only ever sees connections that finished a handshake.
+socket — one end of a socketpair — with the client's address, verified certificate and
+verified chain (`Peer`, to `deliver`); from then on it carries the bytes between the TLS
+connection and the socketpair, encrypting and decrypting them, with flow control both ways
+(a side whose buffer is full stops the other side's reading). So the handshakes — what a
+flood of new connections costs — and the TLS of every stream never run on the agent's event
+loop, which renews the Lease and drives CRI; OpenSSL releases the GIL while it works, so
+they use the machine's other core. The agent's loop only ever sees connections that
+finished a handshake.
 
 Admission, before a byte of TLS is read:
 - at most `max_per_source` connections from one address (in a handshake or handed over):
@@ -31,6 +32,7 @@ No exceptions of its own: `start` raises the OSError of binding.
 
 from __future__ import annotations
 
+import _ssl
 import asyncio
 import contextlib
 import logging
@@ -69,6 +71,10 @@ class Peer:
     port: int
     # `ssl.SSLSocket.getpeercert()` of the client certificate the handshake verified, or None.
     certificate: dict[str, Any] | None = None
+    # The chain the handshake verified, DER: the client's certificate first, the CA it chained
+    # to last (empty without a client certificate). The node server verifies it again at every
+    # request against the client CA served then, as the kubelet does.
+    chain: tuple[bytes, ...] = ()
 
 
 @dataclass
@@ -313,7 +319,8 @@ class TlsFront:
             inner, _ = await loop.connect_accepted_socket(lambda: _Inner(outer, self),
                                                           sock=ours)
             address = tls.get_extra_info("peername") or (conn.source, 0)
-            peer = Peer(conn.source, int(address[1]), tls.get_extra_info("peercert") or None)
+            peer = Peer(conn.source, int(address[1]), tls.get_extra_info("peercert") or None,
+                        _verified_chain(tls.get_extra_info("ssl_object")))
             self._deliver(theirs, peer)
         except (OSError, RuntimeError) as exc:  # the agent's loop is gone: shutting down
             log.debug("cannot hand a connection from %s over: %r", conn.source, exc)
@@ -323,6 +330,23 @@ class TlsFront:
             return
         self.counters.handed += 1
         outer.attach(inner)
+
+
+def _verified_chain(ssl_object: ssl.SSLObject | None) -> tuple[bytes, ...]:
+    """The peer's verified chain, DER (empty without a peer certificate). Python 3.13 has
+    `SSLObject.get_verified_chain`; before, the same method of its `_sslobj` (public there
+    from 3.13, as `ssl.py` calls it) returns certificate objects. Without either, the
+    certificate alone (a chain whose CA signed it directly still verifies)."""
+    if ssl_object is None:
+        return ()
+    method = getattr(ssl_object, "get_verified_chain", None)
+    if method is not None:
+        return tuple(bytes(der) for der in method() or ())
+    inner = getattr(getattr(ssl_object, "_sslobj", None), "get_verified_chain", None)
+    if inner is not None:
+        return tuple(bytes(cert.public_bytes(_ssl.ENCODING_DER)) for cert in inner() or ())
+    leaf = ssl_object.getpeercert(binary_form=True)
+    return (leaf,) if leaf else ()
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -4,8 +4,14 @@ authorization seams (pkg/kubelet/server/auth.go).
 - `Credentials` are what a request carries (a bearer token, a verified client certificate's
   subject); an `Authenticator` turns them into a `User` or None. `TokenFile` is the standalone
   token authenticator (kube-apiserver's --token-auth-file CSV); client certificates are verified
-  by TLS against --client-ca-file and mapped by `user_from_certificate` (CN user, O groups).
-  Cluster mode adds a TokenReview authenticator behind the same Protocol.
+  by TLS against --client-ca-file, then again at every request against the client CA served at
+  that moment (as the kubelet's x509 authenticator, k8s.io/apiserver
+  pkg/authentication/request/x509: a CA taken out of the file, or a certificate expired
+  since, no longer authenticates on a connection already open): `chain_refusal` is that
+  check's pure part (validity dates, CA constraints, the clientAuth usage) over
+  `ChainCertificate`s the node server's adapter read and whose signatures it checked. A
+  certificate that passes is mapped by `user_from_certificate` (CN user, O groups). Cluster
+  mode adds a TokenReview authenticator behind the same Protocol.
 - `LocalToken` is the node-local credential: one token the agent makes at every start and
   keeps where only root reads it, accepted only on a connection from loopback; its user is
   `LOCAL_USER`, which `LocalFirst` allows everything without asking the mode's authorizer.
@@ -34,6 +40,7 @@ import io
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Protocol
 
 ANONYMOUS = "system:anonymous"
@@ -80,10 +87,15 @@ LOCAL_USER = User("nodelet:node-local", groups=("nodelet:node-local", AUTHENTICA
 @dataclass(frozen=True)
 class Credentials:
     """What one request carries. `certificate_subject` is set only for a client certificate
-    the TLS layer verified against the client CA: ((attribute, value), ...) pairs."""
+    verified, at this request, against the client CA served now: ((attribute, value), ...)
+    pairs."""
 
     token: str | None = None
     certificate_subject: tuple[tuple[str, str], ...] = ()
+    # A client certificate was presented, whether or not it verifies now: credentials that
+    # were presented but not accepted are never anonymous (the kubelet's union authenticator
+    # fails on the x509 authenticator's error rather than falling through to anonymous).
+    certificate_presented: bool = False
     # The client's address (its IP), for limits per client; "" when not known.
     source: str = ""
 
@@ -277,10 +289,70 @@ def is_loopback(address: str) -> bool:
 
 
 class CertificateAuthenticator:
-    """Users of client certificates the TLS layer verified against the client CA."""
+    """Users of client certificates verified at this request against the client CA served
+    now (`Credentials.certificate_subject`; the node server's adapter verifies them)."""
 
     async def authenticate(self, credentials: Credentials) -> User | None:
         return user_from_certificate(credentials.certificate_subject)
+
+
+# -- a client certificate, verified again at each request -----------------------------------------
+
+# Extended key usages (RFC 5280 4.2.1.12), as dotted OIDs.
+CLIENT_AUTH = "1.3.6.1.5.5.7.3.2"
+ANY_EXTENDED_KEY_USAGE = "2.5.29.37.0"
+
+
+@dataclass(frozen=True)
+class ChainCertificate:
+    """What the check of a client's chain reads of one of its certificates."""
+
+    not_before: datetime  # aware, UTC
+    not_after: datetime
+    version: int = 3  # X.509 v1 or v3
+    # Basic constraints: None without the extension, else cA and the pathLenConstraint (None:
+    # no limit).
+    ca: bool | None = None
+    path_length: int | None = None
+    # Key usage keyCertSign; None without the extension.
+    cert_sign: bool | None = None
+    # Extended key usages (dotted OIDs); None without the extension (good for any usage).
+    usages: frozenset[str] | None = None
+
+
+def chain_refusal(chain: Sequence[ChainCertificate], now: datetime) -> str | None:
+    """Why `chain` does not authenticate a client at `now`; None when it does. `chain` runs
+    from the client's certificate to a CA of the client CA file served now, each certificate
+    signed by the next (the adapter checked the signatures). What Go's x509
+    Certificate.Verify checks besides them, with the kubelet's options (KeyUsages
+    ClientAuth): every certificate within its validity dates; each issuer a CA (basic
+    constraints cA, required of intermediates, and of a v3 CA; keyCertSign when it has a key
+    usage), none with more intermediates below it than its pathLenConstraint; and every
+    certificate with extended key usages allowing client authentication."""
+    for index, cert in enumerate(chain):
+        what = "the client certificate" if index == 0 else f"its issuer {index}"
+        if not cert.not_before <= now <= cert.not_after:
+            return (f"{what} has expired or is not yet valid: valid from "
+                    f"{cert.not_before.isoformat()} to {cert.not_after.isoformat()}")
+        if index > 0:
+            why = _issuer_refusal(cert, below=index - 1, root=index == len(chain) - 1)
+            if why is not None:
+                return f"{what} {why}"
+        if cert.usages and ANY_EXTENDED_KEY_USAGE not in cert.usages \
+                and CLIENT_AUTH not in cert.usages:
+            return f"{what}'s extended key usage does not allow client authentication"
+    return None
+
+
+def _issuer_refusal(cert: ChainCertificate, *, below: int, root: bool) -> str | None:
+    """Why `cert` may not sign the chain below it (`below` intermediates under it)."""
+    if cert.ca is False or (cert.ca is None and (not root or cert.version >= 3)):
+        return "is not a CA"
+    if cert.cert_sign is False:
+        return "has a key usage without keyCertSign"
+    if cert.path_length is not None and below > cert.path_length:
+        return f"allows {cert.path_length} intermediate(s) below it, not {below}"
+    return None
 
 
 async def authenticate(authenticators: Sequence[Authenticator], credentials: Credentials,
@@ -292,5 +364,6 @@ async def authenticate(authenticators: Sequence[Authenticator], credentials: Cre
         user = await authenticator.authenticate(credentials)
         if user is not None:
             return user.with_authenticated_group()
-    presented = credentials.token is not None or bool(credentials.certificate_subject)
+    presented = (credentials.token is not None or credentials.certificate_presented
+                 or bool(credentials.certificate_subject))
     return ANONYMOUS_USER if anonymous and not presented else None

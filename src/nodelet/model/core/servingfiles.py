@@ -14,15 +14,20 @@ As the kubelet 1.37 (pkg/kubelet/kubelet.go, NewMainKubelet's TLS set-up):
 New content is used only once it loads: a pair whose certificate and key do not match yet,
 an empty, missing or half-written file leaves what is served, and is tried again at every
 check until it loads (upstream retries with a back-off). Content equal to what is served
-changes nothing.
+changes nothing. A stat misses a rewrite that keeps the inode, the size and (within the
+filesystem's time granularity) the mtime, so the files are also read every `RESYNC_PERIOD`
+whatever their stamps say, as upstream's periodic resync (dynamiccertificates'
+FileRefreshDuration) catches what fsnotify missed.
 
 - `watch(gates, pair_given=..., client_ca_given=...)`: what is reloaded (`Watch`);
-- `Stamp`: what a stat says of a file; `due(seen, now, failing=...)` whether to read the
-  files again; `changed(seen, now)` which ones changed (for the log).
+- `Stamp`: what a stat says of a file; `resync_checks(period)` how many checks apart the
+  files are read anyway; `due(seen, now, failing=..., since_read=..., resync=...)` whether to
+  read the files again; `changed(seen, now)` which ones changed (for the log).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -61,11 +66,24 @@ class Stamp:
 # By path; None: the file cannot be stat'ed (missing, no permission).
 Stamps = Mapping[str, Stamp | None]
 
+# Seconds between two reads of the files whatever their stamps say: upstream's resync of
+# its file watches (k8s.io/apiserver dynamiccertificates.FileRefreshDuration, 1 minute).
+RESYNC_PERIOD = 60.0
 
-def due(seen: Stamps | None, now: Stamps, *, failing: bool) -> bool:
-    """Whether to read the files again: one changed since `seen` (None: never read), or the
-    last content read did not load (`failing`: it is tried at every check until it does)."""
-    return failing or seen is None or dict(seen) != dict(now)
+
+def resync_checks(period: float) -> int:
+    """For checks `period` seconds apart: how many checks apart the files are read anyway
+    (about every RESYNC_PERIOD; at every check when the period is that long or longer)."""
+    return max(1, math.ceil(RESYNC_PERIOD / period)) if period > 0 else 1
+
+
+def due(seen: Stamps | None, now: Stamps, *, failing: bool, since_read: int,
+        resync: int) -> bool:
+    """Whether to read the files again: one changed since `seen` (None: never read), the
+    last content read did not load (`failing`: it is tried at every check until it does), or
+    this check is the `resync`th since the files were last read (`since_read` counts this
+    one): a rewrite the stamps do not show is found then."""
+    return failing or seen is None or dict(seen) != dict(now) or since_read >= resync
 
 
 def changed(seen: Stamps | None, now: Stamps) -> tuple[str, ...]:
