@@ -94,6 +94,54 @@ NEEDS: tuple[str, ...] = (
 )
 
 NOTES: dict[str, str] = {
+    "should be ready after init container is removed and kubelet restarts": (
+        "deliberate (DESIGN: the checkpoint keeps what the runtime cannot tell). The spec "
+        "removes the static pod's completed init container from the runtime and restarts "
+        "the agent; it expects the kubelet's inferred status, Completed with the message "
+        "`Unable to get init container status from container runtime and pod has been "
+        "initialized, treat it as exited normally`, which the kubelet writes because a "
+        "static pod's status does not survive its restart (kubelet_pods.go). nodelet "
+        "restores the pod's status from its checkpoint and reports the init container's "
+        "real termination (Completed, exit 0, its container ID and times), as the kubelet "
+        "does for a pod from the API, whose old status it reads back"),
+    "when ImageMaximumGCAge is set": (
+        "this machine's, on both: the spec's own check passes (the unused image is removed "
+        "after the maximum age; nodelet: image GC by maximum age since eb0416c); its "
+        "AfterEach then pulls the suite's whole pre-pull list again, 8 images of which the "
+        "local registry has no copy of and this machine cannot build (cadvisor, nginx, "
+        "perl, the node-perf images, etcd, node-problem-detector)"),
+    "should be able to pull from private registry with credential provider": (
+        "this harness, on both: the spec writes the node's registry credentials to "
+        "`/var/lib/kubelet/config.json` and waits for `/var/lib/kubelet/image_manager` to "
+        "come back, the default root directory of a kubelet; here each agent keeps its "
+        "state in a directory of its own (nodelet: `<data dir>/config.json`, "
+        "`--registry-config`; the kubelet peer: its own `--root-dir`)"),
+    "volume failing to unmount": (
+        "this machine's, on both: the spec's NFS server image (`volume/nfs`) is not in the "
+        "local registry (it cannot be built here)"),
+    "the container runtime is temporarily down": (
+        "this machine's, on both: the spec stops and starts the container runtime's "
+        "systemd unit over D-Bus; there is no systemd here (tests/conformance/units.py "
+        "stands in for the agent's unit only)"),
+    "with a critical pod - should avoid swap": (
+        "this machine's, on both: the spec reads the pod's cgroup v2 `memory.swap.max` "
+        "without checking the cgroup version (its other cases skip on cgroup v1, as here)"),
+    "ReloadKubeletClientCAFileTest": (
+        "nodelet's, by its TLS library: the spec connects with its serving certificate as "
+        "the client certificate, whose extended key usage is serverAuth only. The kubelet "
+        "(Go, tls.RequestClientCert) asks for a client certificate without verifying it in "
+        "the handshake and checks it per request (its x509 authenticator would refuse that "
+        "certificate there, for want of clientAuth), so the spec's handshake passes; "
+        "Python's ssl module verifies the client certificate in the handshake, purpose "
+        "included, with no way to only ask for it: the handshake fails. The reload itself "
+        "works (31ffbbb, ac52852: the serving pair and the client CA are reloaded from "
+        "disk, and every request is checked again against the CAs served now)"),
+    "POD Resources API": (
+        "the devices issue: nodelet has no pod resources API "
+        "(`/var/lib/kubelet/pod-resources/kubelet.sock`) yet"),
+    "DevicePlugin Can schedule a pod with a restartable init container": (
+        "the devices issue: the spec checks the pod resources API "
+        "(`/var/lib/kubelet/pod-resources/kubelet.sock`), which nodelet does not serve yet"),
     "Device Plugin Failures": (
         "the kubelet's column: its run of 2026-12-07 had the healthz port on a free port, and "
         "each spec's plugin first checks `127.0.0.1:10248/healthz` (timed out after 300 s); "
