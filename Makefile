@@ -153,7 +153,7 @@ unit: setup
 # The cluster tests run against the real control plane: `kube` builds it (skipped when built).
 test: lint kube
 	kube/build.sh $(E2E_PROGRAMS) e2e_node.test  # the [NodeConformance] subsets in tests/conformance
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=25
 
 # The runtime-facing tests again on the other runtime: the containerd on PATH (Debian's 1.6).
 RUNTIME_FACING := tests/runtime tests/agent/test_lifecycle.py tests/agent/test_timing.py \
