@@ -353,6 +353,32 @@ async def test_with_the_serving_gate_off_only_the_client_ca_is_reloaded(tmp_path
         assert reloader.reloads == 1
 
 
+async def test_a_client_certificate_for_server_use_passes_the_handshake_not_the_request(
+        tmp_path: Path) -> None:
+    """A certificate of the client CA whose extended key usage is serverAuth only (the node
+    e2e suite's client CA spec connects with such a one): the kubelet's Go server takes it in
+    the handshake and its x509 authenticator refuses the request for want of clientAuth; so
+    here: the handshake succeeds, the server's certificate is seen, the request gets 401."""
+    files = Files(tmp_path)
+    issued = Issued.make("ca")
+    files.write(issued)
+    ca_key = serialization.load_pem_private_key(issued.ca_key, None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca_name = x509.load_pem_x509_certificate(issued.ca).subject
+    key = ec.generate_private_key(ec.SECP256R1())
+    serving_only = _leaf(ca_name, key, "server-only", ExtendedKeyUsageOID.SERVER_AUTH).sign(
+        ca_key, hashes.SHA256())
+    cert, key_file = tmp_path / "server-only.crt", tmp_path / "server-only.key"
+    cert.write_bytes(_pem(serving_only))
+    key_file.write_bytes(_key_pem(key))
+    async with _serving(tmp_path, files) as server:
+        assert await asyncio.to_thread(_get, server.port, issued.ca, (cert, key_file)) == Seen(
+            issued.serving_der, 401)
+        assert await asyncio.to_thread(
+            _get, server.port, issued.ca, files.client(issued, "client")) == Seen(
+            issued.serving_der, 200)
+
+
 async def test_an_expired_client_certificate_is_refused_on_an_open_connection(
         tmp_path: Path) -> None:
     """The kubelet verifies the client certificate at every request, its dates too: one that

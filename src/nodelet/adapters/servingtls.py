@@ -3,7 +3,8 @@ again when they change (`model.core.servingfiles` says which files and when).
 
 - `load(files)`: what is served (`Served`): the files' content (`Content`), the server's
   `ssl.SSLContext` made from it — TLS 1.2 and up, the serving pair, and with a client CA,
-  client certificates verified when presented (one from another CA fails the handshake) —
+  client certificates verified when presented (one from another CA fails the handshake; its
+  usage is checked per request, as the kubelet's: `_any_client_purpose`) —
   and the client CA set (`ClientCAs`). The bytes read are what OpenSSL loads (through memory
   files, memfd), so a reload compares and loads the same content, and a private key is never
   written anywhere;
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import datetime
 import logging
 import os
@@ -100,7 +102,52 @@ def served_of(content: Content, files: TlsFiles) -> Served:
     if content.client_ca is not None:
         client_cas = _load_client_ca(context, content.client_ca, files)
         context.verify_mode = ssl.CERT_OPTIONAL
+        _any_client_purpose(context)
     return Served(content, context, client_cas)
+
+
+# OpenSSL's X509_PURPOSE_ANY, and what SSL_CTX_get_verify_mode reads for CERT_OPTIONAL.
+_PURPOSE_ANY = 7
+_VERIFY_PEER = 1
+_purpose_warned = False
+
+
+def _any_client_purpose(context: ssl.SSLContext) -> bool:
+    """Let the handshake take a client certificate from a client CA whatever its extended key
+    usage, as the kubelet's Go server does: it asks for a certificate and verifies nothing in
+    the handshake (tls.RequestClientCert), and its x509 authenticator checks every request's
+    certificate, clientAuth usage included — as `ClientCAs.refusal` and
+    `nodeauth.chain_refusal` check every request here. Without this, OpenSSL's handshake
+    refuses a certificate made for server use (`unsuitable certificate purpose`) where the
+    kubelet's handshake takes it and its request is refused (401). Python's ssl has no
+    setting for the purpose: SSL_CTX_set_purpose of the process's libssl, through ctypes, on
+    the SSL_CTX that the SSLContext object holds first, after checking that the pointer reads
+    back this context's verify mode from the same libssl. False (the handshake stays
+    strict: the purpose checked there too) when any of that cannot be done."""
+    global _purpose_warned
+    try:
+        libssl = ctypes.CDLL(f"libssl.so.{ssl.OPENSSL_VERSION_INFO[0]}")
+        version = libssl.OpenSSL_version_num
+        version.restype = ctypes.c_ulong
+        get_mode = libssl.SSL_CTX_get_verify_mode
+        get_mode.argtypes, get_mode.restype = [ctypes.c_void_p], ctypes.c_int
+        set_purpose = libssl.SSL_CTX_set_purpose
+        set_purpose.argtypes, set_purpose.restype = [ctypes.c_void_p, ctypes.c_int], ctypes.c_int
+        # The C object begins with PyObject_HEAD (a reference count and a type pointer), then
+        # the SSL_CTX pointer (CPython's Modules/_ssl.c, PySSLContext).
+        handle = ctypes.c_void_p.from_address(id(context) + 2 * ctypes.sizeof(ctypes.c_void_p))
+        if version() != ssl.OPENSSL_VERSION_NUMBER or not handle.value \
+                or get_mode(handle.value) != _VERIFY_PEER:
+            raise OSError("the SSLContext's SSL_CTX could not be found")
+        if set_purpose(handle.value, _PURPOSE_ANY) != 1:
+            raise OSError("SSL_CTX_set_purpose failed")
+    except (OSError, AttributeError) as exc:
+        if not _purpose_warned:
+            _purpose_warned = True
+            log.warning("client certificates are checked for clientAuth in the TLS handshake "
+                        "too (the kubelet checks them per request only): %s", exc)
+        return False
+    return True
 
 
 def _load_pair(context: ssl.SSLContext, content: Content, files: TlsFiles) -> None:
