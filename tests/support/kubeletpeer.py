@@ -346,7 +346,9 @@ class JoinedKubelet:
                                     healthz_port=healthz, client_ca=client_ca)
         extra = (f"--kubeconfig={root / 'kubelet.conf'}",
                  f"--bootstrap-kubeconfig={bootstrap_kubeconfig}")
-        process = await _spawn(root, cgroup_root, generated | dict(config or {}),
+        merged = generated | dict(config or {})
+        healthz = int(merged.get("healthzPort", healthz))  # `config` may name its own
+        process = await _spawn(root, cgroup_root, merged,
                                endpoint=endpoint, node_name=node_name, extra=extra)
         peer = cls(root, process, root / "kubelet.log", cgroup_root, node_name, healthz,
                    client, foreign,
