@@ -13,7 +13,7 @@ import resource
 import ssl
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,12 +24,12 @@ import pytest
 
 from nodelet import settings
 from nodelet.adapters import host, node_server, servingcerts
-from nodelet.model.core import health as hm
 from nodelet.model.core import nodeauth
 from nodelet.model.core import noderequests as nr
 from nodelet.services.serving import nodeserving
 from support.controlplane import ControlPlane, node_requests
 from support.harness import Harness, all_ready, pod_manifest
+from support.nodebackend import EmptyBackend
 from support.polling import eventually
 
 TOKEN = "flood-test-token"
@@ -37,34 +37,7 @@ FLOOD_SOURCES = [f"127.0.0.{n}" for n in range(2, 10)]
 FLOOD = Path(__file__).resolve().parents[1] / "support" / "flood.py"
 
 
-class _Backend:
-    def pods(self) -> list[Any]:
-        return []
-
-    def health(self) -> list[hm.HealthCheck]:
-        return [hm.HealthCheck("stub", True, "")]
-
-    def metrics_text(self) -> tuple[bytes, str]:
-        return b"", "text/plain"
-
-    async def summary(self, *, only_cpu_and_memory: bool) -> dict[str, Any]:
-        return {}
-
-    async def resource_metrics(self) -> bytes:
-        return b""
-
-    async def probe_metrics(self) -> bytes:
-        return b""
-
-    async def stream_url(self, request: nr.StreamRequest) -> str:
-        raise nr.NotFoundError("no pods here")
-
-    async def run(self, pod: nr.PodRef, container: str, command: Sequence[str]) -> bytes:
-        raise nr.NotFoundError("no pods here")
-
-    async def open_logs(self, pod: nr.PodRef, container: str,
-                        options: nr.LogOptions) -> AsyncIterator[bytes]:
-        raise nr.NotFoundError("no pods here")
+_Backend = EmptyBackend
 
 
 async def _server(tmp_path: Path, **limits: Any) -> node_server.NodeServer:

@@ -24,10 +24,9 @@ import ipaddress
 import logging
 import os
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cryptography import x509
@@ -37,43 +36,15 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from nodelet import settings
 from nodelet.adapters import node_server, servingtls
-from nodelet.model.core import health as hm
-from nodelet.model.core import noderequests as nr
 from nodelet.model.core import servingfiles
 from nodelet.services.serving import nodeserving
+from support.nodebackend import EmptyBackend
 from support.polling import eventually
 
 CHECK = 0.05  # the check period of these tests, in seconds
 
 
-class _Backend:
-    def pods(self) -> list[Any]:
-        return []
-
-    def health(self) -> list[hm.HealthCheck]:
-        return [hm.HealthCheck("stub", True, "")]
-
-    def metrics_text(self) -> tuple[bytes, str]:
-        return b"", "text/plain"
-
-    async def summary(self, *, only_cpu_and_memory: bool) -> dict[str, Any]:
-        return {}
-
-    async def resource_metrics(self) -> bytes:
-        return b""
-
-    async def probe_metrics(self) -> bytes:
-        return b""
-
-    async def stream_url(self, request: nr.StreamRequest) -> str:
-        raise nr.NotFoundError("no pods here")
-
-    async def run(self, pod: nr.PodRef, container: str, command: Sequence[str]) -> bytes:
-        raise nr.NotFoundError("no pods here")
-
-    async def open_logs(self, pod: nr.PodRef, container: str,
-                        options: nr.LogOptions) -> AsyncIterator[bytes]:
-        raise nr.NotFoundError("no pods here")
+_Backend = EmptyBackend
 
 
 def _pem(cert: x509.Certificate) -> bytes:
