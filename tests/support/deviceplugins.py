@@ -73,15 +73,7 @@ class SamplePlugin:
         return self.process.poll() is None
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL after STOP_WITHIN s; by PID."""
-        if self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(STOP_WITHIN)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        _stop(self.process)
 
 
 def start(directory: Path, log: Path) -> SamplePlugin:
@@ -138,15 +130,19 @@ class HealthPlugin:
         self.process.stdin.flush()
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL after STOP_WITHIN s; by PID."""
-        if self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(STOP_WITHIN)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        _stop(self.process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after STOP_WITHIN s; by PID."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(STOP_WITHIN)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _device_list(devices: dict[str, str]) -> str:
