@@ -191,9 +191,11 @@ class Signer:
                 if approved and not status.get("certificate"):
                     fault = self.faulty.pop(0) if self.faulty else ""
                     request = base64.b64decode(csr["spec"]["request"])
-                    await self.write(csr, self.certificate(request,
-                                                           mismatched=fault == "mismatched"))
+                    certificate = self.certificate(request, mismatched=fault == "mismatched")
+                    # Noted before the write: the node may see the certificate (and the test
+                    # look at `signed`) before the write's answer reaches this task.
                     self.signed.append(f"{csr['metadata']['name']} {fault or 'good'}")
+                    await self.write(csr, certificate)
             await asyncio.sleep(0.05)  # the signer's own polling period
 
 
