@@ -197,6 +197,15 @@ def suite_args(plane: controlplane.ControlPlane, report_dir: Path) -> list[str]:
     ]
 
 
+def suite_env(root: Path, repo_list: Path) -> dict[str, str]:
+    """The environment of a suite's processes: the images' registry, and temporary files
+    under the run's `root` (removed with it), since some upstream specs leave theirs
+    (kubectl's kuberc spec leaves a directory each run)."""
+    tmp = root / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list), "TMPDIR": str(tmp)}
+
+
 def run_phase(name: str, *, plane: controlplane.ControlPlane, out: Path, focus: str,
               skip: str, labels: str, procs: int, env: dict[str, str]) -> tuple[Path, float]:
     """One ginkgo run; (its JUnit file, its wall time in s)."""
@@ -306,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log = args.out / "nodelet.log"
             node = start_node(plane, root / "node", log)
             wait_ready(plane, node, log)
-            env = {**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)}
+            env = suite_env(root, repo_list)
             if not args.no_parallel:
                 junit, times["parallel"] = run_phase("parallel", plane=plane, out=args.out,
                                                      focus=args.focus, skip=args.skip,

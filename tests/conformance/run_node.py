@@ -43,7 +43,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -383,7 +382,7 @@ async def one_agent(agent: str, *, out: Path, passes: Sequence[Pass], timeout: s
         # `kubelet-config` in their working directory (run_suite's).
         with units.UnitServer(f"kubelet-{agent}", node.service, root / "units",
                               out / agent / "kubelet-config") as unit:
-            env = unit.env({**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)})
+            env = unit.env(run.suite_env(root, repo_list))
             try:
                 for one in passes:
                     junit, seconds = await asyncio.to_thread(

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import os
 import shutil
 import subprocess
 import sys
@@ -102,7 +101,7 @@ async def one_agent(agent: str, *, out: Path, selection: run_node.Selection, pro
     started = datetime.datetime.now(datetime.UTC)
     commit = report.current_commit()  # others may commit meanwhile
     async with run_node.fresh_plane(agent, root=root, out=out) as (plane, _node):
-        env = {**os.environ, "KUBE_TEST_REPO_LIST": str(repo_list)}
+        env = run.suite_env(root, repo_list)
         _junit, took = await asyncio.to_thread(
             run_suite, agent, plane=plane, out=out, selection=selection, procs=procs,
             timeout=timeout, env=env)
