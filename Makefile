@@ -18,6 +18,9 @@ CSI_GEN := $(CSI_DIR)/gen
 DP_DIR := src/nodelet/adapters/deviceplugin
 DP_PROTO := $(DP_DIR)/deviceplugin.proto
 DP_GEN := $(DP_DIR)/gen
+PR_DIR := src/nodelet/adapters/podresourcesapi
+PR_PROTO := $(PR_DIR)/podresources.proto $(PR_DIR)/podresources_v1alpha1.proto
+PR_GEN := $(PR_DIR)/gen
 IMAGES := images/out
 
 .PHONY: setup run test test-system-runtime lint unit apt venv proto images runtime kube conformance conformance-node conformance-storage clean
@@ -41,7 +44,8 @@ $(VENV)/.installed: pyproject.toml
 
 # CRI, containerd-events, CSI and plugin-registration messages and stubs, generated from our
 # own .proto subsets.
-proto: $(GEN)/.generated $(EVENTS_GEN)/.generated $(CSI_GEN)/.generated $(DP_GEN)/.generated
+proto: $(GEN)/.generated $(EVENTS_GEN)/.generated $(CSI_GEN)/.generated $(DP_GEN)/.generated \
+  $(PR_GEN)/.generated
 $(GEN)/.generated: $(PROTO) $(VENV)/.installed
 	mkdir -p $(GEN)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I src/nodelet/adapters/cri --python_out=$(GEN) \
@@ -70,6 +74,14 @@ $(DP_GEN)/.generated: $(DP_PROTO) $(VENV)/.installed
 	sed -i 's/^import deviceplugin_pb2/from . import deviceplugin_pb2/' \
 	  $(DP_GEN)/deviceplugin_pb2_grpc.py $(DP_GEN)/deviceplugin_pb2_grpc.pyi
 	touch $(DP_GEN)/__init__.py $@
+
+$(PR_GEN)/.generated: $(PR_PROTO) $(VENV)/.installed
+	mkdir -p $(PR_GEN)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I $(PR_DIR) --python_out=$(PR_GEN) \
+	  --grpc_python_out=$(PR_GEN) --mypy_out=$(PR_GEN) --mypy_grpc_out=$(PR_GEN) $(PR_PROTO)
+	sed -i -E 's/^import (podresources(_v1alpha1)?_pb2)/from . import \1/' \
+	  $(PR_GEN)/*_pb2_grpc.py $(PR_GEN)/*_pb2_grpc.pyi
+	touch $(PR_GEN)/__init__.py $@
 
 # Local OCI image archives (pause + busybox); nodelet imports them into containerd when missing.
 images: $(IMAGES)/pause.tar $(IMAGES)/busybox.tar $(IMAGES)/nmeter

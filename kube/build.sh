@@ -119,7 +119,8 @@ build_csi_mock_driver() {  # the e2e suite's CSI mock driver, at KUBE_VERSION (k
 
 programs=("$@")
 [ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy metrics-server local-path-provisioner
-  csi-mock-driver csi-provisioner csi-attacher csi-resizer sample-device-plugin test-device-plugin)
+  csi-mock-driver csi-provisioner csi-attacher csi-resizer sample-device-plugin test-device-plugin
+  podresources-client)
 for p in "${programs[@]}"; do
   case $p in
     etcd) build_etcd ;;
@@ -154,6 +155,9 @@ for p in "${programs[@]}"; do
     # given by flag and stdin (kube/kubernetes/testdeviceplugin), as the suite's
     # testdeviceplugin changes them: the device health tests (tests/support/deviceplugins.py).
     test-device-plugin) build_kube test-device-plugin nodelet.dev/kube/testdeviceplugin ;;
+    # A client of the pod resources API: the kubelet's own v1 client, its answers as JSON
+    # (kube/kubernetes/podresourcesclient), for the pod resources tests.
+    podresources-client) build_kube podresources-client nodelet.dev/kube/podresourcesclient ;;
     # The ginkgo CLI at the build list's version: it runs e2e.test in parallel processes.
     ginkgo) build_kube ginkgo github.com/onsi/ginkgo/v2/ginkgo ;;
     *) echo "kube/build.sh: unknown program $p" >&2; exit 2 ;;

@@ -1,10 +1,12 @@
 // Build glue only: pins the Kubernetes release whose programs are nodelet's test peers
-// (testdeviceplugin/ only maps flags and stdin onto the kubelet's device plugin stub).
+// (testdeviceplugin/ only maps flags and stdin onto the kubelet's device plugin stub;
+// podresourcesclient/ prints what the kubelet's pod resources client is answered).
 module nodelet.dev/kube
 
 go 1.26.0
 
 require (
+	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kubelet v0.37.2
 	k8s.io/kubernetes v1.37.2
@@ -152,7 +154,6 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/grpc v1.82.1 // indirect
-	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect

@@ -24,6 +24,7 @@ from nodelet.adapters import containerd, host, hostdirs, http_server, instancelo
 from nodelet.adapters.cri import client as cri
 from nodelet.adapters.cri import events as cri_events
 from nodelet.adapters.events import client as events_client
+from nodelet.adapters.podresourcesapi import server as podresourcesserver
 from nodelet.helpers import backoff, clocks, errors, tasks
 from nodelet.model.core import (
     admission,
@@ -46,7 +47,7 @@ from nodelet.model.core import events as ev
 from nodelet.model.core import runtimeevents as rev
 from nodelet.model.reports import histograms as hg
 from nodelet.services.cluster import tokens
-from nodelet.services.devices import devicemanager
+from nodelet.services.devices import devicemanager, podresourceslister
 from nodelet.services.nodehealth import containergc, imagegc, logrotation
 from nodelet.services.nodehealth import eviction as evicting
 from nodelet.services.nodehealth import qoscgroups as qos_service
@@ -99,6 +100,8 @@ class Agent:
         self.cluster: cluster.ClusterMode | None = None
         # Device plugins (`_start_pod_work`).
         self.device_manager: devicemanager.DeviceManager | None = None
+        self.pod_resources: podresourceslister.PodResourcesService | None = None
+        self._pod_resources_server: podresourcesserver.PodResourcesServer | None = None
         # The CSI drivers registered through the plugin registry (`_start_pod_work`).
         self.csi_drivers = csidrivers.CsiDrivers(
             call_timeout=settings.plugins.csi_call_timeout, on_change=self._csi_drivers_changed)
@@ -214,6 +217,14 @@ class Agent:
             on_health=self._device_health_changed if s.gates.resource_health_status
             else lambda uid: None)
         await self.device_manager.start()
+        # The pod resources API: which devices each active pod's containers hold.
+        self.pod_resources = podresourceslister.PodResourcesService(
+            active=self.admitted.all, known=lambda: [pod for pod, _ in self.pods()],
+            devices=self.device_manager)
+        self._pod_resources_server = podresourcesserver.PodResourcesServer(
+            s.pod_resources_dir / "kubelet.sock", self.pod_resources)
+        await self._pod_resources_server.start()
+        log.info("pod resources API on %s", self._pod_resources_server.socket)
         self.volumes = volumes.VolumeManager(
             root=s.data_dir / "pods", node_name=s.node_name,
             csi=csivolumes.CsiVolumes(drivers=self.csi_drivers, api=_ClusterClaims(self),
@@ -594,6 +605,8 @@ class Agent:
             await self.cluster.stop()
         await self._group.close()
         await self.csi_drivers.close()  # after the workers: no call is in flight
+        if self._pod_resources_server is not None:
+            await self._pod_resources_server.stop()
         if self.device_manager is not None:  # likewise
             await self.device_manager.stop()
         if self._progress is not None:
@@ -797,7 +810,10 @@ class Agent:
         ]
 
     def metrics_text(self) -> tuple[bytes, str]:
-        return self.metrics.render()
+        text, content_type = self.metrics.render()
+        if self.pod_resources is not None:
+            text += self.pod_resources.metrics_text().encode()
+        return text, content_type
 
     def probe_metrics_text(self) -> bytes:
         """`/metrics/probes` of the node server."""

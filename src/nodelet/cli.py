@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where device plugins find kubelet.sock and put their sockets "
                           "(default: <data-dir>/device-plugins; the kubelet's is "
                           "/var/lib/kubelet/device-plugins)")
+    run.add_argument("--pod-resources-dir", type=Path, metavar="DIR",
+                     help="where the pod resources API's kubelet.sock is served (default: "
+                          "<data-dir>/pod-resources; the kubelet's is "
+                          "/var/lib/kubelet/pod-resources)")
     run.add_argument("--listen", type=_parse_listen, default=("127.0.0.1", 10255),
                      help="HTTP API address HOST:PORT (default: 127.0.0.1:10255)")
     run.add_argument("--read-only-port", type=int, metavar="PORT",
@@ -263,7 +267,9 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
         node_ips=_node_ips(args.node_ip),
         registry_config=args.registry_config.resolve() if args.registry_config else None,
         devices=replace(base.devices, plugins_dir=args.device_plugins_dir.resolve()
-                        if args.device_plugins_dir else None),
+                        if args.device_plugins_dir else None,
+                        pod_resources_dir=args.pod_resources_dir.resolve()
+                        if args.pod_resources_dir else None),
         gates=settings.parse_feature_gates(args.feature_gates),
         runtime=replace(base.runtime, endpoint=args.runtime_endpoint,
                         pod_cidrs=tuple(args.pod_cidr),

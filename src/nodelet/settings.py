@@ -566,6 +566,9 @@ class DeviceSettings:
     # the device checkpoint is kept; None: `<data dir>/device-plugins` (the kubelet's
     # /var/lib/kubelet/device-plugins under its root dir).
     plugins_dir: Path | None = None
+    # Where the pod resources API's socket (kubelet.sock) is served; None:
+    # `<data dir>/pod-resources` (the kubelet's /var/lib/kubelet/pod-resources).
+    pod_resources_dir: Path | None = None
     # Deadline of a call to a plugin (dial, options, Allocate, GetPreferredAllocation), s.
     call_timeout: float = 10.0
     # Deadline of PreStartContainer: the kubelet's 30 s.
@@ -644,6 +647,10 @@ class Settings:
     @property
     def device_plugins_dir(self) -> Path:
         return self.devices.plugins_dir or self.data_dir / "device-plugins"
+
+    @property
+    def pod_resources_dir(self) -> Path:
+        return self.devices.pod_resources_dir or self.data_dir / "pod-resources"
 
 
 _GATES = {

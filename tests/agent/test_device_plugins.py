@@ -15,7 +15,9 @@ keeps the health of its last list (Unhealthy stays Unhealthy)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ import pytest
 from conftest import Instance
 from nodelet.model.core import devices, status
 from nodelet.services.devices.devicemanager import DeviceManager
+from support import controlplane
 from support.deviceplugins import DEVICES, RESOURCE, health_plugin, sample_plugin
 from support.harness import Harness, exec_in, pod_manifest, waiting_reason
 from support.polling import eventually
@@ -40,6 +43,25 @@ resources:
 
 def device_pod(name: str, count: int, command: str = "sleep 1000000") -> str:
     return pod_manifest(name, command=command, container_extra=LIMITS.format(count=count))
+
+
+async def pod_resources(agent: Harness, *request: str) -> Any:
+    """The pod resources API's answer to `request` (list, allocatable, get NS NAME), asked
+    through the kubelet's own client (`podresources-client`); its error text if it failed."""
+    socket = agent.settings.pod_resources_dir / "kubelet.sock"
+    done = await asyncio.to_thread(
+        subprocess.run, [str(controlplane.binary("podresources-client")),
+                         f"--socket={socket}", *request],
+        capture_output=True, text=True, timeout=60, check=False)
+    return json.loads(done.stdout) if done.returncode == 0 else done.stderr.strip()
+
+
+def held(answer: dict[str, Any], pod: str) -> dict[str, list[Any]]:
+    """By container, the (resource, device IDs, topology) entries of `pod` in a List."""
+    [found] = [p for p in answer.get("pod_resources", []) if p["name"] == pod]
+    assert found["namespace"] == "default", found
+    return {c["name"]: [(d["resource_name"], d["device_ids"], d.get("topology"))
+                        for d in c.get("devices", [])] for c in found["containers"]}
 
 
 def node_counts(agent: Harness) -> tuple[dict[str, int], dict[str, int]]:
@@ -72,6 +94,29 @@ async def test_sample_plugin_devices_reach_a_pod_and_survive_a_restart(
         assert manager is not None
         assert manager.devices_of(uid, "main") == {RESOURCE: frozenset(DEVICES)}
 
+        # The pod resources API, asked by the kubelet's client: each device an entry of its
+        # own (the sample plugin names no NUMA node: no topology), both allocatable.
+        each = [(RESOURCE, [d], None) for d in sorted(DEVICES)]
+        assert held(await pod_resources(agent, "list"), "dev-a-testnode") == {"main": each}
+        got = await pod_resources(agent, "get", "default", "dev-a-testnode")
+        assert held({"pod_resources": [got["pod_resources"]]}, "dev-a-testnode") == {
+            "main": each}
+        allocatable = await pod_resources(agent, "allocatable")
+        assert [(d["resource_name"], d["device_ids"]) for d in allocatable["devices"]] == [
+            (RESOURCE, [d]) for d in sorted(DEVICES)]
+        assert await pod_resources(agent, "get", "default", "nope") == (
+            "rpc error: code = Unknown desc = pod nope in namespace default not found")
+        # Its metrics, in the kubelet's names (no `_total` suffix but on the first).
+        text = agent.agent_or_fail().metrics_text()[0].decode()
+        counted = {}
+        for name in ("requests_total", "requests_list", "requests_get_allocatable",
+                     "requests_get", "errors_get"):
+            line = f'kubelet_pod_resources_endpoint_{name}{{server_api_version="v1"}} '
+            [counted[name]] = [int(x.removeprefix(line)) for x in text.splitlines()
+                               if x.startswith(line)]
+        assert counted == {"requests_total": 4, "requests_list": 1,
+                           "requests_get_allocatable": 1, "requests_get": 2, "errors_get": 1}
+
         # No device left: refused at admission, the kubelet's reason and words.
         agent.write("dev-b.yaml", device_pod("dev-b", 1))
         refused = await agent.wait_status("dev-b", lambda s: s.phase == "Failed",
@@ -98,6 +143,7 @@ async def test_sample_plugin_devices_reach_a_pod_and_survive_a_restart(
         manager = agent.agent_or_fail().device_manager
         assert manager is not None
         assert manager.devices_of(uid, "main") == {RESOURCE: frozenset(DEVICES)}
+        assert held(await pod_resources(agent, "list"), "dev-a-testnode") == {"main": each}
         agent.write("dev-c.yaml", device_pod("dev-c", 1))
         again = await agent.wait_status("dev-c", lambda s: s.phase == "Failed",
                                         what="dev-c refused after the restart")
@@ -111,6 +157,11 @@ async def test_sample_plugin_devices_reach_a_pod_and_survive_a_restart(
         agent.write("dev-d.yaml", device_pod("dev-d", 1))
         await agent.wait_status("dev-d", lambda s: s.phase == "Running",
                                 what="dev-d running on a freed device")
+        listed = await pod_resources(agent, "list")
+        assert [p["name"] for p in listed["pod_resources"]] == ["dev-d-testnode"], listed
+        [(resource, [device], topology)] = held(listed, "dev-d-testnode")["main"]
+        assert (resource, topology) == (RESOURCE, None) and device in DEVICES
+
 
         # The plugin stops: its devices stay in capacity, none allocatable.
         plugin.stop()

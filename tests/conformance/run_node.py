@@ -87,14 +87,16 @@ HOST_CGROUP_ROOT = "/"
 HOST_READ_ONLY_PORT = 10255
 # And the runtime handler upstream's node e2e containerd config defines (runc by another
 # name), which the RuntimeClass overhead spec's pod asks for; the healthz server on
-# 127.0.0.1:10248 and the device plugin directory of the kubelet's default root, where the
-# device plugin specs look for them.
+# 127.0.0.1:10248, and the device plugin and pod resources directories of the kubelet's
+# default root, where the device plugin and pod resources specs look for them.
 HOST_RUNTIME_HANDLERS = ("test-handler",)
 HOST_HEALTHZ_PORT = 10248
 # The node server's port: the [Serial] specs dial 127.0.0.1:10250 (ports.KubeletPort) for
 # /configz and the serving certificate.
 HOST_NODE_PORT = 10250
 HOST_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
+# Where the pod resources specs dial the pod resources API (the kubelet's default root).
+HOST_POD_RESOURCES = "/var/lib/kubelet/pod-resources"
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
     extra = ["--manifests", str(manifests), *(
         [*(f"--runtime-handler={h}" for h in HOST_RUNTIME_HANDLERS),
          f"--healthz-port={HOST_HEALTHZ_PORT}", f"--device-plugins-dir={HOST_DEVICE_PLUGINS}",
-         f"--port={HOST_NODE_PORT}"]
+         f"--pod-resources-dir={HOST_POD_RESOURCES}", f"--port={HOST_NODE_PORT}"]
         if host else ["--healthz-port=0"])]
     node = run.start_node(plane, root / "node", log, extra=extra,
                           cgroup_root=HOST_CGROUP_ROOT if host else None,

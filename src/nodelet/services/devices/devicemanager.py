@@ -40,7 +40,7 @@ import os
 import posixpath
 import stat
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -277,6 +277,26 @@ class DeviceManager:
         """The devices a container holds, by resource."""
         return {k[2]: a.device_ids for k, a in self._assigned.items()
                 if k[0] == pod_uid and k[1] == container}
+
+    def assigned(self, pod_uid: str) -> dict[str, dict[str, Mapping[int, tuple[str, ...]]]]:
+        """What each container of the pod holds: by container, by resource, the device IDs
+        by NUMA node (the pod resources API)."""
+        held: dict[str, dict[str, Mapping[int, tuple[str, ...]]]] = {}
+        for (uid, container, name), assignment in self._assigned.items():
+            if uid == pod_uid:
+                held.setdefault(container, {})[name] = assignment.devices
+        return held
+
+    def resources(self) -> list[devices.Resource]:
+        """Every registered resource as its plugin last listed it."""
+        return list(self._resources.values())
+
+    def free_inactive(self) -> None:
+        """Free the devices of pods no longer active, as the kubelet does before answering
+        the pod resources API's List; not while a pod is being admitted (its devices are
+        allocated before it counts as active)."""
+        if not self._lock.locked():
+            self._free_inactive(keep="")
 
     def resource_statuses(self, pod_uid: str) -> dict[str, tuple[status.ResourceStatus, ...]]:
         """The allocatedResourcesStatus of each container of the pod that holds devices, by
