@@ -112,7 +112,7 @@ kube:
 # Kubernetes' own [NodeConformance] e2e tests against the real control plane with nodelet as
 # its only node (tests/conformance/run.py); writes docs/conformance.md. Needs root.
 # The e2e suite and what its test images are made of (about 4 minutes after `make kube`).
-E2E_PROGRAMS := e2e.test ginkgo agnhost nnp
+E2E_PROGRAMS := e2e.test ginkgo agnhost nnp sample-device-plugin
 conformance: setup
 	kube/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl $(E2E_PROGRAMS) e2e_node.test
 	$(PY) tests/conformance/run.py $(CONFORMANCE_ARGS)

@@ -45,6 +45,12 @@ in the v1.37.2 sources: busybox 86 times, agnhost 62, pause 20, the rest once or
   switches a crashing container's image to it and keeps the container's own command; it
   needs an image that differs, not nginx. Debian has no static nginx to put in its place.
 
+- `e2e-test-images/sample-device-plugin:1.8.0`: the node suite's sample device plugin
+  (`k8s.io/kubernetes/test/images/sample-device-plugin`, kube/build.sh sample-device-plugin)
+  at `/sampledeviceplugin` on the busybox base, entrypoint `-alsologtostderr` as upstream's.
+  Its DaemonSet manifest names it as it is (`PRELOADED`): runs import it into the node's
+  runtime instead of pushing it.
+
 Not built (`NOT_BUILT` says why): the private registry's `k8s-authenticated-test/agnhost:2.6`,
 and the images of other suites (storage drivers, node-perf, sample-apiserver...).
 
@@ -321,6 +327,16 @@ def nonewprivs() -> tuple[list[build.Entry], dict[str, object]]:
     return entries, {"Cmd": ["nnp"], "Env": [build.PATH_ENV]}
 
 
+def sample_device_plugin() -> tuple[list[build.Entry], dict[str, object]]:
+    """The node suite's sample device plugin (kube/build.sh sample-device-plugin) as upstream's
+    image has it: `/sampledeviceplugin`, run with `-alsologtostderr`."""
+    entries = base_entries()
+    entries.append(build.Entry("sampledeviceplugin", "file", 0o755,
+                               kube_bin("sample-device-plugin").read_bytes()))
+    return entries, {"Entrypoint": ["/sampledeviceplugin", "-alsologtostderr"],
+                     "Env": [build.PATH_ENV]}
+
+
 def module_dir() -> Path:
     """k8s.io/kubernetes's source in the Go module cache (kube/kubernetes pins it)."""
     done = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"],
@@ -342,6 +358,14 @@ IMAGES = (
     Image(PROMOTER, "nginx", "1.27.0-2", "nginx.tar", nginx),
 )
 
+# Images a suite names in its manifests as they are, which KUBE_TEST_REPO_LIST does not move
+# (the node suite's sample device plugin DaemonSet): a run imports them into the node's
+# runtime under that name before the suite starts, as upstream's node e2e pre-pulls its images.
+PRELOADED = (
+    Image(PROMOTER, "sample-device-plugin", "1.8.0", "sample-device-plugin.tar",
+          sample_device_plugin),
+)
+
 
 # -- building and pushing ------------------------------------------------------------------------
 
@@ -349,7 +373,7 @@ IMAGES = (
 def build_all(out: Path = OUT) -> dict[str, Path]:
     """Write each archive (one per distinct file system) that is missing; {archive: path}."""
     done: dict[str, Path] = {}
-    for image in IMAGES:
+    for image in (*IMAGES, *PRELOADED):
         path = out / image.archive
         if image.archive not in done and _stale(path):
             entries, config = image.make()
@@ -407,6 +431,8 @@ def main(argv: list[str]) -> int:
         return 0
     for image in IMAGES:
         print(f"built      {image.name}  ({args.out / image.archive})")
+    for image in PRELOADED:
+        print(f"built      {image.name}  ({args.out / image.archive}; imported, not pushed)")
     for path, why in NOT_BUILT.items():
         print(f"not built  {path}: {why}")
     return 0

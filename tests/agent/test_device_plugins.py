@@ -170,6 +170,45 @@ async def test_sample_plugin_devices_reach_a_pod_and_survive_a_restart(
                          what="capacity kept, allocatable 0 once the plugin stopped")
 
 
+def _one_device(name: str, command: str, policy: str = "") -> str:
+    restart = f"\n    restartPolicy: {policy}" if policy else ""
+    return (f"  - name: {name}\n    image: localhost/nodelet/busybox:latest\n"
+            f"    imagePullPolicy: IfNotPresent\n    command: [sh, -c, {command!r}]{restart}\n"
+            "    resources: {limits: {example.com/resource: '1'}}\n")
+
+
+SIDECAR_POD = ("apiVersion: v1\nkind: Pod\nmetadata: {name: shared}\nspec:\n"
+               "  terminationGracePeriodSeconds: 1\n  initContainers:\n"
+               + _one_device("init-1", "true")
+               + _one_device("sidecar", "sleep 1000000", "Always")
+               + "  containers:\n" + _one_device("app", "sleep 1000000"))
+
+
+async def test_a_sidecar_keeps_the_device_it_took_from_an_init_container(
+        agent: Harness, tmp_path: Path) -> None:
+    """The node suite's "Can schedule a pod with a restartable init container": the init
+    container's device goes to the sidecar after it (the kubelet's devicesToReuse), and the
+    app container, since the sidecar keeps running, gets the other one."""
+    async with sample_plugin(agent.settings.device_plugins_dir,
+                             log=tmp_path / "sample-device-plugin.log") as plugin:
+        await eventually(lambda: node_counts(agent),
+                         until=lambda c: c == ({RESOURCE: 2}, {RESOURCE: 2}), within=30,
+                         what="the sample plugin's two devices registered",
+                         seen=lambda c: f"{c}; plugin: {plugin.tail()}")
+        agent.write("shared.yaml", SIDECAR_POD)
+        await agent.wait_status("shared", lambda s: s.phase == "Running",
+                                what="shared running")
+        # The API lists the sidecar and the app container (not the init container).
+        listed = held(await pod_resources(agent, "list"), "shared-testnode")
+        ids = {name: [d for _, [d], _ in entries] for name, entries in listed.items()}
+        [[sidecar], [app]] = [ids["sidecar"], ids["app"]]
+        assert sidecar != app and set(ids) == {"sidecar", "app"}, ids
+        manager = agent.agent_or_fail().device_manager
+        found = agent.find("shared")
+        assert manager is not None and found is not None
+        assert manager.devices_of(found[0].uid, "init-1") == {RESOURCE: frozenset([sidecar])}
+
+
 HEALTH_RESOURCE = "test.device/health"
 ONE_DEVICE = """\
 resources:

@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -308,6 +308,33 @@ def remove_kubepods() -> None:
         print(f"cgroups left under /kubepods: {left}", flush=True)
 
 
+@contextlib.contextmanager
+def pod_resources_link(target: Path) -> Iterator[None]:
+    """HOST_POD_RESOURCES as a link to the kubelet's pod resources directory while it runs:
+    the kubelet serves the API under its root dir (here the peer's own), the specs dial the
+    default root's. An empty directory there (nodelet's, left after its run) is replaced; one
+    with anything in it is left alone, and the specs then fail as they would."""
+    link = Path(HOST_POD_RESOURCES)
+    with contextlib.suppress(OSError):
+        if link.is_dir() and not link.is_symlink():
+            link.rmdir()
+    try:
+        if link.is_symlink():
+            link.unlink()
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target, target_is_directory=True)
+    except OSError as exc:
+        print(f"[kubelet] {link} not linked to {target}: {exc}", flush=True)
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if link.is_symlink():
+                link.unlink()
+
+
 @contextlib.asynccontextmanager
 async def kubelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
                        host: bool) -> AsyncIterator[Joined]:
@@ -324,8 +351,10 @@ async def kubelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
             client=client, config=kubelet_config(manifests, host))
         try:
             await peer.wait_ready(admin, within=JOIN_WITHIN)
-            yield Joined(KUBELET_NODE, runner.endpoint,
-                         KubeletService(peer, asyncio.get_running_loop()))
+            with (pod_resources_link(peer.root / "root" / "pod-resources") if host
+                  else contextlib.nullcontext()):
+                yield Joined(KUBELET_NODE, runner.endpoint,
+                             KubeletService(peer, asyncio.get_running_loop()))
         finally:
             for manifest in manifests.iterdir():  # a spec cut short leaves its static pod
                 manifest.unlink()
@@ -370,6 +399,23 @@ class Pass:
     procs: int
 
 
+def preload_images(agent: str, endpoint: str) -> None:
+    """Import the images the suite names as they are (images/e2e.py PRELOADED: the sample
+    device plugin) into the node's runtime at `endpoint` (unix://...), as upstream's node e2e
+    pre-pulls them; neither agent pulls them then (IfNotPresent, present)."""
+    archives = run.e2e_images.build_all()
+    ctr = settings_.built_runtime_dir()
+    for image in run.e2e_images.PRELOADED:
+        argv = [str(ctr / "ctr") if ctr else "ctr", "--address",
+                endpoint.removeprefix("unix://"), "-n", "k8s.io", "images", "import",
+                str(archives[image.archive])]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"importing {image.name} into {endpoint} failed: "
+                               f"{done.stderr.strip() or done.stdout.strip()}")
+        print(f"[{agent}] {image.name} imported", flush=True)
+
+
 async def one_agent(agent: str, *, out: Path, passes: Sequence[Pass], timeout: str,
                     repo_list: Path, host: bool) -> tuple[list[Path], float]:
     """A fresh plane, `agent` joined as its only node, the suite's passes one after the other
@@ -380,6 +426,7 @@ async def one_agent(agent: str, *, out: Path, passes: Sequence[Pass], timeout: s
     took = 0.0
     async with fresh_plane(agent, root=root, out=out, host=host,
                            apiserver_args=[f"--token-auth-file={token_file}"]) as (plane, node):
+        await asyncio.to_thread(preload_images, agent, node.cri_endpoint)
         # The [Serial] specs stop and restart the agent through `systemctl`, and write
         # `kubelet-config` in their working directory (run_suite's).
         with units.UnitServer(f"kubelet-{agent}", node.service, root / "units",
@@ -462,8 +509,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                              "reconfigure it, so they need --host-defaults)")
     parser.add_argument("--host-defaults", action="store_true",
                         help="give each agent the kubelet's cgroup root (/), read-only port "
-                             "(10255), healthz port (10248), device plugin directory and "
-                             "upstream's `test-handler` runtime, which some specs use "
+                             "(10255), healthz port (10248), device plugin and pod resources "
+                             "directories and upstream's `test-handler` runtime, which some "
+                             "specs use "
                              "directly (no other agent may use them meanwhile; make "
                              "conformance-node passes it)")
     parser.add_argument("--dry-run", action="store_true",

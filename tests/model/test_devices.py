@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodelet.model.core import devices, runtime
+from nodelet.model.core import devices, pods, runtime
 from nodelet.model.core.devices import Allocation, Device, DeviceSpec, Mount, Resource
 
 R = "example.com/resource"
@@ -119,3 +119,33 @@ def test_checkpoint_round_trip_and_corruption() -> None:
         devices.decode_checkpoint(blob.replace(b"Dev-2", b"Dev-3"))
     with pytest.raises(devices.CheckpointError, match="cannot be read"):
         devices.decode_checkpoint(b"{not json")
+
+
+def _pod_of(*containers: tuple[str, str]) -> pods.Pod:
+    """(name, kind): "init", "sidecar" or "app"."""
+    def make(name: str, kind: str) -> pods.Container:
+        return pods.Container(name=name, image="i",
+                              restart_policy="Always" if kind == "sidecar" else "")
+    return pods.Pod(uid=pods.PodUID("u"), name="p", namespace="ns", spec=pods.PodSpec(
+        init_containers=tuple(make(n, k) for n, k in containers if k != "app"),
+        containers=tuple(make(n, k) for n, k in containers if k == "app")))
+
+
+RESTARTABLE = _pod_of(("init-1", "init"), ("sidecar", "sidecar"), ("app-1", "app"),
+                      ("app-2", "app"))
+
+
+@pytest.mark.parametrize(("held", "container", "reused"), [
+    ({"init-1": {"d1"}}, "sidecar", {"d1"}),  # a sidecar takes what an init container held
+    ({"init-1": {"d1"}, "sidecar": {"d1"}}, "app-1", set()),  # ... and keeps it
+    ({"init-1": {"d1", "d2"}, "sidecar": {"d1"}}, "app-1", {"d2"}),
+    ({"init-1": {"d1"}}, "app-1", {"d1"}),  # a sidecar without devices leaves it
+    ({"init-1": {"d1"}, "app-1": {"d1"}}, "app-2", set()),  # one app container takes it
+    ({}, "init-1", set()),
+])
+def test_devices_to_reuse_follow_the_containers_order(
+        held: dict[str, set[str]], container: str, reused: set[str]) -> None:
+    """The node suite's "Can schedule a pod with a restartable init container": the init
+    container and the sidecar share a device, the app container gets another."""
+    assert devices.reusable(RESTARTABLE, container,
+                            lambda name: frozenset(held.get(name, ()))) == reused

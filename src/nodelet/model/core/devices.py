@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -208,6 +208,24 @@ def pick(resource: Resource, needed: int, *, in_use: frozenset[str],
                if d in available and d not in chosen][:needed - len(chosen)]
     chosen += [d for d in sorted(available) if d not in chosen][:needed - len(chosen)]
     return tuple(chosen)
+
+
+def reusable(pod: pods.Pod, container: str,
+             held: Callable[[str], frozenset[str]]) -> frozenset[str]:
+    """The devices the pod's `container` may take from the containers before it (the kubelet's
+    devicesToReuse, walked in their order): those a run-to-completion init container held,
+    less those a sidecar or an app container before it took since (they keep running).
+    `held(name)`: the devices of the resource that container `name` holds."""
+    run_to_completion = {c.name for c in pod.spec.init_containers if c.restart_policy != "Always"}
+    reuse: set[str] = set()
+    for before in (*pod.spec.init_containers, *pod.spec.containers):
+        if before.name == container:
+            break
+        if before.name in run_to_completion:
+            reuse |= held(before.name)
+        else:
+            reuse -= held(before.name)
+    return frozenset(reuse)
 
 
 def by_numa(resource: Resource, ids: Iterable[str]) -> dict[int, tuple[str, ...]]:

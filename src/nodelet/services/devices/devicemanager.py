@@ -345,20 +345,19 @@ class DeviceManager:
             log.info("device %s of pod %s container %s freed", key[2], key[0], key[1])
             del self._assigned[key]
 
-    def _in_use(self, resource: str, pod: pods.Pod) -> frozenset[str]:
-        """The devices of `resource` held by containers, less those of the pod's init
-        containers that have run to completion before (`_reusable`)."""
-        reusable = self._reusable(resource, pod)
+    def _in_use(self, resource: str, pod: pods.Pod, container: str) -> frozenset[str]:
+        """The devices of `resource` held by containers, less those `container` may take
+        from the pod's containers before it (`_reusable`)."""
+        reusable = self._reusable(resource, pod, container)
         return frozenset(d for k, a in self._assigned.items() if k[2] == resource
                          for d in a.device_ids) - reusable
 
-    def _reusable(self, resource: str, pod: pods.Pod) -> frozenset[str]:
-        """The devices of `resource` of the pod's run-to-completion init containers, which
-        its next containers get first (the kubelet's devicesToReuse)."""
-        done = {c.name for c in pod.spec.init_containers if c.restart_policy != "Always"}
-        return frozenset(d for k, a in self._assigned.items()
-                         if k[2] == resource and k[0] == pod.uid and k[1] in done
-                         for d in a.device_ids)
+    def _reusable(self, resource: str, pod: pods.Pod, container: str) -> frozenset[str]:
+        """The kubelet's devicesToReuse for `container` (`devices.reusable`)."""
+        def held(name: str) -> frozenset[str]:
+            found = self._assigned.get((pod.uid, name, resource))
+            return found.device_ids if found is not None else frozenset()
+        return devices.reusable(pod, container, held)
 
     async def _allocate(self, pod: pods.Pod, container: pods.Container) -> None:
         for name, needed in sorted(self._requests(container).items()):
@@ -373,12 +372,12 @@ class DeviceManager:
             resource = self._resources.get(name)
             if resource is None:
                 raise devices.DeviceError(f"cannot allocate unregistered device {name}")
-            in_use = self._in_use(name, pod)
+            in_use = self._in_use(name, pod, container.name)
             devices.pick(resource, needed, in_use=in_use)  # its refusal first, in its words
             endpoint = self._endpoints.get(name)
             if endpoint is None or resource.stopped_at is not None:
                 raise devices.DeviceError(f"endpoint {name} has been stopped")
-            reusable = self._reusable(name, pod)
+            reusable = self._reusable(name, pod, container.name)
             chosen = devices.pick(resource, needed, in_use=in_use, reusable=reusable,
                                   preferred=() if len(reusable) >= needed else
                                   await self._preferred(endpoint, resource, in_use, needed))
