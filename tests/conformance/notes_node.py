@@ -56,6 +56,13 @@ HISTORY: tuple[str, ...] = (
     "per-request check): KubletTLS passed, the client CA spec failed as on the kubelet (a "
     "harness limit, below). In all, the one spec the kubelet passes and nodelet does not is "
     "deliberate (the static pod's init container, below).",
+    "2026-12-07, the two serial specs of the pod resources API (its /metrics counters) and "
+    "of a device plugin with a restartable init container, after nodelet served the API "
+    "(315403d) and the harness imported the sample device plugin image and gave the "
+    "kubelet's API the default root's path: the kubelet 2 passed (1.9 min); nodelet passed "
+    "the metrics spec and failed the other (its app container got the device its sidecar "
+    "kept from the init container: fixed in 453db2e, the kubelet's devicesToReuse in the "
+    "containers' order), then both again at 453db2e: see the counts above.",
 )
 
 # What the node suite (test/e2e_node, run with --start-services=false) reads from or does to
@@ -78,7 +85,9 @@ NEEDS: tuple[str, ...] = (
     "container manager and RuntimeClass overhead specs), the read-only port 10255 on "
     "localhost (`/metrics/cadvisor`), the healthz server on 127.0.0.1:10248 (the device "
     "plugin specs check it first), the device plugin directory "
-    "`/var/lib/kubelet/device-plugins/`, `/var/log/containers` (a link per container) and "
+    "`/var/lib/kubelet/device-plugins/`, the pod resources API at "
+    "`/var/lib/kubelet/pod-resources/kubelet.sock` (the kubelet serves it under its root "
+    "dir: a link there while it runs), `/var/log/containers` (a link per container) and "
     "`/var/log/pods` (the logs themselves). `make conformance-node` runs `run_node.py "
     "--host-defaults`: each agent, alone on the machine in turn, gets the cgroup root `/`, "
     "ports 10255 and 10248 and that device plugin directory (the kubelet's is fixed); "
@@ -93,7 +102,10 @@ NEEDS: tuple[str, ...] = (
     "From the test images: busybox with `nmeter` (every container lifecycle spec times its "
     "log lines with `nmeter -d0 '%3t'`): Debian's busybox-static has no nmeter applet, so "
     "images/e2e.py adds images/nmeter.c, which prints that time and refuses any other "
-    "format.",
+    "format. The sample device plugin's DaemonSet manifest names its image as it is "
+    "(`registry.k8s.io/e2e-test-images/sample-device-plugin:1.8.0`, which the repo list does "
+    "not move): it is imported into each agent's containerd under that "
+    "name before the suite, as upstream's node e2e pre-pulls it (images/e2e.py PRELOADED).",
     "`[Serial]` and `[Disruptive]` specs (34 of the node suite's own with `[Slow]`, run "
     "with `--label-filter 'Serial || Disruptive || Slow' --skip '\\[Flaky\\]' --procs 1`) "
     "restart or reconfigure the agent: `sudo systemctl` on a unit named `kubelet-<word>` "
@@ -154,12 +166,6 @@ NOTES: dict[str, str] = {
         "(31ffbbb, ac52852, and since 416ad1e the handshake takes the spec's "
         "serverAuth-only client certificate, as the kubelet's Go server does, leaving its "
         "usage to the per-request check)"),
-    "POD Resources API": (
-        "the devices issue: nodelet has no pod resources API "
-        "(`/var/lib/kubelet/pod-resources/kubelet.sock`) yet"),
-    "DevicePlugin Can schedule a pod with a restartable init container": (
-        "the devices issue: the spec checks the pod resources API "
-        "(`/var/lib/kubelet/pod-resources/kubelet.sock`), which nodelet does not serve yet"),
     "Device Plugin Failures": (
         "the kubelet's column: its run of 2026-12-07 had the healthz port on a free port, and "
         "each spec's plugin first checks `127.0.0.1:10248/healthz` (timed out after 300 s); "
