@@ -246,6 +246,8 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
         node.stop()
         if host:
             remove_kubepods()
+            with contextlib.suppress(OSError):  # nodelet made it; its socket went at stop
+                Path(HOST_POD_RESOURCES).rmdir()
 
 
 @contextlib.asynccontextmanager
