@@ -6,15 +6,13 @@ devices: tests/agent/test_device_plugins.py.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from nodelet.adapters.podresourcesapi import server
 from nodelet.model.core import podresources as pr
-from support import controlplane
+from support import podresources
 
 
 class OnePod:
@@ -35,13 +33,6 @@ class OnePod:
         pass
 
 
-async def ask(socket: Path, *request: str) -> subprocess.CompletedProcess[str]:
-    """The client runs in a thread: the server answers on this loop."""
-    return await asyncio.to_thread(
-        subprocess.run, [str(controlplane.binary("podresources-client")), f"--socket={socket}",
-                         *request], capture_output=True, text=True, timeout=60, check=False)
-
-
 def test_the_token_bucket_allows_a_burst_then_its_rate() -> None:
     now = [0.0]
     bucket = server.TokenBucket(100.0, 10, monotonic=lambda: now[0])
@@ -59,17 +50,17 @@ async def test_calls_over_the_rate_limit_are_refused_with_the_kubelets_words(
                                         limiter=server.TokenBucket(0.0, 2))  # two calls
     await running.start()
     try:
-        first = await ask(socket, "list")
+        first = await podresources.ask(socket, "list")
         assert first.returncode == 0, first.stderr
         assert json.loads(first.stdout) == {"pod_resources": [{
             "name": "p", "namespace": "ns", "containers": [{"name": "c", "devices": [{
                 "resource_name": "example.com/r", "device_ids": ["d1"],
                 "topology": {"nodes": [{"ID": "1"}]}}]}]}]}
-        alpha = await ask(socket, "list-v1alpha1")  # the same server, without topology
+        alpha = await podresources.ask(socket, "list-v1alpha1")  # the same server, without topology
         assert json.loads(alpha.stdout) == {"pod_resources": [{
             "name": "p", "namespace": "ns", "containers": [{"name": "c", "devices": [{
                 "resource_name": "example.com/r", "device_ids": ["d1"]}]}]}]}, alpha.stderr
-        refused = await ask(socket, "list")
+        refused = await podresources.ask(socket, "list")
         assert refused.returncode == 1
         assert refused.stderr.strip() == (
             "rpc error: code = ResourceExhausted desc = rejected by rate limit")

@@ -65,8 +65,6 @@ async def refused(agent: Harness, name: str) -> None:
                             what=f"{name}: a pull refused by the registry (its own credentials)")
     assert events_by(agent, name, ev.PULLING), agent.events_of(name)
     assert not events_by(agent, name, ev.PULLED), agent.events_of(name)
-    assert events_by(agent, name, ev.PULLING), agent.events_of(name)
-    assert not events_by(agent, name, ev.PULLED), agent.events_of(name)
 
 
 async def allowed_without_pull(agent: Harness, name: str, image: str) -> None:

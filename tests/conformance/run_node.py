@@ -233,6 +233,8 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
          f"--healthz-port={HOST_HEALTHZ_PORT}", f"--device-plugins-dir={HOST_DEVICE_PLUGINS}",
          f"--pod-resources-dir={HOST_POD_RESOURCES}", f"--port={HOST_NODE_PORT}"]
         if host else ["--healthz-port=0"])]
+    if host:
+        remove_pod_resources_dir()  # a link a kubelet run cut short left
     node = run.start_node(plane, root / "node", log, extra=extra,
                           cgroup_root=HOST_CGROUP_ROOT if host else None,
                           read_only=HOST_READ_ONLY_PORT if host else None)
@@ -246,8 +248,7 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
         node.stop()
         if host:
             remove_kubepods()
-            with contextlib.suppress(OSError):  # nodelet made it; its socket went at stop
-                Path(HOST_POD_RESOURCES).rmdir()
+            remove_pod_resources_dir()
 
 
 @contextlib.asynccontextmanager
@@ -317,24 +318,30 @@ def pod_resources_link(target: Path) -> Iterator[None]:
     default root's. An empty directory there (nodelet's, left after its run) is replaced; one
     with anything in it is left alone, and the specs then fail as they would."""
     link = Path(HOST_POD_RESOURCES)
-    with contextlib.suppress(OSError):
-        if link.is_dir() and not link.is_symlink():
-            link.rmdir()
+    linked = False
     try:
-        if link.is_symlink():
-            link.unlink()
+        remove_pod_resources_dir()
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(target, target_is_directory=True)
+        linked = True
     except OSError as exc:
         print(f"[kubelet] {link} not linked to {target}: {exc}", flush=True)
-        yield
-        return
     try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            if link.is_symlink():
-                link.unlink()
+        if linked:
+            remove_pod_resources_dir()
+
+
+def remove_pod_resources_dir() -> None:
+    """HOST_POD_RESOURCES if it is a link (the kubelet's, maybe left by a run cut short) or an
+    empty directory (nodelet's socket goes at its stop)."""
+    path = Path(HOST_POD_RESOURCES)
+    with contextlib.suppress(OSError):
+        if path.is_symlink():
+            path.unlink()
+        elif path.is_dir():
+            path.rmdir()
 
 
 @contextlib.asynccontextmanager
@@ -428,7 +435,6 @@ async def one_agent(agent: str, *, out: Path, passes: Sequence[Pass], timeout: s
     took = 0.0
     async with fresh_plane(agent, root=root, out=out, host=host,
                            apiserver_args=[f"--token-auth-file={token_file}"]) as (plane, node):
-        await asyncio.to_thread(preload_images, agent, node.cri_endpoint)
         # The [Serial] specs stop and restart the agent through `systemctl`, and write
         # `kubelet-config` in their working directory (run_suite's).
         with units.UnitServer(f"kubelet-{agent}", node.service, root / "units",
@@ -436,6 +442,8 @@ async def one_agent(agent: str, *, out: Path, passes: Sequence[Pass], timeout: s
             env = unit.env(run.suite_env(root, repo_list))
             try:
                 for one in passes:
+                    # Before each pass: an image GC spec of the serial pass may remove it.
+                    await asyncio.to_thread(preload_images, agent, node.cri_endpoint)
                     junit, seconds = await asyncio.to_thread(
                         run_suite, agent, plane=plane, node=node, out=out,
                         selection=one.selection, token=token, procs=one.procs,

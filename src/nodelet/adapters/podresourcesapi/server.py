@@ -29,7 +29,7 @@ BURST = 10
 
 
 class Lister(Protocol):
-    """What the service answers from (`services.devices.podresources.PodResourcesService`)."""
+    """What the service answers from (`services.devices.podresourceslister`)."""
 
     def pods(self) -> Sequence[pr.PodResources]: ...
     def pods_v1alpha1(self) -> Sequence[pr.PodResources]: ...

@@ -2,11 +2,15 @@
 
 The pods are the active ones (admitted, not terminated: the kubelet's GetActivePods, its
 KubeletPodResourcesListUseActivePods default); each lists its sidecars and containers with
-the devices the device manager assigned them (`model.core.podresources`). Before a List, the
-devices of pods no longer active are freed, as the kubelet's UpdateAllocatedDevices.
+the devices the device manager assigned them (`model.core.podresources`). The kubelet frees
+the devices of inactive pods before a List (UpdateAllocatedDevices); here a List changes
+nothing: nodelet's active pods are fewer than the kubelet's (a pod leaves them when its
+termination starts, and after a restart re-enters them at its first sync), so freeing then
+could hand a running container's device to another pod. The device manager frees them at the
+next admission, as before; the answers are the same, as inactive pods show no devices.
 
 v1alpha1's List (`pods_v1alpha1`) answers as the kubelet's older server: every pod the agent
-knows, its containers only.
+knows, its containers only, devices for the active ones.
 
 The counters are the kubelet's `kubelet_pod_resources_endpoint_*`, by `server_api_version`
 (v1alpha1 counts only in the total, as in the kubelet), rendered in the kubelet's exposition:
@@ -43,7 +47,8 @@ _METRICS = (
 
 
 class PodResourcesService:
-    """`active()`: the active pods; `devices`: the node's device manager."""
+    """`active()`: the active pods; `known()`: every pod the agent knows (terminated ones
+    too); `devices`: the node's device manager."""
 
     def __init__(self, *, active: Callable[[], Collection[pods.Pod]],
                  known: Callable[[], Collection[pods.Pod]],
@@ -62,16 +67,15 @@ class PodResourcesService:
 
     def pods(self) -> list[pr.PodResources]:
         self._count("requests_list")
-        self._devices.free_inactive()
         return [self._of(p) for p in self._active()]
 
     def pods_v1alpha1(self) -> list[pr.PodResources]:
         """v1alpha1's List: every pod the agent knows (the kubelet's GetPods: terminated ones
         too), its containers without sidecars, as the kubelet's v1alpha1 server."""
         self.counts["requests_total", "v1alpha1"] += 1
-        self._devices.free_inactive()
-        return [pr.pod_resources(p, self._devices.assigned(p.uid), sidecars=False)
-                for p in self._known()]
+        active = {p.uid for p in self._active()}
+        return [pr.pod_resources(p, self._devices.assigned(p.uid) if p.uid in active else {},
+                                 sidecars=False) for p in self._known()]
 
     def pod(self, namespace: str, name: str) -> pr.PodResources | None:
         self._count("requests_get")
