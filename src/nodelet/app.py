@@ -211,7 +211,9 @@ class Agent:
         # Device plugins register on kubelet.sock; the syncer admits and starts with them.
         self.device_manager = devicemanager.DeviceManager(
             directory=s.device_plugins_dir, settings=s.devices, group=self._group,
-            active=lambda: {pod.uid for pod in self.admitted.all()},
+            # The kubelet's active pods: a pod being terminated, or not synced yet after a
+            # restart, keeps its devices (the workers exist by the time anything is admitted).
+            active=lambda: {pod.uid for pod in self.admitted.all()} | self.workers.unfinished(),
             ready=lambda: self._sources_synced,
             # The kubelet syncs the pods whose devices changed health only with its gate.
             on_health=self._device_health_changed if s.gates.resource_health_status

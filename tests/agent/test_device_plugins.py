@@ -15,9 +15,7 @@ keeps the health of its last list (Unhealthy stays Unhealthy)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,9 +26,9 @@ import pytest
 from conftest import Instance
 from nodelet.model.core import devices, status
 from nodelet.services.devices.devicemanager import DeviceManager
-from support import controlplane
+from support import podresources
 from support.deviceplugins import DEVICES, RESOURCE, health_plugin, sample_plugin
-from support.harness import Harness, exec_in, pod_manifest, waiting_reason
+from support.harness import Harness, events_by, exec_in, pod_manifest, waiting_reason
 from support.polling import eventually
 
 pytestmark = pytest.mark.runtime
@@ -47,18 +45,16 @@ def device_pod(name: str, count: int, command: str = "sleep 1000000") -> str:
 
 async def pod_resources(agent: Harness, *request: str) -> Any:
     """The pod resources API's answer to `request` (list, allocatable, get NS NAME), asked
-    through the kubelet's own client (`podresources-client`); its error text if it failed."""
-    socket = agent.settings.pod_resources_dir / "kubelet.sock"
-    done = await asyncio.to_thread(
-        subprocess.run, [str(controlplane.binary("podresources-client")),
-                         f"--socket={socket}", *request],
-        capture_output=True, text=True, timeout=60, check=False)
-    return json.loads(done.stdout) if done.returncode == 0 else done.stderr.strip()
+    through the kubelet's own client."""
+    return await podresources.answer(agent.settings.pod_resources_dir / "kubelet.sock",
+                                      *request)
 
 
 def held(answer: dict[str, Any], pod: str) -> dict[str, list[Any]]:
     """By container, the (resource, device IDs, topology) entries of `pod` in a List."""
-    [found] = [p for p in answer.get("pod_resources", []) if p["name"] == pod]
+    found_ = [p for p in answer.get("pod_resources", []) if p["name"] == pod]
+    assert len(found_) == 1, f"{pod} not once in {answer}"
+    [found] = found_
     assert found["namespace"] == "default", found
     return {c["name"]: [(d["resource_name"], d["device_ids"], d.get("topology"))
                         for d in c.get("devices", [])] for c in found["containers"]}
@@ -104,8 +100,10 @@ async def test_sample_plugin_devices_reach_a_pod_and_survive_a_restart(
         allocatable = await pod_resources(agent, "allocatable")
         assert [(d["resource_name"], d["device_ids"]) for d in allocatable["devices"]] == [
             (RESOURCE, [d]) for d in sorted(DEVICES)]
-        assert await pod_resources(agent, "get", "default", "nope") == (
-            "rpc error: code = Unknown desc = pod nope in namespace default not found")
+        missing = await podresources.ask(agent.settings.pod_resources_dir / "kubelet.sock",
+                                         "get", "default", "nope")
+        assert (missing.returncode, missing.stderr.strip()) == (1, (
+            "rpc error: code = Unknown desc = pod nope in namespace default not found"))
         # Its metrics, in the kubelet's names (no `_total` suffix but on the first).
         text = agent.agent_or_fail().metrics_text()[0].decode()
         counted = {}
@@ -162,12 +160,41 @@ async def test_sample_plugin_devices_reach_a_pod_and_survive_a_restart(
         [(resource, [device], topology)] = held(listed, "dev-d-testnode")["main"]
         assert (resource, topology) == (RESOURCE, None) and device in DEVICES
 
-
         # The plugin stops: its devices stay in capacity, none allocatable.
         plugin.stop()
         await eventually(lambda: node_counts(agent),
                          until=lambda c: c == ({RESOURCE: 2}, {RESOURCE: 0}), within=30,
                          what="capacity kept, allocatable 0 once the plugin stopped")
+
+
+async def test_a_terminating_pod_keeps_its_devices_until_it_is_gone(
+        agent: Harness, tmp_path: Path) -> None:
+    """As the kubelet's active pods: a deleted pod whose container still runs (it ignores
+    SIGTERM, 10 s of grace) holds its devices, so a pod admitted meanwhile is refused rather
+    than given a device in use; once the first is gone, a new pod gets them."""
+    async with sample_plugin(agent.settings.device_plugins_dir,
+                             log=tmp_path / "sample-device-plugin.log") as plugin:
+        await eventually(lambda: node_counts(agent),
+                         until=lambda c: c == ({RESOURCE: 2}, {RESOURCE: 2}), within=30,
+                         what="the sample plugin's two devices registered",
+                         seen=lambda c: f"{c}; plugin: {plugin.tail()}")
+        agent.write("holder.yaml", pod_manifest("holder", grace=10,
+                                                container_extra=LIMITS.format(count=2)))
+        await agent.wait_status("holder", lambda s: s.phase == "Running",
+                                what="holder running with both devices")
+        agent.remove("holder.yaml")
+        await eventually(lambda: events_by(agent, "holder", "Killing"), within=30,
+                         what="holder being stopped")
+        agent.write("late.yaml", device_pod("late", 1))
+        refused = await agent.wait_status("late", lambda s: s.phase == "Failed",
+                                          what="late refused while holder terminates")
+        assert refused.reason == "UnexpectedAdmissionError", refused
+        assert agent.find("holder") is not None, "holder was gone before late was judged"
+        await eventually(lambda: agent.find("holder"), until=lambda f: f is None, within=60,
+                         what="holder gone")
+        agent.write("after.yaml", device_pod("after", 2))
+        await agent.wait_status("after", lambda s: s.phase == "Running",
+                                what="after running on the freed devices")
 
 
 def _one_device(name: str, command: str, policy: str = "") -> str:

@@ -64,7 +64,8 @@ class _Endpoint:
 
 class DeviceManager:
     """Device plugins and the devices they give containers. `active()`: the UIDs of the pods
-    that hold their devices (admitted, not terminated); `ready()`: whether every pod source
+    that hold their devices (admitted, being terminated, or not synced yet after a restart:
+    the kubelet's active pods); `ready()`: whether every pod source
     was read once (before that no device is freed); `on_change()`: told when capacity or
     allocatable changed; `on_health(uid)`: a device the pod holds changed health."""
 
@@ -290,13 +291,6 @@ class DeviceManager:
     def resources(self) -> list[devices.Resource]:
         """Every registered resource as its plugin last listed it."""
         return list(self._resources.values())
-
-    def free_inactive(self) -> None:
-        """Free the devices of pods no longer active, as the kubelet does before answering
-        the pod resources API's List; not while a pod is being admitted (its devices are
-        allocated before it counts as active)."""
-        if not self._lock.locked():
-            self._free_inactive(keep="")
 
     def resource_statuses(self, pod_uid: str) -> dict[str, tuple[status.ResourceStatus, ...]]:
         """The allocatedResourcesStatus of each container of the pod that holds devices, by

@@ -133,6 +133,14 @@ class PodWorkers:
     def uids(self) -> set[pods.PodUID]:
         return set(self._workers)
 
+    def unfinished(self) -> set[pods.PodUID]:
+        """Pods whose containers may run though they are not admitted (or not again yet):
+        those being terminated, and those not admitted nor refused since this agent started
+        (after a restart, their containers run from before until their first sync). With the
+        admitted pods, the kubelet's active pods as the device manager weighs them."""
+        return {uid for uid, w in self._workers.items()
+                if w.terminating or (not w.work.admitted and w.work.failure is None)}
+
     def started(self, uid: pods.PodUID) -> bool:
         """The worker of `uid` started the pod (a static pod may wait for another of its
         name) and has not finished."""
