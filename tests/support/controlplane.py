@@ -106,6 +106,19 @@ PROXY_LOCK = Path("/run/lock/nodelet-tests-kube-proxy.lock")
 PROXY_LOCK_WITHIN = 600.0
 
 
+
+def stop_process(process: subprocess.Popen[bytes] | None, within: float) -> None:
+    """SIGTERM, then SIGKILL after `within` s, by PID; nothing if it is gone already."""
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(within)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class ControlPlaneError(Exception):
     """The control plane cannot start; the message says what to do or shows the log."""
 
@@ -289,15 +302,7 @@ class Component:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after STOP_WITHIN s; by PID."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_WITHIN)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(self.process, STOP_WITHIN)
 
 
 class KubeProxy:

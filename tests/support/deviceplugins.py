@@ -36,13 +36,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.controlplane import binary
+from support.controlplane import binary, stop_process
 from support.polling import eventually
 
 RESOURCE = "example.com/resource"
@@ -73,7 +72,7 @@ class SamplePlugin:
         return self.process.poll() is None
 
     def stop(self) -> None:
-        _stop(self.process)
+        stop_process(self.process, STOP_WITHIN)
 
 
 def start(directory: Path, log: Path) -> SamplePlugin:
@@ -130,19 +129,9 @@ class HealthPlugin:
         self.process.stdin.flush()
 
     def stop(self) -> None:
-        _stop(self.process)
+        stop_process(self.process, STOP_WITHIN)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL after STOP_WITHIN s; by PID."""
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(STOP_WITHIN)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def _device_list(devices: dict[str, str]) -> str:
