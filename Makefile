@@ -21,6 +21,9 @@ DP_GEN := $(DP_DIR)/gen
 PR_DIR := src/nodelet/adapters/podresourcesapi
 PR_PROTO := $(PR_DIR)/podresources.proto $(PR_DIR)/podresources_v1alpha1.proto
 PR_GEN := $(PR_DIR)/gen
+DRA_DIR := src/nodelet/adapters/dra
+DRA_PROTO := $(DRA_DIR)/dra.proto
+DRA_GEN := $(DRA_DIR)/gen
 IMAGES := images/out
 
 .PHONY: setup run test test-system-runtime lint unit apt venv proto images runtime kube conformance conformance-node conformance-storage clean
@@ -45,7 +48,7 @@ $(VENV)/.installed: pyproject.toml
 # CRI, containerd-events, CSI and plugin-registration messages and stubs, generated from our
 # own .proto subsets.
 proto: $(GEN)/.generated $(EVENTS_GEN)/.generated $(CSI_GEN)/.generated $(DP_GEN)/.generated \
-  $(PR_GEN)/.generated
+  $(PR_GEN)/.generated $(DRA_GEN)/.generated
 $(GEN)/.generated: $(PROTO) $(VENV)/.installed
 	mkdir -p $(GEN)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I src/nodelet/adapters/cri --python_out=$(GEN) \
@@ -82,6 +85,13 @@ $(PR_GEN)/.generated: $(PR_PROTO) $(VENV)/.installed
 	sed -i -E 's/^import (podresources(_v1alpha1)?_pb2)/from . import \1/' \
 	  $(PR_GEN)/*_pb2_grpc.py $(PR_GEN)/*_pb2_grpc.pyi
 	touch $(PR_GEN)/__init__.py $@
+
+$(DRA_GEN)/.generated: $(DRA_PROTO) $(VENV)/.installed
+	mkdir -p $(DRA_GEN)
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I $(DRA_DIR) --python_out=$(DRA_GEN) \
+	  --grpc_python_out=$(DRA_GEN) --mypy_out=$(DRA_GEN) --mypy_grpc_out=$(DRA_GEN) $(DRA_PROTO)
+	sed -i 's/^import dra_pb2/from . import dra_pb2/' $(DRA_GEN)/dra_pb2_grpc.py $(DRA_GEN)/dra_pb2_grpc.pyi
+	touch $(DRA_GEN)/__init__.py $@
 
 # Local OCI image archives (pause + busybox); nodelet imports them into containerd when missing.
 images: $(IMAGES)/pause.tar $(IMAGES)/busybox.tar $(IMAGES)/nmeter

@@ -120,7 +120,7 @@ build_csi_mock_driver() {  # the e2e suite's CSI mock driver, at KUBE_VERSION (k
 programs=("$@")
 [ ${#programs[@]} -gt 0 ] || programs=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy metrics-server local-path-provisioner
   csi-mock-driver csi-provisioner csi-attacher csi-resizer sample-device-plugin test-device-plugin
-  podresources-client)
+  podresources-client dra-test-driver)
 for p in "${programs[@]}"; do
   case $p in
     etcd) build_etcd ;;
@@ -158,6 +158,9 @@ for p in "${programs[@]}"; do
     # A client of the pod resources API: the kubelet's own v1 client, its answers as JSON
     # (kube/kubernetes/podresourcesclient), for the pod resources tests.
     podresources-client) build_kube podresources-client nodelet.dev/kube/podresourcesclient ;;
+    # The DRA e2e suites' test driver (test-driver.cdi.k8s.io): its kubelet plugin runs as a
+    # host process beside nodelet in the DRA tests (tests/support/dra.py).
+    dra-test-driver) build_kube dra-test-driver k8s.io/kubernetes/test/e2e/dra/test-driver ;;
     # The ginkgo CLI at the build list's version: it runs e2e.test in parallel processes.
     ginkgo) build_kube ginkgo github.com/onsi/ginkgo/v2/ginkgo ;;
     *) echo "kube/build.sh: unknown program $p" >&2; exit 2 ;;

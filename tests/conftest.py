@@ -113,6 +113,8 @@ async def start_instance(*, data_dir: Path | None = None,
         "restart_backoff": 0.2,
         "timeouts": settings_.CriTimeouts(default=30.0, run_sandbox=60.0, connect=5.0),
         "runtime_bin_dir": runtime_bin_dir_for_tests(),
+        # CDI specs (of the DRA test driver) in the instance's own directory, not the host's.
+        "cdi_spec_dirs": (data_dir / "cdi",),
     }
     runtime = replace(settings_.RuntimeSettings(), **(defaults | runtime_overrides))  # type: ignore[arg-type]
     settings = settings_.Settings(data_dir=data_dir, runtime=runtime)

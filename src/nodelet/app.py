@@ -47,7 +47,7 @@ from nodelet.model.core import events as ev
 from nodelet.model.core import runtimeevents as rev
 from nodelet.model.reports import histograms as hg
 from nodelet.services.cluster import tokens
-from nodelet.services.devices import devicemanager, podresourceslister
+from nodelet.services.devices import devicemanager, dra, podresourceslister
 from nodelet.services.nodehealth import containergc, imagegc, logrotation
 from nodelet.services.nodehealth import eviction as evicting
 from nodelet.services.nodehealth import qoscgroups as qos_service
@@ -100,6 +100,7 @@ class Agent:
         self.cluster: cluster.ClusterMode | None = None
         # Device plugins (`_start_pod_work`).
         self.device_manager: devicemanager.DeviceManager | None = None
+        self.dra: dra.DraManager | None = None
         self.pod_resources: podresourceslister.PodResourcesService | None = None
         self._pod_resources_server: podresourcesserver.PodResourcesServer | None = None
         # The CSI drivers registered through the plugin registry (`_start_pod_work`).
@@ -203,10 +204,18 @@ class Agent:
         self.qos = self._qos_cgroups()
         self.relister = relisting.Relister(client=self._client, on_change=self._runtime_changed)
         self.metrics.watch_runtime(self.relister.pod)
-        # CSI drivers register through the plugin registry; their volumes go through them.
+        # DRA drivers prepare the pods' ResourceClaims; a pod's claims stay prepared while
+        # it is active as the device manager counts it.
+        self.dra = dra.DraManager(
+            state_dir=s.data_dir, claims=_ClusterClaims(self),
+            active=lambda: {pod.uid for pod in self.admitted.all()} | self.workers.unfinished(),
+            ready=lambda: self._sources_synced, call_timeout=s.plugins.dra_call_timeout)
+        await self.dra.start()
+        self._group.spawn("dra-reconcile", self.dra.run())
+        # CSI and DRA drivers register through the plugin registry.
         self._group.spawn("plugin-watcher", registration.PluginWatcher(
             directory=s.data_dir / "plugins_registry",
-            handlers={registration.CSI_PLUGIN: self.csi_drivers},
+            handlers={registration.CSI_PLUGIN: self.csi_drivers, dra.DRA_PLUGIN: self.dra},
             rescan=s.plugins.rescan_period, call_timeout=s.plugins.registration_timeout).run())
         # Device plugins register on kubelet.sock; the syncer admits and starts with them.
         self.device_manager = devicemanager.DeviceManager(
@@ -251,7 +260,7 @@ class Agent:
                                     events_live=self._events_live),
             managers=syncing.Managers(statuses=self.statuses, volumes=self.volumes,
                                       probes=self.probes, recorder=self.recorder,
-                                      devices=self.device_manager),
+                                      devices=self.device_manager, claims=self.dra),
             settings=s, clock=clocks.utc_now, observer=self.metrics,
             cluster=syncing.ClusterLinks(lookup=self._lookup_object),
             health=syncing.NodeHealth(
@@ -607,6 +616,8 @@ class Agent:
             await self.cluster.stop()
         await self._group.close()
         await self.csi_drivers.close()  # after the workers: no call is in flight
+        if self.dra is not None:
+            await self.dra.close()
         if self._pod_resources_server is not None:
             await self._pod_resources_server.stop()
         if self.device_manager is not None:  # likewise
@@ -866,6 +877,9 @@ class _ClusterClaims:
 
     async def volume(self, name: str) -> apijson.JSON:
         return await self._cluster().volume(name)
+
+    async def resource_claim(self, namespace: str, name: str) -> apijson.JSON:
+        return await self._cluster().resource_claim(namespace, name)
 
     async def csi_driver(self, name: str) -> apijson.JSON | None:
         return await self._cluster().csi_driver(name)

@@ -80,6 +80,9 @@ class RuntimeSettings:
     # ask for `test-handler`, as upstream's node e2e containerd config defines it). The
     # default handler `runc` is always there. Default: none.
     runc_handlers: tuple[str, ...] = ()
+    # Where the embedded containerd 2.x reads CDI specs (the devices DRA drivers and device
+    # plugins name by CDI ID): containerd's own defaults. containerd 1.x has no CDI here.
+    cdi_spec_dirs: tuple[Path, ...] = (Path("/etc/cdi"), Path("/var/run/cdi"))
 
 
 @dataclass(frozen=True)
@@ -548,7 +551,7 @@ class ImageCredentialSettings:
 
 @dataclass(frozen=True)
 class PluginSettings:
-    """Plugins that register through `<data dir>/plugins_registry` (CSI drivers)."""
+    """Plugins that register through `<data dir>/plugins_registry` (CSI and DRA drivers)."""
 
     # Seconds between rescans of the registry directory (besides inotify's events), and the
     # deadline of the registration calls (GetInfo, NotifyRegistrationStatus).
@@ -556,6 +559,9 @@ class PluginSettings:
     registration_timeout: float = 10.0
     # Deadline of a CSI Node service call (stage, publish, ...): the kubelet's csiTimeout.
     csi_call_timeout: float = 120.0
+    # Deadline of a DRA driver call (NodePrepareResources, NodeUnprepareResources): the
+    # kubelet's default for DRA plugins.
+    dra_call_timeout: float = 45.0
 
 
 @dataclass(frozen=True)

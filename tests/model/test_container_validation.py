@@ -317,8 +317,8 @@ REJECTED: list[tuple[str, dict[str, Any], str, str]] = [
      f"{C0}.resources.requests", "must be equal to hugepages-2Mi limit of 4Mi"),
     ("resources-unknown-field", res(limit={"cpu": 1}), f"{C0}.resources.limit",
      'did you mean "spec.containers[0].resources.limits"'),
-    ("resources-claims", res(claims=[{"name": "gpu"}]), f"{C0}.resources.claims",
-     "not supported"),
+    ("resources-claims-unknown", res(claims=[{"name": "gpu"}]), f"{C0}.resources.claims[0]",
+     "must be one of the pod's spec.resourceClaims"),
     # -- probes -------------------------------------------------------------------------------
     ("probe-no-handler", c(livenessProbe={"periodSeconds": 5}), f"{C0}.livenessProbe",
      "must specify a handler type"),

@@ -95,6 +95,8 @@ CONTROLLERS = (
     "persistentvolume-expander-controller", "persistentvolumeclaim-protection-controller",
     "persistentvolume-protection-controller", "ephemeral-volume-controller",
     "statefulset-controller",
+    # DRA: the ResourceClaims of pods' templates made (and their reservations cleared).
+    "resourceclaim-controller",
 )
 TOKEN_GROUP = "system:bootstrappers:nodelet:default-node-token"
 # `make cluster`: where the default StorageClass's volumes go, under the cluster's directory.

@@ -254,6 +254,12 @@ disabled_plugins = [{disabled}]
             return ""
         return '  stats_collect_period = "10s"\n'
 
+    def cdi(self) -> str:
+        """CDI on, reading the specs of `cdi_spec_dirs` (containerd 2.x's defaults unless
+        set): the CDI devices of DRA claims and device plugins are resolved there."""
+        dirs = ", ".join(_toml_str(d) for d in self.settings.cdi_spec_dirs)
+        return f"  enable_cdi = true\n  cdi_spec_dirs = [{dirs}]\n"
+
     def runc(self, table: str) -> str:
         """The `runc` handler, and the same runc under each name of `runc_handlers`."""
         state = ContainerdPaths.of(self.data_dir).state
@@ -287,7 +293,7 @@ disabled_plugins = [{disabled}]
   sandbox = {_toml_str(settings_.PAUSE_IMAGE)}
 
 {runtime}]
-{self.runtime()}{self.stats()}
+{self.runtime()}{self.stats()}{self.cdi()}
 {runtime}.containerd]
   default_runtime_name = "runc"
 {self.runc(runtime)}{self.cni(runtime, f"bin_dirs = [{_toml_str(self.settings.cni_bin_dir)}]")}

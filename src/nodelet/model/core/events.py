@@ -29,6 +29,7 @@ COMPONENT = "kubelet"
 
 # Reasons the kubelet uses (pkg/kubelet/events/event.go); DESIGN.md §3 gives the messages.
 FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"
+FAILED_PREPARE_DYNAMIC_RESOURCES = "FailedPrepareDynamicResources"
 SANDBOX_CHANGED = "SandboxChanged"
 FAILED_POD_SANDBOX_STATUS = "FailedPodSandBoxStatus"
 FAILED_MOUNT = "FailedMount"

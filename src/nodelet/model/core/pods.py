@@ -163,6 +163,9 @@ class Resources:
     # "requests": {...}}, quantities as strings): what the status echoes (allocatedResources,
     # resources), so "10m" of memory stays 10m rather than a rounded byte.
     written: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # resources.claims: the pod's resourceClaims entries the container uses, as (name,
+    # request); an empty request: every request of the claim.
+    claims: tuple[tuple[str, str], ...] = ()
 
     @property
     def compute(self) -> tuple[int, int, int, int]:
@@ -252,6 +255,15 @@ class Toleration:
 
 
 @dataclass(frozen=True)
+class PodResourceClaim:
+    """A `spec.resourceClaims` entry: a ResourceClaim named, or one made from a template."""
+
+    name: str
+    resource_claim_name: str = ""
+    template_name: str = ""
+
+
+@dataclass(frozen=True)
 class PodSpec:
     containers: tuple[Container, ...]
     # spec.resources (PodLevelResources): the pod's own cpu/memory/hugepages requests and
@@ -302,6 +314,7 @@ class PodSpec:
     # None when unset (0 for eviction, as the kubelet reads it).
     priority: int | None = None
     tolerations: tuple[Toleration, ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -335,6 +348,9 @@ class Pod:
     # never run again, but stays known until it is deleted: its exited containers and their
     # logs are kept, as the kubelet keeps them, also after an agent restart.
     terminal_in_api: bool = False
+    # Pods from the API: status.resourceClaimStatuses, the ResourceClaims made from the pod's
+    # templates, as (entry name, claim name; "" when none was made on purpose).
+    resource_claim_statuses: tuple[tuple[str, str], ...] = ()
 
     @property
     def full_name(self) -> str:

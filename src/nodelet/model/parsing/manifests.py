@@ -342,6 +342,11 @@ def pod_from_object(
     spec = podspecs.pod_spec(obj, strict=strict)
     podspecs.validate_spec(spec)
     static = source != "api"
+    if static and spec.resource_claims:
+        raise InvalidValueError(
+            "a static pod cannot use ResourceClaims: its claims are allocated and reserved "
+            "for it through the API server, which refuses a mirror pod that names any; run "
+            "it as a pod of the API server instead", path="spec.resourceClaims")
     annotations = {**meta.annotations, pods.ANNOTATION_CONFIG_SOURCE: source}
     name, uid = meta.name, meta.uid
     if static:

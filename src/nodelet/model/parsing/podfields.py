@@ -138,7 +138,15 @@ TABLE: tuple[Field, ...] = (
     _h(SPEC + "overhead", "pod overhead (set from the pod's RuntimeClass): added to the pod's "
        "requests (admission, QoS shares, eviction ranking when the request is not 0) and to "
        "its non-zero limits (the pod cgroup's quota and memory limit), as the kubelet does"),
-    _refused(SPEC + "resourceClaims", "spec", "dynamic resource allocation is not supported"),
+    _h(SPEC + "resourceClaims", "dynamic resource allocation (in cluster mode): before the "
+       "sandbox is made, each claim (named, or made from its template and named in "
+       "`status.resourceClaimStatuses`) is read from the API, checked (made for the pod, "
+       "reserved for it, allocated) and prepared by its DRA drivers (`NodePrepareResources`), "
+       "which register through the plugin registry; failing that, a "
+       "`FailedPrepareDynamicResources` event in the kubelet's words and no sandbox. Claims are "
+       "unprepared once the pod's containers have stopped, also after a restart (from "
+       "`dra_manager_state` in the data dir); static pods cannot use claims (their mirror pod "
+       "could not be made)"),
     _h(SPEC + "resources", "pod-level requests and limits (PodLevelResources): the pod "
        "cgroup's shares, quota and memory limit, the QoS class, admission, and the limits of "
        "containers without their own; resizable in place"),
@@ -266,8 +274,9 @@ TABLE: tuple[Field, ...] = (
     _h(RESOURCES + "requests", "cpu (shares); every request must fit the node's allocatable "
        "beside the pods already admitted (`OutOfcpu`, `OutOfmemory`, `OutOfhugepages-2Mi`, "
        "...); extended resources the node does not have are skipped, as by the kubelet"),
-    _refused(RESOURCES + "claims", "resources", "dynamic resource allocation is not "
-             "supported"),
+    _h(RESOURCES + "claims", "the container gets the CDI devices its drivers prepared for "
+       "each claim it names (all of the claim's, or those of the request it names), through "
+       "the CRI's `CDIDevices`"),
     # -- lifecycle -----------------------------------------------------------------------------
     _h(LIFECYCLE + "postStart", "exec, httpGet, tcpSocket, sleep; the container is killed "
        "when it fails"),

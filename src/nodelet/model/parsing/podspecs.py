@@ -476,10 +476,36 @@ def pod_spec(obj: Mapping[str, Any], *, strict: bool) -> pods.PodSpec:
         priority=fields.integer(spec, "priority", "spec", bits=32),
         tolerations=fields.items(spec, "tolerations", "spec",
                                  lambda item, p: _toleration(item, p, strict)),
+        resource_claims=fields.items(spec, "resourceClaims", "spec", _resource_claim),
     )
     if strict:
         securityspecs.check_host_sysctls(out)
     return out
+
+
+def _resource_claim(item: Mapping[str, Any], path: str) -> pods.PodResourceClaim:
+    """A `spec.resourceClaims` entry: exactly one of a claim's name and a template's."""
+    claim = pods.PodResourceClaim(
+        name=names.dns_label(fields.string(item, "name", path, required=True), f"{path}.name"),
+        resource_claim_name=fields.string(item, "resourceClaimName", path),
+        template_name=fields.string(item, "resourceClaimTemplateName", path))
+    if bool(claim.resource_claim_name) == bool(claim.template_name):
+        raise fields.InvalidValueError(
+            "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`", path=path)
+    return claim
+
+
+def _check_claims(spec: pods.PodSpec) -> None:
+    """Each container's `resources.claims` names an entry of `spec.resourceClaims`."""
+    known = {c.name for c in spec.resource_claims}
+    for key, containers in (("initContainers", spec.init_containers),
+                            ("containers", spec.containers)):
+        for i, container in enumerate(containers):
+            for j, (name, _request) in enumerate(container.resources.claims):
+                if name not in known:
+                    raise fields.InvalidValueError(
+                        f'Unsupported value: "{name}": must be one of the pod\'s '
+                        "spec.resourceClaims", path=f"spec.{key}[{i}].resources.claims[{j}]")
 
 
 def validate_spec(spec: pods.PodSpec) -> None:
@@ -487,5 +513,6 @@ def validate_spec(spec: pods.PodSpec) -> None:
     _unique_names(spec)
     _check_volumes(spec)
     _check_host_ports(spec)
+    _check_claims(spec)
     securityspecs.check_pod_security(spec)
 

@@ -14,6 +14,7 @@ take (an int64 of microseconds): the kubelet's conversion would overflow. Errors
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, localcontext
 from typing import Any
@@ -167,7 +168,15 @@ def resources(obj: Mapping[str, Any], path: str, *, strict: bool) -> pods.Resour
     _check_hugepages({*limits, *written_requests}, path)
     # The API server defaults a missing request to its limit.
     requests = {**limits, **written_requests}
-    return _converted(requests, limits, _written(res, requests))
+    converted = _converted(requests, limits, _written(res, requests))
+    claims = fields.items(res, "claims", path, _claim)
+    return dataclasses.replace(converted, claims=claims) if claims else converted
+
+
+def _claim(item: Mapping[str, Any], path: str) -> tuple[str, str]:
+    """A `resources.claims` entry: (name of a spec.resourceClaims entry, request)."""
+    name = fields.string(item, "name", path, required=True)
+    return name, fields.string(item, "request", path)
 
 
 def overhead(spec: Mapping[str, Any]) -> dict[str, int]:

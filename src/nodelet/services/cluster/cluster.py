@@ -381,6 +381,18 @@ class ClusterMode:
         `errors.MessageError` with the API's words."""
         return await self._read("persistentvolumeclaims", namespace, name)
 
+    async def resource_claim(self, namespace: str, name: str) -> apijson.JSON:
+        """The ResourceClaim (the DRA manager's claim reader), read each time as the kubelet
+        GETs it; raises `errors.MessageError` with the API's words."""
+        try:
+            return await self.client.request(
+                "GET", kube.group_path("resource.k8s.io/v1", "resourceclaims", namespace, name))
+        except kube.NotFound as exc:
+            raise errors.MessageError(
+                f'resourceclaims.resource.k8s.io "{name}" not found') from exc
+        except kube.KubeError as exc:
+            raise errors.MessageError(str(exc)) from exc
+
     async def volume(self, name: str) -> apijson.JSON:
         """The PersistentVolume `name`, as `claim`."""
         return await self._read("persistentvolumes", "", name)

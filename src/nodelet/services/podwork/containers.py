@@ -93,6 +93,21 @@ class DeviceOptions(Protocol):
         """None: it has none; raises devicerules.DeviceError when it cannot get them."""
 
 
+class ClaimDevices(Protocol):
+    """What a container gets of its pod's DRA claims (`dra.DraManager`)."""
+
+    def cdi_devices(self, pod: pods.Pod, container: pods.Container) -> tuple[str, ...]:
+        """The CDI devices of the prepared claims `container` names."""
+
+
+@dataclass(frozen=True)
+class DeviceSources:
+    """Where a container's devices come from: device plugins and DRA claims (None: none)."""
+
+    plugins: DeviceOptions | None = None
+    claims: ClaimDevices | None = None
+
+
 class ContainerRunner:
     def __init__(
         self,
@@ -104,11 +119,12 @@ class ContainerRunner:
         lookup: vol.Lookup,
         node: NodeContext,
         services: Callable[[], names.ServiceSource | None] = lambda: None,
-        devices: DeviceOptions | None = None,
+        devices: DeviceSources = DeviceSources(),
     ) -> None:
         """`services()`: the cluster's Services for service links (None: standalone);
-        `devices`: the device plugins' devices (None: no device manager)."""
-        self._devices = devices
+        `devices`: the device plugins' devices and those of DRA claims."""
+        self._devices = devices.plugins
+        self._claims = devices.claims
         self._memory_capacity = node.memory_capacity
         self._services = services
         self._security = node.security
@@ -238,15 +254,20 @@ class ContainerRunner:
         waiting: MutableMapping[str, tuple[str, str]],
     ) -> runtime.ContainerConfig:
         """The config with the container's devices (envs, mounts, devices, annotations, CDI
-        devices); the device manager's refusal is a CreateContainerConfigError, as the
-        kubelet's GenerateRunContainerOptions failing is."""
-        if self._devices is None:
-            return config
-        try:
-            options = await self._devices.run_options(pod, container)
-        except devicerules.DeviceError as exc:
-            self.config_error(pod, container, exc.message, waiting)
-        return config if options is None else devicerules.with_devices(config, options)
+        devices, then those of its DRA claims); the device manager's refusal is a
+        CreateContainerConfigError, as the kubelet's GenerateRunContainerOptions failing is."""
+        if self._devices is not None:
+            try:
+                options = await self._devices.run_options(pod, container)
+            except devicerules.DeviceError as exc:
+                self.config_error(pod, container, exc.message, waiting)
+            if options is not None:
+                config = devicerules.with_devices(config, options)
+        claimed = self._claims.cdi_devices(pod, container) if self._claims is not None else ()
+        if claimed:
+            config = dataclasses.replace(config, cdi_devices=tuple(dict.fromkeys(
+                (*config.cdi_devices, *claimed))))
+        return config
 
     def _security_context(
         self,

@@ -51,7 +51,7 @@ from nodelet.model.core import (
 )
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
-from nodelet.services.devices import devicemanager
+from nodelet.services.devices import devicemanager, dra
 from nodelet.services.nodehealth import containergc, qoscgroups
 from nodelet.services.pleg import relisting
 from nodelet.services.podwork import (
@@ -70,6 +70,9 @@ from nodelet.services.serving import logs
 from nodelet.services.status import recording, statuses
 
 log = logging.getLogger(__name__)
+
+# How many times a termination kills what it finds running before it fails and is retried.
+_KILL_ROUNDS = 3
 
 Mounts = Mapping[str, tuple[runtime.Mount, ...]]
 
@@ -208,6 +211,9 @@ class Managers:
     recorder: recording.EventRecorder
     # Device plugins' devices: allocated at admission, given at container start (None: none).
     devices: devicemanager.DeviceManager | None = None
+    # DRA claims: prepared before the sandbox, their CDI devices given at container start,
+    # unprepared once the containers stopped (None: no DRA manager).
+    claims: dra.DraManager | None = None
 
 
 @dataclass(frozen=True)
@@ -273,6 +279,7 @@ class PodSyncer:
         self._volumes = managers.volumes
         self._probes = managers.probes
         self._devices = managers.devices
+        self._claims = managers.claims
         self._recorder = recorder
         self._settings = settings
         self._node = node
@@ -308,7 +315,8 @@ class PodSyncer:
         self._containers = containers.ContainerRunner(
             client=client, recorder=recorder, puller=self._puller,
             hooks=hooks.HookRunner(client=client), lookup=lookup or vol.no_objects,
-            services=self._services, devices=managers.devices,
+            services=self._services,
+            devices=containers.DeviceSources(plugins=managers.devices, claims=managers.claims),
             node=containers.NodeContext(
                 pods_root=node.pods_root, security=node.security,
                 downward=_downward_node(settings.node_name, node),
@@ -675,6 +683,7 @@ class PodSyncer:
             work.restarts.clear()
             work.waiting.clear()
         fresh_pod = not state.sandboxes and not state.containers
+        await self._prepare_claims(pod)
         # The slot covers the sandbox's preparation, its creation and reading it back until
         # the condition is published: a burst's first sandboxes are not prepared behind
         # every other pod's preparation (with the QoS update shared, 100 pods' first
@@ -699,6 +708,18 @@ class PodSyncer:
             self.publish(pod, state, work)
         self._observer.sandbox_ready(pod, work.sandbox_returned_at)
         return state
+
+    async def _prepare_claims(self, pod: pods.Pod) -> None:
+        """The pod's ResourceClaims prepared by their DRA drivers before its sandbox is made
+        (the kubelet's PrepareDynamicResources); no sandbox until they are."""
+        if self._claims is None or not pod.spec.resource_claims:
+            return
+        try:
+            await self._claims.prepare(pod)
+        except dra.PrepareError as exc:
+            self._recorder.record(pod, "Warning", ev.FAILED_PREPARE_DYNAMIC_RESOURCES,
+                                  f"Failed to prepare dynamic resources: {exc.message}")
+            raise SyncError(f"pod {pod.full_name}: {exc.message}") from exc
 
     async def _run_sandbox(self, pod: pods.Pod, attempt: int, work: PodWork) -> runtime.SandboxID:
         config = await self._new_sandbox_config(pod, attempt, work)
@@ -1014,9 +1035,11 @@ class PodSyncer:
             self._qos_changed()
         state = await self._relister.refresh_pod(pod.uid)
         try:
-            await self._killer.kill(pod, state, grace=podactions.grace_period(pod),
-                                     stopped=work.stopped_sandboxes)
-            state = await self._relister.refresh_pod(pod.uid)
+            state = await self._kill_all(pod, state, work)
+            # After every container stopped, before the status says so (the kubelet's
+            # order: the claims' deallocation follows the pod's terminal status).
+            if self._claims is not None:
+                await self._claims.unprepare(pod)
             # The last status: containers terminated, sandbox stopped, the condition False,
             # and (API pods) a terminal phase, which the final delete waits for.
             # (Published before removal: without the containers it would read as Pending.)
@@ -1037,10 +1060,30 @@ class PodSyncer:
                 await asyncio.to_thread(loglinks.remove_into, self._settings.logs.links_dir,
                                         log_directory)
                 await asyncio.to_thread(shutil.rmtree, log_directory, True)
+        except dra.PrepareError as exc:
+            raise SyncError(f"pod {pod.full_name}: {exc.message}") from exc
         except (cri.CriError, volumes.VolumeError) as exc:
             self._recorder.record(pod, "Warning", ev.FAILED_KILL_POD, f"error killing pod: {exc}")
             raise SyncError(f"kill pod {pod.full_name}: {exc}") from exc
         self._puller.forget_pod(pod.uid)
+
+    async def _kill_all(self, pod: pods.Pod, state: runtime.PodRuntime,
+                        work: PodWork) -> runtime.PodRuntime:
+        """Kill what runs of `pod` within its grace period, and again what started after the
+        runtime was read (a cancelled sync's CreateContainer or StartContainer that the runtime
+        finished anyway), within what is left of the same grace; the state after."""
+        grace = podactions.grace_period(pod)
+        deadline = time.monotonic() + grace
+        for _ in range(_KILL_ROUNDS):
+            await self._killer.kill(pod, state, grace=grace, stopped=work.stopped_sandboxes)
+            state = await self._relister.refresh_pod(pod.uid)
+            if all(c.state is runtime.ContainerState.EXITED for c in state.containers):
+                break
+            log.info("pod %s (%s): a container started while the pod was being killed; "
+                     "killing it too", pod.full_name, pod.uid)
+            grace = max(deadline - time.monotonic(), 0.0)
+            work.stopped_sandboxes.clear()  # a sandbox is stopped again with what runs in it
+        return state
 
     async def _remove_containers(self, state: runtime.PodRuntime) -> None:
         """Remove a terminated pod's containers and sandboxes (a pod that starts again keeps

@@ -137,6 +137,7 @@ class ApiPodSource:
         source = _without_status(obj)
         api_conditions = others_conditions(obj)
         terminal = (obj.get("status") or {}).get("phase") in _TERMINAL
+        claim_statuses = _claim_statuses(obj)
         pod: pods.Pod | None
         if cached is not None and cached.pod is not None and cached.source == source:
             # Most watch events of a pod are status writes (nodelet's own PATCHes: 4 per pod
@@ -148,9 +149,11 @@ class ApiPodSource:
             read = cached.pod if cached is not None and not cached.stand_in else None
             pod, stand_in = self._parse(uid, source, read)
         if pod is not None and (pod.api_conditions != api_conditions
-                                or pod.terminal_in_api != terminal):
+                                or pod.terminal_in_api != terminal
+                                or pod.resource_claim_statuses != claim_statuses):
             pod = dataclasses.replace(pod, api_conditions=api_conditions,
-                                      terminal_in_api=terminal)
+                                      terminal_in_api=terminal,
+                                      resource_claim_statuses=claim_statuses)
         self._converted[uid] = _Converted(rv, source, pod, stand_in)
         return pod
 
@@ -207,6 +210,13 @@ def others_conditions(obj: Mapping[str, Any]) -> tuple[apijson.Obj, ...]:
     found = (obj.get("status") or {}).get("conditions") or ()
     return tuple(c for c in found
                  if isinstance(c, dict) and c.get("type") not in conditions.WRITTEN_TYPES)
+
+
+def _claim_statuses(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """status.resourceClaimStatuses: the claims made from the pod's templates."""
+    found = (obj.get("status") or {}).get("resourceClaimStatuses") or ()
+    return tuple((str(c.get("name", "")), str(c.get("resourceClaimName") or ""))
+                 for c in found if isinstance(c, dict))
 
 
 def _without_status(obj: apijson.Obj) -> apijson.Obj:

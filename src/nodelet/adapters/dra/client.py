@@ -1,0 +1,91 @@
+"""A client of one DRA driver's DRAPlugin service (v1), over `grpc.aio` on its unix socket, in
+plain values (`model.core.resourceclaims`).
+
+A call that fails raises `DriverError` with grpc-go's rendering of the error (`rpc error: code
+= Unavailable desc = ...`), as the kubelet's messages carry it. A claim the driver failed is
+not an error of the call: its answer carries the driver's words (`ClaimAnswer.error`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from nodelet.adapters.dra.gen import dra_pb2 as pb
+from nodelet.adapters.dra.gen import dra_pb2_grpc as pb_grpc
+from nodelet.helpers import errors
+from nodelet.model.core import resourceclaims as rc
+
+# The gRPC service of the protocol's v1, as drivers name it in their supported versions.
+SERVICE_V1 = "v1.DRAPlugin"
+
+
+class DriverError(errors.MessageError):
+    """A call to a DRA driver that failed."""
+
+
+@dataclass(frozen=True)
+class ClaimAnswer:
+    """A driver's answer for one claim: its prepared devices, or why not (`error`)."""
+
+    devices: tuple[rc.PreparedDevice, ...] = ()
+    error: str = ""
+
+
+def _go_code(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_")) if name != "OK" else "OK"
+
+
+def _error(exc: grpc.aio.AioRpcError) -> DriverError:
+    code = exc.code().name if exc.code() is not None else "UNKNOWN"
+    details = exc.details() or ""
+    if code == "DEADLINE_EXCEEDED" and details == "Deadline Exceeded":
+        details = "context deadline exceeded"
+    return DriverError(f"rpc error: code = {_go_code(code)} desc = {details}")
+
+
+def _claims(claims: Sequence[rc.ClaimRef]) -> list[pb.Claim]:
+    return [pb.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+
+
+class DriverClient:
+    """The DRAPlugin service at `endpoint` (a unix socket path); calls have a deadline of
+    `timeout` seconds. `close()` at the end."""
+
+    def __init__(self, endpoint: str, *, timeout: float) -> None:
+        self.endpoint = endpoint
+        self._timeout = timeout
+        target = endpoint if endpoint.startswith("unix:") else f"unix://{endpoint}"
+        self._channel = grpc.aio.insecure_channel(target)
+        self._stub = pb_grpc.DRAPluginStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close(None)
+
+    async def prepare(self, claims: Sequence[rc.ClaimRef]) -> dict[str, ClaimAnswer]:
+        """NodePrepareResources: the driver's answer per claim UID."""
+        try:
+            answer = await self._stub.NodePrepareResources(
+                pb.NodePrepareResourcesRequest(claims=_claims(claims)), timeout=self._timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise _error(exc) from exc
+        except grpc.aio.UsageError as exc:  # the channel was closed (the driver went away)
+            raise DriverError(f"the driver's connection was closed: {exc}") from exc
+        return {uid: ClaimAnswer(tuple(
+            rc.PreparedDevice(request_names=tuple(d.request_names), pool=d.pool_name,
+                              device=d.device_name, cdi_ids=tuple(d.cdi_device_ids))
+            for d in result.devices), result.error) for uid, result in answer.claims.items()}
+
+    async def unprepare(self, claims: Sequence[rc.ClaimRef]) -> dict[str, str]:
+        """NodeUnprepareResources: per claim UID, the driver's error ("" when it succeeded)."""
+        try:
+            answer = await self._stub.NodeUnprepareResources(
+                pb.NodeUnprepareResourcesRequest(claims=_claims(claims)),
+                timeout=self._timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise _error(exc) from exc
+        except grpc.aio.UsageError as exc:
+            raise DriverError(f"the driver's connection was closed: {exc}") from exc
+        return {uid: result.error for uid, result in answer.claims.items()}

@@ -1,0 +1,297 @@
+"""Dynamic resource allocation on the node: the DRA drivers registered here and the claims
+they prepared (the kubelet's pkg/kubelet/cm/dra manager and its plugin manager).
+
+- **Drivers** register through the plugin registry (type `DRAPlugin`, `services.plugins`):
+  one that does not offer the `v1.DRAPlugin` service is refused with the kubelet's words.
+- **prepare(pod)**, before the pod's sandbox is made: each of its claims is read from the
+  API and checked (`model.core.resourceclaims.checked_claim`), every driver it needs must be
+  registered, and only then is anything recorded: the pod is added to each claim's pods (the
+  checkpoint written), and the claims not prepared yet are prepared, one call per driver.
+  A failure raises `PrepareError` in the kubelet's words; the sync records it as
+  FailedPrepareDynamicResources and makes no sandbox.
+- **cdi_devices(pod, container)**: the CDI devices of the claims the container names.
+- **unprepare(pod)**, once its containers have stopped: the pod leaves each claim; a claim no
+  other pod uses is unprepared by its drivers and forgotten. A pod not known to the cache (a
+  restart whose checkpoint was lost) is looked up by its spec.
+- **reconcile()**, every `reconcile_period` seconds once the pod sources are synced: the
+  claims of pods no longer active are unprepared (a pod deleted while nodelet was down).
+
+The claims known to the node are kept in `<data dir>/dra_manager_state`, so that a restart
+still unprepares what was prepared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+from nodelet.adapters.dra import client as dra
+from nodelet.helpers import errors
+from nodelet.model.core import pods
+from nodelet.model.core import resourceclaims as rc
+
+log = logging.getLogger(__name__)
+
+DRA_PLUGIN = "DRAPlugin"
+# The services the kubelet speaks, newest first (nodelet speaks v1 only).
+SUPPORTED_SERVICES = (dra.SERVICE_V1,)
+
+
+class PrepareError(errors.MessageError):
+    """A pod's claims cannot be prepared (yet), or unprepared."""
+
+
+class ClaimReader(Protocol):
+    async def resource_claim(self, namespace: str, name: str) -> Any:
+        """The ResourceClaim as v1 JSON; raises errors.MessageError with the API's words."""
+
+
+class DraManager:
+    """The DRAPlugin handler of the plugin watcher, and the claims prepared on the node."""
+
+    def __init__(self, *, state_dir: Path, claims: ClaimReader,
+                 active: Callable[[], set[str]], ready: Callable[[], bool],
+                 call_timeout: float = 45.0, reconcile_period: float = 60.0) -> None:
+        self._file = state_dir / rc.CHECKPOINT_NAME
+        self._claims = claims
+        self._active = active
+        self._ready = ready
+        self._timeout = call_timeout
+        self._period = reconcile_period
+        self._drivers: dict[str, dra.DriverClient] = {}
+        self._retired: list[dra.DriverClient] = []
+        self._infos: dict[tuple[str, str], rc.ClaimInfo] = {}
+        self._lock = asyncio.Lock()
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Read the checkpoint (the claims prepared before a restart)."""
+        try:
+            blob = await asyncio.to_thread(self._file.read_bytes)
+        except FileNotFoundError:
+            return
+        try:
+            infos = rc.decode_checkpoint(blob)
+        except rc.CheckpointError as exc:
+            log.error("%s (%s); claims prepared before may not be unprepared", exc.message,
+                      self._file)
+            return
+        self._infos = {(i.ref.namespace, i.ref.name): i for i in infos}
+        log.info("DRA checkpoint: %d claims", len(infos))
+
+    async def run(self) -> None:
+        """Unprepare the claims of inactive pods every `reconcile_period` seconds."""
+        while True:
+            await asyncio.sleep(self._period)
+            if self._ready():
+                await self.reconcile()
+
+    async def close(self) -> None:
+        for driver in (*self._drivers.values(), *self._retired):
+            await driver.close()
+        self._drivers.clear()
+        self._retired.clear()
+
+    # -- registration --------------------------------------------------------------------
+
+    async def register(self, name: str, endpoint: str, versions: tuple[str, ...]) -> None:
+        """ValidatePlugin and RegisterPlugin: a driver that offers `v1.DRAPlugin`."""
+        if not name:
+            raise PrepareError("DRA driver name is empty")
+        if not versions:
+            problem = "empty list of supported gRPC services (aka supported versions)"
+        elif not any(v in SUPPORTED_SERVICES for v in versions):
+            problem = (f"none of services supported by the plugin ({_quoted(versions)}) are "
+                       f"supported by the kubelet ({_quoted(SUPPORTED_SERVICES)})")
+        else:
+            problem = ""
+        if problem:
+            raise PrepareError(f"invalid supported gRPC versions of DRA driver plugin {name} "
+                               f"at endpoint {endpoint}: {problem}")
+        old = self._drivers.get(name)
+        if old is not None:
+            self._retired.append(old)  # a sync may still wait on its calls
+        self._drivers[name] = dra.DriverClient(endpoint, timeout=self._timeout)
+        log.info("DRA driver %s registered (%s)", name, endpoint)
+
+    async def deregister(self, name: str) -> None:
+        old = self._drivers.pop(name, None)
+        if old is not None:
+            self._retired.append(old)
+        log.info("DRA driver %s deregistered", name)
+
+    def drivers(self) -> list[str]:
+        return sorted(self._drivers)
+
+    def _driver(self, name: str) -> dra.DriverClient:
+        driver = self._drivers.get(name)
+        if driver is None:
+            raise PrepareError(f"DRA driver {name} is not registered")
+        return driver
+
+    # -- prepare ---------------------------------------------------------------------------
+
+    async def prepare(self, pod: pods.Pod) -> None:
+        """Prepare the pod's claims (see the module); PrepareError when they cannot be."""
+        if not pod.spec.resource_claims:
+            return
+        try:
+            async with self._lock:
+                await self._prepare(pod)
+        except (errors.MessageError, dra.DriverError) as exc:
+            raise PrepareError(f"prepare dynamic resources: {exc.message}") from exc
+
+    async def _prepare(self, pod: pods.Pod) -> None:
+        # First check everything, changing nothing: a pod that cannot start can be deleted
+        # without a driver being asked to unprepare what it never prepared.
+        checked: list[rc.CheckedClaim] = []
+        for claim in pod.spec.resource_claims:
+            name, must_check_owner = rc.claim_name(pod, claim)
+            try:
+                obj = await self._claims.resource_claim(pod.namespace, name)
+            except errors.MessageError as exc:
+                raise PrepareError(f"fetch ResourceClaim {name}: {exc.message}") from exc
+            found = rc.checked_claim(pod, name, must_check_owner, obj)
+            for driver in found.prepare_drivers:
+                self._driver(driver)
+            checked.append(found)
+        batches: dict[str, list[rc.ClaimRef]] = {}
+        for found in checked:
+            key = (found.ref.namespace, found.ref.name)
+            info = self._infos.get(key)
+            if info is None:
+                info = rc.ClaimInfo(found.ref, found.prepare_drivers, found.unprepare_drivers)
+                self._infos[key] = info
+            elif info.ref.uid != found.ref.uid:
+                raise PrepareError(f"old ResourceClaim with same name {found.ref.name} and "
+                                   f"different UID {info.ref.uid} still exists (previous pod "
+                                   "force-deleted?!)")
+            info.pod_uids.add(pod.uid)
+            if not info.prepared:
+                for driver in info.prepare_drivers:
+                    batches.setdefault(driver, []).append(info.ref)
+        await self._save()
+        for driver, refs in sorted(batches.items()):
+            answers = await self._driver(driver).prepare(refs)
+            by_uid = {ref.uid: ref for ref in refs}
+            for uid, answer in answers.items():
+                ref = by_uid.get(uid)
+                if ref is None:
+                    raise PrepareError(f"NodePrepareResources returned result for unknown "
+                                       f"claim UID {uid}")
+                if answer.error:
+                    raise PrepareError(f"NodePrepareResources failed for ResourceClaim "
+                                       f"{ref.name}: {answer.error}")
+                self._infos[(ref.namespace, ref.name)].devices[driver] = answer.devices
+            if len(answers) != len(refs):
+                raise PrepareError(f"NodePrepareResources skipped "
+                                   f"{len(refs) - len(answers)} ResourceClaims")
+        for found in checked:
+            self._infos[(found.ref.namespace, found.ref.name)].prepared = True
+        await self._save()
+        log.info("prepared the ResourceClaims of pod %s: %s", pod.full_name,
+                 ", ".join(f.ref.name for f in checked))
+
+    def cdi_devices(self, pod: pods.Pod, container: pods.Container) -> tuple[str, ...]:
+        """The CDI devices `container` gets of its pod's prepared claims."""
+        if not container.resources.claims:
+            return ()
+        prepared = {name: info for (namespace, name), info in self._infos.items()
+                    if namespace == pod.namespace and pod.uid in info.pod_uids}
+        return rc.cdi_devices(pod, container, prepared)
+
+    # -- unprepare -------------------------------------------------------------------------
+
+    async def unprepare(self, pod: pods.Pod) -> None:
+        """The pod leaves its claims; those no pod uses any more are unprepared."""
+        keys = self._claims_of(pod.uid) or [(pod.namespace, n) for n in rc.claim_names(pod)]
+        if not keys:
+            return
+        try:
+            async with self._lock:
+                await self._unprepare(pod.uid, keys)
+        except (errors.MessageError, dra.DriverError) as exc:
+            raise PrepareError(f"unprepare dynamic resources: {exc.message}") from exc
+
+    def _claims_of(self, uid: str) -> list[tuple[str, str]]:
+        return sorted(key for key, info in self._infos.items() if uid in info.pod_uids)
+
+    async def _unprepare(self, uid: str, keys: Iterable[tuple[str, str]]) -> None:
+        batches: dict[str, list[rc.ClaimRef]] = {}
+        done: list[rc.ClaimInfo] = []
+        for key in keys:
+            info = self._infos.get(key)
+            if info is None or uid not in info.pod_uids:
+                continue
+            if len(info.pod_uids) > 1:
+                info.pod_uids.discard(uid)
+                continue
+            done.append(info)
+            for driver in info.unprepare_drivers:
+                batches.setdefault(driver, []).append(info.ref)
+        for driver, refs in sorted(batches.items()):
+            answers = await self._driver(driver).unprepare(refs)
+            by_uid = {ref.uid: ref for ref in refs}
+            for claim_uid, error in answers.items():
+                ref = by_uid.get(claim_uid)
+                if ref is None:
+                    raise PrepareError(f"NodeUnprepareResources returned result for unknown "
+                                       f"claim UID {claim_uid}")
+                if error:
+                    raise PrepareError(f"NodeUnprepareResources failed for ResourceClaim "
+                                       f"{ref.name}: {error}")
+            if len(answers) != len(refs):
+                raise PrepareError(f"NodeUnprepareResources skipped "
+                                   f"{len(refs) - len(answers)} ResourceClaims")
+        for info in done:
+            self._infos.pop((info.ref.namespace, info.ref.name), None)
+        await self._save()
+        if done:
+            log.info("unprepared ResourceClaims %s (pod %s)",
+                     ", ".join(i.ref.name for i in done), uid)
+
+    async def reconcile(self) -> None:
+        """Unprepare the claims of every pod that is no longer active."""
+        active = self._active()
+        inactive = {uid for info in self._infos.values() for uid in info.pod_uids - active}
+        for uid in sorted(inactive):
+            try:
+                async with self._lock:
+                    await self._unprepare(uid, self._claims_of(uid))
+            except (errors.MessageError, dra.DriverError) as exc:
+                log.info("unpreparing the claims of pod %s failed, will retry: %s", uid,
+                         exc.message)
+
+    def claims(self) -> list[rc.ClaimInfo]:
+        """The claims known to the node (for the pod resources API and the tests' eyes)."""
+        return [self._infos[key] for key in sorted(self._infos)]
+
+    # -- checkpoint ------------------------------------------------------------------------
+
+    async def _save(self) -> None:
+        blob = rc.encode_checkpoint(self._infos.values())
+        try:
+            await asyncio.to_thread(_write, self._file, blob)
+        except OSError as exc:
+            raise PrepareError(f"checkpoint ResourceClaim state: {exc}") from exc
+
+
+def _write(path: Path, blob: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(blob)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+def _quoted(values: Iterable[str]) -> str:
+    """A Go %q of a string slice: ["a" "b"]."""
+    return "[" + " ".join(f'"{v}"' for v in values) + "]"
