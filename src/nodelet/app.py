@@ -231,7 +231,7 @@ class Agent:
         # The pod resources API: which devices each active pod's containers hold.
         self.pod_resources = podresourceslister.PodResourcesService(
             active=self.admitted.all, known=lambda: [pod for pod, _ in self.pods()],
-            devices=self.device_manager)
+            devices=self.device_manager, claims=self.dra)
         self._pod_resources_server = podresourcesserver.PodResourcesServer(
             s.pod_resources_dir / "kubelet.sock", self.pod_resources)
         await self._pod_resources_server.start()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from support import podresources
 from support.controlplane import AdminClient, ControlPlane, pod, pod_path
 from support.dra import DRIVER, running_driver
 from support.polling import eventually
@@ -118,6 +119,17 @@ async def test_a_claim_from_a_template_gets_the_drivers_device_and_is_unprepared
                 without_env = await logs(control_plane, namespace, "dra-1", "without")
                 assert "user_a=b" not in without_env and "claim_" not in without_env
                 assert len(d.cdi_files()) == 1, d.cdi_files()
+                # The pod resources API shows the claim on the container that names it.
+                listed = await podresources.answer(
+                    node.settings.pod_resources_dir / "kubelet.sock", "get", namespace, "dra-1")
+                by_name = {c["name"]: c for c in listed["pod_resources"]["containers"]}
+                dynamic = by_name["with"]["dynamic_resources"]
+                assert [(r["claim_name"], r["claim_namespace"]) for r in dynamic] == [
+                    (claim, namespace)], dynamic
+                device = dynamic[0]["claim_resources"][0]
+                assert device["driver_name"] == DRIVER and device["pool_name"] == NODE, device
+                assert device["cdi_devices"][0]["name"].startswith(f"{DRIVER}/test="), device
+                assert "dynamic_resources" not in by_name["without"], by_name
 
                 # Deleted while nodelet is down: unprepared from the checkpoint after.
                 await node.stop(terminate_pods=False)

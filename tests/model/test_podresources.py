@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nodelet.model.core import devices, podresources, pods
+from nodelet.model.core import resourceclaims as rc
 from nodelet.model.core.devices import Device, Resource
 from nodelet.model.core.podresources import ContainerDevices, ContainerResources, PodResources
 
@@ -58,3 +59,15 @@ def test_each_device_is_an_entry_per_numa_node(
 def test_allocatable_is_every_healthy_device_of_a_connected_plugin(
         resources: list[Resource], entries: tuple[ContainerDevices, ...]) -> None:
     assert podresources.allocatable(resources) == entries
+
+
+def test_a_containers_claims_list_each_prepared_device_with_its_own_cdi_devices() -> None:
+    info = rc.ClaimInfo(rc.ClaimRef("team", "cu", "p-gpu"), ("d",), ("d",), {"u-1"}, True, {
+        "d": (rc.PreparedDevice(("r",), "pool", "dev-0", ("d/x=0",)),
+              rc.PreparedDevice(("r",), "pool", "dev-1", ("d/x=1",)))})
+    dynamic = podresources.dynamic([info])
+    assert dynamic == (podresources.DynamicResource("p-gpu", "team", (
+        podresources.ClaimResource("d", "pool", "dev-0", ("d/x=0",)),
+        podresources.ClaimResource("d", "pool", "dev-1", ("d/x=1",)))),)
+    entry = podresources.pod_resources(POD, {}, dynamic_of={"a": dynamic})
+    assert [c.dynamic for c in entry.containers] == [(), dynamic, ()]

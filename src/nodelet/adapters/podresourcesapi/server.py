@@ -67,9 +67,18 @@ def _devices(found: pr.ContainerDevices) -> pb.ContainerDevices:
     return out
 
 
+def _dynamic(found: pr.DynamicResource) -> pb.DynamicResource:
+    return pb.DynamicResource(
+        claim_name=found.claim_name, claim_namespace=found.claim_namespace,
+        claim_resources=[pb.ClaimResource(
+            cdi_devices=[pb.CDIDevice(name=n) for n in r.cdi_ids], driver_name=r.driver,
+            pool_name=r.pool, device_name=r.device) for r in found.resources])
+
+
 def _pod(found: pr.PodResources) -> pb.PodResources:
     return pb.PodResources(name=found.name, namespace=found.namespace, containers=[
-        pb.ContainerResources(name=c.name, devices=[_devices(d) for d in c.devices])
+        pb.ContainerResources(name=c.name, devices=[_devices(d) for d in c.devices],
+                              dynamic_resources=[_dynamic(r) for r in c.dynamic])
         for c in found.containers])
 
 

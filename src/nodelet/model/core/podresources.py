@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from nodelet.model.core import devices, pods
+from nodelet.model.core import devices, pods, resourceclaims
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,29 @@ class ContainerDevices:
 
 
 @dataclass(frozen=True)
+class ClaimResource:
+    """One device of a DRA claim, as the pod resources API shows it."""
+
+    driver: str
+    pool: str
+    device: str
+    cdi_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DynamicResource:
+    """A DRA claim a container names, with its prepared devices."""
+
+    claim_name: str
+    claim_namespace: str
+    resources: tuple[ClaimResource, ...] = ()
+
+
+@dataclass(frozen=True)
 class ContainerResources:
     name: str
     devices: tuple[ContainerDevices, ...] = ()
+    dynamic: tuple[DynamicResource, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,9 +92,22 @@ def allocatable(resources: Iterable[devices.Resource]) -> tuple[ContainerDevices
     return tuple(out)
 
 
+def dynamic(claims: Iterable[resourceclaims.ClaimInfo]) -> tuple[DynamicResource, ...]:
+    """The claims a container names (the kubelet's GetDynamicResources): every device each
+    driver prepared, with that device's CDI devices."""
+    return tuple(DynamicResource(info.ref.name, info.ref.namespace, tuple(
+        ClaimResource(driver, d.pool, d.device, d.cdi_ids)
+        for driver in sorted(info.devices) for d in info.devices[driver]))
+        for info in claims)
+
+
 def pod_resources(pod: pods.Pod, devices_of: Mapping[str, Mapping[str, Mapping[int, tuple[
-        str, ...]]]], *, sidecars: bool = True) -> PodResources:
-    """The pod's entry; `devices_of`: by container name, what `assigned` takes."""
+        str, ...]]]], *, sidecars: bool = True,
+        dynamic_of: Mapping[str, tuple[DynamicResource, ...]] | None = None) -> PodResources:
+    """The pod's entry; `devices_of`: by container name, what `assigned` takes; `dynamic_of`:
+    by container name, its claims (`dynamic`)."""
+    claimed = dynamic_of or {}
     return PodResources(pod.name, pod.namespace, tuple(
-        ContainerResources(c.name, assigned(devices_of.get(c.name, {})))
+        ContainerResources(c.name, assigned(devices_of.get(c.name, {})),
+                           claimed.get(c.name, ()))
         for c in containers(pod, sidecars=sidecars)))

@@ -150,6 +150,19 @@ def _drivers(results: Iterable[Mapping[str, Any]], operation: str) -> tuple[str,
     return tuple(sorted(d for d, take in taking.items() if take and d))
 
 
+def container_claim_names(pod: pods.Pod, container: pods.Container) -> list[str]:
+    """The ResourceClaims `container` names through `resources.claims` (once each)."""
+    named = {name for name, _request in container.resources.claims}
+    found: list[str] = []
+    for claim in pod.spec.resource_claims:
+        if claim.name in named:
+            try:
+                found.append(claim_name(pod, claim)[0])
+            except ClaimError:
+                continue
+    return found
+
+
 def cdi_devices(pod: pods.Pod, container: pods.Container,
                 prepared: Mapping[str, ClaimInfo]) -> tuple[str, ...]:
     """The CDI devices `container` gets from the claims it names (GetResources): `prepared`

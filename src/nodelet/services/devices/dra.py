@@ -267,6 +267,12 @@ class DraManager:
                 log.info("unpreparing the claims of pod %s failed, will retry: %s", uid,
                          exc.message)
 
+    def container_claims(self, pod: pods.Pod, container: pods.Container) -> list[rc.ClaimInfo]:
+        """The prepared claims `container` names (for the pod resources API)."""
+        found = (self._infos.get((pod.namespace, name))
+                 for name in rc.container_claim_names(pod, container))
+        return [info for info in found if info is not None and pod.uid in info.pod_uids]
+
     def claims(self) -> list[rc.ClaimInfo]:
         """The claims known to the node (for the pod resources API and the tests' eyes)."""
         return [self._infos[key] for key in sorted(self._infos)]

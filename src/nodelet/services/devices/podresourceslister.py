@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection
 
 from nodelet.model.core import podresources as pr
 from nodelet.model.core import pods
-from nodelet.services.devices import devicemanager
+from nodelet.services.devices import devicemanager, dra
 
 _METRICS = (
     ("requests_total", "Cumulative number of requests to the PodResource endpoint. Broken "
@@ -52,10 +52,12 @@ class PodResourcesService:
 
     def __init__(self, *, active: Callable[[], Collection[pods.Pod]],
                  known: Callable[[], Collection[pods.Pod]],
-                 devices: devicemanager.DeviceManager) -> None:
+                 devices: devicemanager.DeviceManager,
+                 claims: dra.DraManager | None = None) -> None:
         self._active = active
         self._known = known
         self._devices = devices
+        self._claims = claims
         self.counts: Counter[tuple[str, str]] = Counter()  # by (metric, API version)
 
     def _count(self, what: str) -> None:
@@ -63,7 +65,15 @@ class PodResourcesService:
         self.counts[what, "v1"] += 1
 
     def _of(self, pod: pods.Pod) -> pr.PodResources:
-        return pr.pod_resources(pod, self._devices.assigned(pod.uid))
+        return pr.pod_resources(pod, self._devices.assigned(pod.uid),
+                                dynamic_of=self._dynamic(pod))
+
+    def _dynamic(self, pod: pods.Pod) -> dict[str, tuple[pr.DynamicResource, ...]]:
+        """Each container's DRA claims (the DynamicResourceAllocation part of the API)."""
+        if self._claims is None or not pod.spec.resource_claims:
+            return {}
+        return {c.name: pr.dynamic(self._claims.container_claims(pod, c))
+                for c in pr.containers(pod)}
 
     def pods(self) -> list[pr.PodResources]:
         self._count("requests_list")
