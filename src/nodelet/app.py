@@ -214,7 +214,7 @@ class Agent:
         self._group.spawn("dra-reconcile", self.dra.run())
         # CSI and DRA drivers register through the plugin registry.
         self._group.spawn("plugin-watcher", registration.PluginWatcher(
-            directory=s.data_dir / "plugins_registry",
+            directory=s.plugins_registry_dir,
             handlers={registration.CSI_PLUGIN: self.csi_drivers, dra.DRA_PLUGIN: self.dra},
             rescan=s.plugins.rescan_period, call_timeout=s.plugins.registration_timeout).run())
         # Device plugins register on kubelet.sock; the syncer admits and starts with them.

@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where the pod resources API's kubelet.sock is served (default: "
                           "<data-dir>/pod-resources; the kubelet's is "
                           "/var/lib/kubelet/pod-resources)")
+    run.add_argument("--plugins-registry-dir", type=Path, metavar="DIR",
+                     help="where CSI and DRA drivers put their registration sockets "
+                          "(default: <data-dir>/plugins_registry; the kubelet's is "
+                          "/var/lib/kubelet/plugins_registry)")
     run.add_argument("--listen", type=_parse_listen, default=("127.0.0.1", 10255),
                      help="HTTP API address HOST:PORT (default: 127.0.0.1:10255)")
     run.add_argument("--read-only-port", type=int, metavar="PORT",
@@ -270,6 +274,8 @@ def settings_from_args(args: argparse.Namespace) -> settings.Settings:
                         if args.device_plugins_dir else None,
                         pod_resources_dir=args.pod_resources_dir.resolve()
                         if args.pod_resources_dir else None),
+        plugins=replace(base.plugins, registry_dir=args.plugins_registry_dir.resolve()
+                        if args.plugins_registry_dir else None),
         gates=settings.parse_feature_gates(args.feature_gates),
         runtime=replace(base.runtime, endpoint=args.runtime_endpoint,
                         pod_cidrs=tuple(args.pod_cidr),

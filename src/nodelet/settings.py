@@ -557,6 +557,9 @@ class PluginSettings:
     # deadline of the registration calls (GetInfo, NotifyRegistrationStatus).
     rescan_period: float = 5.0
     registration_timeout: float = 10.0
+    # The registry directory; None: `<data dir>/plugins_registry` (the kubelet's
+    # /var/lib/kubelet/plugins_registry under its root dir).
+    registry_dir: Path | None = None
     # Deadline of a CSI Node service call (stage, publish, ...): the kubelet's csiTimeout.
     csi_call_timeout: float = 120.0
     # Deadline of a DRA driver call (NodePrepareResources, NodeUnprepareResources): the
@@ -653,6 +656,10 @@ class Settings:
     @property
     def device_plugins_dir(self) -> Path:
         return self.devices.plugins_dir or self.data_dir / "device-plugins"
+
+    @property
+    def plugins_registry_dir(self) -> Path:
+        return self.plugins.registry_dir or self.data_dir / "plugins_registry"
 
     @property
     def pod_resources_dir(self) -> Path:

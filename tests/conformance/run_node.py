@@ -97,6 +97,10 @@ HOST_NODE_PORT = 10250
 HOST_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 # Where the pod resources specs dial the pod resources API (the kubelet's default root).
 HOST_POD_RESOURCES = "/var/lib/kubelet/pod-resources"
+# Where the DRA specs' in-process drivers register (the kubelet's plugin registry).
+HOST_PLUGINS_REGISTRY = "/var/lib/kubelet/plugins_registry"
+# The kubelet peer serves both under its own root dir: linked from these paths while it runs.
+HOST_LINKED = (HOST_POD_RESOURCES, HOST_PLUGINS_REGISTRY)
 
 
 @dataclass(frozen=True)
@@ -231,10 +235,11 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
     extra = ["--manifests", str(manifests), *(
         [*(f"--runtime-handler={h}" for h in HOST_RUNTIME_HANDLERS),
          f"--healthz-port={HOST_HEALTHZ_PORT}", f"--device-plugins-dir={HOST_DEVICE_PLUGINS}",
-         f"--pod-resources-dir={HOST_POD_RESOURCES}", f"--port={HOST_NODE_PORT}"]
+         f"--pod-resources-dir={HOST_POD_RESOURCES}",
+         f"--plugins-registry-dir={HOST_PLUGINS_REGISTRY}", f"--port={HOST_NODE_PORT}"]
         if host else ["--healthz-port=0"])]
     if host:
-        remove_pod_resources_dir()  # a link a kubelet run cut short left
+        remove_host_links()  # links a kubelet run cut short left
     node = run.start_node(plane, root / "node", log, extra=extra,
                           cgroup_root=HOST_CGROUP_ROOT if host else None,
                           read_only=HOST_READ_ONLY_PORT if host else None)
@@ -248,7 +253,7 @@ async def nodelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
         node.stop()
         if host:
             remove_kubepods()
-            remove_pod_resources_dir()
+            remove_host_links()
 
 
 @contextlib.asynccontextmanager
@@ -312,31 +317,38 @@ def remove_kubepods() -> None:
 
 
 @contextlib.contextmanager
-def pod_resources_link(target: Path) -> Iterator[None]:
-    """HOST_POD_RESOURCES as a link to the kubelet's pod resources directory while it runs:
-    the kubelet serves the API under its root dir (here the peer's own), the specs dial the
-    default root's. An empty directory there (nodelet's, left after its run) is replaced; one
-    with anything in it is left alone, and the specs then fail as they would."""
-    link = Path(HOST_POD_RESOURCES)
-    linked = False
-    try:
-        remove_pod_resources_dir()
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(target, target_is_directory=True)
-        linked = True
-    except OSError as exc:
-        print(f"[kubelet] {link} not linked to {target}: {exc}", flush=True)
+def host_links(root: Path) -> Iterator[None]:
+    """HOST_LINKED as links to the kubelet's directories under its root dir `root` while it
+    runs: it serves the pod resources API and watches its plugin registry there (the peer's
+    own root), the specs dial the default root's. An empty directory there (nodelet's, left
+    after its run) is replaced; one with anything in it is left alone, and the specs then
+    fail as they would."""
+    linked = []
+    for host in HOST_LINKED:
+        link, target = Path(host), root / Path(host).name
+        try:
+            _remove_host_dir(link)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            target.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(target, target_is_directory=True)
+            linked.append(link)
+        except OSError as exc:
+            print(f"[kubelet] {link} not linked to {target}: {exc}", flush=True)
     try:
         yield
     finally:
-        if linked:
-            remove_pod_resources_dir()
+        for link in linked:
+            _remove_host_dir(link)
 
 
-def remove_pod_resources_dir() -> None:
-    """HOST_POD_RESOURCES if it is a link (the kubelet's, maybe left by a run cut short) or an
-    empty directory (nodelet's socket goes at its stop)."""
-    path = Path(HOST_POD_RESOURCES)
+def remove_host_links() -> None:
+    """Each of HOST_LINKED that is a link (the kubelet's, maybe left by a run cut short) or an
+    empty directory (nodelet's sockets go at its stop)."""
+    for host in HOST_LINKED:
+        _remove_host_dir(Path(host))
+
+
+def _remove_host_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         if path.is_symlink():
             path.unlink()
@@ -360,8 +372,7 @@ async def kubelet_node(plane: controlplane.ControlPlane, root: Path, out: Path,
             client=client, config=kubelet_config(manifests, host))
         try:
             await peer.wait_ready(admin, within=JOIN_WITHIN)
-            with (pod_resources_link(peer.root / "root" / "pod-resources") if host
-                  else contextlib.nullcontext()):
+            with host_links(peer.root / "root") if host else contextlib.nullcontext():
                 yield Joined(KUBELET_NODE, runner.endpoint,
                              KubeletService(peer, asyncio.get_running_loop()))
         finally:
