@@ -881,6 +881,11 @@ class _ClusterClaims:
     async def resource_claim(self, namespace: str, name: str) -> apijson.JSON:
         return await self._cluster().resource_claim(namespace, name)
 
+    async def delete_resource_slices(self, driver: str = "") -> None:
+        if self._app.settings.cluster is None:  # standalone: no ResourceSlices to delete
+            return
+        await self._cluster().delete_resource_slices(driver)
+
     async def csi_driver(self, name: str) -> apijson.JSON | None:
         return await self._cluster().csi_driver(name)
 

@@ -5,7 +5,8 @@ real resourceclaim controller, nodelet has the driver prepare it before the sand
 its CDI device to the container that names the claim (its env, through containerd's CDI),
 not to the one that does not. A claim is unprepared when its pod goes, also when the pod was
 deleted while nodelet was down (from the checkpoint). A pod whose driver is not running gets
-no sandbox and an event naming the driver, and starts once the driver is back."""
+no sandbox and an event naming the driver, and starts once the driver is back; a driver gone
+for good has its ResourceSlices deleted by the node."""
 
 from __future__ import annotations
 
@@ -165,6 +166,11 @@ async def test_a_claim_from_a_template_gets_the_drivers_device_and_is_unprepared
                 await eventually(lambda: admin.get(pod_path(namespace, "dra-2")), within=60,
                                  until=lambda o: o is None, what="dra-2 deleted")
                 assert not d.cdi_files(), "unprepared when the pod was deleted"
+            # The driver gone for good: its ResourceSlices go after 30 s, as the kubelet's.
+            await eventually(lambda: admin.items(f"{RESOURCE}/resourceslices",
+                                                 fieldSelector=f"spec.nodeName={NODE}"),
+                             within=90, until=lambda found: not found,
+                             what="the gone driver's ResourceSlices deleted by the node")
     finally:
         await admin.delete(f"{RESOURCE}/deviceclasses/{class_name(namespace)}")
         for obj in await admin.items(f"{RESOURCE}/resourceslices",

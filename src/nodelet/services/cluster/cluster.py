@@ -393,6 +393,20 @@ class ClusterMode:
         except kube.KubeError as exc:
             raise errors.MessageError(str(exc)) from exc
 
+    async def delete_resource_slices(self, driver: str = "") -> None:
+        """Delete this node's ResourceSlices, of `driver` only when given (the kubelet's
+        wipeResourceSlices); raises `errors.MessageError` with the API's words."""
+        selector = f"spec.nodeName={self._node_name}" + (
+            f",spec.driver={driver}" if driver else "")
+        try:
+            await self.client.request(
+                "DELETE", kube.group_path("resource.k8s.io/v1", "resourceslices"),
+                params={"fieldSelector": selector})
+        except kube.NotFound:
+            return
+        except kube.KubeError as exc:
+            raise errors.MessageError(str(exc)) from exc
+
     async def volume(self, name: str) -> apijson.JSON:
         """The PersistentVolume `name`, as `claim`."""
         return await self._read("persistentvolumes", "", name)

@@ -3,6 +3,8 @@ they prepared (the kubelet's pkg/kubelet/cm/dra manager and its plugin manager).
 
 - **Drivers** register through the plugin registry (type `DRAPlugin`, `services.plugins`):
   one that does not offer the `v1.DRAPlugin` service is refused with the kubelet's words.
+  The node's ResourceSlices are deleted at start (until its driver is back, a device cannot
+  be used here), and a driver's 30 s after it went, unless it registered again by then.
 - **prepare(pod)**, before the pod's sandbox is made: each of its claims is read from the
   API and checked (`model.core.resourceclaims.checked_claim`), every driver it needs must be
   registered, and only then is anything recorded: the pod is added to each claim's pods (the
@@ -49,13 +51,17 @@ class ClaimReader(Protocol):
     async def resource_claim(self, namespace: str, name: str) -> Any:
         """The ResourceClaim as v1 JSON; raises errors.MessageError with the API's words."""
 
+    async def delete_resource_slices(self, driver: str = "") -> None:
+        """Delete the node's ResourceSlices (of `driver`; all: ""); errors.MessageError."""
+
 
 class DraManager:
     """The DRAPlugin handler of the plugin watcher, and the claims prepared on the node."""
 
     def __init__(self, *, state_dir: Path, claims: ClaimReader,
                  active: Callable[[], set[str]], ready: Callable[[], bool],
-                 call_timeout: float = 45.0, reconcile_period: float = 60.0) -> None:
+                 call_timeout: float = 45.0, reconcile_period: float = 60.0,
+                 wiping_delay: float = 30.0) -> None:
         self._file = state_dir / rc.CHECKPOINT_NAME
         self._claims = claims
         self._active = active
@@ -66,6 +72,8 @@ class DraManager:
         self._retired: list[dra.DriverClient] = []
         self._infos: dict[tuple[str, str], rc.ClaimInfo] = {}
         self._lock = asyncio.Lock()
+        self._wiping_delay = wiping_delay
+        self._wipes: dict[str, asyncio.Task[None]] = {}
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -85,13 +93,18 @@ class DraManager:
         log.info("DRA checkpoint: %d claims", len(infos))
 
     async def run(self) -> None:
-        """Unprepare the claims of inactive pods every `reconcile_period` seconds."""
+        """Delete the node's ResourceSlices (no driver has registered yet: pods must not be
+        placed here for devices no driver may come back for), then unprepare the claims of
+        inactive pods every `reconcile_period` seconds."""
+        self._wipes[""] = asyncio.create_task(self._wipe(""))
         while True:
             await asyncio.sleep(self._period)
             if self._ready():
                 await self.reconcile()
 
     async def close(self) -> None:
+        for wipe in self._wipes.values():
+            wipe.cancel()
         for driver in (*self._drivers.values(), *self._retired):
             await driver.close()
         self._drivers.clear()
@@ -117,13 +130,37 @@ class DraManager:
         if old is not None:
             self._retired.append(old)  # a sync may still wait on its calls
         self._drivers[name] = dra.DriverClient(endpoint, timeout=self._timeout)
+        pending = self._wipes.pop(name, None)
+        if pending is not None:  # back in time: its ResourceSlices stay
+            pending.cancel()
         log.info("DRA driver %s registered (%s)", name, endpoint)
 
     async def deregister(self, name: str) -> None:
         old = self._drivers.pop(name, None)
         if old is not None:
             self._retired.append(old)
-        log.info("DRA driver %s deregistered", name)
+        if name not in self._wipes:
+            self._wipes[name] = asyncio.create_task(self._wipe(name, self._wiping_delay))
+        log.info("DRA driver %s deregistered; its ResourceSlices go in %gs unless it comes "
+                 "back", name, self._wiping_delay)
+
+    async def _wipe(self, driver: str, delay: float = 0.0) -> None:
+        """Delete the node's ResourceSlices of `driver` (all: "") after `delay` seconds,
+        retried with a back-off (1 s doubling to 5 min) until the API takes it."""
+        await asyncio.sleep(delay)
+        retry = 1.0
+        while True:
+            try:
+                await self._claims.delete_resource_slices(driver)
+                break
+            except errors.MessageError as exc:
+                log.debug("deleting the ResourceSlices of %s failed, will retry: %s",
+                          driver or "every driver", exc.message)
+            await asyncio.sleep(retry)
+            retry = min(retry * 2, 300.0)
+        log.info("deleted the node's ResourceSlices of %s", driver or "every driver")
+        if self._wipes.get(driver) is asyncio.current_task():
+            del self._wipes[driver]
 
     def drivers(self) -> list[str]:
         return sorted(self._drivers)
