@@ -826,6 +826,8 @@ class Agent:
         text, content_type = self.metrics.render()
         if self.pod_resources is not None:
             text += self.pod_resources.metrics_text().encode()
+        if self.dra is not None:
+            text += self.dra.metrics_text().encode()
         return text, content_type
 
     def probe_metrics_text(self) -> bytes:

@@ -150,3 +150,12 @@ def test_a_static_pod_cannot_use_claims() -> None:
         manifests.pod_from_object(obj, node_name="n")
     assert caught.value.path == "spec.resourceClaims"
     assert "a static pod cannot use ResourceClaims" in caught.value.message
+
+
+def test_claims_in_use_count_prepared_claims_by_driver_and_in_all() -> None:
+    def info(name: str, drivers: tuple[str, ...], prepared: bool) -> rc.ClaimInfo:
+        return rc.ClaimInfo(rc.ClaimRef("ns", name, name), drivers, drivers, {UID}, prepared)
+    assert rc.claims_in_use([]) == {rc.ANY_DRIVER: 0}
+    found = [info("a", ("d1", "d2"), True), info("b", ("d1",), True), info("c", ("d3",), False)]
+    assert rc.claims_in_use(found) == {rc.ANY_DRIVER: 2, "d1": 2, "d2": 1}
+    assert 'dra_resource_claims_in_use{driver_name="<any>"} 2\n' in rc.metrics_text(found)

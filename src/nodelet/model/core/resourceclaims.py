@@ -191,6 +191,35 @@ def cdi_devices(pod: pods.Pod, container: pods.Container,
     return tuple(dict.fromkeys(found))
 
 
+# The kubelet's dra_resource_claims_in_use label value for every driver together.
+ANY_DRIVER = "<any>"
+
+
+def claims_in_use(infos: Iterable[ClaimInfo]) -> dict[str, int]:
+    """The prepared claims by driver, and all of them under ANY_DRIVER (always there): a
+    claim with devices of two drivers counts once for each, and once in all."""
+    counts: dict[str, int] = {ANY_DRIVER: 0}
+    for info in infos:
+        if not info.prepared:
+            continue
+        counts[ANY_DRIVER] += 1
+        for driver in {*info.prepare_drivers, *info.unprepare_drivers}:
+            counts[driver] = counts.get(driver, 0) + 1
+    return counts
+
+
+def metrics_text(infos: Iterable[ClaimInfo]) -> str:
+    """`dra_resource_claims_in_use` in the Prometheus text format, as the kubelet shows it."""
+    name = "dra_resource_claims_in_use"
+    lines = [f"# HELP {name} [ALPHA] The number of ResourceClaims that are currently in use on "
+             "the node, by driver name (driver_name label value) and across all drivers "
+             "(special value <any> for driver_name).",
+             f"# TYPE {name} gauge"]
+    lines += [f'{name}{{driver_name="{driver}"}} {count}'
+              for driver, count in sorted(claims_in_use(infos).items())]
+    return "".join(f"{line}\n" for line in lines)
+
+
 # -- checkpoint ---------------------------------------------------------------------------
 
 def _checksum(data: Any) -> str:

@@ -310,6 +310,10 @@ class DraManager:
                  for name in rc.container_claim_names(pod, container))
         return [info for info in found if info is not None and pod.uid in info.pod_uids]
 
+    def metrics_text(self) -> str:
+        """`dra_resource_claims_in_use` for /metrics."""
+        return rc.metrics_text(self._infos.values())
+
     def claims(self) -> list[rc.ClaimInfo]:
         """The claims known to the node (for the pod resources API and the tests' eyes)."""
         return [self._infos[key] for key in sorted(self._infos)]
