@@ -8,7 +8,7 @@ not an error of the call: its answer carries the driver's words (`ClaimAnswer.er
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -20,6 +20,11 @@ from nodelet.model.core import resourceclaims as rc
 
 # The gRPC service of the protocol's v1, as drivers name it in their supported versions.
 SERVICE_V1 = "v1.DRAPlugin"
+# A driver's socket is local: a driver that restarts is dialled again within seconds, not
+# after gRPC's default back-off of up to two minutes.
+_CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 500),
+                    ("grpc.min_reconnect_backoff_ms", 500),
+                    ("grpc.max_reconnect_backoff_ms", 5000))
 
 
 class DriverError(errors.MessageError):
@@ -58,11 +63,20 @@ class DriverClient:
         self.endpoint = endpoint
         self._timeout = timeout
         target = endpoint if endpoint.startswith("unix:") else f"unix://{endpoint}"
-        self._channel = grpc.aio.insecure_channel(target)
+        self._channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.DRAPluginStub(self._channel)
 
     async def close(self) -> None:
         await self._channel.close(None)
+
+    async def watch(self, changed: Callable[[bool], None]) -> None:
+        """Tell `changed` whether the driver's socket is connected, now and at each change,
+        until cancelled (the channel dials it, and dials it again when it goes)."""
+        state = self._channel.get_state(try_to_connect=True)
+        while True:
+            changed(state == grpc.ChannelConnectivity.READY)
+            await self._channel.wait_for_state_change(state)
+            state = self._channel.get_state(try_to_connect=True)
 
     async def prepare(self, claims: Sequence[rc.ClaimRef]) -> dict[str, ClaimAnswer]:
         """NodePrepareResources: the driver's answer per claim UID."""

@@ -3,8 +3,10 @@ they prepared (the kubelet's pkg/kubelet/cm/dra manager and its plugin manager).
 
 - **Drivers** register through the plugin registry (type `DRAPlugin`, `services.plugins`):
   one that does not offer the `v1.DRAPlugin` service is refused with the kubelet's words.
-  The node's ResourceSlices are deleted at start (until its driver is back, a device cannot
-  be used here), and a driver's 30 s after it went, unless it registered again by then.
+  A driver may register at several endpoints; each one's connection is watched. The node's
+  ResourceSlices are deleted at start (until its driver is back, a device cannot be used
+  here), and a driver's 30 s after none of its endpoints is connected any more (it went, or
+  its service socket did), unless one is connected again by then.
 - **prepare(pod)**, before the pod's sandbox is made: each of its claims is read from the
   API and checked (`model.core.resourceclaims.checked_claim`), every driver it needs must be
   registered, and only then is anything recorded: the pod is added to each claim's pods (the
@@ -28,6 +30,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -68,7 +71,7 @@ class DraManager:
         self._ready = ready
         self._timeout = call_timeout
         self._period = reconcile_period
-        self._drivers: dict[str, dra.DriverClient] = {}
+        self._plugins: dict[str, list[_Plugin]] = {}
         self._retired: list[dra.DriverClient] = []
         self._infos: dict[tuple[str, str], rc.ClaimInfo] = {}
         self._lock = asyncio.Lock()
@@ -105,15 +108,19 @@ class DraManager:
     async def close(self) -> None:
         for wipe in self._wipes.values():
             wipe.cancel()
-        for driver in (*self._drivers.values(), *self._retired):
-            await driver.close()
-        self._drivers.clear()
+        for name, plugins in list(self._plugins.items()):
+            for plugin in list(plugins):
+                self._remove(name, plugin.endpoint)
+        for client in self._retired:
+            await client.close()
         self._retired.clear()
 
     # -- registration --------------------------------------------------------------------
 
     async def register(self, name: str, endpoint: str, versions: tuple[str, ...]) -> None:
-        """ValidatePlugin and RegisterPlugin: a driver that offers `v1.DRAPlugin`."""
+        """ValidatePlugin and RegisterPlugin: a driver that offers `v1.DRAPlugin`. A driver
+        may register at several endpoints (a new instance before the old one went): calls go
+        to the newest that is connected."""
         if not name:
             raise PrepareError("DRA driver name is empty")
         if not versions:
@@ -126,23 +133,47 @@ class DraManager:
         if problem:
             raise PrepareError(f"invalid supported gRPC versions of DRA driver plugin {name} "
                                f"at endpoint {endpoint}: {problem}")
-        old = self._drivers.get(name)
-        if old is not None:
-            self._retired.append(old)  # a sync may still wait on its calls
-        self._drivers[name] = dra.DriverClient(endpoint, timeout=self._timeout)
-        pending = self._wipes.pop(name, None)
-        if pending is not None:  # back in time: its ResourceSlices stay
-            pending.cancel()
+        self._remove(name, endpoint)
+        plugin = _Plugin(endpoint, dra.DriverClient(endpoint, timeout=self._timeout))
+        plugin.monitor = asyncio.create_task(plugin.client.watch(
+            lambda connected: self._connected(name, plugin, connected)))
+        self._plugins.setdefault(name, []).append(plugin)
         log.info("DRA driver %s registered (%s)", name, endpoint)
 
-    async def deregister(self, name: str) -> None:
-        old = self._drivers.pop(name, None)
-        if old is not None:
-            self._retired.append(old)
-        if name not in self._wipes:
+    async def deregister(self, name: str, endpoint: str) -> None:
+        self._remove(name, endpoint)
+        log.info("DRA driver %s at %s deregistered", name, endpoint)
+        self._sync(name)
+
+    def _remove(self, name: str, endpoint: str) -> None:
+        plugins = self._plugins.get(name, [])
+        for plugin in [p for p in plugins if p.endpoint == endpoint]:
+            plugins.remove(plugin)
+            if plugin.monitor is not None:
+                plugin.monitor.cancel()
+            self._retired.append(plugin.client)  # a sync may still wait on its calls
+        if not plugins:
+            self._plugins.pop(name, None)
+
+    def _connected(self, name: str, plugin: _Plugin, connected: bool) -> None:
+        if plugin.connected != connected:
+            plugin.connected = connected
+            log.info("DRA driver %s at %s %s", name, plugin.endpoint,
+                     "connected" if connected else "not connected")
+        self._sync(name)
+
+    def _sync(self, name: str) -> None:
+        """A driver with a connected endpoint keeps its ResourceSlices; one without has them
+        deleted after the wiping delay, unless it is connected again by then (the kubelet's
+        DRAPluginManager.sync)."""
+        if any(p.connected for p in self._plugins.get(name, ())):
+            pending = self._wipes.pop(name, None)
+            if pending is not None:
+                pending.cancel()
+        elif name not in self._wipes:
+            log.info("DRA driver %s is not usable; its ResourceSlices go in %gs unless it "
+                     "comes back", name, self._wiping_delay)
             self._wipes[name] = asyncio.create_task(self._wipe(name, self._wiping_delay))
-        log.info("DRA driver %s deregistered; its ResourceSlices go in %gs unless it comes "
-                 "back", name, self._wiping_delay)
 
     async def _wipe(self, driver: str, delay: float = 0.0) -> None:
         """Delete the node's ResourceSlices of `driver` (all: "") after `delay` seconds,
@@ -163,13 +194,14 @@ class DraManager:
             del self._wipes[driver]
 
     def drivers(self) -> list[str]:
-        return sorted(self._drivers)
+        return sorted(self._plugins)
 
     def _driver(self, name: str) -> dra.DriverClient:
-        driver = self._drivers.get(name)
-        if driver is None:
+        plugins = self._plugins.get(name)
+        if not plugins:
             raise PrepareError(f"DRA driver {name} is not registered")
-        return driver
+        connected = [p for p in plugins if p.connected]
+        return (connected or plugins)[-1].client
 
     # -- prepare ---------------------------------------------------------------------------
 
@@ -326,6 +358,16 @@ class DraManager:
             await asyncio.to_thread(_write, self._file, blob)
         except OSError as exc:
             raise PrepareError(f"checkpoint ResourceClaim state: {exc}") from exc
+
+
+@dataclass(eq=False)
+class _Plugin:
+    """One registration of a driver: its endpoint, client, and whether it is connected."""
+
+    endpoint: str
+    client: dra.DriverClient
+    connected: bool = False
+    monitor: asyncio.Task[None] | None = None
 
 
 def _write(path: Path, blob: bytes) -> None:

@@ -74,7 +74,10 @@ class CsiDrivers:
                  ", ".join(sorted(capabilities)) or "none")
         await self._changed()
 
-    async def deregister(self, name: str) -> None:
+    async def deregister(self, name: str, endpoint: str) -> None:
+        driver = self._drivers.get(name)
+        if driver is not None and driver.endpoint != endpoint:
+            return  # registered again at another endpoint since: that one stays
         node = self._clients.pop(name, None)
         self._drivers.pop(name, None)
         if node is not None:

@@ -34,7 +34,9 @@ class Handler(Protocol):
     async def register(self, name: str, endpoint: str, versions: tuple[str, ...]) -> None:
         """Take the plugin; raise `csi.CsiError` (or any `errors.MessageError`) to refuse."""
 
-    async def deregister(self, name: str) -> None: ...
+    async def deregister(self, name: str, endpoint: str) -> None:
+        """The plugin registered as `name` at `endpoint` went away (another registration of
+        the same name may remain)."""
 
 
 @dataclass
@@ -42,6 +44,7 @@ class _Plugin:
     name: str
     type: str
     inode: int  # of the socket it registered through
+    endpoint: str
 
 
 class PluginWatcher:
@@ -96,8 +99,8 @@ class PluginWatcher:
             return
         handler = self._handlers.get(info.type)
         error = "" if handler is not None else f"no handler for plugin type {info.type!r}"
+        endpoint = info.endpoint or str(socket)
         if handler is not None:
-            endpoint = info.endpoint or str(socket)
             try:
                 await handler.register(info.name, endpoint, info.versions)
             except Exception as exc:  # the handler's refusal, told to the plugin
@@ -108,14 +111,14 @@ class PluginWatcher:
         if error:
             log.warning("plugin %s (%s) at %s refused: %s", info.name, info.type, socket, error)
             return
-        self._registered[socket] = _Plugin(info.name, info.type, inode)
+        self._registered[socket] = _Plugin(info.name, info.type, inode, endpoint)
         log.info("registered %s plugin %s (%s)", info.type, info.name, socket)
 
     async def _deregister(self, socket: Path) -> None:
         plugin = self._registered.pop(socket)
         handler = self._handlers.get(plugin.type)
         if handler is not None:
-            await handler.deregister(plugin.name)
+            await handler.deregister(plugin.name, plugin.endpoint)
         log.info("deregistered %s plugin %s (%s went away)", plugin.type, plugin.name, socket)
 
 
