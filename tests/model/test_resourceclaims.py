@@ -3,6 +3,7 @@ before preparing in the kubelet's words, the CDI devices a container gets, the c
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -54,6 +55,13 @@ def test_a_template_claim_not_made_yet_says_so_in_the_kubelets_words() -> None:
         rc.claim_name(pod_with((TEMPLATE,)), TEMPLATE)
     assert caught.value.message == 'pod "ns/p": ResourceClaim not created yet'
     assert rc.claim_names(pod_with((TEMPLATE,))) == []
+
+
+def test_a_template_claim_the_controller_made_none_for_on_purpose_needs_nothing() -> None:
+    skipped = pod_with((TEMPLATE,), statuses=(("gpu", ""),), container_claims=(("gpu", ""),))
+    assert rc.claim_name(skipped, TEMPLATE) is None
+    assert rc.claim_names(skipped) == []
+    assert rc.cdi_devices(skipped, skipped.spec.containers[0], {}) == ()
 
 
 def test_a_checked_claim_names_its_drivers_once_each() -> None:
@@ -114,7 +122,8 @@ def test_the_checkpoint_keeps_every_claim_and_refuses_a_changed_one() -> None:
     info = rc.ClaimInfo(rc.ClaimRef("ns", "u", "c"), ("d",), ("d", "e"), {"p1", "p2"}, True,
                         {"d": (rc.PreparedDevice(("r",), "pool", "dev", ("d/x=y",)),)})
     blob = rc.encode_checkpoint([info])
-    assert rc.decode_checkpoint(blob) == [info]
+    # Read back as not prepared: the next sandbox has the drivers prepare it again.
+    assert rc.decode_checkpoint(blob) == [dataclasses.replace(info, prepared=False)]
     with pytest.raises(rc.CheckpointError, match="checksum mismatch"):
         rc.decode_checkpoint(blob.replace(b'"p1"', b'"p3"'))
     with pytest.raises(rc.CheckpointError, match="cannot be read"):

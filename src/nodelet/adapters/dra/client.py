@@ -66,8 +66,9 @@ class DriverClient:
         self._channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
         self._stub = pb_grpc.DRAPluginStub(self._channel)
 
-    async def close(self) -> None:
-        await self._channel.close(None)
+    async def close(self, grace: float | None = None) -> None:
+        """Close the channel; calls in flight get `grace` seconds to finish (None: none)."""
+        await self._channel.close(grace)
 
     async def watch(self, changed: Callable[[bool], None]) -> None:
         """Tell `changed` whether the driver's socket is connected, now and at each change,

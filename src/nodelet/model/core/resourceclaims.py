@@ -86,15 +86,16 @@ class ClaimInfo:
     devices: dict[str, tuple[PreparedDevice, ...]] = field(default_factory=dict)
 
 
-def claim_name(pod: pods.Pod, claim: pods.PodResourceClaim) -> tuple[str, bool]:
+def claim_name(pod: pods.Pod, claim: pods.PodResourceClaim) -> tuple[str, bool] | None:
     """(name of the ResourceClaim, whether it must be checked to be made for `pod`): the
-    claim named, or the one made from the template (resourceclaim.Name)."""
+    claim named, or the one made from the template (resourceclaim.Name); None when the
+    controller made none on purpose (its status entry names no claim): nothing to prepare."""
     if claim.resource_claim_name:
         return claim.resource_claim_name, False
     if claim.template_name:
         for name, made in pod.resource_claim_statuses:
-            if name == claim.name and made:
-                return made, True
+            if name == claim.name:
+                return (made, True) if made else None
         raise ClaimError(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet')
     raise ClaimError(f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{claim.name}": '
                      "none of the supported fields are set")
@@ -106,9 +107,11 @@ def claim_names(pod: pods.Pod) -> list[str]:
     names = []
     for claim in pod.spec.resource_claims:
         try:
-            names.append(claim_name(pod, claim)[0])
+            found = claim_name(pod, claim)
         except ClaimError:
             continue
+        if found is not None:
+            names.append(found[0])
     return names
 
 
@@ -157,9 +160,11 @@ def container_claim_names(pod: pods.Pod, container: pods.Container) -> list[str]
     for claim in pod.spec.resource_claims:
         if claim.name in named:
             try:
-                found.append(claim_name(pod, claim)[0])
+                made = claim_name(pod, claim)
             except ClaimError:
                 continue
+            if made is not None:
+                found.append(made[0])
     return found
 
 
@@ -176,10 +181,10 @@ def cdi_devices(pod: pods.Pod, container: pods.Container,
         if claim.name not in requests:
             continue
         try:
-            name = claim_name(pod, claim)[0]
+            made = claim_name(pod, claim)
         except ClaimError:
             continue
-        info = prepared.get(name)
+        info = prepared.get(made[0]) if made is not None else None
         if info is None:
             continue
         for request in requests[claim.name]:
@@ -213,7 +218,10 @@ def metrics_text(infos: Iterable[ClaimInfo]) -> str:
     name = "dra_resource_claims_in_use"
     lines = [f"# HELP {name} [ALPHA] The number of ResourceClaims that are currently in use on "
              "the node, by driver name (driver_name label value) and across all drivers "
-             "(special value <any> for driver_name).",
+             "(special value <any> for driver_name). Note that the sum of all by-driver counts "
+             "is not the total number of in-use ResourceClaims because the same ResourceClaim "
+             "might use devices from different drivers. Instead, use the count for the <any> "
+             "driver_name.",
              f"# TYPE {name} gauge"]
     lines += [f'{name}{{driver_name="{driver}"}} {count}'
               for driver, count in sorted(claims_in_use(infos).items())]
@@ -255,7 +263,10 @@ def decode_checkpoint(blob: bytes) -> list[ClaimInfo]:
             ref=ClaimRef(str(e["namespace"]), str(e["uid"]), str(e["name"])),
             prepare_drivers=tuple(map(str, e["prepareDrivers"])),
             unprepare_drivers=tuple(map(str, e["unprepareDrivers"])),
-            pod_uids=set(map(str, e["podUIDs"])), prepared=bool(e["prepared"]),
+            # Prepared again at the next sandbox, as the kubelet's restored claims are: the
+            # driver's CDI specs may be gone with a reboot (NodePrepareResources is
+            # idempotent).
+            pod_uids=set(map(str, e["podUIDs"])), prepared=False,
             devices={str(driver): tuple(PreparedDevice(
                 tuple(map(str, d["requestNames"])), str(d["pool"]), str(d["device"]),
                 tuple(map(str, d["cdiDeviceIDs"]))) for d in devices)

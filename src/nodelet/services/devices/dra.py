@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -72,7 +73,7 @@ class DraManager:
         self._timeout = call_timeout
         self._period = reconcile_period
         self._plugins: dict[str, list[_Plugin]] = {}
-        self._retired: list[dra.DriverClient] = []
+        self._tasks: set[asyncio.Task[None]] = set()  # closing retired clients
         self._infos: dict[tuple[str, str], rc.ClaimInfo] = {}
         self._lock = asyncio.Lock()
         self._wiping_delay = wiping_delay
@@ -89,8 +90,10 @@ class DraManager:
         try:
             infos = rc.decode_checkpoint(blob)
         except rc.CheckpointError as exc:
-            log.error("%s (%s); claims prepared before may not be unprepared", exc.message,
-                      self._file)
+            aside = self._file.with_name(f"{self._file.name}.corrupt-{int(time.time())}")
+            await asyncio.to_thread(os.replace, self._file, aside)
+            log.error("%s; moved to %s: the claims prepared before nodelet started will not "
+                      "be unprepared by it (drain the node to be sure)", exc.message, aside)
             return
         self._infos = {(i.ref.namespace, i.ref.name): i for i in infos}
         log.info("DRA checkpoint: %d claims", len(infos))
@@ -99,7 +102,7 @@ class DraManager:
         """Delete the node's ResourceSlices (no driver has registered yet: pods must not be
         placed here for devices no driver may come back for), then unprepare the claims of
         inactive pods every `reconcile_period` seconds."""
-        self._wipes[""] = asyncio.create_task(self._wipe(""))
+        self._wipes[""] = self._background("wipe", self._wipe(""), keep=False)
         while True:
             await asyncio.sleep(self._period)
             if self._ready():
@@ -108,12 +111,14 @@ class DraManager:
     async def close(self) -> None:
         for wipe in self._wipes.values():
             wipe.cancel()
-        for name, plugins in list(self._plugins.items()):
-            for plugin in list(plugins):
-                self._remove(name, plugin.endpoint)
-        for client in self._retired:
-            await client.close()
-        self._retired.clear()
+        for plugins in self._plugins.values():
+            for plugin in plugins:
+                if plugin.monitor is not None:
+                    plugin.monitor.cancel()
+                await plugin.client.close()
+        self._plugins.clear()
+        for task in list(self._tasks):
+            task.cancel()
 
     # -- registration --------------------------------------------------------------------
 
@@ -135,8 +140,8 @@ class DraManager:
                                f"at endpoint {endpoint}: {problem}")
         self._remove(name, endpoint)
         plugin = _Plugin(endpoint, dra.DriverClient(endpoint, timeout=self._timeout))
-        plugin.monitor = asyncio.create_task(plugin.client.watch(
-            lambda connected: self._connected(name, plugin, connected)))
+        plugin.monitor = self._background(f"watch {endpoint}", plugin.client.watch(
+            lambda connected: self._connected(name, plugin, connected)), keep=False)
         self._plugins.setdefault(name, []).append(plugin)
         log.info("DRA driver %s registered (%s)", name, endpoint)
 
@@ -151,7 +156,8 @@ class DraManager:
             plugins.remove(plugin)
             if plugin.monitor is not None:
                 plugin.monitor.cancel()
-            self._retired.append(plugin.client)  # a sync may still wait on its calls
+            # Closed once the calls in flight had their deadline to finish.
+            self._background(f"close {plugin.endpoint}", plugin.client.close(self._timeout))
         if not plugins:
             self._plugins.pop(name, None)
 
@@ -173,7 +179,26 @@ class DraManager:
         elif name not in self._wipes:
             log.info("DRA driver %s is not usable; its ResourceSlices go in %gs unless it "
                      "comes back", name, self._wiping_delay)
-            self._wipes[name] = asyncio.create_task(self._wipe(name, self._wiping_delay))
+            self._wipes[name] = self._background(
+                f"wipe {name}", self._wipe(name, self._wiping_delay), keep=False)
+
+    def _background(self, what: str, work: Coroutine[Any, Any, None], *,
+                    keep: bool = True) -> asyncio.Task[None]:
+        """`work` as a task of its own whose failure is logged (and, with `keep`, held until
+        it ends: a task nothing refers to may be collected)."""
+        task = asyncio.create_task(work, name=f"dra: {what}")
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._tasks.discard(finished)
+            if not finished.cancelled() and finished.exception() is not None:
+                log.error("DRA manager: %s failed", what, exc_info=finished.exception())
+                for driver, wipe in list(self._wipes.items()):
+                    if wipe is finished:  # scheduled again at the next change
+                        del self._wipes[driver]
+        if keep:
+            self._tasks.add(task)
+        task.add_done_callback(done)
+        return task
 
     async def _wipe(self, driver: str, delay: float = 0.0) -> None:
         """Delete the node's ResourceSlices of `driver` (all: "") after `delay` seconds,
@@ -210,17 +235,21 @@ class DraManager:
         if not pod.spec.resource_claims:
             return
         try:
+            checked = await self._checked(pod)  # the API read outside the lock
             async with self._lock:
-                await self._prepare(pod)
+                await self._prepare(pod, checked)
         except (errors.MessageError, dra.DriverError) as exc:
             raise PrepareError(f"prepare dynamic resources: {exc.message}") from exc
 
-    async def _prepare(self, pod: pods.Pod) -> None:
-        # First check everything, changing nothing: a pod that cannot start can be deleted
-        # without a driver being asked to unprepare what it never prepared.
+    async def _checked(self, pod: pods.Pod) -> list[rc.CheckedClaim]:
+        """Every claim of the pod read and checked, changing nothing: a pod that cannot start
+        can be deleted without a driver being asked to unprepare what it never prepared."""
         checked: list[rc.CheckedClaim] = []
         for claim in pod.spec.resource_claims:
-            name, must_check_owner = rc.claim_name(pod, claim)
+            made = rc.claim_name(pod, claim)
+            if made is None:
+                continue  # none was made on purpose: nothing to prepare
+            name, must_check_owner = made
             try:
                 obj = await self._claims.resource_claim(pod.namespace, name)
             except errors.MessageError as exc:
@@ -229,6 +258,11 @@ class DraManager:
             for driver in found.prepare_drivers:
                 self._driver(driver)
             checked.append(found)
+        return checked
+
+    async def _prepare(self, pod: pods.Pod, checked: list[rc.CheckedClaim]) -> None:
+        """Record the pod on its checked claims, then have the drivers prepare those not
+        prepared yet. Driver calls are made under the manager's lock: one at a time."""
         batches: dict[str, list[rc.ClaimRef]] = {}
         for found in checked:
             key = (found.ref.namespace, found.ref.name)
@@ -246,7 +280,10 @@ class DraManager:
                     batches.setdefault(driver, []).append(info.ref)
         await self._save()
         for driver, refs in sorted(batches.items()):
-            answers = await self._driver(driver).prepare(refs)
+            try:
+                answers = await self._driver(driver).prepare(refs)
+            except dra.DriverError as exc:
+                raise PrepareError(f"NodePrepareResources: {exc.message}") from exc
             by_uid = {ref.uid: ref for ref in refs}
             for uid, answer in answers.items():
                 ref = by_uid.get(uid)
@@ -304,7 +341,10 @@ class DraManager:
             for driver in info.unprepare_drivers:
                 batches.setdefault(driver, []).append(info.ref)
         for driver, refs in sorted(batches.items()):
-            answers = await self._driver(driver).unprepare(refs)
+            try:
+                answers = await self._driver(driver).unprepare(refs)
+            except dra.DriverError as exc:
+                raise PrepareError(f"NodeUnprepareResources: {exc.message}") from exc
             by_uid = {ref.uid: ref for ref in refs}
             for claim_uid, error in answers.items():
                 ref = by_uid.get(claim_uid)

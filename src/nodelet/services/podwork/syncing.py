@@ -1077,13 +1077,18 @@ class PodSyncer:
         for _ in range(_KILL_ROUNDS):
             await self._killer.kill(pod, state, grace=grace, stopped=work.stopped_sandboxes)
             state = await self._relister.refresh_pod(pod.uid)
-            if all(c.state is runtime.ContainerState.EXITED for c in state.containers):
-                break
-            log.info("pod %s (%s): a container started while the pod was being killed; "
-                     "killing it too", pod.full_name, pod.uid)
+            running = sorted(c.name for c in state.containers
+                             if c.state is runtime.ContainerState.RUNNING)
+            if not running:
+                return state
+            log.info("pod %s (%s): %s started while the pod was being killed; killing them "
+                     "too", pod.full_name, pod.uid, ", ".join(running))
             grace = max(deadline - time.monotonic(), 0.0)
             work.stopped_sandboxes.clear()  # a sandbox is stopped again with what runs in it
-        return state
+        # The kubelet's words when containers still run after KillPod; the termination is
+        # tried again.
+        raise SyncError(f"detected running containers after a successful KillPod, CRI "
+                        f"violation: [{' '.join(running)}]")
 
     async def _remove_containers(self, state: runtime.PodRuntime) -> None:
         """Remove a terminated pod's containers and sandboxes (a pod that starts again keeps
