@@ -32,23 +32,31 @@ class _Service(reg_grpc.RegistrationServicer):
                       context: grpc.aio.ServicerContext) -> reg.PluginInfo:
         r = self._registrar
         r.asked += 1
-        return reg.PluginInfo(type="CSIPlugin", name=r.driver, endpoint=r.endpoint,
+        return reg.PluginInfo(type=r.plugin_type, name=r.driver, endpoint=r.endpoint,
                               supported_versions=list(r.versions))
 
     async def NotifyRegistrationStatus(
             self, request: reg.RegistrationStatus,
             context: grpc.aio.ServicerContext) -> reg.RegistrationStatusResponse:
         r = self._registrar
+        if r.notify_failures > 0:
+            r.notify_failures -= 1
+            await context.abort(grpc.StatusCode.UNKNOWN,
+                                "simulated NotifyRegistrationStatus failure")
         r.error = request.error
         (r.registered if request.plugin_registered else r.refused).set()
         return reg.RegistrationStatusResponse()
 
 
 class Registrar:
-    """The registration socket of one CSI driver."""
+    """The registration socket of one CSI driver (or, with `plugin_type`, a plugin of
+    another type); its first `notify_failures` NotifyRegistrationStatus calls fail."""
 
     def __init__(self, registry: Path, *, driver: str, endpoint: str,
-                 versions: tuple[str, ...] = ("1.0.0",)) -> None:
+                 versions: tuple[str, ...] = ("1.0.0",), plugin_type: str = "CSIPlugin",
+                 notify_failures: int = 0) -> None:
+        self.plugin_type = plugin_type
+        self.notify_failures = notify_failures
         self.socket = registry / f"{driver}-reg.sock"
         self.driver = driver
         self.endpoint = endpoint

@@ -98,16 +98,27 @@ class PluginWatcher:
             log.debug("plugin socket %s does not answer yet: %s", socket, exc.message)
             return
         handler = self._handlers.get(info.type)
-        error = "" if handler is not None else f"no handler for plugin type {info.type!r}"
+        error = "" if handler is not None else (
+            f"RegisterPlugin error -- no handler registered for plugin type: {info.type} at "
+            f"socket {socket}")
         endpoint = info.endpoint or str(socket)
         if handler is not None:
             try:
                 await handler.register(info.name, endpoint, info.versions)
             except Exception as exc:  # the handler's refusal, told to the plugin
-                error = getattr(exc, "message", None) or str(exc)
-        with contextlib.suppress(csi.CsiError):
+                why = getattr(exc, "message", None) or str(exc)
+                error = f"RegisterPlugin error -- plugin validation failed with err: {why}"
+        try:
             await csi.notify_registration(str(socket), registered=not error, error=error,
                                           limit=self._timeout)
+        except csi.CsiError as exc:
+            if not error and handler is not None:
+                # Not told, not registered: undone, and tried again at the next change or
+                # rescan (the kubelet's RegisterPlugin when NotifyRegistrationStatus fails).
+                await handler.deregister(info.name, endpoint)
+                log.warning("plugin %s (%s) at %s: NotifyRegistrationStatus failed, will "
+                            "retry: %s", info.name, info.type, socket, exc.message)
+                return
         if error:
             log.warning("plugin %s (%s) at %s refused: %s", info.name, info.type, socket, error)
             return
