@@ -18,7 +18,8 @@ from support.polling import eventually
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 # Every label nodelet's metrics may carry: all bounded (no pod names, UIDs or messages).
-BOUNDED_LABELS = {"operation_type", "runtime_handler", "error_class", "le"}
+# driver_name: the DRA drivers registered here and "<any>" (dra_resource_claims_in_use).
+BOUNDED_LABELS = {"operation_type", "runtime_handler", "error_class", "le", "driver_name"}
 
 CONFIGMAP_POD = pod_manifest(
     "cm", extra_spec="volumes:\n  - name: vol\n    configMap:\n      name: not-there\n",

@@ -263,7 +263,8 @@ class ContainerRunner:
                 self.config_error(pod, container, exc.message, waiting)
             if options is not None:
                 config = devicerules.with_devices(config, options)
-        claimed = self._claims.cdi_devices(pod, container) if self._claims is not None else ()
+        claimed = self._claims.cdi_devices(pod, container) \
+            if self._claims is not None and container.resources.claims else ()
         if claimed:
             config = dataclasses.replace(config, cdi_devices=tuple(dict.fromkeys(
                 (*config.cdi_devices, *claimed))))
