@@ -76,17 +76,7 @@ async def _call(call: Callable[[], Awaitable[T]]) -> T:
             from exc
     except grpc.aio.AioRpcError as exc:
         code = exc.code().name if exc.code() is not None else "UNKNOWN"
-        details = exc.details() or ""
-        if code == "DEADLINE_EXCEEDED" and details == "Deadline Exceeded":
-            details = "context deadline exceeded"  # the kubelet's own deadline, in its words
-        # grpc-go's rendering, which the kubelet's messages carry.
-        raise CsiError(f"rpc error: code = {_go_code(code)} desc = {details}",
-                       code=code) from exc
-
-
-def _go_code(name: str) -> str:
-    """grpc-go's name of a status code (`DEADLINE_EXCEEDED` -> `DeadlineExceeded`)."""
-    return "".join(part.capitalize() for part in name.split("_")) if name != "OK" else "OK"
+        raise CsiError(errors.grpc_go_words(code, exc.details() or ""), code=code) from exc
 
 
 def _capability(cap: Capability) -> pb.VolumeCapability:

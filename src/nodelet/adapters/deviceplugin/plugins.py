@@ -58,17 +58,9 @@ class Options:
     preferred_allocation: bool = False
 
 
-def _go_code(name: str) -> str:
-    """grpc-go's name of a status code (`DEADLINE_EXCEEDED` -> `DeadlineExceeded`)."""
-    return "".join(part.capitalize() for part in name.split("_")) if name != "OK" else "OK"
-
-
 def _error(exc: grpc.aio.AioRpcError) -> PluginError:
     code = exc.code().name if exc.code() is not None else "UNKNOWN"
-    details = exc.details() or ""
-    if code == "DEADLINE_EXCEEDED" and details == "Deadline Exceeded":
-        details = "context deadline exceeded"
-    return PluginError(f"rpc error: code = {_go_code(code)} desc = {details}", code=code)
+    return PluginError(errors.grpc_go_words(code, exc.details() or ""), code=code)
 
 
 async def _call(call: Callable[[], Awaitable[T]]) -> T:

@@ -39,16 +39,9 @@ class ClaimAnswer:
     error: str = ""
 
 
-def _go_code(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_")) if name != "OK" else "OK"
-
-
 def _error(exc: grpc.aio.AioRpcError) -> DriverError:
     code = exc.code().name if exc.code() is not None else "UNKNOWN"
-    details = exc.details() or ""
-    if code == "DEADLINE_EXCEEDED" and details == "Deadline Exceeded":
-        details = "context deadline exceeded"
-    return DriverError(f"rpc error: code = {_go_code(code)} desc = {details}")
+    return DriverError(errors.grpc_go_words(code, exc.details() or ""))
 
 
 def _claims(claims: Sequence[rc.ClaimRef]) -> list[pb.Claim]:

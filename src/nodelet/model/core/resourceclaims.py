@@ -104,15 +104,17 @@ def claim_name(pod: pods.Pod, claim: pods.PodResourceClaim) -> tuple[str, bool] 
 def claim_names(pod: pods.Pod) -> list[str]:
     """The ResourceClaims of every `spec.resourceClaims` entry whose claim is known (a
     template's claim that was never made has none)."""
-    names = []
-    for claim in pod.spec.resource_claims:
-        try:
-            found = claim_name(pod, claim)
-        except ClaimError:
-            continue
-        if found is not None:
-            names.append(found[0])
-    return names
+    return [name for claim in pod.spec.resource_claims
+            if (name := _known_name(pod, claim)) is not None]
+
+
+def _known_name(pod: pods.Pod, claim: pods.PodResourceClaim) -> str | None:
+    """The ResourceClaim of `claim`, None when there is none (yet, or on purpose)."""
+    try:
+        made = claim_name(pod, claim)
+    except ClaimError:
+        return None
+    return made[0] if made is not None else None
 
 
 def checked_claim(pod: pods.Pod, name: str, must_check_owner: bool,
@@ -156,16 +158,8 @@ def _drivers(results: Iterable[Mapping[str, Any]], operation: str) -> tuple[str,
 def container_claim_names(pod: pods.Pod, container: pods.Container) -> list[str]:
     """The ResourceClaims `container` names through `resources.claims` (once each)."""
     named = {name for name, _request in container.resources.claims}
-    found: list[str] = []
-    for claim in pod.spec.resource_claims:
-        if claim.name in named:
-            try:
-                made = claim_name(pod, claim)
-            except ClaimError:
-                continue
-            if made is not None:
-                found.append(made[0])
-    return found
+    return [name for claim in pod.spec.resource_claims
+            if claim.name in named and (name := _known_name(pod, claim)) is not None]
 
 
 def cdi_devices(pod: pods.Pod, container: pods.Container,
@@ -180,11 +174,8 @@ def cdi_devices(pod: pods.Pod, container: pods.Container,
     for claim in pod.spec.resource_claims:
         if claim.name not in requests:
             continue
-        try:
-            made = claim_name(pod, claim)
-        except ClaimError:
-            continue
-        info = prepared.get(made[0]) if made is not None else None
+        made = _known_name(pod, claim)
+        info = prepared.get(made) if made is not None else None
         if info is None:
             continue
         for request in requests[claim.name]:
