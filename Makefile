@@ -22,7 +22,7 @@ PR_DIR := src/nodelet/adapters/podresourcesapi
 PR_PROTO := $(PR_DIR)/podresources.proto $(PR_DIR)/podresources_v1alpha1.proto
 PR_GEN := $(PR_DIR)/gen
 DRA_DIR := src/nodelet/adapters/dra
-DRA_PROTO := $(DRA_DIR)/dra.proto
+DRA_PROTO := $(DRA_DIR)/dra.proto $(DRA_DIR)/health.proto
 DRA_GEN := $(DRA_DIR)/gen
 IMAGES := images/out
 
@@ -90,7 +90,8 @@ $(DRA_GEN)/.generated: $(DRA_PROTO) $(VENV)/.installed
 	mkdir -p $(DRA_GEN)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -I $(DRA_DIR) --python_out=$(DRA_GEN) \
 	  --grpc_python_out=$(DRA_GEN) --mypy_out=$(DRA_GEN) --mypy_grpc_out=$(DRA_GEN) $(DRA_PROTO)
-	sed -i 's/^import dra_pb2/from . import dra_pb2/' $(DRA_GEN)/dra_pb2_grpc.py $(DRA_GEN)/dra_pb2_grpc.pyi
+	sed -i 's/^import \(dra\|health\)_pb2/from . import \1_pb2/' $(DRA_GEN)/*_pb2_grpc.py \
+	  $(DRA_GEN)/*_pb2_grpc.pyi
 	touch $(DRA_GEN)/__init__.py $@
 
 # Local OCI image archives (pause + busybox); nodelet imports them into containerd when missing.

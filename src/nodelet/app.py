@@ -209,7 +209,10 @@ class Agent:
         self.dra = dra.DraManager(
             state_dir=s.data_dir, claims=_ClusterClaims(self),
             active=lambda: {pod.uid for pod in self.admitted.all()} | self.workers.unfinished(),
-            ready=lambda: self._sources_synced, call_timeout=s.plugins.dra_call_timeout)
+            ready=lambda: self._sources_synced, call_timeout=s.plugins.dra_call_timeout,
+            health=dra.HealthOptions(enabled=s.gates.resource_health_status,
+                                     messages=s.gates.resource_health_status_message,
+                                     on_change=self._device_health_changed))
         await self.dra.start()
         self._group.spawn("dra-reconcile", self.dra.run())
         # CSI and DRA drivers register through the plugin registry.

@@ -133,6 +133,10 @@ class FeatureGates:
     # but DRA is GA and locked on since 1.35, so in 1.37 that check never refuses anything;
     # nodelet has no DRA gate (DRA is always on) and checks nothing.
     resource_health_status: bool = True
+    # Kubernetes' ResourceHealthStatusMessage (beta, on by default since 1.36): a DRA
+    # driver's message about a device's health is shown with it
+    # (allocatedResourcesStatus[].resources[].message); off: health only.
+    resource_health_status_message: bool = True
 
 
 @dataclass(frozen=True)
@@ -680,12 +684,16 @@ _GATES = {
     "ContainerStopSignals": "container_stop_signals",
     "KubeletEnsureSecretPulledImages": "kubelet_ensure_secret_pulled_images",
     "ResourceHealthStatus": "resource_health_status",
+    "ResourceHealthStatusMessage": "resource_health_status_message",
 }
 
 
 # Gates locked to their default in the release nodelet behaves as (1.37), by flag name: setting
 # one to the other value is refused with the kubelet's message (component-base featuregate).
 LOCKED_GATES = {"PodReadyToStartContainersCondition": True}
+# Gates that need others on, by flag name (kube_features.go's dependencies): one on while a
+# gate it needs is off is refused with component-base's words.
+GATE_DEPENDENCIES = {"ResourceHealthStatusMessage": ("ResourceHealthStatus",)}
 
 
 def feature_gate_items(gates: FeatureGates) -> tuple[tuple[str, bool], ...]:
@@ -726,4 +734,9 @@ def parse_feature_gates(text: str, base: FeatureGates | None = None) -> FeatureG
             raise SettingsError(f"cannot set feature gate {key} to {str(value).lower()}, "
                                 f"feature is locked to {locked}")
         values[_GATES[key]] = value
+    for gate, needs in GATE_DEPENDENCIES.items():
+        off = [need for need in needs if not values[_GATES[need]]]
+        if values[_GATES[gate]] and off:
+            raise SettingsError(f"{gate} is enabled, but depends on features that are "
+                                f"disabled: [{' '.join(off)}]")
     return FeatureGates(**values)

@@ -7,11 +7,14 @@ driver's prepare and unprepare are in tests/cluster/test_cluster_dra.py."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
+from nodelet.adapters.dra.gen import health_pb2 as health_pb
 from nodelet.helpers import errors
 from nodelet.model.core import pods
 from nodelet.model.core import resourceclaims as rc
@@ -117,3 +120,134 @@ async def test_a_corrupt_checkpoint_is_moved_aside(tmp_path: Path) -> None:
     assert not (tmp_path / rc.CHECKPOINT_NAME).exists()
     assert [p.name.split("-")[0] for p in tmp_path.iterdir()] == [
         f"{rc.CHECKPOINT_NAME}.corrupt"]
+
+
+# -- device health --------------------------------------------------------------------------
+
+class HealthPeer:
+    """A driver's DRAResourceHealth service (v1 and v1alpha1) on a unix socket, serving the
+    reports the test queues: a report (a list of DeviceHealth), END (the stream ends), or
+    UNIMPLEMENTED (the call is refused so). `calls` lists the method paths called."""
+
+    END = "end"
+    UNIMPLEMENTED = "unimplemented"
+
+    def __init__(self, socket: Path) -> None:
+        self.socket = socket
+        self.calls: list[str] = []
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._server = grpc.aio.server()
+        handlers = []
+        for package in ("v1", "v1alpha1"):
+            handlers.append(grpc.method_handlers_generic_handler(
+                f"{package}.DRAResourceHealth", {"NodeWatchResources": (
+                    grpc.unary_stream_rpc_method_handler(
+                        self._watch(f"/{package}.DRAResourceHealth/NodeWatchResources"),
+                        request_deserializer=health_pb.NodeWatchResourcesRequest.FromString,
+                        response_serializer=(
+                            health_pb.NodeWatchResourcesResponse.SerializeToString)))}))
+        self._server.add_generic_rpc_handlers(handlers)
+        self._server.add_insecure_port(f"unix://{socket}")
+
+    def _watch(self, path: str) -> Any:
+        async def watch(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            self.calls.append(path)
+            while True:
+                item = await self.queue.get()
+                if item == self.END:
+                    return
+                if item == self.UNIMPLEMENTED:
+                    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no health here")
+                yield health_pb.NodeWatchResourcesResponse(devices=[
+                    health_pb.DeviceHealth(
+                        device=health_pb.DeviceIdentifier(pool_name=pool, device_name=device),
+                        health=health, message=message)
+                    for pool, device, health, message in item])
+        return watch
+
+    async def __aenter__(self) -> HealthPeer:
+        await self._server.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._server.stop(None)
+
+
+def prepared_checkpoint(tmp_path: Path) -> None:
+    """The node knows the claim `c` of POD, prepared with device n/d (as after a restart)."""
+    info = rc.ClaimInfo(rc.ClaimRef("ns", "cu", "c"), (DRIVER,), (DRIVER,), pod_uids={UID},
+                        prepared=True)
+    info.devices[DRIVER] = (rc.PreparedDevice(("r",), "n", "d"),)
+    (tmp_path / rc.CHECKPOINT_NAME).write_bytes(rc.encode_checkpoint([info]))
+
+
+HEALTH_POD = dataclasses.replace(POD, spec=dataclasses.replace(POD.spec, containers=(
+    pods.Container(name="c", image="i", resources=pods.Resources(claims=(("gpu", ""),))),)))
+
+
+def shown(m: dra.DraManager) -> list[tuple[str, str, str]]:
+    return [(h.resource_id, h.health, h.message)
+            for r in m.resource_statuses(HEALTH_POD).get("c", ()) for h in r.resources]
+
+
+async def test_device_health_from_a_v1alpha1_driver_reaches_the_pods_status(
+        tmp_path: Path) -> None:
+    prepared_checkpoint(tmp_path)
+    told: list[str] = []
+    m = dra.DraManager(state_dir=tmp_path, claims=Api(), active=set, ready=lambda: True,
+                       health=dra.HealthOptions(on_change=told.append, retry=0.1))
+    await m.start()
+    # Prepared, nothing reported yet: Unknown, as the kubelet shows it.
+    assert shown(m) == [(f"{DRIVER}/n/d", "Unknown", "")]
+    async with HealthPeer(tmp_path / "d.sock") as peer:
+        await m.register(DRIVER, str(peer.socket),
+                         ("v1.DRAPlugin", "v1alpha1.DRAResourceHealth"))
+        await peer.queue.put([("n", "d", health_pb.UNHEALTHY, "ECC errors")])
+        await eventually(lambda: shown(m), until=lambda s: s == [
+            (f"{DRIVER}/n/d", "Unhealthy", "ECC errors")], within=10, what="unhealthy")
+        assert peer.calls == ["/v1alpha1.DRAResourceHealth/NodeWatchResources"]
+        assert told == [UID]
+        # A restart reads the health from its checkpoint while the report holds.
+        again = dra.DraManager(state_dir=tmp_path, claims=Api(), active=set,
+                               ready=lambda: True)
+        await again.start()
+        assert shown(again) == shown(m)
+        await again.close()
+        # The stream ends: the driver's devices read Unknown, the pod is told, and the
+        # stream is opened again.
+        await peer.queue.put(HealthPeer.END)
+        await eventually(lambda: shown(m), until=lambda s: s == [
+            (f"{DRIVER}/n/d", "Unknown", "")], within=10, what="unknown")
+        assert told == [UID, UID]
+        await eventually(lambda: len(peer.calls), until=lambda n: n == 2, within=10,
+                         what="the stream opened again")
+        await peer.queue.put([("n", "d", health_pb.HEALTHY, "")])
+        await eventually(lambda: shown(m), until=lambda s: s == [
+            (f"{DRIVER}/n/d", "Healthy", "")], within=10, what="healthy again")
+        # A driver that says it does not report health is not asked again.
+        await peer.queue.put(HealthPeer.END)
+        await eventually(lambda: len(peer.calls), until=lambda n: n == 3, within=10,
+                         what="the third stream")
+        await peer.queue.put(HealthPeer.UNIMPLEMENTED)
+        plugin = m._plugins[DRIVER][0]
+        await eventually(lambda: plugin.health is not None and plugin.health.done(),
+                         within=10, what="the health watch stopped")
+        assert len(peer.calls) == 3
+        await m.close()
+
+
+async def test_the_newest_health_service_is_chosen_and_none_without_the_gate(
+        tmp_path: Path) -> None:
+    async with HealthPeer(tmp_path / "d.sock") as peer:
+        off = dra.DraManager(state_dir=tmp_path, claims=Api(), active=set, ready=lambda: True,
+                             health=dra.HealthOptions(enabled=False))
+        await off.register(DRIVER, str(peer.socket), (
+            "v1.DRAPlugin", "v1alpha1.DRAResourceHealth", "v1.DRAResourceHealth"))
+        assert off._plugins[DRIVER][0].health is None
+        await off.close()
+        m = manager(tmp_path, Api())
+        await m.register(DRIVER, str(peer.socket), (
+            "v1.DRAPlugin", "v1alpha1.DRAResourceHealth", "v1.DRAResourceHealth"))
+        await eventually(lambda: peer.calls, within=10, what="a health stream")
+        assert peer.calls == ["/v1.DRAResourceHealth/NodeWatchResources"]
+        await m.close()

@@ -3,10 +3,11 @@
 node, the real scheduler allocates a claim made from a pod's ResourceClaimTemplate by the
 real resourceclaim controller, nodelet has the driver prepare it before the sandbox and hands
 its CDI device to the container that names the claim (its env, through containerd's CDI),
-not to the one that does not. A claim is unprepared when its pod goes, also when the pod was
-deleted while nodelet was down (from the checkpoint). A pod whose driver is not running gets
-no sandbox and an event naming the driver, and starts once the driver is back; a driver gone
-for good has its ResourceSlices deleted by the node."""
+not to the one that does not; that container's status lists the device with its health. A
+claim is unprepared when its pod goes, also when the pod was deleted while nodelet was down
+(from the checkpoint). A pod whose driver is not running gets no sandbox and an event naming
+the driver, and starts once the driver is back; a driver gone for good has its
+ResourceSlices deleted by the node."""
 
 from __future__ import annotations
 
@@ -131,6 +132,15 @@ async def test_a_claim_from_a_template_gets_the_drivers_device_and_is_unprepared
                 assert device["driver_name"] == DRIVER and device["pool_name"] == NODE, device
                 assert device["cdi_devices"][0]["name"].startswith(f"{DRIVER}/test="), device
                 assert "dynamic_resources" not in by_name["without"], by_name
+                # The device's health in the status of the container that names the claim:
+                # the driver serves DRAResourceHealth but reports no device, so Unknown.
+                shown = await admin.get(pod_path(namespace, "dra-1"))
+                by_status = {c["name"]: c for c in shown["status"]["containerStatuses"]}
+                assert by_status["with"]["allocatedResourcesStatus"] == [{
+                    "name": "claim:gpu", "resources": [{
+                        "resourceID": device["cdi_devices"][0]["name"],
+                        "health": "Unknown"}]}], by_status["with"]
+                assert "allocatedResourcesStatus" not in by_status["without"], by_status
 
                 # Deleted while nodelet is down: unprepared from the checkpoint after.
                 await node.stop(terminate_pods=False)

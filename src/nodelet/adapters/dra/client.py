@@ -1,5 +1,6 @@
-"""A client of one DRA driver's DRAPlugin service (v1), over `grpc.aio` on its unix socket, in
-plain values (`model.core.resourceclaims`).
+"""A client of one DRA driver's DRAPlugin service (v1) and its device health stream
+(DRAResourceHealth v1 or v1alpha1), over one `grpc.aio` channel on its unix socket, in plain
+values (`model.core.resourceclaims`, `model.core.drahealth`).
 
 A call that fails raises `DriverError` with grpc-go's rendering of the error (`rpc error: code
 = Unavailable desc = ...`), as the kubelet's messages carry it. A claim the driver failed is
@@ -8,18 +9,25 @@ not an error of the call: its answer carries the driver's words (`ClaimAnswer.er
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
 
 from nodelet.adapters.dra.gen import dra_pb2 as pb
 from nodelet.adapters.dra.gen import dra_pb2_grpc as pb_grpc
+from nodelet.adapters.dra.gen import health_pb2 as health_pb
 from nodelet.helpers import errors
+from nodelet.model.core import drahealth
 from nodelet.model.core import resourceclaims as rc
+from nodelet.model.core.status import ResourceHealthStatus
 
 # The gRPC service of the protocol's v1, as drivers name it in their supported versions.
 SERVICE_V1 = "v1.DRAPlugin"
+# The optional device health services, newest first: the same messages under two packages.
+HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
+_HEALTH_NAMES: dict[int, ResourceHealthStatus] = {health_pb.HEALTHY: "Healthy",
+                                                   health_pb.UNHEALTHY: "Unhealthy"}
 # A driver's socket is local: a driver that restarts is dialled again within seconds, not
 # after gRPC's default back-off of up to two minutes.
 _CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 500),
@@ -28,7 +36,11 @@ _CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 500),
 
 
 class DriverError(errors.MessageError):
-    """A call to a DRA driver that failed."""
+    """A call to a DRA driver that failed; `code` is the gRPC status code's name."""
+
+    def __init__(self, message: str, code: str = "UNKNOWN") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -41,7 +53,7 @@ class ClaimAnswer:
 
 def _error(exc: grpc.aio.AioRpcError) -> DriverError:
     code = exc.code().name if exc.code() is not None else "UNKNOWN"
-    return DriverError(errors.grpc_go_words(code, exc.details() or ""))
+    return DriverError(errors.grpc_go_words(code, exc.details() or ""), code)
 
 
 def _claims(claims: Sequence[rc.ClaimRef]) -> list[pb.Claim]:
@@ -97,3 +109,23 @@ class DriverClient:
         except grpc.aio.UsageError as exc:
             raise DriverError(f"the driver's connection was closed: {exc}") from exc
         return {uid: result.error for uid, result in answer.claims.items()}
+
+    async def watch_health(self, service: str) -> AsyncIterator[list[drahealth.DeviceHealth]]:
+        """NodeWatchResources of `service` (one of HEALTH_SERVICES) on the same connection as
+        the DRAPlugin calls: each report the driver sends, until the stream ends (returns) or
+        fails (DriverError; `code` UNIMPLEMENTED: the driver does not report health)."""
+        call = self._channel.unary_stream(
+            f"/{service}/NodeWatchResources",
+            request_serializer=health_pb.NodeWatchResourcesRequest.SerializeToString,
+            response_deserializer=health_pb.NodeWatchResourcesResponse.FromString)
+        try:
+            async for answer in call(health_pb.NodeWatchResourcesRequest()):
+                yield [drahealth.DeviceHealth(
+                    pool=d.device.pool_name, device=d.device.device_name,
+                    health=_HEALTH_NAMES.get(d.health, drahealth.UNKNOWN),
+                    timeout=drahealth.timeout_of(d.health_check_timeout_seconds),
+                    message=drahealth.truncated(d.message)) for d in answer.devices]
+        except grpc.aio.AioRpcError as exc:
+            raise _error(exc) from exc
+        except grpc.aio.UsageError as exc:
+            raise DriverError(f"the driver's connection was closed: {exc}") from exc

@@ -105,10 +105,10 @@ def claim_names(pod: pods.Pod) -> list[str]:
     """The ResourceClaims of every `spec.resourceClaims` entry whose claim is known (a
     template's claim that was never made has none)."""
     return [name for claim in pod.spec.resource_claims
-            if (name := _known_name(pod, claim)) is not None]
+            if (name := known_name(pod, claim)) is not None]
 
 
-def _known_name(pod: pods.Pod, claim: pods.PodResourceClaim) -> str | None:
+def known_name(pod: pods.Pod, claim: pods.PodResourceClaim) -> str | None:
     """The ResourceClaim of `claim`, None when there is none (yet, or on purpose)."""
     try:
         made = claim_name(pod, claim)
@@ -159,7 +159,7 @@ def container_claim_names(pod: pods.Pod, container: pods.Container) -> list[str]
     """The ResourceClaims `container` names through `resources.claims` (once each)."""
     named = {name for name, _request in container.resources.claims}
     return [name for claim in pod.spec.resource_claims
-            if claim.name in named and (name := _known_name(pod, claim)) is not None]
+            if claim.name in named and (name := known_name(pod, claim)) is not None]
 
 
 def cdi_devices(pod: pods.Pod, container: pods.Container,
@@ -174,7 +174,7 @@ def cdi_devices(pod: pods.Pod, container: pods.Container,
     for claim in pod.spec.resource_claims:
         if claim.name not in requests:
             continue
-        made = _known_name(pod, claim)
+        made = known_name(pod, claim)
         info = prepared.get(made) if made is not None else None
         if info is None:
             continue

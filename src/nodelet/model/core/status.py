@@ -96,10 +96,12 @@ ResourceHealthStatus = Literal["Healthy", "Unhealthy", "Unknown"]
 
 @dataclass(frozen=True)
 class ResourceHealth:
-    """One device of a resource a container holds, and its health (v1 ResourceHealth)."""
+    """One device of a resource a container holds, and its health (v1 ResourceHealth); the
+    driver's `message` about it ("": none)."""
 
     resource_id: str
     health: ResourceHealthStatus
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,8 @@ def _container_status_to_api(status: ContainerStatus) -> dict[str, Any]:
 def _resource_status_to_api(resource: ResourceStatus) -> dict[str, Any]:
     out: dict[str, Any] = {"name": resource.name}
     if resource.resources:  # omitempty
-        out["resources"] = [{"resourceID": h.resource_id, "health": h.health}
+        out["resources"] = [{"resourceID": h.resource_id, "health": h.health,
+                             **({"message": h.message} if h.message else {})}
                             for h in resource.resources]
     return out
 

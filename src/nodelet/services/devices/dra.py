@@ -19,9 +19,16 @@ they prepared (the kubelet's pkg/kubelet/cm/dra manager and its plugin manager).
   restart whose checkpoint was lost) is looked up by its spec.
 - **reconcile()**, every `reconcile_period` seconds once the pod sources are synced: the
   claims of pods no longer active are unprepared (a pod deleted while nodelet was down).
+- **Device health** (ResourceHealthStatus): a driver that names a DRAResourceHealth service
+  among its supported ones (v1, else v1alpha1) is watched on the same connection; each report
+  updates `model.core.drahealth.HealthCache`, and the pods holding a device whose health
+  changed are told (`on_health`), so that their status shows it at once. A stream that ends
+  is opened again 5 s later, and meanwhile the driver's devices read `Unknown` (their pods
+  told too); a driver that answers Unimplemented is not asked again until it registers again.
+  `resource_statuses(pod)` gives each container's allocatedResourcesStatus of its claims.
 
 The claims known to the node are kept in `<data dir>/dra_manager_state`, so that a restart
-still unprepares what was prepared.
+still unprepares what was prepared; the devices' health in `<data dir>/dra_health_state`.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from typing import Any, Protocol
 
 from nodelet.adapters.dra import client as dra
 from nodelet.helpers import errors
-from nodelet.model.core import pods
+from nodelet.model.core import drahealth, pods, status
 from nodelet.model.core import resourceclaims as rc
 
 log = logging.getLogger(__name__)
@@ -65,8 +72,15 @@ class DraManager:
     def __init__(self, *, state_dir: Path, claims: ClaimReader,
                  active: Callable[[], set[str]], ready: Callable[[], bool],
                  call_timeout: float = 45.0, reconcile_period: float = 60.0,
-                 wiping_delay: float = 30.0) -> None:
+                 wiping_delay: float = 30.0, health: HealthOptions | None = None) -> None:
+        """`health`: whether and how device health is watched (None: it is, every pod's
+        worker not told)."""
         self._file = state_dir / rc.CHECKPOINT_NAME
+        self._health_file = state_dir / drahealth.CHECKPOINT_NAME
+        self._health_options = health or HealthOptions()
+        self._health = drahealth.HealthCache()
+        self._health_lock = asyncio.Lock()  # one checkpoint write at a time, the newest last
+        self._closing = False
         self._claims = claims
         self._active = active
         self._ready = ready
@@ -82,7 +96,8 @@ class DraManager:
     # -- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Read the checkpoint (the claims prepared before a restart)."""
+        """Read the checkpoints (the claims prepared before a restart, the devices' health)."""
+        await self._load_health()
         try:
             blob = await asyncio.to_thread(self._file.read_bytes)
         except FileNotFoundError:
@@ -109,12 +124,14 @@ class DraManager:
                 await self.reconcile()
 
     async def close(self) -> None:
+        # The health checkpoint stays as it is: a restart keeps what the drivers said until
+        # their reports time out.
+        self._closing = True
         for wipe in self._wipes.values():
             wipe.cancel()
         for plugins in self._plugins.values():
             for plugin in plugins:
-                if plugin.monitor is not None:
-                    plugin.monitor.cancel()
+                plugin.cancel()
                 await plugin.client.close()
         self._plugins.clear()
         for task in list(self._tasks):
@@ -142,8 +159,13 @@ class DraManager:
         plugin = _Plugin(endpoint, dra.DriverClient(endpoint, timeout=self._timeout))
         plugin.monitor = self._background(f"watch {endpoint}", plugin.client.watch(
             lambda connected: self._connected(name, plugin, connected)), keep=False)
+        service = next((s for s in dra.HEALTH_SERVICES if s in versions), "")
+        if service and self._health_options.enabled:
+            plugin.health = self._background(f"health {endpoint}", self._watch_health(
+                name, plugin, service), keep=False)
         self._plugins.setdefault(name, []).append(plugin)
-        log.info("DRA driver %s registered (%s)", name, endpoint)
+        log.info("DRA driver %s registered (%s%s)", name, endpoint,
+                 f", device health by {service}" if plugin.health is not None else "")
 
     async def deregister(self, name: str, endpoint: str) -> None:
         self._remove(name, endpoint)
@@ -154,8 +176,7 @@ class DraManager:
         plugins = self._plugins.get(name, [])
         for plugin in [p for p in plugins if p.endpoint == endpoint]:
             plugins.remove(plugin)
-            if plugin.monitor is not None:
-                plugin.monitor.cancel()
+            plugin.cancel()
             # Closed once the calls in flight had their deadline to finish.
             self._background(f"close {plugin.endpoint}", plugin.client.close(self._timeout))
         if not plugins:
@@ -390,6 +411,83 @@ class DraManager:
         """The claims known to the node (for the pod resources API and the tests' eyes)."""
         return [self._infos[key] for key in sorted(self._infos)]
 
+    # -- device health ---------------------------------------------------------------------
+
+    async def _watch_health(self, name: str, plugin: _Plugin, service: str) -> None:
+        """Read the driver's health stream, opened again `retry` seconds after it ended or
+        failed; its devices read Unknown while it is not open (the kubelet's
+        HandleWatchResourcesStream, which clears the driver when its stream exits)."""
+        while True:
+            try:
+                async for report in plugin.client.watch_health(service):
+                    await self._health_reported(name, report)
+                log.info("DRA driver %s at %s ended its health stream", name, plugin.endpoint)
+            except dra.DriverError as exc:
+                if exc.code == "UNIMPLEMENTED":
+                    log.info("DRA driver %s at %s does not report device health: %s", name,
+                             plugin.endpoint, exc.message)
+                    return
+                log.debug("DRA driver %s at %s: health stream failed, will retry: %s", name,
+                          plugin.endpoint, exc.message)
+            finally:
+                self._health_cleared(name)
+            await asyncio.sleep(self._health_options.retry)
+
+    async def _health_reported(self, name: str, report: list[drahealth.DeviceHealth]) -> None:
+        changed, dirty = self._health.update(name, report, self._health_options.clock())
+        if dirty:
+            await self._save_health()
+        self._tell(name, changed)
+
+    def _health_cleared(self, name: str) -> None:
+        if self._closing:
+            return
+        gone = self._health.clear(name)
+        if gone:
+            self._background("save device health", self._save_health())
+            self._tell(name, gone)
+
+    def _tell(self, name: str, devices: list[drahealth.DeviceHealth]) -> None:
+        for uid in sorted(drahealth.pods_using(self._infos.values(), name, devices)):
+            self._health_options.on_change(uid)
+
+    def resource_statuses(self, pod: pods.Pod) -> dict[str, tuple[status.ResourceStatus, ...]]:
+        """The allocatedResourcesStatus of the pod's claims, for each container that names
+        any, by container name (`drahealth.resource_statuses`)."""
+        if not pod.spec.resource_claims:
+            return {}
+        prepared = {name: info for (namespace, name), info in self._infos.items()
+                    if namespace == pod.namespace and pod.uid in info.pod_uids}
+        now = self._health_options.clock()
+
+        def health(driver: str, pool: str, device: str) -> drahealth.DeviceHealth:
+            return self._health.get(driver, pool, device, now)
+        out: dict[str, tuple[status.ResourceStatus, ...]] = {}
+        for container in pod.spec.containers:
+            if container.resources.claims:
+                found = drahealth.resource_statuses(
+                    pod, container, prepared, health, messages=self._health_options.messages)
+                if found:
+                    out[container.name] = found
+        return out
+
+    async def _load_health(self) -> None:
+        try:
+            blob = await asyncio.to_thread(self._health_file.read_bytes)
+            self._health = drahealth.HealthCache.decode(blob)
+        except FileNotFoundError:
+            pass
+        except drahealth.CheckpointError as exc:
+            log.error("%s; starting without it (the drivers report again)", exc.message)
+
+    async def _save_health(self) -> None:
+        async with self._health_lock:
+            try:
+                await asyncio.to_thread(_write, self._health_file, self._health.encode())
+            except OSError as exc:
+                log.error("cannot save the DRA device health checkpoint (a restart forgets "
+                          "it until the drivers report again): %s", exc)
+
     # -- checkpoint ------------------------------------------------------------------------
 
     async def _save(self) -> None:
@@ -400,14 +498,35 @@ class DraManager:
             raise PrepareError(f"checkpoint ResourceClaim state: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class HealthOptions:
+    """Device health: `enabled` (ResourceHealthStatus) watches the drivers' health streams,
+    `messages` (ResourceHealthStatusMessage) shows their messages, `on_change(pod UID)` is
+    told when a device the pod holds changed health; a stream is opened again `retry` s
+    after it ended; `clock()` is the wall clock (Unix seconds)."""
+
+    enabled: bool = True
+    messages: bool = True
+    on_change: Callable[[str], None] = lambda uid: None
+    retry: float = 5.0
+    clock: Callable[[], float] = time.time
+
+
 @dataclass(eq=False)
 class _Plugin:
-    """One registration of a driver: its endpoint, client, and whether it is connected."""
+    """One registration of a driver: its endpoint, client, whether it is connected, and the
+    tasks that watch its connection and its devices' health."""
 
     endpoint: str
     client: dra.DriverClient
     connected: bool = False
     monitor: asyncio.Task[None] | None = None
+    health: asyncio.Task[None] | None = None
+
+    def cancel(self) -> None:
+        for task in (self.monitor, self.health):
+            if task is not None:
+                task.cancel()
 
 
 def _write(path: Path, blob: bytes) -> None:

@@ -48,6 +48,7 @@ from nodelet.model.core import (
     sandboxes,
     security,
     specs,
+    status,
 )
 from nodelet.model.core import events as ev
 from nodelet.model.core import volumes as vol
@@ -334,7 +335,7 @@ class PodSyncer:
         `terminal`: the last status of a terminated pod (a terminal phase, see generation)."""
         if work.resize.allocation is not None:
             pod = resize.allocated_pod(pod, work.resize.allocation)
-        status = generation.generate_status(
+        generated = generation.generate_status(
             pod,
             sandboxes=state.sandboxes,
             containers=[self._containers.with_message(pod, c) for c in state.containers],
@@ -354,10 +355,21 @@ class PodSyncer:
                                         volume_error=work.volume_error),
             resized=self._resizer.view(pod, state, work.resize),
             rro_supported=self._rro_supported(pod, work),
-            device_health=None if self._devices is None
-            else self._devices.resource_statuses(pod.uid),
+            device_health=self._device_health(pod),
         )
-        self._statuses.set_status(pod, status)
+        self._statuses.set_status(pod, generated)
+
+    def _device_health(self, pod: pods.Pod) -> dict[str, tuple[status.ResourceStatus, ...]]:
+        """Each container's allocatedResourcesStatus: its device plugins' devices, then its
+        DRA claims' (the kubelet's UpdateAllocatedResourcesStatus, in that order)."""
+        found: dict[str, tuple[status.ResourceStatus, ...]] = {}
+        parts = [] if self._devices is None else [self._devices.resource_statuses(pod.uid)]
+        if self._claims is not None:
+            parts.append(self._claims.resource_statuses(pod))
+        for part in parts:
+            for name, entries in part.items():
+                found[name] = found.get(name, ()) + entries
+        return found
 
     def _rro_supported(self, pod: pods.Pod, work: PodWork) -> bool:
         """Whether the pod's runtime handler, where known already, makes mounts recursively
