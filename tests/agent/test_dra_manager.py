@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
+from nodelet.adapters.dra.gen import dra_pb2 as dra_pb
 from nodelet.adapters.dra.gen import health_pb2 as health_pb
 from nodelet.helpers import errors
 from nodelet.model.core import pods
@@ -58,15 +59,15 @@ def manager(tmp_path: Path, api: Api, *, wiping_delay: float = 30.0) -> dra.DraM
                           wiping_delay=wiping_delay)
 
 
-async def test_a_driver_without_the_v1_service_is_refused_in_the_kubelets_words(
+async def test_a_driver_without_a_known_service_is_refused_in_the_kubelets_words(
         tmp_path: Path) -> None:
     m = manager(tmp_path, Api())
     with pytest.raises(dra.PrepareError) as caught:
-        await m.register(DRIVER, "/x.sock", ("v1beta1.DRAPlugin",))
+        await m.register(DRIVER, "/x.sock", ("v1alpha4.DRAPlugin",))
     assert caught.value.message == (
         f"invalid supported gRPC versions of DRA driver plugin {DRIVER} at endpoint /x.sock: "
-        'none of services supported by the plugin (["v1beta1.DRAPlugin"]) are supported by '
-        'the kubelet (["v1.DRAPlugin"])')
+        'none of services supported by the plugin (["v1alpha4.DRAPlugin"]) are supported by '
+        'the kubelet (["v1.DRAPlugin" "v1beta1.DRAPlugin"])')
     assert m.drivers() == []
 
 
@@ -127,7 +128,8 @@ async def test_a_corrupt_checkpoint_is_moved_aside(tmp_path: Path) -> None:
 class HealthPeer:
     """A driver's DRAResourceHealth service (v1 and v1alpha1) on a unix socket, serving the
     reports the test queues: a report (a list of DeviceHealth), END (the stream ends), or
-    UNIMPLEMENTED (the call is refused so). `calls` lists the method paths called."""
+    UNIMPLEMENTED (the call is refused so); and its DRAPlugin v1beta1, preparing every claim
+    with the device n/d. `calls` lists the method paths called."""
 
     END = "end"
     UNIMPLEMENTED = "unimplemented"
@@ -146,6 +148,12 @@ class HealthPeer:
                         request_deserializer=health_pb.NodeWatchResourcesRequest.FromString,
                         response_serializer=(
                             health_pb.NodeWatchResourcesResponse.SerializeToString)))}))
+        beta = "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin"
+        handlers.append(grpc.method_handlers_generic_handler(beta, {
+            "NodePrepareResources": grpc.unary_unary_rpc_method_handler(
+                self._prepare(f"/{beta}/NodePrepareResources"),
+                request_deserializer=dra_pb.NodePrepareResourcesRequest.FromString,
+                response_serializer=dra_pb.NodePrepareResourcesResponse.SerializeToString)}))
         self._server.add_generic_rpc_handlers(handlers)
         self._server.add_insecure_port(f"unix://{socket}")
 
@@ -164,6 +172,16 @@ class HealthPeer:
                         health=health, message=message)
                     for pool, device, health, message in item])
         return watch
+
+    def _prepare(self, path: str) -> Any:
+        async def prepare(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            self.calls.append(path)
+            return dra_pb.NodePrepareResourcesResponse(claims={
+                c.uid: dra_pb.NodePrepareResourceResponse(devices=[dra_pb.Device(
+                    request_names=["r"], pool_name="n", device_name="d",
+                    cdi_device_ids=["d.example.com/dev=d"])])
+                for c in request.claims})
+        return prepare
 
     async def __aenter__(self) -> HealthPeer:
         await self._server.start()
@@ -250,4 +268,17 @@ async def test_the_newest_health_service_is_chosen_and_none_without_the_gate(
             "v1.DRAPlugin", "v1alpha1.DRAResourceHealth", "v1.DRAResourceHealth"))
         await eventually(lambda: peer.calls, within=10, what="a health stream")
         assert peer.calls == ["/v1.DRAResourceHealth/NodeWatchResources"]
+        await m.close()
+
+
+async def test_a_v1beta1_driver_is_called_by_its_own_method_paths(tmp_path: Path) -> None:
+    async with HealthPeer(tmp_path / "d.sock") as peer:
+        m = manager(tmp_path, Api({"c": claim()}))
+        # The first service of the driver's list the node speaks is used.
+        await m.register(DRIVER, str(peer.socket), ("v1beta1.DRAPlugin", "v1.DRAPlugin"))
+        await m.prepare(HEALTH_POD)
+        assert peer.calls == ["/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+                              "NodePrepareResources"]
+        assert m.cdi_devices(HEALTH_POD, HEALTH_POD.spec.containers[0]) == (
+            "d.example.com/dev=d",)
         await m.close()

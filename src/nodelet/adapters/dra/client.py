@@ -1,4 +1,4 @@
-"""A client of one DRA driver's DRAPlugin service (v1) and its device health stream
+"""A client of one DRA driver's DRAPlugin service (v1 or v1beta1) and its device health stream
 (DRAResourceHealth v1 or v1alpha1), over one `grpc.aio` channel on its unix socket, in plain
 values (`model.core.resourceclaims`, `model.core.drahealth`).
 
@@ -15,15 +15,17 @@ from dataclasses import dataclass
 import grpc
 
 from nodelet.adapters.dra.gen import dra_pb2 as pb
-from nodelet.adapters.dra.gen import dra_pb2_grpc as pb_grpc
 from nodelet.adapters.dra.gen import health_pb2 as health_pb
 from nodelet.helpers import errors
 from nodelet.model.core import drahealth
 from nodelet.model.core import resourceclaims as rc
 from nodelet.model.core.status import ResourceHealthStatus
 
-# The gRPC service of the protocol's v1, as drivers name it in their supported versions.
-SERVICE_V1 = "v1.DRAPlugin"
+# The DRAPlugin services nodelet speaks, newest first, as drivers name them in their supported
+# versions. Their messages are the same (v1beta1 has no share_id): one set serves both, the
+# version is in the method paths (/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/...).
+SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+_PACKAGE = "k8s.io.kubelet.pkg.apis.dra"
 # The optional device health services, newest first: the same messages under two packages.
 HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
 _HEALTH_NAMES: dict[int, ResourceHealthStatus] = {health_pb.HEALTHY: "Healthy",
@@ -61,15 +63,22 @@ def _claims(claims: Sequence[rc.ClaimRef]) -> list[pb.Claim]:
 
 
 class DriverClient:
-    """The DRAPlugin service at `endpoint` (a unix socket path); calls have a deadline of
-    `timeout` seconds. `close()` at the end."""
+    """The DRAPlugin `service` (one of SERVICES) at `endpoint` (a unix socket path); calls
+    have a deadline of `timeout` seconds. `close()` at the end."""
 
-    def __init__(self, endpoint: str, *, timeout: float) -> None:
+    def __init__(self, endpoint: str, *, timeout: float, service: str = SERVICES[0]) -> None:
         self.endpoint = endpoint
         self._timeout = timeout
         target = endpoint if endpoint.startswith("unix:") else f"unix://{endpoint}"
         self._channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
-        self._stub = pb_grpc.DRAPluginStub(self._channel)
+        self._prepare = self._channel.unary_unary(
+            f"/{_PACKAGE}.{service}/NodePrepareResources",
+            request_serializer=pb.NodePrepareResourcesRequest.SerializeToString,
+            response_deserializer=pb.NodePrepareResourcesResponse.FromString)
+        self._unprepare = self._channel.unary_unary(
+            f"/{_PACKAGE}.{service}/NodeUnprepareResources",
+            request_serializer=pb.NodeUnprepareResourcesRequest.SerializeToString,
+            response_deserializer=pb.NodeUnprepareResourcesResponse.FromString)
 
     async def close(self, grace: float | None = None) -> None:
         """Close the channel; calls in flight get `grace` seconds to finish (None: none)."""
@@ -87,7 +96,7 @@ class DriverClient:
     async def prepare(self, claims: Sequence[rc.ClaimRef]) -> dict[str, ClaimAnswer]:
         """NodePrepareResources: the driver's answer per claim UID."""
         try:
-            answer = await self._stub.NodePrepareResources(
+            answer: pb.NodePrepareResourcesResponse = await self._prepare(
                 pb.NodePrepareResourcesRequest(claims=_claims(claims)), timeout=self._timeout)
         except grpc.aio.AioRpcError as exc:
             raise _error(exc) from exc
@@ -101,7 +110,7 @@ class DriverClient:
     async def unprepare(self, claims: Sequence[rc.ClaimRef]) -> dict[str, str]:
         """NodeUnprepareResources: per claim UID, the driver's error ("" when it succeeded)."""
         try:
-            answer = await self._stub.NodeUnprepareResources(
+            answer: pb.NodeUnprepareResourcesResponse = await self._unprepare(
                 pb.NodeUnprepareResourcesRequest(claims=_claims(claims)),
                 timeout=self._timeout)
         except grpc.aio.AioRpcError as exc:

@@ -2,7 +2,8 @@
 they prepared (the kubelet's pkg/kubelet/cm/dra manager and its plugin manager).
 
 - **Drivers** register through the plugin registry (type `DRAPlugin`, `services.plugins`):
-  one that does not offer the `v1.DRAPlugin` service is refused with the kubelet's words.
+  one that offers neither the `v1.DRAPlugin` nor the `v1beta1.DRAPlugin` service is refused
+  with the kubelet's words.
   A driver may register at several endpoints; each one's connection is watched. The node's
   ResourceSlices are deleted at start (until its driver is back, a device cannot be used
   here), and a driver's 30 s after none of its endpoints is connected any more (it went, or
@@ -50,8 +51,8 @@ from nodelet.model.core import resourceclaims as rc
 log = logging.getLogger(__name__)
 
 DRA_PLUGIN = "DRAPlugin"
-# The services the kubelet speaks, newest first (nodelet speaks v1 only).
-SUPPORTED_SERVICES = (dra.SERVICE_V1,)
+# The DRAPlugin services the kubelet speaks, newest first.
+SUPPORTED_SERVICES = dra.SERVICES
 
 
 class PrepareError(errors.MessageError):
@@ -140,14 +141,15 @@ class DraManager:
     # -- registration --------------------------------------------------------------------
 
     async def register(self, name: str, endpoint: str, versions: tuple[str, ...]) -> None:
-        """ValidatePlugin and RegisterPlugin: a driver that offers `v1.DRAPlugin`. A driver
-        may register at several endpoints (a new instance before the old one went): calls go
-        to the newest that is connected."""
+        """ValidatePlugin and RegisterPlugin: a driver that offers `v1.DRAPlugin` or
+        `v1beta1.DRAPlugin` (the first of its list the node speaks is used, as the kubelet
+        picks it). A driver may register at several endpoints (a new instance before the old
+        one went): calls go to the newest that is connected."""
         if not name:
             raise PrepareError("DRA driver name is empty")
         if not versions:
             problem = "empty list of supported gRPC services (aka supported versions)"
-        elif not any(v in SUPPORTED_SERVICES for v in versions):
+        elif (chosen := next((v for v in versions if v in SUPPORTED_SERVICES), "")) == "":
             problem = (f"none of services supported by the plugin ({_quoted(versions)}) are "
                        f"supported by the kubelet ({_quoted(SUPPORTED_SERVICES)})")
         else:
@@ -156,7 +158,8 @@ class DraManager:
             raise PrepareError(f"invalid supported gRPC versions of DRA driver plugin {name} "
                                f"at endpoint {endpoint}: {problem}")
         self._remove(name, endpoint)
-        plugin = _Plugin(endpoint, dra.DriverClient(endpoint, timeout=self._timeout))
+        plugin = _Plugin(endpoint, dra.DriverClient(endpoint, timeout=self._timeout,
+                                                    service=chosen))
         plugin.monitor = self._background(f"watch {endpoint}", plugin.client.watch(
             lambda connected: self._connected(name, plugin, connected)), keep=False)
         service = next((s for s in dra.HEALTH_SERVICES if s in versions), "")
@@ -164,7 +167,7 @@ class DraManager:
             plugin.health = self._background(f"health {endpoint}", self._watch_health(
                 name, plugin, service), keep=False)
         self._plugins.setdefault(name, []).append(plugin)
-        log.info("DRA driver %s registered (%s%s)", name, endpoint,
+        log.info("DRA driver %s registered (%s, %s%s)", name, endpoint, chosen,
                  f", device health by {service}" if plugin.health is not None else "")
 
     async def deregister(self, name: str, endpoint: str) -> None:
