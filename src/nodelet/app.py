@@ -464,7 +464,9 @@ class Agent:
             views=nodestatus.NodeViews(runtime=self._client, pressure=self.eviction.conditions,
                                        images=self._client.list_images,
                                        volumes_in_use=self.volumes.volumes_in_use,
-                                       extended=self._device_resources),
+                                       extended=self._device_resources,
+                                       reset_extended=lambda: self.device_manager is not None
+                                       and self.device_manager.new_node),
             listeners=cluster.Listeners(on_pods=self._on_api_pods, on_objects=self._wake_readers,
                                         on_token_due=lambda uid: self.workers.wake(uid)),
         )

@@ -68,3 +68,41 @@ async def test_node_reports_device_resources_and_the_scheduler_uses_them(
                              what="allocatable 0 and capacity kept once the plugin stopped")
             for name in ("dev-1", "dev-2", "dev-3"):
                 await admin.delete(pod_path(namespace, name))
+
+
+DONGLE = "example.com/dongle"
+
+
+def dongles(node: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    status = (node or {}).get("status", {})
+    return status.get("capacity", {}).get(DONGLE), status.get("allocatable", {}).get(DONGLE)
+
+
+async def test_a_node_new_to_its_device_manager_zeroes_the_extended_resources_it_had(
+        join: Any, admin: AdminClient, tmp_path: Path) -> None:
+    """The kubelet's reconcileExtendedResource: a Node adopted by an agent without a device
+    checkpoint (a new data dir: the node was made anew) shows every extended resource at 0
+    until a plugin lists it; with the checkpoint, what the Node had stays."""
+    advertised = {"status": {"capacity": {DONGLE: "4"}, "allocatable": {DONGLE: "4"}}}
+    async with join("devices-reset") as node:
+        # A plugin registered once: the device checkpoint is written and kept.
+        async with sample_plugin(node.settings.device_plugins_dir,
+                                 log=tmp_path / "sample-device-plugin.log"):
+            await eventually(lambda: admin.get(node_path("devices-reset")), within=60,
+                             until=lambda n: counts(n) == ("2", "2"),
+                             what="the plugin's resource on the Node")
+        checkpoint = node.agent_or_fail().device_manager.checkpoint_file  # type: ignore[union-attr]
+        assert checkpoint.exists()
+        await admin.patch(node_path("devices-reset") + "/status", advertised)
+        await node.stop()
+        await node.start()
+        found = await admin.get(node_path("devices-reset"))
+        assert dongles(found) == ("4", "4"), found
+        # Without it, the node is new here: the dongles it advertised are not its own.
+        await node.stop()
+        checkpoint.unlink()
+        await node.start()
+        await eventually(lambda: admin.get(node_path("devices-reset")), within=30,
+                         until=lambda n: dongles(n) == ("0", "0") and counts(n) == ("0", "0"),
+                         what="every extended resource of the Node at 0",
+                         seen=lambda n: f"{dongles(n)} {counts(n)}")

@@ -131,3 +131,11 @@ def test_pressure_conditions_are_worded_as_the_kubelet_words_them() -> None:
     short = nodes.node_status(SPEC, VERSION, ready, previous=None, now=T0,
                               pressure=frozenset({"MemoryPressure"}))
     assert condition(short, "MemoryPressure")["reason"] == "KubeletHasInsufficientMemory"
+
+
+def test_a_node_new_here_zeroes_only_its_extended_resources() -> None:
+    status = {"capacity": {"cpu": "2", "memory": "1Ki", "hugepages-2Mi": "0",
+                           "example.com/dongle": "4", "kubernetes.io/x": "1",
+                           "nvidia.com/gpu": "8"}}
+    assert nodes.extended_at_zero(status) == {"example.com/dongle": 0, "nvidia.com/gpu": 0}
+    assert nodes.extended_at_zero({}) == {}

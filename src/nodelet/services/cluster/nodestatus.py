@@ -54,6 +54,10 @@ class NodeViews:
     volumes_in_use: Callable[[], list[str]] | None = None
     # The device plugins' resources, (capacity, allocatable) counts by name (None: none).
     extended: Callable[[], tuple[Mapping[str, int], Mapping[str, int]]] | None = None
+    # Whether the node is new to its device manager (no checkpoint when it started): a Node
+    # adopted then has every extended resource it showed zeroed until a plugin lists it again
+    # (the kubelet's reconcileExtendedResource).
+    reset_extended: Callable[[], bool] = lambda: False
 
 
 class NodeReporter:
@@ -82,6 +86,8 @@ class NodeReporter:
         self._pressure = views.pressure
         self._volumes_in_use = views.volumes_in_use
         self._extended = views.extended
+        self._reset_extended = views.reset_extended
+        self._zeroed: dict[str, int] = {}  # extended resources a Node adopted had, at 0
         self.update_period = update_period
         self.report_period = report_period
         self.node: apijson.Obj | None = None
@@ -103,6 +109,12 @@ class NodeReporter:
             self.node = await self._client.patch_node(
                 self._spec.name, {"metadata": nodes.node_metadata(self._spec)})
             log.info("node %s was registered before; adopted it", self._spec.name)
+            if self._reset_extended():
+                self._zeroed = nodes.extended_at_zero(self.node.get("status") or {})
+                if self._zeroed:
+                    log.info("node %s: no device checkpoint, so its extended resources %s "
+                             "are 0 until a device plugin lists them", self._spec.name,
+                             ", ".join(sorted(self._zeroed)))
         self.registered = True
         await self.update(force=True)
 
@@ -115,7 +127,7 @@ class NodeReporter:
                                    images=await self._node_images(), features=features,
                                    volumes_in_use=self._volumes_in_use()
                                    if self._volumes_in_use is not None else None,
-                                   extended=self._extended() if self._extended else None)
+                                   extended=self._extended_now())
         due = self._monotonic() - self._reported_at >= self.report_period
         if not force and not due and not nodes.status_changed(self._reported, status):
             return False
@@ -123,6 +135,13 @@ class NodeReporter:
         self._reported, self._reported_at = status, self._monotonic()
         self.reports += 1
         return True
+
+    def _extended_now(self) -> tuple[Mapping[str, int], Mapping[str, int]] | None:
+        """The device plugins' resources over the adopted Node's zeroed ones."""
+        capacity, allocatable = self._extended() if self._extended else ({}, {})
+        if not self._zeroed:
+            return (capacity, allocatable) if self._extended else None
+        return {**self._zeroed, **capacity}, {**self._zeroed, **allocatable}
 
     async def _node_images(self) -> list[apijson.Obj] | None:
         """The images to report; the last list when the runtime does not answer (the kubelet

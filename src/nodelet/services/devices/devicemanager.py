@@ -90,6 +90,10 @@ class DeviceManager:
         self._endpoints: dict[str, _Endpoint] = {}
         self._assigned: dict[_Key, devices.Assignment] = {}
         self._lock = asyncio.Lock()  # one allocation at a time, as the kubelet's admission
+        # No checkpoint when it started: the node is new here (a fresh data dir), so the
+        # extended resources its Node showed before are not this node's (the kubelet's
+        # ShouldResetExtendedResourceCapacity).
+        self.new_node = False
         self._server = plugins.RegistrationServer(directory / REGISTRATION_SOCKET,
                                                   self._register)
 
@@ -118,6 +122,7 @@ class DeviceManager:
         try:
             blob = self.checkpoint_file.read_bytes()
         except FileNotFoundError:
+            self.new_node = True
             return
         try:
             assignments, registered = devices.decode_checkpoint(blob)
