@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nodelet.helpers import errors
-from nodelet.model.core import pods, runtime, status
+from nodelet.model.core import pods, resources, runtime, status
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
@@ -157,35 +157,9 @@ def validate_registration(version: str, resource_name: str) -> str | None:
         supported = " ".join(f'"{v}"' for v in SUPPORTED_VERSIONS)  # Go's %q of an array
         return (f'requested API version "{version}" is not supported by kubelet. Supported '
                 f"version is [{supported}]")
-    if not is_extended_resource(resource_name):
+    if not resources.is_extended_resource(resource_name):
         return f'the ResourceName "{resource_name}" is invalid'
     return None
-
-
-def is_extended_resource(name: str) -> bool:
-    """helper.IsExtendedResourceName: a qualified name with a domain outside kubernetes.io,
-    not starting with `requests.`, that is also valid as `requests.<name>` (a quota key)."""
-    if "/" not in name or name.startswith("requests."):
-        return False
-    domain, _, short = name.partition("/")
-    if domain == "kubernetes.io" or domain.endswith(".kubernetes.io") or not short:
-        return False
-    return _qualified(f"requests.{name}")
-
-
-def _qualified(name: str) -> bool:
-    prefix, _, short = name.rpartition("/")
-    if not 0 < len(short) <= 63 or not _name_part(short):
-        return False
-    return not prefix or (len(prefix) <= 253 and all(
-        label and label[0].isalnum() and label[-1].isalnum()
-        and all(c.isalnum() or c == "-" for c in label) and label == label.lower()
-        for label in prefix.split(".")))
-
-
-def _name_part(text: str) -> bool:
-    return (text[0].isalnum() and text[-1].isalnum()
-            and all(c.isalnum() or c in "-_." for c in text) and text.isascii())
 
 
 def pick(resource: Resource, needed: int, *, in_use: frozenset[str],

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import nodelet
-from nodelet.model.core import apijson, devices, nodeips, quantities, resources
+from nodelet.model.core import apijson, nodeips, quantities, resources
 from nodelet.model.core import runtime as rt
 from nodelet.model.core import status as st
 
@@ -232,7 +232,7 @@ def extended_at_zero(status: Mapping[str, Any]) -> dict[str, int]:
     """Every extended resource in a Node's status capacity, at 0: what a node new to its
     device manager reports of them until a plugin lists them again."""
     return {name: 0 for name in status.get("capacity") or {}
-            if devices.is_extended_resource(name)}
+            if resources.is_extended_resource(name)}
 
 
 def status_changed(reported: Mapping[str, Any] | None, status: Mapping[str, Any]) -> bool:

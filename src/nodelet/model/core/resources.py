@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from nodelet.model.core import pods, quantities
+from nodelet.model.core import names, pods, quantities
 
 Amounts = Mapping[str, int]
 QOSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
@@ -249,3 +249,16 @@ def _requirements_qos(level: pods.Resources) -> QOSClass:
     if classes == {"BestEffort"}:
         return "BestEffort"
     return "Guaranteed" if classes == {"Guaranteed"} else "Burstable"
+
+
+def is_native_resource(name: str) -> bool:
+    """helper.IsNativeResource: no domain, or a kubernetes.io one."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def is_extended_resource(name: str) -> bool:
+    """helper.IsExtendedResourceName: a domain-qualified name outside kubernetes.io, not
+    starting with `requests.`, that also works as a quota name (`requests.<name>`)."""
+    if is_native_resource(name) or name.startswith("requests."):
+        return False
+    return names.is_qualified_name(f"requests.{name}")

@@ -30,20 +30,8 @@ _STANDARD = ("cpu", "memory", "ephemeral-storage")
 HUGEPAGES_PREFIX = "hugepages-"
 
 
-def _is_native(name: str) -> bool:
-    """helper.IsNativeResource: no domain, or a kubernetes.io one."""
-    return "/" not in name or "kubernetes.io/" in name
-
-
-def is_extended(name: str) -> bool:
-    """helper.IsExtendedResourceName: a domain-qualified name outside kubernetes.io."""
-    if _is_native(name) or name.startswith("requests."):
-        return False
-    return names.is_qualified_name(f"requests.{name}")  # it must also work as a quota name
-
-
 def _overcommit_allowed(name: str) -> bool:
-    return _is_native(name) and not name.startswith(HUGEPAGES_PREFIX)
+    return podresources.is_native_resource(name) and not name.startswith(HUGEPAGES_PREFIX)
 
 
 def resource_name(name: str, path: str) -> None:
@@ -55,7 +43,8 @@ def resource_name(name: str, path: str) -> None:
             'ephemeral-storage, hugepages-<size>) or fully qualified, such as "example.com/gpu"',
             path=path,
         )
-    if "/" in name and not _is_native(name) and not is_extended(name):
+    if "/" in name and not podresources.is_native_resource(name) \
+            and not podresources.is_extended_resource(name):
         raise fields.InvalidValueError(
             f'"{name}": doesn\'t follow extended resource name standard (a domain and a name, '
             'not starting with "requests.")',
@@ -87,7 +76,7 @@ def _quantity(name: str, raw: Any, path: str) -> Decimal:
             f"{_shown(raw)}: must be greater than or equal to 0", path=path
         )
     _too_large(name, value, path)
-    if is_extended(name) and value != value.to_integral_value():
+    if podresources.is_extended_resource(name) and value != value.to_integral_value():
         raise fields.InvalidValueError(f"{_shown(raw)}: must be an integer", path=path)
     if name.startswith(HUGEPAGES_PREFIX) and not _hugepages_divisible(name, value):
         raise fields.InvalidValueError(
