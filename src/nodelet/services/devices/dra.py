@@ -74,8 +74,8 @@ class DraManager:
                  active: Callable[[], set[str]], ready: Callable[[], bool],
                  call_timeout: float = 45.0, reconcile_period: float = 60.0,
                  wiping_delay: float = 30.0, health: HealthOptions | None = None) -> None:
-        """`health`: whether and how device health is watched (None: it is, every pod's
-        worker not told)."""
+        """`health`: how the drivers' device health is watched (None: HealthOptions'
+        defaults)."""
         self._file = state_dir / rc.CHECKPOINT_NAME
         self._health_file = state_dir / drahealth.CHECKPOINT_NAME
         self._health_options = health or HealthOptions()
@@ -147,9 +147,10 @@ class DraManager:
         one went): calls go to the newest that is connected."""
         if not name:
             raise PrepareError("DRA driver name is empty")
+        chosen = next((v for v in versions if v in SUPPORTED_SERVICES), "")
         if not versions:
             problem = "empty list of supported gRPC services (aka supported versions)"
-        elif (chosen := next((v for v in versions if v in SUPPORTED_SERVICES), "")) == "":
+        elif not chosen:
             problem = (f"none of services supported by the plugin ({_quoted(versions)}) are "
                        f"supported by the kubelet ({_quoted(SUPPORTED_SERVICES)})")
         else:
