@@ -197,13 +197,6 @@ NOTES: dict[str, str] = {
         "(cgroup v1), the pod's projected token volume listed beside the spec's emptyDir "
         "(the spec expects that one only); the kubelet's also lacked pod network stats, "
         "which nodelet's has"),
-    "Resource Health [FeatureGate:ResourceHealthStatus]": (
-        "nodelet: DRA device health is not built yet (a driver's DRAResourceHealth stream "
-        "and the claims' devices in `allocatedResourcesStatus`; device plugins' health is)"),
-    "must recover and register after NotifyRegistrationStatus failure": (
-        "nodelet's, fixed after this run (e71b58c): a failed NotifyRegistrationStatus now "
-        "undoes the registration, which is tried again at the next rescan, as the kubelet's "
-        "plugin manager does (tests/agent/test_plugin_registration.py)"),
     "should print log to correct cri log path": (
         "this harness: the check pod mounts the expected log file from the host path "
         "`/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log` (HostPath FileOrCreate: an empty "
