@@ -224,7 +224,9 @@ async def test_device_health_from_a_v1alpha1_driver_reaches_the_pods_status(
         await eventually(lambda: shown(m), until=lambda s: s == [
             (f"{DRIVER}/n/d", "Unhealthy", "ECC errors")], within=10, what="unhealthy")
         assert peer.calls == ["/v1alpha1.DRAResourceHealth/NodeWatchResources"]
-        assert told == [UID]
+        # The pod is told once the checkpoint is written.
+        await eventually(lambda: told, until=lambda t: t == [UID], within=10,
+                         what="the pod told")
         # A restart reads the health from its checkpoint while the report holds.
         again = dra.DraManager(state_dir=tmp_path, claims=Api(), active=set,
                                ready=lambda: True)
@@ -236,7 +238,8 @@ async def test_device_health_from_a_v1alpha1_driver_reaches_the_pods_status(
         await peer.queue.put(HealthPeer.END)
         await eventually(lambda: shown(m), until=lambda s: s == [
             (f"{DRIVER}/n/d", "Unknown", "")], within=10, what="unknown")
-        assert told == [UID, UID]
+        await eventually(lambda: told, until=lambda t: t == [UID, UID], within=10,
+                         what="the pod told again")
         await eventually(lambda: len(peer.calls), until=lambda n: n == 2, within=10,
                          what="the stream opened again")
         await peer.queue.put([("n", "d", health_pb.HEALTHY, "")])

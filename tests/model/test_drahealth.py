@@ -94,6 +94,11 @@ def test_a_long_message_is_cut_to_the_apis_limit() -> None:
     assert dh.truncated("short") == "short"
     cut = dh.truncated("x" * 2000)
     assert len(cut) == dh.MESSAGE_MAX and cut.endswith("...")
+    # The API server counts bytes: a message of two-byte characters is cut at a character's
+    # end within the limit.
+    assert dh.truncated("é" * 512) == "é" * 512
+    cut = dh.truncated("é" * 2000)
+    assert cut == "é" * 510 + "..." and len(cut.encode()) == 1023
 
 
 # -- a container's allocatedResourcesStatus -------------------------------------------------

@@ -9,7 +9,7 @@ not an error of the call: its answer carries the driver's words (`ClaimAnswer.er
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -119,7 +119,8 @@ class DriverClient:
             raise DriverError(f"the driver's connection was closed: {exc}") from exc
         return {uid: result.error for uid, result in answer.claims.items()}
 
-    async def watch_health(self, service: str) -> AsyncIterator[list[drahealth.DeviceHealth]]:
+    async def watch_health(
+            self, service: str) -> AsyncGenerator[list[drahealth.DeviceHealth], None]:
         """NodeWatchResources of `service` (one of HEALTH_SERVICES) on the same connection as
         the DRAPlugin calls: each report the driver sends, until the stream ends (returns) or
         fails (DriverError; `code` UNIMPLEMENTED: the driver does not report health)."""

@@ -31,7 +31,7 @@ from nodelet.model.core import resourceclaims as rc
 CHECKPOINT_NAME = "dra_health_state"
 DEFAULT_TIMEOUT = 30.0
 MAX_DEVICES_PER_DRIVER = 16384
-# v1.ResourceHealthMessageMaxLength: longer messages are cut, ending in "...".
+# v1.ResourceHealthMessageMaxLength, in bytes: longer messages are cut, ending in "...".
 MESSAGE_MAX = 1024
 UNKNOWN: status.ResourceHealthStatus = "Unknown"
 
@@ -58,8 +58,12 @@ class DeviceHealth:
 
 
 def truncated(message: str) -> str:
-    """A driver's message as a pod status may hold it (at most MESSAGE_MAX characters)."""
-    return message if len(message) <= MESSAGE_MAX else message[:MESSAGE_MAX - 3] + "..."
+    """A driver's message as a pod status may hold it: at most MESSAGE_MAX bytes of UTF-8, as
+    the API server counts them (a longer one is cut at a character's end, "..." added)."""
+    data = message.encode()
+    if len(data) <= MESSAGE_MAX:
+        return message
+    return data[:MESSAGE_MAX - 3].decode(errors="ignore") + "..."
 
 
 def timeout_of(seconds: int) -> float:

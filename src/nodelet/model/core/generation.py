@@ -108,7 +108,8 @@ def generate_status(
     `resized`: the allocation and what runs (`resize.View`; None: the pod's spec as it is);
     `rro_supported`: the pod's runtime handler makes mounts recursively read-only;
     `device_health`: the allocatedResourcesStatus of each app container holding devices, by
-    name (`devices.resource_statuses`), shown with the ResourceHealthStatus gate."""
+    name (the device plugins' `devices.resource_statuses`, then the DRA claims'
+    `drahealth.resource_statuses`), shown with the ResourceHealthStatus gate."""
     view = resized or resize.View(allocated=pod)
     init_statuses, container_statuses = _container_statuses(
         pod, containers, old, view, gates=gates, ready=ready, waiting=waiting, started=started,

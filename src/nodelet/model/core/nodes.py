@@ -230,7 +230,7 @@ def node_status(
 
 def extended_at_zero(status: Mapping[str, Any]) -> dict[str, int]:
     """Every extended resource in a Node's status capacity, at 0: what a node new to its
-    device manager reports of them until a plugin lists them again."""
+    device manager reports of them when it adopts the Node."""
     return {name: 0 for name in status.get("capacity") or {}
             if resources.is_extended_resource(name)}
 

@@ -55,8 +55,8 @@ class NodeViews:
     # The device plugins' resources, (capacity, allocatable) counts by name (None: none).
     extended: Callable[[], tuple[Mapping[str, int], Mapping[str, int]]] | None = None
     # Whether the node is new to its device manager (no checkpoint when it started): a Node
-    # adopted then has every extended resource it showed zeroed until a plugin lists it again
-    # (the kubelet's reconcileExtendedResource).
+    # adopted then has every extended resource it showed set to 0, once, in its first status
+    # (the kubelet's reconcileExtendedResource); a plugin's list, or an admin, sets them after.
     reset_extended: Callable[[], bool] = lambda: False
 
 
@@ -87,7 +87,8 @@ class NodeReporter:
         self._volumes_in_use = views.volumes_in_use
         self._extended = views.extended
         self._reset_extended = views.reset_extended
-        self._zeroed: dict[str, int] = {}  # extended resources a Node adopted had, at 0
+        # The extended resources an adopted Node had, at 0, for its first status only.
+        self._zeroed: dict[str, int] = {}
         self.update_period = update_period
         self.report_period = report_period
         self.node: apijson.Obj | None = None
@@ -113,8 +114,7 @@ class NodeReporter:
                 self._zeroed = nodes.extended_at_zero(self.node.get("status") or {})
                 if self._zeroed:
                     log.info("node %s: no device checkpoint, so its extended resources %s "
-                             "are 0 until a device plugin lists them", self._spec.name,
-                             ", ".join(sorted(self._zeroed)))
+                             "are set to 0", self._spec.name, ", ".join(sorted(self._zeroed)))
         self.registered = True
         await self.update(force=True)
 
@@ -133,11 +133,13 @@ class NodeReporter:
             return False
         self.node = await self._client.patch_node_status(self._spec.name, {"status": status})
         self._reported, self._reported_at = status, self._monotonic()
+        self._zeroed = {}
         self.reports += 1
         return True
 
     def _extended_now(self) -> tuple[Mapping[str, int], Mapping[str, int]] | None:
-        """The device plugins' resources over the adopted Node's zeroed ones."""
+        """The device plugins' resources, over the adopted Node's zeroed ones until they
+        were sent."""
         capacity, allocatable = self._extended() if self._extended else ({}, {})
         if not self._zeroed:
             return (capacity, allocatable) if self._extended else None

@@ -23,9 +23,10 @@ they prepared (the kubelet's pkg/kubelet/cm/dra manager and its plugin manager).
 - **Device health** (ResourceHealthStatus): a driver that names a DRAResourceHealth service
   among its supported ones (v1, else v1alpha1) is watched on the same connection; each report
   updates `model.core.drahealth.HealthCache`, and the pods holding a device whose health
-  changed are told (`on_health`), so that their status shows it at once. A stream that ends
-  is opened again 5 s later, and meanwhile the driver's devices read `Unknown` (their pods
-  told too); a driver that answers Unimplemented is not asked again until it registers again.
+  changed are told (`HealthOptions.on_change`), so that their status shows it at once. A
+  stream that ends is opened again 5 s later, and meanwhile the driver's devices read
+  `Unknown` (their pods told too); a driver that answers Unimplemented is not asked again
+  until it registers again.
   `resource_statuses(pod)` gives each container's allocatedResourcesStatus of its claims.
 
 The claims known to the node are kept in `<data dir>/dra_manager_state`, so that a restart
@@ -35,8 +36,10 @@ still unprepares what was prepared; the devices' health in `<data dir>/dra_healt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
@@ -80,7 +83,7 @@ class DraManager:
         self._health_file = state_dir / drahealth.CHECKPOINT_NAME
         self._health_options = health or HealthOptions()
         self._health = drahealth.HealthCache()
-        self._health_lock = asyncio.Lock()  # one checkpoint write at a time, the newest last
+        self._health_lock = asyncio.Lock()  # one checkpoint write at a time
         self._closing = False
         self._claims = claims
         self._active = active
@@ -419,12 +422,17 @@ class DraManager:
 
     async def _watch_health(self, name: str, plugin: _Plugin, service: str) -> None:
         """Read the driver's health stream, opened again `retry` seconds after it ended or
-        failed; its devices read Unknown while it is not open (the kubelet's
-        HandleWatchResourcesStream, which clears the driver when its stream exits)."""
+        failed. Once a stream that gave reports ends, the driver's devices read Unknown (the
+        kubelet's HandleWatchResourcesStream, which clears the driver when its stream exits);
+        a stream that never opened leaves what is known, the checkpoint's after a restart,
+        to time out."""
         while True:
+            opened = False  # a report came: what the driver said is its, and goes with it
             try:
-                async for report in plugin.client.watch_health(service):
-                    await self._health_reported(name, report)
+                async with contextlib.aclosing(plugin.client.watch_health(service)) as reports:
+                    async for report in reports:
+                        opened = True
+                        await self._health_reported(name, report)
                 log.info("DRA driver %s at %s ended its health stream", name, plugin.endpoint)
             except dra.DriverError as exc:
                 if exc.code == "UNIMPLEMENTED":
@@ -433,8 +441,12 @@ class DraManager:
                     return
                 log.debug("DRA driver %s at %s: health stream failed, will retry: %s", name,
                           plugin.endpoint, exc.message)
+            except Exception:  # whatever it was, the stream is read again
+                log.exception("DRA driver %s at %s: reading its health stream failed, will "
+                              "retry", name, plugin.endpoint)
             finally:
-                self._health_cleared(name)
+                if opened:
+                    self._health_cleared(name)
             await asyncio.sleep(self._health_options.retry)
 
     async def _health_reported(self, name: str, report: list[drahealth.DeviceHealth]) -> None:
@@ -534,14 +546,20 @@ class _Plugin:
 
 
 def _write(path: Path, blob: bytes) -> None:
+    """`blob` as the whole of `path`, atomically, through a temporary file of its own (a write
+    whose caller was cancelled may still be running in its thread)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(blob)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(blob)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _quoted(values: Iterable[str]) -> str:
