@@ -81,8 +81,8 @@ def dongles(node: dict[str, Any] | None) -> tuple[str | None, str | None]:
 async def test_a_node_new_to_its_device_manager_zeroes_the_extended_resources_it_had(
         join: Any, admin: AdminClient, tmp_path: Path) -> None:
     """The kubelet's reconcileExtendedResource: a Node adopted by an agent without a device
-    checkpoint (a new data dir: the node was made anew) shows every extended resource at 0
-    until a plugin lists it; with the checkpoint, what the Node had stays."""
+    checkpoint (a new data dir: the node was made anew) sets every extended resource to 0 in
+    its first status, once; with the checkpoint, what the Node had stays."""
     advertised = {"status": {"capacity": {DONGLE: "4"}, "allocatable": {DONGLE: "4"}}}
     async with join("devices-reset") as node:
         # A plugin registered once: the device checkpoint is written and kept.
@@ -106,3 +106,12 @@ async def test_a_node_new_to_its_device_manager_zeroes_the_extended_resources_it
                          until=lambda n: dongles(n) == ("0", "0") and counts(n) == ("0", "0"),
                          what="every extended resource of the Node at 0",
                          seen=lambda n: f"{dongles(n)} {counts(n)}")
+        # Once: what the admin advertises after stays, through the node's next statuses
+        # (one is sent when the plugin comes back).
+        await admin.patch(node_path("devices-reset") + "/status", advertised)
+        async with sample_plugin(node.settings.device_plugins_dir,
+                                 log=tmp_path / "sample-device-plugin-2.log"):
+            found = await eventually(lambda: admin.get(node_path("devices-reset")), within=60,
+                                     until=lambda n: counts(n) == ("2", "2"),
+                                     what="the plugin's resource on the Node again")
+            assert dongles(found) == ("4", "4"), found
