@@ -71,6 +71,19 @@ async def test_a_driver_without_a_known_service_is_refused_in_the_kubelets_words
     assert m.drivers() == []
 
 
+async def test_an_endpoint_registered_twice_is_refused_in_the_kubelets_words(
+        tmp_path: Path) -> None:
+    m = manager(tmp_path, Api())
+    endpoint = str(tmp_path / "d.sock")
+    await m.register(DRIVER, endpoint, ("v1.DRAPlugin",))
+    with pytest.raises(dra.PrepareError) as caught:
+        await m.register(DRIVER, endpoint, ("v1.DRAPlugin",))
+    assert caught.value.message == (
+        f"endpoint {endpoint} already registered for DRA driver plugin {DRIVER}")
+    await m.register(DRIVER, str(tmp_path / "e.sock"), ("v1.DRAPlugin",))  # another: taken
+    await m.close()
+
+
 @pytest.mark.parametrize(("api", "words"), [
     (Api({"c": claim()}), f"DRA driver {DRIVER} is not registered"),
     (Api({"c": claim(reserved=False)}),

@@ -161,7 +161,11 @@ class DraManager:
         if problem:
             raise PrepareError(f"invalid supported gRPC versions of DRA driver plugin {name} "
                                f"at endpoint {endpoint}: {problem}")
-        self._remove(name, endpoint)
+        if any(p.endpoint == endpoint for p in self._plugins.get(name, ())):
+            # One registration cannot take another's endpoint (a socket made again is
+            # deregistered by the watcher first).
+            raise PrepareError(f"endpoint {endpoint} already registered for DRA driver "
+                               f"plugin {name}")
         plugin = _Plugin(endpoint, dra.DriverClient(endpoint, timeout=self._timeout,
                                                     service=chosen))
         plugin.monitor = self._background(f"watch {endpoint}", plugin.client.watch(

@@ -3,7 +3,7 @@
 A plugin puts a unix socket in the registry directory (`<data dir>/plugins_registry`, the
 kubelet's `/var/lib/kubelet/plugins_registry`) that serves the Registration service. The
 watcher sees it appear (inotify, with a rescan every `rescan` seconds as a safety net), asks
-`GetInfo`, hands the plugin to the handler of its type (only CSIPlugin here), and tells the
+`GetInfo`, hands the plugin to the handler of its type (CSIPlugin, DRAPlugin), and tells the
 plugin the result (`NotifyRegistrationStatus`, with the handler's error when it refused). A
 socket that goes away deregisters its plugin; one made again at the same path (a restarted
 plugin) is registered again. A socket that does not answer GetInfo is tried again at the
