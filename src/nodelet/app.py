@@ -233,7 +233,7 @@ class Agent:
         await self.device_manager.start()
         # The pod resources API: which devices each active pod's containers hold.
         self.pod_resources = podresourceslister.PodResourcesService(
-            active=self.admitted.all, known=lambda: [pod for pod, _ in self.pods()],
+            active=self._active_pods, known=lambda: [pod for pod, _ in self.pods()],
             devices=self.device_manager, claims=self.dra)
         self._pod_resources_server = podresourcesserver.PodResourcesServer(
             s.pod_resources_dir / "kubelet.sock", self.pod_resources)
@@ -648,6 +648,13 @@ class Agent:
         return self._server.port
 
     # -- callbacks ----------------------------------------------------------------------------
+
+    def _active_pods(self) -> list[pods.Pod]:
+        """The kubelet's active pods: the admitted ones, and those whose containers may still
+        run though they are not (being terminated, or not synced yet since a restart)."""
+        admitted = self.admitted.all()
+        running = self.workers.unfinished() - {pod.uid for pod in admitted}
+        return admitted + [pod for pod, _ in self.pods() if pod.uid in running]
 
     def _device_resources(self) -> tuple[Mapping[str, int], Mapping[str, int]]:
         """The device plugins' resources for the Node: (capacity, allocatable)."""

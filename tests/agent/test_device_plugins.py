@@ -171,7 +171,8 @@ async def test_a_terminating_pod_keeps_its_devices_until_it_is_gone(
         agent: Harness, tmp_path: Path) -> None:
     """As the kubelet's active pods: a deleted pod whose container still runs (it ignores
     SIGTERM, 10 s of grace) holds its devices, so a pod admitted meanwhile is refused rather
-    than given a device in use; once the first is gone, a new pod gets them."""
+    than given a device in use, and the pod resources API lists it; once the first is gone, a
+    new pod gets them."""
     async with sample_plugin(agent.settings.device_plugins_dir,
                              log=tmp_path / "sample-device-plugin.log") as plugin:
         await eventually(lambda: node_counts(agent),
@@ -189,7 +190,12 @@ async def test_a_terminating_pod_keeps_its_devices_until_it_is_gone(
         refused = await agent.wait_status("late", lambda s: s.phase == "Failed",
                                           what="late refused while holder terminates")
         assert refused.reason == "UnexpectedAdmissionError", refused
+        # Still active: the pod resources API lists it with its devices.
+        listed = await pod_resources(agent, "list")
         assert agent.find("holder") is not None, "holder was gone before late was judged"
+        entries = held(listed, f"holder-{agent.settings.node_name}")["main"]
+        assert sorted(d for name, ids, _ in entries if name == RESOURCE for d in ids) == \
+            sorted(DEVICES), listed
         await eventually(lambda: agent.find("holder"), until=lambda f: f is None, within=60,
                          what="holder gone")
         agent.write("after.yaml", device_pod("after", 2))

@@ -1,13 +1,12 @@
 """What the pod resources API answers (the kubelet's v1PodResourcesServer), and its metrics.
 
-The pods are the active ones (admitted, not terminated: the kubelet's GetActivePods, its
-KubeletPodResourcesListUseActivePods default); each lists its sidecars and containers with
+The pods are the active ones (the kubelet's GetActivePods, its
+KubeletPodResourcesListUseActivePods default): admitted, or still running though not (being
+terminated, or not synced yet since a restart). Each lists its sidecars and containers with
 the devices the device manager assigned them (`model.core.podresources`). The kubelet frees
 the devices of inactive pods before a List (UpdateAllocatedDevices); here a List changes
-nothing: nodelet's active pods are fewer than the kubelet's (a pod leaves them when its
-termination starts, and after a restart re-enters them at its first sync), so freeing then
-could hand a running container's device to another pod. The device manager frees them at the
-next admission, as before; the answers are the same, as inactive pods show no devices.
+nothing: the device manager frees them at the next admission, and the answers are the same,
+as inactive pods show no devices.
 
 v1alpha1's List (`pods_v1alpha1`) answers as the kubelet's older server: every pod the agent
 knows, its containers only, devices for the active ones.
