@@ -158,7 +158,8 @@ def test_relative_paths_are_relative_to_the_file_and_zeros_are_defaults(
         (GOOD + "cgroupDriver: systemd\n",
          "cgroupDriver: nodelet runs with 'cgroupfs' and has no setting for it"),
         (GOOD + "cpuManagerPolicy: static\n",
-         "field 'cpuManagerPolicy' of KubeletConfiguration is not supported by nodelet"),
+         "cpuManagerPolicy: nodelet runs with 'none' and has no setting for it; 'static' "
+         "cannot be honoured"),
         (GOOD + "maxPodz: 3\n", "unknown field 'maxPodz'"),
         (GOOD.replace("maxPods: 17", "maxPods: seventeen"),
          "maxPods: must be an integer, not a string"),

@@ -46,6 +46,9 @@ FIXED: Mapping[str, Any] = MappingProxyType({
     "shutdownGracePeriod": "0s", "shutdownGracePeriodCriticalPods": "0s",  # no node shutdown
     "failSwapOn": False, "failCgroupV1": False,  # it runs with swap and on cgroup v1
     "serverTLSBootstrap": False,  # a self-signed or given serving pair, no serving CSR
+    # No exclusive CPUs, memory or NUMA alignment: the kubelet's default policies.
+    "cpuManagerPolicy": "none", "memoryManagerPolicy": "None",
+    "topologyManagerPolicy": "none", "topologyManagerScope": "container",
 })
 
 
