@@ -203,6 +203,31 @@ async def test_a_terminating_pod_keeps_its_devices_until_it_is_gone(
                                 what="after running on the freed devices")
 
 
+async def test_a_second_plugin_of_a_resource_serves_beside_the_first_until_it_goes(
+        agent: Harness, tmp_path: Path) -> None:
+    """As the kubelet since 1.37: a second plugin of the same resource (a rollout) registers
+    beside the first, which keeps serving; when the second goes, the first still does, and
+    the resource stays allocatable."""
+    manager = agent.agent_or_fail().device_manager
+    assert manager is not None
+    directory = agent.settings.device_plugins_dir
+    async with sample_plugin(directory, log=tmp_path / "dp1.log") as first:
+        await eventually(lambda: node_counts(agent),
+                         until=lambda c: c == ({RESOURCE: 2}, {RESOURCE: 2}), within=30,
+                         what="the first plugin's devices",
+                         seen=lambda c: f"{c}; plugin: {first.tail()}")
+        async with sample_plugin(directory, log=tmp_path / "dp2.log") as second:
+            await eventually(lambda: len(manager._endpoints.get(RESOURCE, ())), within=30,
+                             until=lambda n: n == 2, what="both plugins registered",
+                             seen=lambda n: f"{n}; second: {second.tail()}")
+        await eventually(lambda: len(manager._endpoints.get(RESOURCE, ())), within=30,
+                         until=lambda n: n == 1, what="the second plugin gone")
+        assert node_counts(agent) == ({RESOURCE: 2}, {RESOURCE: 2})
+        agent.write("user.yaml", device_pod("user", 2))
+        await agent.wait_status("user", lambda s: s.phase == "Running",
+                                what="a pod given both devices by the first plugin")
+
+
 def _one_device(name: str, command: str, policy: str = "") -> str:
     restart = f"\n    restartPolicy: {policy}" if policy else ""
     return (f"  - name: {name}\n    image: localhost/nodelet/busybox:latest\n"

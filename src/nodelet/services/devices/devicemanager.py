@@ -87,7 +87,9 @@ class DeviceManager:
         # away (the kubelet's allDevices): the health reported in pod statuses.
         self._listed: dict[str, dict[str, devices.Device]] = {}
         self._removed: set[str] = set()
-        self._endpoints: dict[str, _Endpoint] = {}
+        # Each resource's plugins, oldest first: several may serve one resource (a rollout,
+        # the new instance registered before the old one went); the newest is asked.
+        self._endpoints: dict[str, list[_Endpoint]] = {}
         self._assigned: dict[_Key, devices.Assignment] = {}
         self._lock = asyncio.Lock()  # one allocation at a time, as the kubelet's admission
         # No checkpoint when it started: the node is new here (a fresh data dir), so the
@@ -112,8 +114,9 @@ class DeviceManager:
 
     async def stop(self) -> None:
         await self._server.stop()
-        for endpoint in list(self._endpoints.values()):
-            await self._drop(endpoint)
+        for endpoints in list(self._endpoints.values()):
+            for endpoint in list(endpoints):
+                await self._drop(endpoint)
         self._endpoints.clear()
 
     def _read_checkpoint(self) -> None:
@@ -170,9 +173,7 @@ class DeviceManager:
         # As the kubelet's filepath.Join(socketDir, endpoint): an absolute endpoint is still
         # a name in the directory.
         socket = Path(posixpath.normpath(self.directory / request.endpoint.lstrip("/")))
-        old = self._endpoints.get(request.resource_name)
-        if old is not None and old.client.socket == socket and old.task is not None \
-                and not old.task.done():
+        if any(e.client.socket == socket for e in self._endpoints.get(request.resource_name, ())):
             return f"device plugin already connected: {socket}"
         client = plugins.PluginClient(socket, timeout=self._settings.call_timeout)
         try:
@@ -187,10 +188,8 @@ class DeviceManager:
             log.warning("device plugin for %s at %s: %s", request.resource_name, socket,
                         exc.message)
             return exc.message
-        if old is not None:
-            await self._drop(old)
         endpoint = _Endpoint(client, options)
-        self._endpoints[request.resource_name] = endpoint
+        self._endpoints.setdefault(request.resource_name, []).append(endpoint)
         known = self._resources.get(request.resource_name)
         self._resources[request.resource_name] = replace(
             known or devices.Resource(request.resource_name), stopped_at=None)
@@ -205,12 +204,11 @@ class DeviceManager:
         return None
 
     async def _watch(self, name: str, endpoint: _Endpoint) -> None:
-        """ListAndWatch until the stream ends; the resource is then stopped (never asked
-        again, as the kubelet does: the plugin registers again when it can serve)."""
+        """ListAndWatch until the stream ends (never asked again, as the kubelet does: the
+        plugin registers again when it can serve). Every plugin of the resource lists its
+        devices; when the last one's stream ends, the resource is stopped."""
         try:
             async for listed in endpoint.client.list_and_watch():
-                if self._endpoints.get(name) is not endpoint:
-                    return
                 changed = devices.health_changes(self._listed.get(name, {}), listed)
                 self._listed[name] = {d.id: d for d in listed}
                 self._resources[name] = devices.Resource(
@@ -223,10 +221,17 @@ class DeviceManager:
         except plugins.PluginError as exc:
             log.warning("ListAndWatch of the device plugin for %s ended: %s", name, exc.message)
         finally:
-            if self._endpoints.get(name) is endpoint:
-                self._resources[name] = replace(self._resources[name],
-                                                stopped_at=self._monotonic())
-                self._on_change()
+            left = self._endpoints.get(name, [])
+            if endpoint in left:
+                left.remove(endpoint)
+                if not left:
+                    del self._endpoints[name]
+                    self._resources[name] = replace(self._resources[name],
+                                                    stopped_at=self._monotonic())
+                    self._on_change()
+                else:
+                    log.info("device plugin for %s at %s went; %s serves it", name,
+                             endpoint.client.socket, left[-1].client.socket)
             await endpoint.client.close()
 
     def _health_changed(self, name: str, changed: frozenset[str]) -> None:
@@ -241,6 +246,11 @@ class DeviceManager:
     def _held(self, pod_uid: str, name: str) -> frozenset[str]:
         return frozenset(d for k, a in self._assigned.items()
                          if k[0] == pod_uid and k[2] == name for d in a.device_ids)
+
+    def _serving(self, name: str) -> _Endpoint | None:
+        """The plugin asked for `name`'s allocations: the newest registered."""
+        endpoints = self._endpoints.get(name)
+        return endpoints[-1] if endpoints else None
 
     async def _drop(self, endpoint: _Endpoint) -> None:
         task = endpoint.task
@@ -373,7 +383,7 @@ class DeviceManager:
                 raise devices.DeviceError(f"cannot allocate unregistered device {name}")
             in_use = self._in_use(name, pod, container.name)
             devices.pick(resource, needed, in_use=in_use)  # its refusal first, in its words
-            endpoint = self._endpoints.get(name)
+            endpoint = self._serving(name)
             if endpoint is None or resource.stopped_at is not None:
                 raise devices.DeviceError(f"endpoint {name} has been stopped")
             reusable = self._reusable(name, pod, container.name)
@@ -429,7 +439,7 @@ class DeviceManager:
         if name not in self._resources:
             raise devices.DeviceError(
                 f"endpoint not found in cache for a registered resource: {name}")
-        endpoint = self._endpoints.get(name)
+        endpoint = self._serving(name)
         if endpoint is None or not endpoint.options.pre_start_required:
             return
         held = self._assigned.get((pod.uid, container.name, name))
