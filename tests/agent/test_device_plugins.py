@@ -16,6 +16,7 @@ keeps the health of its last list (Unhealthy stays Unhealthy)."""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,10 @@ async def test_a_second_plugin_of_a_resource_serves_beside_the_first_until_it_go
                          until=lambda c: c == ({RESOURCE: 2}, {RESOURCE: 2}), within=30,
                          what="the first plugin's devices",
                          seen=lambda c: f"{c}; plugin: {first.tail()}")
+        # The sample plugin names its socket `dp.<unix time>`: the second one's must differ.
+        socket_second = int(time.time())
+        await eventually(lambda: int(time.time()) > socket_second, within=5,
+                         what="the next second")
         async with sample_plugin(directory, log=tmp_path / "dp2.log") as second:
             await eventually(lambda: len(manager._endpoints.get(RESOURCE, ())), within=30,
                              until=lambda n: n == 2, what="both plugins registered",

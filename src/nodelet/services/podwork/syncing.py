@@ -364,7 +364,7 @@ class PodSyncer:
         DRA claims' (the kubelet's UpdateAllocatedResourcesStatus, in that order)."""
         found: dict[str, tuple[status.ResourceStatus, ...]] = {}
         parts = [] if self._devices is None else [self._devices.resource_statuses(pod.uid)]
-        if self._claims is not None:
+        if self._claims is not None and pod.spec.resource_claims:
             parts.append(self._claims.resource_statuses(pod))
         for part in parts:
             for name, entries in part.items():
