@@ -339,9 +339,12 @@ class DraManager:
         """The CDI devices `container` gets of its pod's prepared claims."""
         if not container.resources.claims:
             return ()
-        prepared = {name: info for (namespace, name), info in self._infos.items()
-                    if namespace == pod.namespace and pod.uid in info.pod_uids}
-        return rc.cdi_devices(pod, container, prepared)
+        return rc.cdi_devices(pod, container, self._pods_claims(pod))
+
+    def _pods_claims(self, pod: pods.Pod) -> dict[str, rc.ClaimInfo]:
+        """The claims known to the node that `pod` uses, by ResourceClaim name."""
+        return {name: info for (namespace, name), info in self._infos.items()
+                if namespace == pod.namespace and pod.uid in info.pod_uids}
 
     # -- unprepare -------------------------------------------------------------------------
 
@@ -476,8 +479,7 @@ class DraManager:
         any, by container name (`drahealth.resource_statuses`)."""
         if not pod.spec.resource_claims:
             return {}
-        prepared = {name: info for (namespace, name), info in self._infos.items()
-                    if namespace == pod.namespace and pod.uid in info.pod_uids}
+        prepared = self._pods_claims(pod)
         now = self._health_options.clock()
 
         def health(driver: str, pool: str, device: str) -> drahealth.DeviceHealth:
