@@ -225,8 +225,9 @@ class Agent:
             directory=s.device_plugins_dir, settings=s.devices, group=self._group,
             # The kubelet's active pods: a pod being terminated, or not synced yet after a
             # restart, keeps its devices (the workers exist by the time anything is admitted).
-            active=lambda: {pod.uid for pod in self.admitted.all()} | self.workers.unfinished(),
-            ready=lambda: self._sources_synced,
+            pod_view=devicemanager.PodView(
+                active=lambda: {p.uid for p in self.admitted.all()} | self.workers.unfinished(),
+                ready=lambda: self._sources_synced, running=self._container_running),
             # The kubelet syncs the pods whose devices changed health only with its gate.
             on_health=self._device_health_changed if s.gates.resource_health_status
             else lambda uid: None)
@@ -662,6 +663,11 @@ class Agent:
             return {}, {}
         found = self.device_manager.node_resources()
         return found.capacity, found.allocatable
+
+    def _container_running(self, uid: str, name: str) -> bool:
+        """Whether the runtime, as last relisted, has the pod's container `name` running."""
+        return any(c.name == name and c.state is runtime.ContainerState.RUNNING
+                   for c in self.relister.pod(pods.PodUID(uid)).containers)
 
     def _device_health_changed(self, uid: str) -> None:
         """A device the pod holds changed health: its worker syncs, so that its status says

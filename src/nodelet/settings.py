@@ -364,13 +364,15 @@ class ClusterSettings:
     # asked for again after `token_retry`, doubling to `token_retry_max`.
     token_retry: float = 1.0
     token_retry_max: float = 60.0
-    # A TokenRequest for a pod just bound here can meet kube-apiserver's NodeRestriction
-    # before the server's own pod cache has the binding (403 "bound to a pod scheduled on a
-    # different node", or 404 for the pod): measured on the real server with 20 new pods at
-    # once. It is asked again after `token_lag_retry` s, doubling, `token_lag_retries` times,
-    # within the same volume setup (instead of failing the sync for the 10 s retry period).
-    token_lag_retry: float = 0.1
-    token_lag_retries: int = 4
+    # kube-apiserver's caches can lag a pod just bound here. NodeRestriction refuses its
+    # TokenRequest before the server's own pod cache has the binding (403 "bound to a pod
+    # scheduled on a different node", or 404 for the pod): measured on the real server with
+    # 20 new pods at once. The Node authorizer refuses a GET of its claim, PV or
+    # ResourceClaim before its graph has the pod (403 "no relationship found between node").
+    # Such a request is asked again after `lag_retry` s, doubling, `lag_retries` times,
+    # within the same sync (instead of failing it for the 10 s retry period).
+    lag_retry: float = 0.1
+    lag_retries: int = 4
     # How long `start()` waits for the node registration and the first pod list.
     start_timeout: float = 30.0
     # Back-off before a supervised cluster loop (cert-rotation, token-refresh,

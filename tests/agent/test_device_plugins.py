@@ -4,7 +4,8 @@ the real containerd: it registers on nodelet's kubelet.sock, its devices become 
 resource, a pod asking for both runs with both mounted, a second pod is refused at admission
 with the kubelet's reason and words, and after a nodelet restart the plugin registers again
 and the first pod still holds both devices (from the checkpoint). A plugin that stops leaves
-its devices in capacity, none allocatable.
+its devices in capacity, none allocatable; after a node reboot (the pod's sandbox gone) a pod
+whose plugin is not back is refused at its admission.
 
 Device health in the pod status (ResourceHealthStatus), as the node e2e suite's "Device Plugin
 Failures Pod Status" specs check it, with the kubelet's device plugin stub
@@ -132,8 +133,8 @@ async def test_sample_plugin_devices_reach_a_pod_and_survive_a_restart(
                  sorted(e["DeviceIDs"]["-1"])) for e in entries] == [
             (uid, "main", RESOURCE, list(DEVICES))]
 
-        # A restart: the plugin sees kubelet.sock made again and registers again; the pod
-        # keeps both devices (it is not admitted again), and no other pod gets one.
+        # A restart: the plugin sees kubelet.sock made again and registers again; the pod,
+        # admitted again, keeps both devices (its container runs), and no other pod gets one.
         await agent.stop(terminate_pods=False)
         await agent.start()
         await eventually(lambda: node_counts(agent), until=lambda c: c == both, within=60,
@@ -166,6 +167,26 @@ async def test_sample_plugin_devices_reach_a_pod_and_survive_a_restart(
         await eventually(lambda: node_counts(agent),
                          until=lambda c: c == ({RESOURCE: 2}, {RESOURCE: 0}), within=30,
                          what="capacity kept, allocatable 0 once the plugin stopped")
+
+        # A node reboot while the plugin is not back: the pod's sandbox is gone when nodelet
+        # starts, so it is admitted again without its devices (the node suite's "Does not
+        # keep device plugin assignments across node reboots if fails admission").
+        found = agent.find("dev-d")
+        assert found is not None
+        await agent.stop(terminate_pods=False)
+        for sandbox in await client.list_pod_sandboxes():
+            if sandbox.uid == found[0].uid:
+                await client.stop_pod_sandbox(sandbox.id)
+                await client.remove_pod_sandbox(sandbox.id)
+        await agent.start()
+        rebooted = await agent.wait_status("dev-d", lambda s: s.phase == "Failed",
+                                           what="dev-d refused after the reboot")
+        assert (rebooted.reason, rebooted.message) == ("UnexpectedAdmissionError", (
+            "Pod was rejected: Allocate failed due to cannot allocate unregistered device "
+            "example.com/resource, which is unexpected"))
+        await eventually(lambda: pod_resources(agent, "list"), within=30,
+                         until=lambda a: not a.get("pod_resources"),
+                         what="dev-d no longer in the pod resources List")
 
 
 async def test_a_terminating_pod_keeps_its_devices_until_it_is_gone(

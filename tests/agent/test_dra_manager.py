@@ -1,8 +1,9 @@
 """The DRA manager's own decisions, without a control plane (services/devices/dra.py): the
 kubelet's words for a driver it refuses and for claims it cannot prepare, nothing recorded
 for a pod whose claims fail their checks, a gone driver's ResourceSlices deleted after the
-wiping delay (not when it comes back in time), and a corrupt checkpoint moved aside. A real
-driver's prepare and unprepare are in tests/cluster/test_cluster_dra.py."""
+wiping delay (not when it comes back in time), a corrupt checkpoint moved aside, and a driver
+slow to prepare one claim holding up only the pods of that claim. A real driver's prepare and
+unprepare are in tests/cluster/test_cluster_dra.py."""
 
 from __future__ import annotations
 
@@ -142,7 +143,8 @@ class HealthPeer:
     """A driver's DRAResourceHealth service (v1 and v1alpha1) on a unix socket, serving the
     reports the test queues: a report (a list of DeviceHealth), END (the stream ends), or
     UNIMPLEMENTED (the call is refused so); and its DRAPlugin v1beta1, preparing every claim
-    with the device n/d. `calls` lists the method paths called."""
+    with the device n/d (a claim named in `held` once its event is set). `calls` lists the
+    method paths called."""
 
     END = "end"
     UNIMPLEMENTED = "unimplemented"
@@ -150,6 +152,7 @@ class HealthPeer:
     def __init__(self, socket: Path) -> None:
         self.socket = socket
         self.calls: list[str] = []
+        self.held: dict[str, asyncio.Event] = {}  # claim name -> its prepare waits for it
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self._server = grpc.aio.server()
         handlers = []
@@ -189,6 +192,9 @@ class HealthPeer:
     def _prepare(self, path: str) -> Any:
         async def prepare(request: Any, context: grpc.aio.ServicerContext) -> Any:
             self.calls.append(path)
+            for c in request.claims:
+                if c.name in self.held:
+                    await self.held[c.name].wait()
             return dra_pb.NodePrepareResourcesResponse(claims={
                 c.uid: dra_pb.NodePrepareResourceResponse(devices=[dra_pb.Device(
                     request_names=["r"], pool_name="n", device_name="d",
@@ -297,4 +303,29 @@ async def test_a_v1beta1_driver_is_called_by_its_own_method_paths(tmp_path: Path
                               "NodePrepareResources"]
         assert m.cdi_devices(HEALTH_POD, HEALTH_POD.spec.containers[0]) == (
             "d.example.com/dev=d",)
+        await m.close()
+
+
+async def test_a_driver_slow_for_one_claim_holds_up_only_the_pods_of_that_claim(
+        tmp_path: Path) -> None:
+    other = {"metadata": {"name": "c2", "namespace": "ns", "uid": "cu2"},
+             "status": {"reservedFor": [{"uid": "pod-2"}], "allocation": {"devices": {
+                 "results": [{"request": "r", "driver": DRIVER, "pool": "n", "device": "d"}]}}}}
+    second = dataclasses.replace(HEALTH_POD, uid=pods.PodUID("pod-2"), spec=dataclasses.replace(
+        HEALTH_POD.spec, resource_claims=(pods.PodResourceClaim(name="gpu",
+                                                                resource_claim_name="c2"),)))
+    async with HealthPeer(tmp_path / "d.sock") as peer:
+        m = manager(tmp_path, Api({"c": claim(), "c2": other}))
+        await m.register(DRIVER, str(peer.socket), ("v1beta1.DRAPlugin",))
+        peer.held["c"] = asyncio.Event()
+        slow = asyncio.create_task(m.prepare(HEALTH_POD))
+        await eventually(lambda: len(peer.calls) == 1, within=10, what="c being prepared")
+        await asyncio.wait_for(m.prepare(second), 10)  # not behind c's
+        assert not slow.done()
+        assert m.cdi_devices(second, second.spec.containers[0]) == ("d.example.com/dev=d",)
+        peer.held["c"].set()
+        await asyncio.wait_for(slow, 10)
+        # Both in the checkpoint, with their devices: the last write had both.
+        saved = rc.decode_checkpoint((tmp_path / rc.CHECKPOINT_NAME).read_bytes())
+        assert sorted(i.ref.name for i in saved if i.devices) == ["c", "c2"]
         await m.close()

@@ -3,14 +3,18 @@
 per UID across dropped watches, an in-stream 410 Gone and 500s on the watch; a pod deleted in
 the API is handed to its worker once with its grace period and deleted for good only once the
 API has its terminal phase, even while the status PATCH fails; events are created (after a 429)
-and then counted. The node joins by TLS bootstrap through the proxy, so every request is the
-node's own, judged by the Node authorizer and NodeRestriction.
+and then counted; a claim refused while the Node authorizer's graph lags is asked again. The
+node joins by TLS bootstrap through the proxy, so every request is the node's own, judged by
+the Node authorizer and NodeRestriction.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from nodelet.helpers import errors
 from nodelet.model.core import events as ev
 from nodelet.model.core import status as st
 from support.controlplane import AdminClient, pod, pod_path
@@ -144,3 +148,34 @@ async def test_events_are_created_then_counted(
         await eventually(lambda: admin.get(path), within=10,
                          until=lambda e: (e or {}).get("count") == 3, what="count 3")
         assert proxied.count(method="POST", path="/events$") == 2  # one refused, one created
+
+
+async def test_a_claim_refused_while_the_node_graph_lags_is_asked_again(
+        make_rig: Any, admin: AdminClient, proxied: FaultProxy, namespace: str) -> None:
+    """The Node authorizer lets a node GET a claim only once its graph has a pod of the node
+    using it; the graph, fed by an informer, can lag a pod just bound. Its refusal is asked
+    again (ClusterSettings.lag_retry); any other refusal fails at once, in the API's words."""
+    claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+    await admin.create(claims, {"metadata": {"name": "held"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "none",
+        "resources": {"requests": {"storage": "1Gi"}}}})
+    async with make_rig() as rig:
+        await admin.create(pod_path(namespace), bound("user", rig.node, volumes=[
+            {"name": "store", "persistentVolumeClaim": {"claimName": "held"}}]))
+        await eventually(lambda: "user" in rig.names(), within=10, what="user announced")
+        await rig.mode.claim(namespace, "held")  # the graph has the pod now
+        before = proxied.count(method="GET", path="/persistentvolumeclaims/held$")
+        lag = (f'persistentvolumeclaims "held" is forbidden: User "system:node:{rig.node}" '
+               f"cannot get resource \"persistentvolumeclaims\" in API group \"\" in the "
+               f"namespace \"{namespace}\": node: no relationship found between node "
+               f"'{rig.node}' and this object")
+        lagging = proxied.inject(method="GET", path="/persistentvolumeclaims/held$",
+                                 status=403, message=lag, times=2)
+        claim = await rig.mode.claim(namespace, "held")
+        assert claim["metadata"]["name"] == "held" and lagging.hits == 2
+        assert proxied.count(method="GET", path="/persistentvolumeclaims/held$") == before + 3
+        proxied.inject(method="GET", path="/persistentvolumeclaims/held$", status=403,
+                       message="forbidden for another reason", times=1)
+        with pytest.raises(errors.MessageError, match="forbidden for another reason"):
+            await rig.mode.claim(namespace, "held")
+        assert proxied.count(method="GET", path="/persistentvolumeclaims/held$") == before + 4

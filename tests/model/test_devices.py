@@ -85,6 +85,26 @@ def test_pick_refusals(resource: Resource, needed: int, in_use: frozenset[str],
     assert refused.value.message == words
 
 
+@pytest.mark.parametrize(("resource", "held", "words"), [
+    (_resource(2), frozenset({"h1"}), None),
+    (_resource(2, 1), frozenset({"u0"}),
+     "previously allocated devices are no longer healthy; cannot allocate unhealthy devices "
+     "example.com/resource"),
+    (_resource(0, 2), frozenset({"u0"}),
+     "no healthy devices present; cannot allocate unhealthy devices example.com/resource"),
+    (_resource(2, stopped_at=1.0), frozenset({"h0"}),
+     "no healthy devices present; cannot allocate unhealthy devices example.com/resource"),
+])
+def test_devices_held_before_a_reboot_are_kept_only_while_healthy(
+        resource: Resource, held: frozenset[str], words: str | None) -> None:
+    if words is None:
+        devices.check_held(resource, held)
+        return
+    with pytest.raises(devices.DeviceError) as refused:
+        devices.check_held(resource, held)
+    assert refused.value.message == words
+
+
 def test_run_options_first_value_wins_and_merge_into_the_config() -> None:
     a = Allocation(envs={"A": "1", "B": "2"}, mounts=(Mount("/dev-a", "/host/a"),),
                    devices=(DeviceSpec("/dev/x", "/dev/x", "rw"),),

@@ -837,7 +837,7 @@ EXPECTED_ERRORS = (404, 409)
 # NodeRestriction checks a TokenRequest against kube-apiserver's own pod cache, which can lag
 # behind the watch that told the node about a new pod: a refusal with these words is the
 # server's race, not a request the node may not make (nodelet asks again within 0.1-1.5 s:
-# ClusterSettings.token_lag_retry). Counted apart (`lagged`), never hidden.
+# ClusterSettings.lag_retry). Counted apart (`lagged`), never hidden.
 CACHE_LAG = "node requested token bound to a pod scheduled on a different node"
 
 

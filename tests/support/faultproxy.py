@@ -12,9 +12,9 @@ header it got (a bootstrap token), and with the node's current client certificat
 (`credentials()`: the pair in the node's certificate store, or None before it has one). So the
 real server authenticates, authorizes (Node authorizer, NodeRestriction) and answers every
 request the node makes; the proxy only adds what the real server does not do on demand:
-error answers (`status`, with `retry_after` for 429), delays (`delay`), an in-stream 410 Gone
-for a watch (`gone`), and dropped watches. `requests` logs (verb, path, status, and the body
-sent) of what passed.
+error answers (`status`, with `retry_after` for 429 and the server's words in `message`),
+delays (`delay`), an in-stream 410 Gone for a watch (`gone`), and dropped watches. `requests`
+logs (verb, path, status, and the body sent) of what passed.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class Fault:
     gone: bool = False
     times: int = 1
     hits: int = 0
+    message: str = ""
 
     def matches(self, request: web.Request) -> bool:
         if self.hits >= self.times:
@@ -126,8 +127,9 @@ class FaultProxy:
 
     def inject(self, *, method: str | None = None, verb: str | None = None, path: str,
                status: int = 0, times: int = 1, retry_after: float | None = None,
-               delay: float = 0.0, gone: bool = False) -> Fault:
-        fault = Fault(method, verb, re.compile(path), status, retry_after, delay, gone, times)
+               delay: float = 0.0, gone: bool = False, message: str = "") -> Fault:
+        fault = Fault(method, verb, re.compile(path), status, retry_after, delay, gone, times,
+                      message=message)
         self.faults.append(fault)
         return fault
 
@@ -217,10 +219,11 @@ class FaultProxy:
     @staticmethod
     def _refusal(fault: Fault) -> web.Response:
         reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
-                  409: "Conflict", 404: "NotFound"}.get(fault.status, "")
+                  409: "Conflict", 404: "NotFound", 403: "Forbidden"}.get(fault.status, "")
         headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after else {}
         status = {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                  "message": f"injected by the fault proxy: {fault.status}", "reason": reason,
+                  "message": fault.message or f"injected by the fault proxy: {fault.status}",
+                  "reason": reason,
                   "code": fault.status}
         return web.json_response(status, status=fault.status, headers=headers)
 

@@ -184,6 +184,18 @@ def pick(resource: Resource, needed: int, *, in_use: frozenset[str],
     return tuple(chosen)
 
 
+def check_held(resource: Resource, held: frozenset[str]) -> None:
+    """Devices a container holds from before a node reboot are its own again only while
+    they are all healthy; raises DeviceError with the kubelet's words."""
+    healthy = resource.healthy
+    if not healthy:
+        raise DeviceError("no healthy devices present; cannot allocate unhealthy devices "
+                          f"{resource.name}")
+    if not held <= healthy:
+        raise DeviceError("previously allocated devices are no longer healthy; cannot "
+                          f"allocate unhealthy devices {resource.name}")
+
+
 def reusable(pod: pods.Pod, container: str,
              held: Callable[[str], frozenset[str]]) -> frozenset[str]:
     """The devices the pod's `container` may take from the containers before it (the kubelet's

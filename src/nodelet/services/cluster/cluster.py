@@ -66,6 +66,10 @@ from nodelet.services.status import eventposting, mirrors, recording, statuses, 
 
 log = logging.getLogger(__name__)
 
+# The Node authorizer's words for a request about an object its graph does not link to the
+# node (yet: the graph lags a pod just bound here).
+_GRAPH_LAG = "no relationship found between node"
+
 
 
 STORAGE = csinode.STORAGE
@@ -274,7 +278,7 @@ class ClusterMode:
         self.tokens = tokens.TokenManager(
             fetch=self._fetch_token, clock=self._clock, on_due=self._on_token_due,
             retry=s.token_retry, retry_max=s.token_retry_max,
-            lag_retry=s.token_lag_retry, lag_retries=s.token_lag_retries)
+            lag_retry=s.lag_retry, lag_retries=s.lag_retries)
         self._apply_readers()  # read before start(): static pods'
 
     def _unreadable_update(self, pod: pods.Pod, problem: str) -> None:
@@ -385,8 +389,8 @@ class ClusterMode:
         """The ResourceClaim (the DRA manager's claim reader), read each time as the kubelet
         GETs it; raises `errors.MessageError` with the API's words."""
         try:
-            return await self.client.request(
-                "GET", kube.group_path("resource.k8s.io/v1", "resourceclaims", namespace, name))
+            return await self._get_of_pod(
+                kube.group_path("resource.k8s.io/v1", "resourceclaims", namespace, name))
         except kube.NotFound as exc:
             raise errors.MessageError(
                 f'resourceclaims.resource.k8s.io "{name}" not found') from exc
@@ -460,11 +464,27 @@ class ClusterMode:
         # Read each time, as the kubelet's populator GETs them (the Node authorizer lets a
         # node read the claims and volumes of its pods only: no watch of them all).
         try:
-            return await self.client.request("GET", kube.core_path(plural, namespace, name))
+            return await self._get_of_pod(kube.core_path(plural, namespace, name))
         except kube.NotFound as exc:
             raise errors.MessageError(f'{plural} "{name}" not found') from exc
         except kube.KubeError as exc:
             raise errors.MessageError(str(exc)) from exc
+
+    async def _get_of_pod(self, path: str) -> apijson.JSON:
+        """GET an object a pod of this node names. The Node authorizer allows it once its
+        graph, which an informer feeds, has the pod: a refusal in its "no relationship"
+        words is asked again (`ClusterSettings.lag_retry`); raises `kube.KubeError`."""
+        s = self.settings
+        for attempt in range(s.lag_retries + 1):
+            try:
+                return await self.client.request("GET", path)
+            except kube.KubeError as exc:
+                if attempt == s.lag_retries or exc.status != 403 or _GRAPH_LAG not in str(exc):
+                    raise
+                log.info("GET %s refused before the Node authorizer's graph has the pod, "
+                         "asking again: %s", path, exc)
+                await asyncio.sleep(s.lag_retry * 2 ** attempt)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def runtime_handler(self, runtime_class: str) -> str:
         """The CRI handler of the RuntimeClass named `runtime_class` (the kubelet's

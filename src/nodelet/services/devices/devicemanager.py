@@ -27,6 +27,10 @@ healthy devices picked (the plugin's GetPreferredAllocation first when it offers
 plugin's Allocate called, the answer kept and checkpointed. A failure refuses the pod with
 UnexpectedAdmissionError, "Allocate failed due to ..., which is unexpected". Devices of pods
 no longer active are freed at the next allocation, once the pod sources were read.
+A pod is admitted once in the agent's life; after a restart, a container that holds devices
+in the checkpoint keeps them without asking when it is running (an agent restart), and gets
+them again only if its resource is registered and they are all still healthy when it is not
+(a node reboot: the kubelet's devicesToAllocate, "cannot allocate unregistered device ...").
 At container start (`run_options`): PreStartContainer when the plugin asks for it, then the
 container's envs, mounts, devices, annotations and CDI devices.
 """
@@ -62,23 +66,34 @@ class _Endpoint:
     task: asyncio.Task[None] | None = None
 
 
-class DeviceManager:
-    """Device plugins and the devices they give containers. `active()`: the UIDs of the pods
+@dataclass(frozen=True)
+class PodView:
+    """What the device manager asks of the agent about pods. `active()`: the UIDs of the pods
     that hold their devices (admitted, being terminated, or not synced yet after a restart:
-    the kubelet's active pods); `ready()`: whether every pod source
-    was read once (before that no device is freed); `on_change()`: told when capacity or
-    allocatable changed; `on_health(uid)`: a device the pod holds changed health."""
+    the kubelet's active pods); `ready()`: whether every pod source was read once (before
+    that no device is freed); `running(uid, container)`: whether the runtime has that
+    container running."""
+
+    active: Callable[[], Collection[str]]
+    ready: Callable[[], bool] = lambda: True
+    running: Callable[[str, str], bool] = lambda uid, name: False
+
+
+class DeviceManager:
+    """Device plugins and the devices they give containers, for the pods of `pod_view`.
+    `on_change()`: told when capacity or allocatable changed; `on_health(uid)`: a device the
+    pod holds changed health."""
 
     def __init__(self, *, directory: Path, settings: DeviceSettings, group: tasks.TaskGroup,
-                 active: Callable[[], Collection[str]], ready: Callable[[], bool] = lambda: True,
-                 on_change: Callable[[], None] = lambda: None,
+                 pod_view: PodView, on_change: Callable[[], None] = lambda: None,
                  on_health: Callable[[str], None] = lambda uid: None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.directory = directory
         self._settings = settings
         self._group = group
-        self._active = active
-        self._ready = ready
+        self._active = pod_view.active
+        self._ready = pod_view.ready
+        self._running = pod_view.running
         self._on_change = on_change
         self._on_health = on_health
         self._monotonic = monotonic
@@ -372,15 +387,18 @@ class DeviceManager:
         for name, needed in sorted(self._requests(container).items()):
             key = (pod.uid, container.name, name)
             held = self._assigned.get(key)
-            if held is not None:
-                if len(held.device_ids) != needed:
-                    raise devices.DeviceError(
-                        f'pod "{pod.uid}" container "{container.name}" changed request for '
-                        f'resource "{name}" from {len(held.device_ids)} to {needed}')
-                continue
+            if held is not None and len(held.device_ids) != needed:
+                raise devices.DeviceError(
+                    f'pod "{pod.uid}" container "{container.name}" changed request for '
+                    f'resource "{name}" from {len(held.device_ids)} to {needed}')
+            if held is not None and self._running(pod.uid, container.name):
+                continue  # an agent restart: the running container has its devices
             resource = self._resources.get(name)
             if resource is None:
                 raise devices.DeviceError(f"cannot allocate unregistered device {name}")
+            if held is not None:  # a node reboot: its devices again, if still healthy
+                devices.check_held(resource, held.device_ids)
+                continue
             in_use = self._in_use(name, pod, container.name)
             devices.pick(resource, needed, in_use=in_use)  # its refusal first, in its words
             endpoint = self._serving(name)

@@ -41,7 +41,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -93,7 +93,9 @@ class DraManager:
         self._plugins: dict[str, list[_Plugin]] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # closing retired clients
         self._infos: dict[tuple[str, str], rc.ClaimInfo] = {}
-        self._lock = asyncio.Lock()
+        # One sync at a time per claim (`_holding`): its lock and how many hold or wait for it.
+        self._claim_locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._save_lock = asyncio.Lock()  # one checkpoint write at a time, the newest last
         self._wiping_delay = wiping_delay
         self._wipes: dict[str, asyncio.Task[None]] = {}
 
@@ -267,8 +269,8 @@ class DraManager:
         if not pod.spec.resource_claims:
             return
         try:
-            checked = await self._checked(pod)  # the API read outside the lock
-            async with self._lock:
+            checked = await self._checked(pod)  # the API read outside the locks
+            async with self._holding((f.ref.namespace, f.ref.name) for f in checked):
                 await self._prepare(pod, checked)
         except (errors.MessageError, dra.DriverError) as exc:
             raise PrepareError(f"prepare dynamic resources: {exc.message}") from exc
@@ -294,7 +296,8 @@ class DraManager:
 
     async def _prepare(self, pod: pods.Pod, checked: list[rc.CheckedClaim]) -> None:
         """Record the pod on its checked claims, then have the drivers prepare those not
-        prepared yet. Driver calls are made under the manager's lock: one at a time."""
+        prepared yet (under the claims' locks: a driver slow for one claim holds up only the
+        pods of that claim)."""
         batches: dict[str, list[rc.ClaimRef]] = {}
         for found in checked:
             key = (found.ref.namespace, found.ref.name)
@@ -354,10 +357,32 @@ class DraManager:
         if not keys:
             return
         try:
-            async with self._lock:
+            async with self._holding(keys):
                 await self._unprepare(pod.uid, keys)
         except (errors.MessageError, dra.DriverError) as exc:
             raise PrepareError(f"unprepare dynamic resources: {exc.message}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, keys: Iterable[tuple[str, str]]) -> AsyncIterator[None]:
+        """The locks of these claims (namespace, name), taken in order: one sync at a time
+        works on a claim, as the kubelet's claim cache is locked around each claim's
+        bookkeeping, while pods of other claims go on."""
+        wanted = sorted(set(keys))
+        for key in wanted:
+            lock, users = self._claim_locks.get(key, (asyncio.Lock(), 0))
+            self._claim_locks[key] = (lock, users + 1)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                for key in wanted:
+                    await stack.enter_async_context(self._claim_locks[key][0])
+                yield
+        finally:
+            for key in wanted:
+                lock, users = self._claim_locks[key]
+                if users == 1:
+                    del self._claim_locks[key]
+                else:
+                    self._claim_locks[key] = (lock, users - 1)
 
     def _claims_of(self, uid: str) -> list[tuple[str, str]]:
         return sorted(key for key, info in self._infos.items() if uid in info.pod_uids)
@@ -405,8 +430,9 @@ class DraManager:
         inactive = {uid for info in self._infos.values() for uid in info.pod_uids - active}
         for uid in sorted(inactive):
             try:
-                async with self._lock:
-                    await self._unprepare(uid, self._claims_of(uid))
+                keys = self._claims_of(uid)
+                async with self._holding(keys):
+                    await self._unprepare(uid, keys)
             except (errors.MessageError, dra.DriverError) as exc:
                 log.info("unpreparing the claims of pod %s failed, will retry: %s", uid,
                          exc.message)
@@ -513,11 +539,12 @@ class DraManager:
     # -- checkpoint ------------------------------------------------------------------------
 
     async def _save(self) -> None:
-        blob = rc.encode_checkpoint(self._infos.values())
-        try:
-            await asyncio.to_thread(_write, self._file, blob)
-        except OSError as exc:
-            raise PrepareError(f"checkpoint ResourceClaim state: {exc}") from exc
+        async with self._save_lock:  # what is written is read under it: the newest wins
+            blob = rc.encode_checkpoint(self._infos.values())
+            try:
+                await asyncio.to_thread(_write, self._file, blob)
+            except OSError as exc:
+                raise PrepareError(f"checkpoint ResourceClaim state: {exc}") from exc
 
 
 @dataclass(frozen=True)

@@ -501,10 +501,11 @@ class PodSyncer:
 
     async def _admit(self, pod: pods.Pod, work: PodWork) -> None:
         """A pod this node cannot run as its spec says is Failed before anything is created
-        (the kubelet's admit handlers). As in the kubelet, a pod is admitted once: a running
-        pod (also one found running after an agent restart) is not judged again when it
-        changes, e.g. when `kubectl debug` adds an ephemeral container. Resources and host
-        ports are judged beside the pods admitted before it and not yet terminated."""
+        (the kubelet's admit handlers). As in the kubelet, a pod is admitted once in the
+        agent's life: a running pod is not judged again when it changes, e.g. when `kubectl
+        debug` adds an ephemeral container; after a restart every pod not finished is judged
+        again (its devices may be gone with a node reboot). Resources and host ports are
+        judged beside the pods admitted before it and not yet terminated."""
         if work.admitted or work.failure is not None:
             return
         if pod.terminal_in_api:  # finished: it holds nothing of the node's
@@ -514,7 +515,7 @@ class PodSyncer:
         rejection = None
         # A Failed pod stays so, with its reason; one nodelet cannot run (refused fields, or
         # an API pod it cannot read) is judged whatever its last status says.
-        if old is None or old.phase == "Pending" or pod.refused:
+        if old is None or old.phase not in ("Succeeded", "Failed") or pod.refused:
             rejection = await self._judge(pod)
         if rejection is None:
             work.admitted = True
