@@ -181,9 +181,11 @@ async def test_sample_plugin_devices_reach_a_pod_and_survive_a_restart(
         await agent.start()
         rebooted = await agent.wait_status("dev-d", lambda s: s.phase == "Failed",
                                            what="dev-d refused after the reboot")
+        # The resource is known from the checkpoint, with no device until its plugin is
+        # back (the kubelet's readCheckpoint): no healthy device to give again.
         assert (rebooted.reason, rebooted.message) == ("UnexpectedAdmissionError", (
-            "Pod was rejected: Allocate failed due to cannot allocate unregistered device "
-            "example.com/resource, which is unexpected"))
+            "Pod was rejected: Allocate failed due to no healthy devices present; cannot "
+            "allocate unhealthy devices example.com/resource, which is unexpected"))
         await eventually(lambda: pod_resources(agent, "list"), within=30,
                          until=lambda a: not a.get("pod_resources"),
                          what="dev-d no longer in the pod resources List")

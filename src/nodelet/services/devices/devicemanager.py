@@ -30,7 +30,8 @@ no longer active are freed at the next allocation, once the pod sources were rea
 A pod is admitted once in the agent's life; after a restart, a container that holds devices
 in the checkpoint keeps them without asking when it is running (an agent restart), and gets
 them again only if its resource is registered and they are all still healthy when it is not
-(a node reboot: the kubelet's devicesToAllocate, "cannot allocate unregistered device ...").
+(a node reboot: the kubelet's devicesToAllocate). A resource of the checkpoint counts as
+registered, with no device until its plugin is back (the kubelet's readCheckpoint).
 At container start (`run_options`): PreStartContainer when the plugin asks for it, then the
 container's envs, mounts, devices, annotations and CDI devices.
 """
