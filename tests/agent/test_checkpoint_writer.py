@@ -24,6 +24,7 @@ from nodelet.model.core import pods
 from nodelet.model.core import status as st
 from nodelet.services.serving import metrics
 from nodelet.services.status import checkpointing, statuses
+from support.clocks import FakeClock
 from support.disks import fill, tiny_tmpfs
 from support.polling import eventually
 
@@ -45,18 +46,6 @@ def make_status(sandbox: st.ConditionStatus, ready: st.ConditionStatus = "False"
         st.PodCondition(PRTSC, sandbox),
         st.PodCondition(st.READY, ready),
     ))
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> datetime:
-        self.now += timedelta(seconds=seconds)
-        return self.now
 
 
 @dataclass
@@ -86,7 +75,7 @@ async def start_rig(db: Path, config: settings.CheckpointSettings = FAST) -> Rig
         observer=lambda pending, error: attempts.append(None if error is None else str(error)))
     group = tasks.TaskGroup()
     writer.start(group)
-    clock = FakeClock()
+    clock = FakeClock(T0)
     manager = statuses.StatusManager(checkpoint=writer, clock=clock)
     manager.restore()
     return Rig(db, writer, group, manager, clock, attempts)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,20 +12,9 @@ from nodelet.adapters import checkpoint as cp
 from nodelet.model.core import events as ev
 from nodelet.model.core import pods
 from nodelet.services.status import recording
+from support.clocks import FakeClock
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 500000, tzinfo=UTC)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> datetime:
-        self.now += timedelta(seconds=seconds)
-        return self.now
 
 
 def make_pod(name: str = "web", uid: str = "uid-1", namespace: str = "default") -> pods.Pod:
@@ -35,7 +24,7 @@ def make_pod(name: str = "web", uid: str = "uid-1", namespace: str = "default") 
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(T0)
 
 
 def recorder_for(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,21 +14,10 @@ from nodelet.adapters import checkpoint as cp
 from nodelet.model.core import pods
 from nodelet.model.core import status as st
 from nodelet.services.status import statuses
+from support.clocks import FakeClock
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 250000, tzinfo=UTC)
 PRTSC = st.POD_READY_TO_START_CONTAINERS
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> datetime:
-        self.now += timedelta(seconds=seconds)
-        return self.now
 
 
 def make_pod(name: str = "web", uid: str = "uid-1") -> pods.Pod:
@@ -59,7 +48,7 @@ def ltt(status: st.PodStatus | None, type_: str) -> datetime | None:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(T0)
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from nodelet.adapters import kube, kubeconfig
 from nodelet.helpers import tasks
 from nodelet.model.core import pods, tokens
 from nodelet.services.cluster import tokens as token_service
+from support.clocks import FakeClock
 from support.controlplane import (
     CACHE_LAG,
     AdminClient,
@@ -223,20 +224,12 @@ async def test_service_account_admission_adds_the_kube_api_access_volume(
 # -- nodelet's token manager -------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 async def test_manager_caches_refreshes_and_keeps_a_valid_token_when_refresh_fails(
         node: Node) -> None:
     web = await node.bind()
     request = request_for(web, seconds=3600)
     await first_token(node, request)  # the server's pod cache has the binding now
-    clock = Clock()
+    clock = FakeClock()
     manager = token_service.TokenManager(
         fetch=lambda r: create_token(node, r), clock=clock, jitter=lambda: 0.0)
     first = await manager.token(request)

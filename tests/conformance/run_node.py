@@ -528,6 +528,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                              f"labelled {SERIAL_LABELS}, but {SERIAL_SKIP}, run after the "
                              "others, one at a time, on the same node; they restart and "
                              "reconfigure it, so they need --host-defaults)")
+    parser.add_argument("--serial-skip", default=SERIAL_SKIP,
+                        help="ginkgo skip of the serial pass (default: %(default)s)")
     parser.add_argument("--host-defaults", action="store_true",
                         help="give each agent the kubelet's cgroup root (/), read-only port "
                              "(10255), healthz port (10248), device plugin and pod resources "
@@ -556,8 +558,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     passes = [Pass("", Selection(args.focus, focus_files, args.skip, seed=seed,
                                  labels=args.label_filter), args.procs)]
     if args.host_defaults and not args.no_serial and not args.label_filter:
-        passes.append(Pass("serial", Selection(args.focus, focus_files, SERIAL_SKIP, seed=seed,
-                                               labels=SERIAL_LABELS), 1))
+        passes.append(Pass("serial", Selection(args.focus, focus_files, args.serial_skip,
+                                               seed=seed, labels=SERIAL_LABELS), 1))
     args.out = args.out.resolve()  # ginkgo runs in it: its report paths must be absolute
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)

@@ -1,0 +1,18 @@
+"""A wall clock a test moves by hand: `clock()` is its aware UTC now, `clock.advance(s)` moves
+it on, for the code that takes a clock (the status manager, the recorder, the token manager)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+
+class FakeClock:
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start if start is not None else datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
