@@ -6,6 +6,8 @@ nodelet did not pass (whose it is, by the kubelet's result, and notes_node's not
         --dry-selected OUT/dry-selected-serial.json \
         --junit nodelet=OUT/nodelet/junit-serial/junit_01.xml \
         --junit kubelet=OUT2/kubelet/junit-serial/junit_01.xml \
+        (--junit again for an agent's other pass: a spec's result is that of the pass that
+        ran it)
         --title "..." --command "..." --doc docs/conformance-node-dra.md
 """
 
@@ -27,6 +29,18 @@ def selected(paths: list[Path]) -> list[str]:
     """The specs the dry runs of the selection would run, by name."""
     return sorted({report_node._name_and_file(s)[0] for path in paths
                    for s in report_node.spec_reports(path) if s.get("State") == "passed"})
+
+
+# What a spec's result says of it, least first: a pass that did not select it shows it skipped.
+_WEIGHT = {"not run": 0, "skipped": 1, "passed": 2, "failed": 2}
+
+
+def merged(earlier: dict[str, report.Result],
+           later: dict[str, report.Result]) -> dict[str, report.Result]:
+    """The results of two passes of one agent (parallel, serial): for each spec the one that
+    ran it (passed or failed) over one that skipped it, over none."""
+    return {name: r if name not in earlier or _WEIGHT[r.status] >= _WEIGHT[earlier[name].status]
+            else earlier[name] for name, r in later.items()}
 
 
 def render(names: list[str], results: dict[str, dict[str, report.Result]], *, title: str,
@@ -74,7 +88,8 @@ def main() -> None:
     results: dict[str, dict[str, report.Result]] = {}
     for item in args.junit:
         agent, _, path = item.partition("=")
-        results[agent] = report_node.results_by_name(Path(path), names, mark=args.mark)
+        found = report_node.results_by_name(Path(path), names, mark=args.mark)
+        results[agent] = merged(results.get(agent, {}), found)
     commit = args.commit or subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
         check=True).stdout.strip()

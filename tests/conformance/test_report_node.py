@@ -1,4 +1,5 @@
-"""report_node.py: the dry run's specs and files, each agent's JUnit, the verdict per failure."""
+"""report_node.py: the dry run's specs and files, each agent's JUnit, the verdict per failure;
+report_selection.py: an agent's passes merged."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import report  # noqa: E402  (tests/conformance/report.py)
 import report_node  # noqa: E402  (tests/conformance/report_node.py)
+import report_selection  # noqa: E402  (tests/conformance/report_selection.py)
 
 NODE_FILE = "k8s.io/kubernetes@v1.37.2/test/e2e_node/mirror_pod_test.go"
 COMMON_FILE = "k8s.io/kubernetes@v1.37.2/test/e2e/common/node/pods.go"
@@ -91,3 +94,16 @@ def test_a_rerun_replaces_the_results_of_the_specs_it_ran(tmp_path: Path) -> Non
     text = doc.read_text()
     assert "**2 passed, 1 failed, 0 skipped by the tests, 0 not run**" in text
     assert "nodelet 2.5 min" in text and "commit `abc`" in text
+
+
+def test_a_selections_passes_merge_to_the_result_of_the_pass_that_ran_each_spec() -> None:
+    def result(name: str, status: str) -> report.Result:
+        return report.Result(name, status, 0, "")
+
+    parallel = {"a": result("a", "passed"), "b": result("b", "skipped"),
+                "c": result("c", "skipped"), "d": result("d", "not run")}
+    serial = {"a": result("a", "skipped"), "b": result("b", "failed"),
+              "c": result("c", "skipped"), "d": result("d", "not run")}
+    merged = report_selection.merged(parallel, serial)
+    assert {n: r.status for n, r in merged.items()} == {
+        "a": "passed", "b": "failed", "c": "skipped", "d": "not run"}

@@ -70,8 +70,6 @@ log = logging.getLogger(__name__)
 # node (yet: the graph lags a pod just bound here).
 _GRAPH_LAG = "no relationship found between node"
 
-
-
 STORAGE = csinode.STORAGE
 
 
