@@ -12,7 +12,9 @@ Failures Pod Status" specs check it, with the kubelet's device plugin stub
 (`test-device-plugin`, whose devices' health the test changes): a running pod and one whose
 image never comes show their device Healthy in containerStatuses[].allocatedResourcesStatus,
 then Unhealthy once the plugin says so; once the plugin stops, each status generated after
-keeps the health of its last list (Unhealthy stays Unhealthy)."""
+keeps the health of its last list (Unhealthy stays Unhealthy). The same stub made to exit
+inside Allocate fails its pod at admission, and hands its device to no one but the next pod
+once it is back."""
 
 from __future__ import annotations
 
@@ -426,3 +428,51 @@ async def test_device_health_reaches_the_pod_status(agent: Harness, tmp_path: Pa
                              what="both pods' statuses generated again")
             statuses = await pod_statuses(agent)
             assert {p: device_health(statuses, p) for p in sick} == sick, statuses
+
+
+async def test_a_plugin_that_dies_inside_allocate_fails_the_pod_and_hands_out_nothing(
+        agent: Harness, tmp_path: Path) -> None:
+    """The plugin exits in the middle of Allocate, its answer never sent: the pod is refused
+    at admission with the kubelet's reason and the call's words, it holds nothing, and the
+    resource has nothing allocatable once the plugin's stream ended. When the plugin is back,
+    the device goes to the next pod, the only one the checkpoint names."""
+    directory = agent.settings.device_plugins_dir
+    manager = agent.agent_or_fail().device_manager
+    assert manager is not None
+    async with health_plugin(directory, HEALTH_RESOURCE, {"dev-a": "Healthy"},
+                             log=tmp_path / "dying-plugin.log", exit_on_allocate=True) as dying:
+        await eventually(lambda: node_counts(agent), within=30,
+                         until=lambda c: c == ({HEALTH_RESOURCE: 1}, {HEALTH_RESOURCE: 1}),
+                         what="the plugin's device registered",
+                         seen=lambda c: f"{c}; plugin: {dying.tail()}")
+        agent.write("victim.yaml", pod_manifest("victim", container_extra=ONE_DEVICE))
+        refused = await agent.wait_status("victim", lambda s: s.phase == "Failed",
+                                          what="victim refused")
+        assert refused.reason == "UnexpectedAdmissionError", refused
+        assert refused.message.startswith(
+            "Pod was rejected: Allocate failed due to rpc error: code = Unavailable desc = "), \
+            refused.message
+        assert refused.message.endswith(", which is unexpected"), refused.message
+        assert not dying.alive(), dying.tail()
+        found = agent.find("victim")
+        assert found is not None
+        assert manager.devices_of(found[0].uid, "main") == {}
+        await eventually(lambda: node_counts(agent), within=30,
+                         until=lambda c: c[1].get(HEALTH_RESOURCE) == 0,
+                         what="nothing allocatable once the plugin's stream ended")
+    async with health_plugin(directory, HEALTH_RESOURCE, {"dev-a": "Healthy"},
+                             log=tmp_path / "plugin-again.log") as again:
+        await eventually(lambda: node_counts(agent), within=30,
+                         until=lambda c: c == ({HEALTH_RESOURCE: 1}, {HEALTH_RESOURCE: 1}),
+                         what="the plugin's device registered again",
+                         seen=lambda c: f"{c}; plugin: {again.tail()}")
+        agent.write("next.yaml", pod_manifest("next", container_extra=ONE_DEVICE))
+        await agent.wait_status("next", lambda s: s.phase == "Running",
+                                what="next running with the device")
+        found = agent.find("next")
+        assert found is not None
+        assert manager.devices_of(found[0].uid, "main") == {HEALTH_RESOURCE: frozenset({"dev-a"})}
+        saved = json.loads((directory / devices.CHECKPOINT_NAME).read_bytes())
+        assert [(e["PodUID"], e["ResourceName"], sorted(e["DeviceIDs"]["-1"]))
+                for e in saved["Data"]["PodDeviceEntries"]] == [
+            (found[0].uid, HEALTH_RESOURCE, ["dev-a"])]

@@ -140,16 +140,18 @@ def _device_list(devices: dict[str, str]) -> str:
 
 @contextlib.asynccontextmanager
 async def health_plugin(directory: Path, resource: str, devices: dict[str, str], *,
-                        log: Path) -> AsyncIterator[HealthPlugin]:
+                        log: Path, exit_on_allocate: bool = False
+                        ) -> AsyncIterator[HealthPlugin]:
     """test-device-plugin serving `resource` with `devices` (ID -> health), registered with
     the agent whose device plugins directory is `directory`, for the block; stopped by PID
-    after."""
+    after. `exit_on_allocate`: it exits inside its first Allocate, answering nothing."""
     socket = directory / f"test-device-plugin-{resource.replace('/', '_')}.sock"
     with log.open("ab") as out:
         process = subprocess.Popen(
             [str(binary("test-device-plugin")), f"--plugin-dir={directory}",
              f"--socket-name={socket.name}", f"--resource={resource}",
-             f"--devices={_device_list(devices)}", "-v=2"],
+             f"--devices={_device_list(devices)}", "-v=2",
+             *(["--exit-on-allocate"] if exit_on_allocate else [])],
             stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True)
     plugin = HealthPlugin(process, log, socket)

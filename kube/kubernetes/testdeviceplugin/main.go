@@ -4,7 +4,9 @@
 // a directory given by flag, and changes its devices as the node e2e suite's testdeviceplugin
 // (test/e2e_node/testdeviceplugin) does with UpdateDevices: each line read on stdin,
 // `ID=Health[,ID=Health...]`, is the new device list, sent through ListAndWatch. Allocate
-// answers one response per container with an env TEST_DEVICE_IDS naming its devices. The
+// answers one response per container with an env TEST_DEVICE_IDS naming its devices; with
+// --exit-on-allocate the process exits inside Allocate instead (a plugin that crashes mid-call,
+// its answer never sent). The
 // registration, ListAndWatch and restart handling are upstream's; this file maps flags and
 // stdin onto the stub.
 package main
@@ -40,7 +42,14 @@ func parseDevices(text string) ([]*pluginapi.Device, error) {
 	return devs, nil
 }
 
+var exitOnAllocate = flag.Bool("exit-on-allocate", false, "exit (status 3) inside Allocate, answering nothing")
+
 func allocate(r *pluginapi.AllocateRequest, _ map[string]*pluginapi.Device) (*pluginapi.AllocateResponse, error) {
+	if *exitOnAllocate {
+		klog.Infof("Exiting inside Allocate of %v", r.ContainerRequests)
+		klog.Flush()
+		os.Exit(3)
+	}
 	var response pluginapi.AllocateResponse
 	for _, request := range r.ContainerRequests {
 		response.ContainerResponses = append(response.ContainerResponses, &pluginapi.ContainerAllocateResponse{
