@@ -169,11 +169,7 @@ def pick(resource: Resource, needed: int, *, in_use: frozenset[str],
     pod's init containers that have run (`reusable`, the kubelet's devicesToReuse), then the
     plugin's `preferred` (GetPreferredAllocation), then the free healthy devices in order.
     Raises DeviceError with the kubelet's words when it cannot."""
-    healthy = resource.healthy
-    if not healthy:
-        raise DeviceError("no healthy devices present; cannot allocate unhealthy devices "
-                          f"{resource.name}")
-    available = healthy - in_use
+    available = _healthy(resource) - in_use
     if len(available) < needed:
         raise DeviceError(f"requested number of devices unavailable for {resource.name}. "
                           f"Requested: {needed}, Available: {len(available)}")
@@ -184,14 +180,18 @@ def pick(resource: Resource, needed: int, *, in_use: frozenset[str],
     return tuple(chosen)
 
 
+def _healthy(resource: Resource) -> frozenset[str]:
+    """The resource's healthy devices; DeviceError in the kubelet's words when it has none."""
+    if not resource.healthy:
+        raise DeviceError("no healthy devices present; cannot allocate unhealthy devices "
+                          f"{resource.name}")
+    return resource.healthy
+
+
 def check_held(resource: Resource, held: frozenset[str]) -> None:
     """Devices a container holds from before a node reboot are its own again only while
     they are all healthy; raises DeviceError with the kubelet's words."""
-    healthy = resource.healthy
-    if not healthy:
-        raise DeviceError("no healthy devices present; cannot allocate unhealthy devices "
-                          f"{resource.name}")
-    if not held <= healthy:
+    if not held <= _healthy(resource):
         raise DeviceError("previously allocated devices are no longer healthy; cannot "
                           f"allocate unhealthy devices {resource.name}")
 
