@@ -512,14 +512,15 @@ class PodSyncer:
             work.admitted = True
             return
         old = self._statuses.last_known(pod.uid)
+        finished = old is not None and old.phase in ("Succeeded", "Failed")
         rejection = None
         # A Failed pod stays so, with its reason; one nodelet cannot run (refused fields, or
         # an API pod it cannot read) is judged whatever its last status says.
-        if old is None or old.phase not in ("Succeeded", "Failed") or pod.refused:
+        if not finished or pod.refused:
             rejection = await self._judge(pod)
         if rejection is None:
             work.admitted = True
-            if old is None or old.phase not in ("Succeeded", "Failed"):
+            if not finished:
                 self._admitted.put(pod)
                 self._qos_changed()
             return
