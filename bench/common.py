@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import ipaddress
 import logging
 import os
 import shutil
@@ -97,17 +98,21 @@ def runtimes(args: argparse.Namespace) -> list[tuple[str, Path | None]]:
     return chosen
 
 
-async def start_runtime(*, prefix: str, pod_cidr: str | None = None,
+async def start_runtime(*, prefix: str, pod_cidr: str | None = None, pod_prefix_len: int = 24,
                         bin_dir: Path | str | None = "default") -> Runtime:
     """An embedded containerd in a fresh, short data dir /tmp/<prefix>… (as tests/conftest.py),
-    its pods in `pod_cidr` (default: the /24 derived from the data dir), its programs from
+    its pods in `pod_cidr` (default: the /24 derived from the data dir, or the network of
+    `pod_prefix_len` bits around it, e.g. 22 for more than 250 pods), its programs from
     `bin_dir` (None: PATH; "default": the settings' default, the checkout's build)."""
     data_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     base = settings_.RuntimeSettings()
+    derived = ipaddress.ip_network(cni.default_pod_cidr(data_dir))
+    if pod_prefix_len < derived.prefixlen:
+        derived = derived.supernet(new_prefix=pod_prefix_len)
     runtime = dataclasses.replace(
         base,
         runtime_bin_dir=base.runtime_bin_dir if isinstance(bin_dir, str) else bin_dir,
-        pod_cidrs=(pod_cidr or cni.default_pod_cidr(data_dir),),
+        pod_cidrs=(pod_cidr or str(derived),),
         ready_timeout=30.0,
         timeouts=settings_.CriTimeouts(default=30.0, run_sandbox=60.0, connect=5.0),
     )

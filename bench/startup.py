@@ -318,19 +318,6 @@ def traced_calls(log: list[tuple[str, float]]) -> Callable[[Any], Any]:
     return wrap
 
 
-def limited(slots: asyncio.Semaphore) -> Callable[[Any], Any]:
-    """Wrap `RuntimeClient.run_pod_sandbox`: at most `slots` sandboxes created at once."""
-
-    def wrap(run: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        async def bounded(self: Any, *args: Any, **kwargs: Any) -> Any:
-            async with slots:
-                return await run(self, *args, **kwargs)
-
-        return bounded
-
-    return wrap
-
-
 # -- nodelet ------------------------------------------------------------------------------------
 
 
@@ -434,6 +421,7 @@ class NodeletResult:
     histogram_detection_le_50ms: float
     cri_calls: tuple[tuple[str, float], ...] = ()
     loop_lags: tuple[float, ...] = ()
+    sandbox_limit: tuple[int, int] = (0, 0)  # the adaptive limit at the end, its highest
 
     @property
     def rate(self) -> float:
@@ -445,10 +433,18 @@ class NodeletResult:
 
 
 def agent_settings(
-    runtime: common.Runtime, data_dir: Path, manifests: Path, poll: float | None, pods: int
+    runtime: common.Runtime, data_dir: Path, manifests: Path, poll: float | None, pods: int,
+    sandbox_limit: int | None = None,
 ) -> settings_.Settings:
+    """nodelet's defaults on `runtime`, but for the what-ifs: the manifest poll period and
+    the RunPodSandbox calls in flight (`sandbox_limit`; 0: as many as there are pods)."""
     defaults = settings_.Settings()
+    fixed = sandbox_limit or max(pods, 1)
+    sync = defaults.sync if sandbox_limit is None else dataclasses.replace(
+        defaults.sync, min_parallel_sandboxes=fixed, initial_parallel_sandboxes=fixed,
+        max_parallel_sandboxes=fixed)
     return settings_.Settings(
+        sync=sync,
         data_dir=data_dir,
         manifests_dir=manifests,
         manifest_poll_period=defaults.manifest_poll_period if poll is None else poll,
@@ -495,7 +491,8 @@ async def run_nodelet(
     runtime: common.Runtime, args: argparse.Namespace, dirs: tuple[Path, Path]
 ) -> NodeletResult:
     data_dir, manifests = dirs
-    agent = app.Agent(agent_settings(runtime, data_dir, manifests, args.manifest_poll, args.pods))
+    agent = app.Agent(agent_settings(runtime, data_dir, manifests, args.manifest_poll, args.pods,
+                                     args.sandbox_limit))
     observer = BenchMetrics()
     # Replaced before start(): the agent passes `self.metrics` to the syncer as its observer.
     agent.metrics = observer
@@ -516,16 +513,14 @@ async def run_nodelet(
         with contextlib.ExitStack() as stack:
             if args.cri_trace:
                 stack.enter_context(patched(cri.RuntimeClient, "_call", traced_calls(calls)))
-            if args.what_if_sandbox_limit:
-                slots = asyncio.Semaphore(args.what_if_sandbox_limit)
-                stack.enter_context(
-                    patched(cri.RuntimeClient, "run_pod_sandbox", limited(slots)))
             result = await _measure_nodelet(runtime, agent, tracker, observer, args.pods,
                                             args.profile)
         await remove_nodelet_pods(runtime, agent, manifests)
     finally:
         await agent.stop()
-    return dataclasses.replace(result, cri_calls=tuple(calls))
+    slots = agent.syncer.sandbox_slots
+    return dataclasses.replace(result, cri_calls=tuple(calls),
+                               sandbox_limit=(slots.limit, slots.highest))
 
 
 async def _measure_nodelet(
@@ -733,9 +728,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--manifest-poll", type=float, default=None,
                         help="what-if: nodelet's manifest poll period in seconds "
                              "(default: nodelet's own, 0.5)")
-    parser.add_argument("--what-if-sandbox-limit", type=int, default=0,
-                        help="what-if: let nodelet run at most K RunPodSandbox at once "
-                             "(patches the CRI client class; 0 = off, the default)")
+    parser.add_argument("--sandbox-limit", type=int, default=None,
+                        help="what-if: a fixed limit of nodelet's RunPodSandbox calls in "
+                             "flight (SyncSettings' min, initial and max_parallel_sandboxes "
+                             "all K; 0: every pod at once). Default: the adaptive limit")
     parser.add_argument("--cri-trace", action="store_true",
                         help="print per-operation CRI latency of the nodelet phase")
     parser.add_argument("-v", "--verbose", action="store_true", help="nodelet's INFO logs")
@@ -755,8 +751,8 @@ def what_ifs(args: argparse.Namespace) -> str:
     found = []
     if args.manifest_poll is not None:
         found.append(f"manifest poll {args.manifest_poll:g} s")
-    if args.what_if_sandbox_limit:
-        found.append(f"at most {args.what_if_sandbox_limit} RunPodSandbox at once")
+    if args.sandbox_limit is not None:
+        found.append(f"at most {args.sandbox_limit or 'every pod'} RunPodSandbox at once")
     return ", ".join(found)
 
 
@@ -823,7 +819,8 @@ async def run_round_nodelet(
     profile = args.profile if round_ == 0 else None
     options = argparse.Namespace(**{**vars(args), "profile": profile})
     node = await run_nodelet(runtime, options, (top / "agent", manifests))
-    print(f"round {round_ + 1}: nodelet: {node.rate:.2f} pods/s")
+    print(f"round {round_ + 1}: nodelet: {node.rate:.2f} pods/s (sandboxes in flight: limit "
+          f"{node.sandbox_limit[0]} at the end, {node.sandbox_limit[1]} at its highest)")
     return node
 
 

@@ -172,9 +172,13 @@ class SyncSettings:
     # Container restart back-off (CrashLoopBackOff): initial and cap.
     restart_backoff: float = 10.0
     restart_backoff_max: float = 300.0
-    # RunPodSandbox calls in flight at once; more wait for a slot. containerd on 2 cores
-    # peaks at 4-8 concurrent sandbox creations and slows down beyond.
-    max_parallel_sandboxes: int = 6
+    # RunPodSandbox calls in flight at once; more wait for a slot. The limit adapts to the
+    # runtime (helpers/adaptivelimit.py): it starts at `initial_parallel_sandboxes`, grows
+    # while sandboxes are made as fast as the fastest seen (within twice), shrinks when they
+    # take longer, and stays between the min and the max. Equal min and max: a fixed limit.
+    min_parallel_sandboxes: int = 2
+    initial_parallel_sandboxes: int = 4
+    max_parallel_sandboxes: int = 32
     # Image pull back-off (ImagePullBackOff): initial and cap.
     image_backoff: float = 10.0
     image_backoff_max: float = 300.0
