@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -426,3 +428,40 @@ def test_manifests_table() -> None:
     assert lines[1].split() == ["/m/web.yaml", "0", "default/web", "ok"]
     assert lines[2].split() == ["/m/bad.yaml", "-", "-", "error", "not", "YAML"]
     assert presenting.manifests_table([]) == "No manifests found.\n"
+
+
+def test_the_pod_list_encoder_gives_json_dumps_and_encodes_only_what_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    web, db = make_pod(), dataclasses.replace(make_pod("db"), uid=pods.PodUID("uid-2"))
+    encoder = podjson.PodListEncoder()
+    encoded: list[str] = []
+    original = podjson.pod_to_api
+
+    def counting(pod: pods.Pod, status: st.PodStatus | None, *, precise: bool = False
+                 ) -> dict[str, Any]:
+        encoded.append(pod.name)
+        return original(pod, status, precise=precise)
+
+    monkeypatch.setattr(podjson, "pod_to_api", counting)
+
+    def same_as_dumps(items: list[tuple[pods.Pod, st.PodStatus | None]], precise: bool) -> None:
+        body = encoder.encode(items, precise=precise)
+        assert body == json.dumps(original_list(items, precise)).encode()
+
+    def original_list(items: list[tuple[pods.Pod, st.PodStatus | None]],
+                      precise: bool) -> dict[str, Any]:
+        return {"kind": "PodList", "apiVersion": "v1", "metadata": {},
+                "items": [original(p, s, precise=precise) for p, s in items]}
+
+    same_as_dumps([(web, STATUS), (db, None)], False)
+    assert encoded == ["web", "db"]
+    same_as_dumps([(web, STATUS), (db, None)], False)  # nothing changed: nothing encoded
+    assert encoded == ["web", "db"]
+    changed = dataclasses.replace(STATUS, phase="Running")  # a new status object for web
+    same_as_dumps([(web, changed), (db, None)], False)
+    assert encoded == ["web", "db", "web"]
+    same_as_dumps([(web, changed)], True)  # precise times: encoded apart
+    assert encoded == ["web", "db", "web", "web"]
+    same_as_dumps([], False)
+    same_as_dumps([(db, None)], False)  # db left the list and came back: encoded again
+    assert encoded[-1] == "db"

@@ -503,10 +503,11 @@ class _Routes:
         self._timeouts = timeouts or Timeouts()
         self._gates = tuple(gates)
         self._ui: pages.Ui | None = None
+        self._pod_list = podjson.PodListEncoder()
 
     async def pods(self, request: web.Request) -> web.Response:
-        precise = _flag(request, "precise")
-        return _json(podjson.pod_list_to_api(self._view.pods(), precise=precise))
+        body = self._pod_list.encode(self._view.pods(), precise=_flag(request, "precise"))
+        return web.Response(body=body, content_type="application/json")
 
     async def events(self, request: web.Request) -> web.Response:
         pod = request.query.get("pod") or None

@@ -368,6 +368,7 @@ class _Routes:
     def __init__(self, backend: NodeBackend, config: NodeServerConfig) -> None:
         self._backend = backend
         self._config = config
+        self._pod_list = podjson.PodListEncoder()
 
     async def healthz(self, request: web.Request) -> web.Response:
         checks = self._backend.health()
@@ -375,7 +376,8 @@ class _Routes:
                             text=hm.healthz_text(checks, verbose="verbose" in request.query))
 
     async def pods(self, request: web.Request) -> web.Response:
-        return _json(podjson.pod_list_to_api(self._backend.pods()))
+        return web.Response(body=self._pod_list.encode(self._backend.pods()),
+                            content_type="application/json")
 
     async def configz(self, request: web.Request) -> web.Response:
         return _json(dict(self._config.configz))
