@@ -77,8 +77,9 @@ class AdaptiveLimit:
             if waiter.done() and not waiter.cancelled():
                 self.busy -= 1  # woken and cancelled at once: give the place back
                 self._wake()
-            else:
-                self._waiters.remove(waiter)
+            else:  # still queued, or already passed over by _wake as done
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
             raise
 
     def _leave(self, seconds: float | None, bound: bool) -> None:
