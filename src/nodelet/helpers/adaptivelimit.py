@@ -31,12 +31,13 @@ FLOOR_DRIFT = 0.1  # per minute
 
 @dataclass(frozen=True)
 class LimitSettings:
-    """Where the limit starts and the bounds it moves in; `tolerance`: how much slower than
-    the fastest hold seen a hold may be before the runtime counts as congested."""
+    """Where the limit starts and the bounds it moves in (the sandboxes' are SyncSettings');
+    `tolerance`: how much slower than the fastest hold seen a hold may be before the runtime
+    counts as congested."""
 
-    initial: int = 4
-    minimum: int = 2
-    maximum: int = 64
+    initial: int
+    minimum: int
+    maximum: int
     tolerance: float = 2.0
 
 

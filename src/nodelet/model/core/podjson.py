@@ -101,5 +101,9 @@ class PodListEncoder:
             parts.append(kept[2])
         for key in [k for k in self._parts if k[1] == precise and k not in listed]:
             del self._parts[key]
-        return ('{"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": ['
-                + ", ".join(parts) + "]}").encode()
+        return (_LIST_HEAD + ", ".join(parts) + "]}").encode()
+
+
+# `pod_list_to_api`'s PodList without items, encoded up to the items' opening bracket: its
+# "items" comes last, so the encoded list is this, the items joined by ", ", and "]}".
+_LIST_HEAD = json.dumps(pod_list_to_api(()))[:-len("]}")]
