@@ -77,7 +77,7 @@ from nodelet import settings as settings_
 from nodelet.adapters import cgroups, mounts
 from nodelet.model.core import runtime as rt
 from nodelet.services.nodehealth import resetting
-from support import kubeletpeer  # tests/support/kubeletpeer.py: the kubelet as a peer
+from support import checkout, kubeletpeer  # tests/support: the checkout, the kubelet as a peer
 
 REPO = Path(__file__).resolve().parent.parent
 NODELET = Path(sys.executable).parent / "nodelet"
@@ -684,25 +684,14 @@ def versions() -> str:
     return ", ".join(pairs)
 
 
-def commit() -> str:
-    """The checkout's commit, with `+dirty` when its tracked files differ from it."""
-    try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD"],
-                               check=False).returncode != 0
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
-
-
 def write_json(path: Path, args: argparse.Namespace, runtime: common.Runtime,
                load: tuple[float, ...], now: tuple[float, ...],
                sections: Sequence[tuple[str, list[Row]]]) -> None:
     """The report's figures as one JSON object, appended as one line to `path` (a history:
     each run adds its line, so a change shows against the runs before it)."""
     record = {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"), "commit": commit(),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": checkout.current_commit(dirty=True),
         "runtime": runtime.version, "kubelet": kubeletpeer.kube_version(),
         "machine": {"cpus": os.cpu_count(), "load_start": list(load), "load_end": list(now)},
         "run": {"pods": args.pods, "rounds": args.rounds, "idle": args.idle,

@@ -16,15 +16,17 @@ from __future__ import annotations
 import argparse
 import datetime
 import re
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: support
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import notes
+
+from support.checkout import current_commit
 
 REPO = Path(__file__).resolve().parents[2]
 MARK = "[NodeConformance]"
@@ -90,12 +92,6 @@ def summary(results: Sequence[Result]) -> str:
     c = counts(results)
     return (f"{c['passed']} passed, {c['failed']} failed ({c['skipped']} skipped by the tests, "
             f"{c['not run']} not selected)")
-
-
-def current_commit() -> str:
-    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True, check=False)
-    return done.stdout.strip() or "unknown"
 
 
 def _cell(text: str) -> str:
