@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import grpc
 
+from nodelet.adapters import grpcfailures
 from nodelet.adapters.csi.gen import csi_pb2 as pb
 from nodelet.adapters.csi.gen import csi_pb2_grpc as pb_grpc
 from nodelet.adapters.csi.gen import pluginregistration_pb2 as reg
@@ -68,15 +69,13 @@ def _target(socket: str) -> str:
     return socket if socket.startswith("unix:") else f"unix://{socket}"
 
 
+def _failed(message: str, code: str) -> CsiError:
+    return CsiError(message, code=code)
+
+
 async def _call(call: Callable[[], Awaitable[T]]) -> T:
-    try:
+    with grpcfailures.failures_as(_failed, "the driver"):
         return await call()
-    except grpc.aio.UsageError as exc:  # the channel was closed (the driver re-registered)
-        raise CsiError(f"the driver's connection was closed: {exc}", code="UNAVAILABLE") \
-            from exc
-    except grpc.aio.AioRpcError as exc:
-        code = exc.code().name if exc.code() is not None else "UNKNOWN"
-        raise CsiError(errors.grpc_go_words(code, exc.details() or ""), code=code) from exc
 
 
 def _capability(cap: Capability) -> pb.VolumeCapability:

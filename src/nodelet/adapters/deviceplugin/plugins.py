@@ -23,6 +23,7 @@ from typing import TypeVar
 
 import grpc
 
+from nodelet.adapters import grpcfailures
 from nodelet.adapters.deviceplugin.gen import deviceplugin_pb2 as pb
 from nodelet.adapters.deviceplugin.gen import deviceplugin_pb2_grpc as pb_grpc
 from nodelet.helpers import errors
@@ -58,19 +59,13 @@ class Options:
     preferred_allocation: bool = False
 
 
-def _error(exc: grpc.aio.AioRpcError) -> PluginError:
-    code = exc.code().name if exc.code() is not None else "UNKNOWN"
-    return PluginError(errors.grpc_go_words(code, exc.details() or ""), code=code)
+def _failed(message: str, code: str) -> PluginError:
+    return PluginError(message, code=code)
 
 
 async def _call(call: Callable[[], Awaitable[T]]) -> T:
-    try:
+    with grpcfailures.failures_as(_failed, "the plugin"):
         return await call()
-    except grpc.aio.UsageError as exc:  # the channel was closed (the plugin went away)
-        raise PluginError(f"the plugin's connection was closed: {exc}",
-                          code="UNAVAILABLE") from exc
-    except grpc.aio.AioRpcError as exc:
-        raise _error(exc) from exc
 
 
 class _Registration(pb_grpc.RegistrationServicer):
@@ -162,13 +157,9 @@ class PluginClient:
         """Every list the plugin sends, until its stream ends (PluginError: how)."""
         stream = self._stub.ListAndWatch(pb.Empty())
         try:
-            async for answer in stream:
-                yield tuple(_device(d) for d in answer.devices)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from exc
-        except grpc.aio.UsageError as exc:
-            raise PluginError(f"the plugin's connection was closed: {exc}",
-                              code="UNAVAILABLE") from exc
+            with grpcfailures.failures_as(_failed, "the plugin"):
+                async for answer in stream:
+                    yield tuple(_device(d) for d in answer.devices)
         finally:
             stream.cancel()
         raise PluginError("rpc error: code = Unavailable desc = the stream ended",

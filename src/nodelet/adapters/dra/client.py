@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from nodelet.adapters import grpcfailures
 from nodelet.adapters.dra.gen import dra_pb2 as pb
 from nodelet.adapters.dra.gen import health_pb2 as health_pb
 from nodelet.helpers import errors
@@ -53,11 +54,6 @@ class ClaimAnswer:
     error: str = ""
 
 
-def _error(exc: grpc.aio.AioRpcError) -> DriverError:
-    code = exc.code().name if exc.code() is not None else "UNKNOWN"
-    return DriverError(errors.grpc_go_words(code, exc.details() or ""), code)
-
-
 def _claims(claims: Sequence[rc.ClaimRef]) -> list[pb.Claim]:
     return [pb.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
 
@@ -95,13 +91,9 @@ class DriverClient:
 
     async def prepare(self, claims: Sequence[rc.ClaimRef]) -> dict[str, ClaimAnswer]:
         """NodePrepareResources: the driver's answer per claim UID."""
-        try:
+        with grpcfailures.failures_as(DriverError, "the driver"):
             answer: pb.NodePrepareResourcesResponse = await self._prepare(
                 pb.NodePrepareResourcesRequest(claims=_claims(claims)), timeout=self._timeout)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from exc
-        except grpc.aio.UsageError as exc:  # the channel was closed (the driver went away)
-            raise DriverError(f"the driver's connection was closed: {exc}") from exc
         return {uid: ClaimAnswer(tuple(
             rc.PreparedDevice(request_names=tuple(d.request_names), pool=d.pool_name,
                               device=d.device_name, cdi_ids=tuple(d.cdi_device_ids))
@@ -109,14 +101,10 @@ class DriverClient:
 
     async def unprepare(self, claims: Sequence[rc.ClaimRef]) -> dict[str, str]:
         """NodeUnprepareResources: per claim UID, the driver's error ("" when it succeeded)."""
-        try:
+        with grpcfailures.failures_as(DriverError, "the driver"):
             answer: pb.NodeUnprepareResourcesResponse = await self._unprepare(
                 pb.NodeUnprepareResourcesRequest(claims=_claims(claims)),
                 timeout=self._timeout)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from exc
-        except grpc.aio.UsageError as exc:
-            raise DriverError(f"the driver's connection was closed: {exc}") from exc
         return {uid: result.error for uid, result in answer.claims.items()}
 
     async def watch_health(
@@ -128,14 +116,10 @@ class DriverClient:
             f"/{service}/NodeWatchResources",
             request_serializer=health_pb.NodeWatchResourcesRequest.SerializeToString,
             response_deserializer=health_pb.NodeWatchResourcesResponse.FromString)
-        try:
+        with grpcfailures.failures_as(DriverError, "the driver"):
             async for answer in call(health_pb.NodeWatchResourcesRequest()):
                 yield [drahealth.DeviceHealth(
                     pool=d.device.pool_name, device=d.device.device_name,
                     health=_HEALTH_NAMES.get(d.health, drahealth.UNKNOWN),
                     timeout=drahealth.timeout_of(d.health_check_timeout_seconds),
                     message=drahealth.truncated(d.message)) for d in answer.devices]
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from exc
-        except grpc.aio.UsageError as exc:
-            raise DriverError(f"the driver's connection was closed: {exc}") from exc
