@@ -37,6 +37,12 @@ from nodelet.services.status import recording
 
 log = logging.getLogger(__name__)
 
+
+class UnaskedCancellation(Exception):
+    """A pod's sync ended in a cancellation that neither its termination nor the agent's
+    shutdown asked for."""
+
+
 # The kubelet's events.FailedSync.
 FAILED_SYNC = "FailedSync"
 
@@ -255,11 +261,16 @@ class PodWorkers:
             wake_in = await worker.sync_task
         except asyncio.CancelledError:
             current = asyncio.current_task()
-            if not worker.terminating or (current is not None and current.cancelling()):
+            if current is not None and current.cancelling():
                 raise  # the agent is shutting down (or the worker itself was cancelled)
-            log.info("sync of pod %s (%s) cancelled: the pod is terminating", pod.full_name,
-                     pod.uid)
-            return 0.0
+            if worker.terminating:
+                log.info("sync of pod %s (%s) cancelled: the pod is terminating",
+                         pod.full_name, pod.uid)
+                return 0.0
+            # Nobody here cancelled it: something below let a cancellation of its own out (a
+            # bug there). The worker lives on and tries again, as after any other failure.
+            return self._sync_failed(pod, UnaskedCancellation(
+                "the sync was cancelled although neither the pod nor the agent was stopping"))
         except Exception as exc:
             return self._sync_failed(pod, exc)
         # The resync is a safety net only: everything that depends on time schedules its
