@@ -51,7 +51,7 @@ import termios
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -65,6 +65,9 @@ from nodelet.model.core import nodeauth, podjson, servingfiles
 from nodelet.model.core import noderequests as nr
 from nodelet.model.core import pods as podmodel
 from nodelet.model.core import status as st
+
+if TYPE_CHECKING:  # loaded with a client CA only (adapters.servingtls)
+    from nodelet.adapters.clientcas import ClientCAs
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +157,7 @@ class NodeServer:
         self._reloader: servingtls.Reloader | None = None
         # The client CA set served now: every request's client certificate is verified
         # against it (replaced by the reloader, on its thread: one reference, swapped whole).
-        self._client_cas: servingtls.ClientCAs | None = None
+        self._client_cas: ClientCAs | None = None
         self._tasks = tasks.TaskGroup()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Connections handed over by the front, being connected to aiohttp on this loop.
@@ -326,7 +329,7 @@ class NodeServer:
 
 
 def _credentials(request: web.Request, peer: tlsfront.Peer | None,
-                 client_cas: servingtls.ClientCAs | None) -> nodeauth.Credentials:
+                 client_cas: ClientCAs | None) -> nodeauth.Credentials:
     """The request's bearer token, and from the TLS front the client's address and the
     subject of the certificate its handshake verified, when its chain verifies now against
     `client_cas` (the client CA served now), as the kubelet's x509 authenticator verifies the
@@ -344,7 +347,7 @@ def _credentials(request: web.Request, peer: tlsfront.Peer | None,
         source=peer.address if peer is not None else "")
 
 
-def _verifies_now(peer: tlsfront.Peer, client_cas: servingtls.ClientCAs | None) -> bool:
+def _verifies_now(peer: tlsfront.Peer, client_cas: ClientCAs | None) -> bool:
     """Whether the chain `peer`'s handshake verified still does, against `client_cas` now."""
     refusal = "no client CA is served" if client_cas is None else \
         "its handshake kept no certificate chain" if not peer.chain else \
