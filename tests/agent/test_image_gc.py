@@ -28,6 +28,7 @@ from nodelet.adapters import host
 from nodelet.helpers import clocks
 from nodelet.model.core import imagegc
 from nodelet.services.nodehealth import imagegc as imagegc_service
+from support.clocks import FakeClock
 from support.disks import tiny_tmpfs
 from support.harness import all_ready, pod_manifest
 from support.polling import eventually
@@ -261,16 +262,6 @@ async def test_images_unused_longer_than_the_max_age_go_whatever_the_usage(
     assert busy is not None and busy.phase == "Running", busy
 
 
-class _Clock:
-    """Time as the test sets it."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 async def test_max_age_counts_from_the_start_and_spares_images_in_use(
     instances: InstanceFactory, make_agent: AgentFactory, tmp_path: Path
 ) -> None:
@@ -288,7 +279,7 @@ async def test_max_age_counts_from_the_start_and_spares_images_in_use(
     await agent.wait_status("done", lambda s: s.phase == "Succeeded", what="done Succeeded")
     await import_image(instance, victim_archive(tmp_path / "victim.tar"))
     (victim_id,) = [i.id for i in await instance.client.list_images() if VICTIM in i.repo_tags]
-    clock = _Clock()
+    clock = FakeClock(datetime(2026, 12, 7, 12, 0, tzinfo=UTC))
     collector = imagegc_service.ImageGC(
         client=instance.client, recorder=agent.agent_or_fail().recorder,
         settings=settings.GCSettings(image_minimum_gc_age=1.0, image_maximum_gc_age=60.0),

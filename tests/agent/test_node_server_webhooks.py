@@ -30,20 +30,13 @@ from nodelet.helpers import ratelimit
 from nodelet.model.core import health as hm
 from nodelet.model.core import nodeauth
 from nodelet.services.serving import nodeserving, preflight, webhookauth
+from support.clocks import MonotonicClock
 from support.controlplane import AdminClient, Authority, ControlPlane, kubeconfig_text
 from support.faultproxy import FaultProxy
 from support.polling import eventually
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 EVER = 10**6  # a fault's `times` for all of a test
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def account_token(admin: AdminClient, namespace: str, name: str) -> str:
@@ -143,7 +136,7 @@ def _attributes(user: nodeauth.User, subresource: str) -> nodeauth.Attributes:
 async def test_token_review_answers_are_cached_for_the_ttl(
         api: Api) -> None:
     client = api.client
-    clock = _Clock()
+    clock = MonotonicClock()
     authenticator = webhookauth.TokenReviewAuthenticator(lambda: client, ttl=120.0, clock=clock)
     token = nodeauth.Credentials(token=api.dev_token)
     user = await authenticator.authenticate(token)
@@ -166,7 +159,7 @@ async def test_token_review_answers_are_cached_for_the_ttl(
 async def test_subject_access_review_caches_allowed_and_denied_apart(
         api: Api) -> None:
     client = api.client
-    clock = _Clock()
+    clock = MonotonicClock()
     authorizer = webhookauth.SubjectAccessReviewAuthorizer(
         lambda: client, authorized_ttl=300.0, unauthorized_ttl=30.0, clock=clock)
     dev = nodeauth.User("dev", "uid-dev", ("devs", nodeauth.AUTHENTICATED))
@@ -257,7 +250,7 @@ async def test_reviews_beyond_the_cap_are_refused_not_queued(
 
 
 def test_warnings_are_throttled(caplog: pytest.LogCaptureFixture) -> None:
-    clock = _Clock()
+    clock = MonotonicClock()
     throttled = webhookauth.ThrottledLog(every=60.0, clock=clock)
     with caplog.at_level(logging.WARNING, logger=webhookauth.__name__):
         for n in range(5):
@@ -341,7 +334,7 @@ async def test_negative_answers_never_evict_positive_ones(
 async def test_unknown_tokens_are_limited_per_client_address(
         api: Api) -> None:
     client = api.client
-    clock = _Clock()
+    clock = MonotonicClock()
     authenticator = webhookauth.TokenReviewAuthenticator(
         lambda: client, ttl=120.0, per_source=ratelimit.PerKey(1.0, 3, clock=clock))
     flooder = [nodeauth.Credentials(token=f"r-{n}", source="10.0.0.9") for n in range(5)]

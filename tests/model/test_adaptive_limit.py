@@ -8,16 +8,9 @@ import asyncio
 import pytest
 
 from nodelet.helpers.adaptivelimit import AdaptiveLimit, LimitSettings
+from support.clocks import MonotonicClock
 
 SETTINGS = LimitSettings(initial=4, minimum=2, maximum=6, tolerance=2.0)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.mark.parametrize(("holds", "limit"), [
@@ -32,14 +25,14 @@ class Clock:
     ([(3.0, True), (1.0, True), (2.5, True)], 5),  # the floor is the shortest hold seen
 ])
 def test_the_limit_follows_the_holds(holds: list[tuple[float, bool]], limit: int) -> None:
-    limiter = AdaptiveLimit(SETTINGS, clock=Clock())
+    limiter = AdaptiveLimit(SETTINGS, clock=MonotonicClock(100.0))
     for seconds, bound in holds:
         limiter.observe(seconds, bound)
     assert limiter.limit == limit
 
 
 def test_the_floor_drifts_up_with_time_so_a_slower_machine_is_learnt_again() -> None:
-    clock = Clock()
+    clock = MonotonicClock(100.0)
     limiter = AdaptiveLimit(SETTINGS, clock=clock)
     limiter.observe(1.0, True)
     assert limiter.floor == 1.0
@@ -56,7 +49,7 @@ def test_the_initial_limit_is_kept_within_the_bounds() -> None:
 
 
 async def test_holders_wait_their_turn_and_failures_move_nothing() -> None:
-    clock = Clock()
+    clock = MonotonicClock(100.0)
     limiter = AdaptiveLimit(LimitSettings(initial=2, minimum=2, maximum=2), clock=clock)
     order: list[str] = []
     release = asyncio.Event()
@@ -82,7 +75,8 @@ async def test_holders_wait_their_turn_and_failures_move_nothing() -> None:
 
 
 async def test_a_limit_that_grows_lets_two_waiters_in_when_one_holder_leaves() -> None:
-    limiter = AdaptiveLimit(LimitSettings(initial=1, minimum=1, maximum=4), clock=Clock())
+    limiter = AdaptiveLimit(LimitSettings(initial=1, minimum=1, maximum=4),
+                            clock=MonotonicClock(100.0))
     releases = [asyncio.Event() for _ in range(3)]
     entered: list[int] = []
 

@@ -16,3 +16,14 @@ class FakeClock:
     def advance(self, seconds: float) -> datetime:
         self.now += timedelta(seconds=seconds)
         return self.now
+
+
+class MonotonicClock:
+    """Monotonic seconds a test moves by hand: `clock()` reads them, `clock.now += s` moves
+    them on (the rate limits, caches and adaptive limits that take a monotonic clock)."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
