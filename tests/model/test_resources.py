@@ -53,6 +53,23 @@ def test_pod_requests(the_pod: pods.Pod, expected: dict[str, int]) -> None:
     assert resources.pod_requests(the_pod) == expected
 
 
+def test_remembered_requests_follow_the_spec_and_are_the_callers_own() -> None:
+    """pod_requests and qos_class are remembered by the spec's identity: a pod with another
+    spec (a resize) gets its own answer, and an answer changed by its caller is not what the
+    next caller gets."""
+    first = pod(ctr("a", 100, MI))
+    answer = resources.pod_requests(first)
+    answer["cpu"] = 1
+    assert resources.pod_requests(first) == {"cpu": 100, "memory": MI}
+    assert resources.pod_requests(first, overhead=False) == {"cpu": 100, "memory": MI}
+    assert resources.qos_class(first) == "Burstable"
+    resized = replace(first, spec=replace(first.spec, containers=(ctr("a", 300, 2 * MI),)))
+    assert resources.pod_requests(resized) == {"cpu": 300, "memory": 2 * MI}
+    none = replace(first, spec=replace(first.spec, containers=(ctr("a"),)))
+    assert resources.qos_class(none) == "BestEffort"
+    assert resources.pod_requests(first) == {"cpu": 100, "memory": MI}
+
+
 NODE = {"cpu": 2000, "memory": 4 * GI, "pods": 3, "ephemeral-storage": 10 * GI,
         "hugepages-2Mi": 0, "example.com/gpu": 1}
 
