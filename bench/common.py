@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import ipaddress
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -227,3 +229,19 @@ def run(
         print(f"bench failed: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+@contextlib.contextmanager
+def busy_processes(count: int) -> Iterator[list[int]]:
+    """`count` processes that spin on a CPU each (a bench's `--load`) for the whole run, so
+    that everything is measured on a loaded machine; stopped by PID at the end."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                for _ in range(count)]
+    try:
+        yield [p.pid for p in spinners]
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+        for spinner in spinners:
+            spinner.wait(timeout=10)

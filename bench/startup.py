@@ -1,7 +1,7 @@
 """Pod startup benchmark: nodelet against direct CRI calls, on one containerd, in one run.
 
 Run as root from the checkout:  .venv/bin/python bench/startup.py [--pods 30] [--concurrency 8]
-    [--runtimes built,system]
+    [--runtimes built,system] [--load N]
 
 1. For each runtime of `--runtimes` in turn (containerd 2.x of `make runtime`, the one on
    PATH), an embedded containerd in a fresh data dir under /tmp (its own /24 pod CIDR), and
@@ -732,6 +732,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="what-if: a fixed limit of nodelet's RunPodSandbox calls in "
                              "flight (SyncSettings' min, initial and max_parallel_sandboxes "
                              "all K; 0: every pod at once). Default: the adaptive limit")
+    parser.add_argument("--load", type=int, default=0,
+                        help="busy processes spinning during the whole run, e.g. one per core "
+                             "(0)")
     parser.add_argument("--cri-trace", action="store_true",
                         help="print per-operation CRI latency of the nodelet phase")
     parser.add_argument("-v", "--verbose", action="store_true", help="nodelet's INFO logs")
@@ -753,6 +756,8 @@ def what_ifs(args: argparse.Namespace) -> str:
         found.append(f"manifest poll {args.manifest_poll:g} s")
     if args.sandbox_limit is not None:
         found.append(f"at most {args.sandbox_limit or 'every pod'} RunPodSandbox at once")
+    if args.load:
+        found.append(f"{args.load} busy processes")
     return ", ".join(found)
 
 
@@ -826,7 +831,15 @@ async def run_round_nodelet(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    return common.run("bench/startup.py", bench, args)
+    return common.run("bench/startup.py", loaded, args)
+
+
+async def loaded(args: argparse.Namespace) -> None:
+    with common.busy_processes(args.load) as pids:
+        if pids:
+            print(f"load: {len(pids)} busy processes (pids {' '.join(map(str, pids))})",
+                  flush=True)
+        await bench(args)
 
 
 if __name__ == "__main__":

@@ -54,11 +54,10 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -776,24 +775,8 @@ def remove_empty(cgroups_: Sequence[Path]) -> None:
             pass  # never made, or in use by another runtime: not this run's to remove
 
 
-@contextlib.contextmanager
-def busy_processes(count: int) -> Iterator[list[int]]:
-    """`count` processes that spin on a CPU each (`--load`) for the whole run, so that every
-    contender is measured on a loaded machine; stopped by PID at the end."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-                for _ in range(count)]
-    try:
-        yield [p.pid for p in spinners]
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-        for spinner in spinners:
-            spinner.wait(timeout=10)
-
-
 async def bench(args: argparse.Namespace) -> None:
-    with busy_processes(args.load) as pids:
+    with common.busy_processes(args.load) as pids:
         if pids:
             print(f"load: {len(pids)} busy processes (pids {' '.join(map(str, pids))})",
                   flush=True)
