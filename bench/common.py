@@ -234,12 +234,17 @@ def run(
 @contextlib.contextmanager
 def busy_processes(count: int) -> Iterator[list[int]]:
     """`count` processes that spin on a CPU each (a bench's `--load`) for the whole run, so
-    that everything is measured on a loaded machine; stopped by PID at the end."""
+    that everything is measured on a loaded machine; their PIDs are printed, and they are
+    stopped by PID at the end."""
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
                 for _ in range(count)]
+    pids = [p.pid for p in spinners]
+    if pids:
+        print(f"load: {len(pids)} busy processes (pids {' '.join(map(str, pids))})",
+              flush=True)
     try:
-        yield [p.pid for p in spinners]
+        yield pids
     finally:
         for spinner in spinners:
             spinner.kill()

@@ -835,10 +835,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def loaded(args: argparse.Namespace) -> None:
-    with common.busy_processes(args.load) as pids:
-        if pids:
-            print(f"load: {len(pids)} busy processes (pids {' '.join(map(str, pids))})",
-                  flush=True)
+    with common.busy_processes(args.load):
         await bench(args)
 
 

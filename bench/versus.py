@@ -776,10 +776,7 @@ def remove_empty(cgroups_: Sequence[Path]) -> None:
 
 
 async def bench(args: argparse.Namespace) -> None:
-    with common.busy_processes(args.load) as pids:
-        if pids:
-            print(f"load: {len(pids)} busy processes (pids {' '.join(map(str, pids))})",
-                  flush=True)
+    with common.busy_processes(args.load):
         await measure(args)
 
 
